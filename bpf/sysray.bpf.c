@@ -1,0 +1,691 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * sysray's kernel half: one record per completed syscall, plus the page
+ * faults, vsyscall emulations, signals and process lifecycle events that
+ * explain why a program died or slowed down.
+ *
+ * Cost model: an unselected syscall costs one hash lookup at entry and one
+ * empty task-storage lookup at exit. Selection (pids, cgroups, syscalls,
+ * minimum latency) is decided here so nothing unwanted crosses to user space.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "sysray.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define SIGILL 4
+#define SIGTRAP 5
+#define SIGBUS 7
+#define SIGFPE 8
+#define SIGSEGV 11
+
+#define VSYSCALL_ADDR 0xffffffffff600000UL
+
+/* pids map values */
+#define SEL_ACTIVE 1
+#define SEL_FOLLOW 2  /* new processes forked by this one are selected too */
+#define SEL_PENDING 4 /* selected from its next execve on (sysray's own child) */
+
+/* Set by the loader before load; constants let the verifier drop dead branches. */
+volatile const __u32 cfg_self;       /* sysray's own tgid, never traced */
+volatile const __u8 cfg_pids;        /* only tgids in pids */
+volatile const __u8 cfg_cgroups;     /* only cgroups in cgroups */
+volatile const __u8 cfg_syscalls;    /* only syscalls in sys_mask */
+volatile const __u8 cfg_all_faults;  /* every user page fault, not only the ones that matter */
+volatile const __u64 cfg_min_latency;
+volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
+volatile const __u32 cfg_nr_execve;
+volatile const __u32 cfg_nr_execveat;
+volatile const __u64 sys_mask[MAX_SYSCALL / 64];
+volatile const struct cap_rule cap_rules[MAX_SYSCALL];
+
+struct task_state {
+	__u64 ts;
+	__u64 args[6];
+	__u32 nr;
+	__u8 active;
+	__u8 pad[3];
+	/* last page fault, kept until a fault signal shows whether it mattered */
+	__u64 fault_ts;
+	__u64 fault_addr;
+	__u64 fault_ip;
+	__u64 fault_err;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} tstate SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+} cgroups SEC(".maps");
+
+struct ring {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24);
+};
+
+/* One ring per CPU: producers on different CPUs never contend. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct ring);
+} rings SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct sys_big {
+	struct sys_rec r;
+	char data[DATA_SLOTS * DATA_SLOT];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sys_big);
+} scratch SEC(".maps");
+
+static __always_inline void count_drop(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&drops, &zero);
+	if (n)
+		(*n)++;
+}
+
+static __always_inline void *cpu_ring(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&rings, &cpu);
+}
+
+/* Waking the reader per record costs more than the record; wake it in bulk. */
+static __always_inline __u64 wake_flags(void *rb)
+{
+	return bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= cfg_wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									     : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void fill_hdr(struct hdr *h, __u8 kind, __u16 size, __u64 ts)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	h->kind = kind;
+	h->flags = 0;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->ts = ts;
+	h->cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+}
+
+static __always_inline __u64 task_cgroup(struct task_struct *t)
+{
+	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+}
+
+/* For records about a task that is not current (the unfinished-syscall iterator). */
+static __always_inline void fill_hdr_task(struct hdr *h, struct task_struct *t, __u8 kind, __u16 size,
+					  __u64 ts)
+{
+	h->kind = kind;
+	h->flags = 0;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pid = BPF_CORE_READ(t, tgid);
+	h->tid = BPF_CORE_READ(t, pid);
+	h->ts = ts;
+	h->cgroup = task_cgroup(t);
+	BPF_CORE_READ_STR_INTO(&h->comm, t, comm);
+}
+
+static __always_inline bool tgid_selected(__u32 tgid)
+{
+	if (tgid == cfg_self)
+		return false;
+	if (cfg_pids) {
+		__u8 *v = bpf_map_lookup_elem(&pids, &tgid);
+		if (!v || !(*v & SEL_ACTIVE))
+			return false;
+	}
+	return true;
+}
+
+static __always_inline bool selected(void)
+{
+	if (!tgid_selected(bpf_get_current_pid_tgid() >> 32))
+		return false;
+	if (cfg_cgroups) {
+		__u64 cg = bpf_get_current_cgroup_id();
+		if (!bpf_map_lookup_elem(&cgroups, &cg))
+			return false;
+	}
+	return true;
+}
+
+static __always_inline bool task_selected(struct task_struct *t)
+{
+	if (!tgid_selected(BPF_CORE_READ(t, tgid)))
+		return false;
+	if (cfg_cgroups) {
+		__u64 cg = task_cgroup(t);
+		if (!bpf_map_lookup_elem(&cgroups, &cg))
+			return false;
+	}
+	return true;
+}
+
+static __always_inline bool syscall_wanted(__u32 nr)
+{
+	if (!cfg_syscalls)
+		return true;
+	if (nr >= MAX_SYSCALL)
+		return false;
+	return (sys_mask[nr / 64] >> (nr % 64)) & 1;
+}
+
+static __always_inline void load_args(struct task_state *st, struct pt_regs *regs)
+{
+	st->args[0] = BPF_CORE_READ(regs, di);
+	st->args[1] = BPF_CORE_READ(regs, si);
+	st->args[2] = BPF_CORE_READ(regs, dx);
+	st->args[3] = BPF_CORE_READ(regs, r10);
+	st->args[4] = BPF_CORE_READ(regs, r8);
+	st->args[5] = BPF_CORE_READ(regs, r9);
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	if (!selected() || !syscall_wanted(id))
+		return 0;
+	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
+						     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return 0;
+	st->nr = id;
+	st->args[0] = regs->di;
+	st->args[1] = regs->si;
+	st->args[2] = regs->dx;
+	st->args[3] = regs->r10;
+	st->args[4] = regs->r8;
+	st->args[5] = regs->r9;
+	st->active = 1;
+	st->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* Copies the arguments the user asked to see as strings or addresses. */
+static __always_inline __u32 capture_args(struct sys_big *b, struct task_state *st, long ret)
+{
+	__u32 nr = st->nr;
+	__u32 off = 0;
+
+	if (nr >= MAX_SYSCALL)
+		return 0;
+	/* After a successful execve the old memory is gone; the exec record names the file. */
+	if (ret == 0 && (nr == cfg_nr_execve || nr == cfg_nr_execveat))
+		return 0;
+
+#pragma unroll
+	for (int i = 0; i < DATA_SLOTS; i++) {
+		__u8 kind = cap_rules[nr].kind[i];
+		__u32 arg = cap_rules[nr].arg[i];
+		__u32 lenarg = cap_rules[nr].lenarg[i];
+		long n = 0;
+
+		b->r.dlen[i] = 0;
+		if (!kind || arg >= 6 || lenarg >= 6)
+			continue;
+		const void *ptr = (const void *)st->args[arg];
+		if (!ptr)
+			continue;
+		if (off > DATA_SLOT)
+			off = DATA_SLOT;
+		char *dst = b->data + off;
+
+		if (kind == CAP_PATH) {
+			n = bpf_probe_read_user_str(dst, DATA_SLOT, ptr);
+			if (n > 0) {
+				n--; /* drop the NUL */
+				if (n == DATA_SLOT - 1)
+					b->r.dtrunc |= 1 << i;
+			}
+		} else {
+			__u32 len;
+			if (kind == CAP_SOCKADDR) {
+				len = st->args[lenarg];
+			} else {
+				if (ret < 0)
+					continue;
+				if (bpf_probe_read_user(&len, sizeof(len), (void *)st->args[lenarg]))
+					continue;
+			}
+			if (len == 0)
+				continue;
+			if (len > 128)
+				len = 128;
+			/* keep clang from reusing the unclamped register */
+			asm volatile("" : "+r"(len));
+			len &= 0xff;
+			n = bpf_probe_read_user(dst, len, ptr) ? 0 : len;
+		}
+		if (n < 0 || (n == 0 && kind != CAP_PATH))
+			continue;
+		b->r.dset |= 1 << i;
+		b->r.dlen[i] = n;
+		b->r.darg[i] = arg;
+		off += n;
+	}
+	return off;
+}
+
+static __always_inline void fill_sys(struct sys_rec *r, struct task_state *st, long ret, __u64 now)
+{
+	r->latency = now - st->ts;
+	r->ret = ret;
+	r->nr = st->nr;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		r->args[i] = st->args[i];
+}
+
+static __always_inline bool has_captures(__u32 nr)
+{
+	return nr < MAX_SYSCALL && cap_rules[nr].kind[0];
+}
+
+/* Emits the syscall held in st. task is NULL when it is the current task. */
+static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 now, __u8 flags,
+					 struct task_struct *task)
+{
+	void *rb = cpu_ring();
+	if (!rb) {
+		count_drop();
+		return;
+	}
+
+	if (!has_captures(st->nr) || (flags & F_UNFINISHED)) {
+		struct sys_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+		if (!r) {
+			count_drop();
+			return;
+		}
+		if (task)
+			fill_hdr_task(&r->h, task, K_SYSCALL, sizeof(*r), st->ts);
+		else
+			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), st->ts);
+		r->h.flags = flags;
+		fill_sys(r, st, ret, now);
+		r->dlen[0] = 0;
+		r->dlen[1] = 0;
+		r->dtrunc = 0;
+		r->dset = 0;
+		bpf_ringbuf_submit(r, wake_flags(rb));
+		return;
+	}
+
+	__u32 zero = 0;
+	struct sys_big *b = bpf_map_lookup_elem(&scratch, &zero);
+	if (!b)
+		return;
+	b->r.dtrunc = 0;
+	b->r.dset = 0;
+	__u32 n = capture_args(b, st, ret);
+	__u32 size = sizeof(b->r) + n;
+	if (size > sizeof(*b))
+		size = sizeof(*b);
+	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
+	b->r.h.flags = flags;
+	fill_sys(&b->r, st, ret, now);
+	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
+		count_drop();
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+	if (!st || !st->active)
+		return 0;
+	st->active = 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - st->ts < cfg_min_latency)
+		return 0;
+	emit_syscall(st, ret, now, 0, NULL);
+	return 0;
+}
+
+SEC("tp_btf/page_fault_user")
+int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsigned long error_code)
+{
+	if (!selected())
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 ip = regs->ip;
+	bool vsys = (address & ~0xfffUL) == VSYSCALL_ADDR;
+
+	if (!cfg_all_faults && !vsys) {
+		/* Keep it; a fault signal will tell whether it mattered. */
+		struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
+							     BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (st) {
+			st->fault_ts = now;
+			st->fault_addr = address;
+			st->fault_ip = ip;
+			st->fault_err = error_code;
+		}
+		return 0;
+	}
+
+	void *rb = cpu_ring();
+	if (!rb)
+		return 0;
+	struct fault_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return 0;
+	}
+	fill_hdr(&r->h, K_FAULT, sizeof(*r), now);
+	r->addr = address;
+	r->ip = ip;
+	r->error = error_code;
+	bpf_ringbuf_submit(r, wake_flags(rb));
+	return 0;
+}
+
+SEC("tp_btf/emulate_vsyscall")
+int BPF_PROG(emulate_vsyscall, int nr)
+{
+	if (!selected())
+		return 0;
+	void *rb = cpu_ring();
+	if (!rb)
+		return 0;
+	struct vsys_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return 0;
+	}
+	fill_hdr(&r->h, K_VSYSCALL, sizeof(*r), bpf_ktime_get_ns());
+	r->nr = nr;
+	r->pad = 0;
+	/* The call instruction left the caller's return address on top of the user stack. */
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	__u64 sp = BPF_CORE_READ(regs, sp);
+	if (bpf_probe_read_user(&r->caller, sizeof(r->caller), (void *)sp))
+		r->caller = 0;
+	bpf_ringbuf_submit(r, wake_flags(rb));
+	return 0;
+}
+
+static __always_inline bool fault_signal(int sig)
+{
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP;
+}
+
+static __always_inline void emit_kept_fault(struct task_state *st)
+{
+	void *rb = cpu_ring();
+	if (!rb)
+		return;
+	struct fault_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return;
+	}
+	fill_hdr(&r->h, K_FAULT, sizeof(*r), st->fault_ts);
+	r->addr = st->fault_addr;
+	r->ip = st->fault_ip;
+	r->error = st->fault_err;
+	bpf_ringbuf_submit(r, wake_flags(rb));
+}
+
+static __always_inline void sig_fields(struct sig_rec *r, int sig, struct kernel_siginfo *info)
+{
+	r->sig = sig;
+	r->code = 0;
+	r->addr = 0;
+	/* SEND_SIG_NOINFO (0) and SEND_SIG_PRIV (1) are not pointers. */
+	if ((unsigned long)info > 1) {
+		r->code = BPF_CORE_READ(info, si_code);
+		if (fault_signal(sig))
+			r->addr = (__u64)BPF_CORE_READ(info, _sifields._sigfault._addr);
+	} else if ((unsigned long)info == 1) {
+		r->code = 0x80; /* SI_KERNEL */
+	}
+}
+
+SEC("tp_btf/signal_generate")
+int BPF_PROG(signal_generate, int sig, struct kernel_siginfo *info, struct task_struct *task, int group,
+	     int result)
+{
+	if (!selected() && !task_selected(task))
+		return 0;
+	__u32 target_pid = BPF_CORE_READ(task, tgid);
+	__u32 target_tid = BPF_CORE_READ(task, pid);
+	__u64 now = bpf_ktime_get_ns();
+
+	/* A fault signal the thread raised itself: emit the fault that caused it first. */
+	if (!cfg_all_faults && fault_signal(sig) && target_tid == (__u32)bpf_get_current_pid_tgid()) {
+		struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+		if (st && st->fault_ts && now - st->fault_ts < 1000000000ULL) {
+			emit_kept_fault(st);
+			st->fault_ts = 0;
+		}
+	}
+
+	void *rb = cpu_ring();
+	if (!rb)
+		return 0;
+	struct sig_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return 0;
+	}
+	fill_hdr(&r->h, K_SIG_GEN, sizeof(*r), now);
+	if (group)
+		r->h.flags |= F_GROUP;
+	sig_fields(r, sig, info);
+	r->sender = bpf_get_current_pid_tgid() >> 32;
+	r->target_pid = target_pid;
+	r->target_tid = target_tid;
+	r->result = result;
+	r->handler = 0;
+	bpf_ringbuf_submit(r, wake_flags(rb));
+	return 0;
+}
+
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	if (!selected())
+		return 0;
+	void *rb = cpu_ring();
+	if (!rb)
+		return 0;
+	struct sig_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	fill_hdr(&r->h, K_SIG_DELIVER, sizeof(*r), bpf_ktime_get_ns());
+	sig_fields(r, sig, info);
+	r->sender = 0;
+	if ((unsigned long)info > 1)
+		r->sender = BPF_CORE_READ(info, _sifields._kill._pid);
+	r->target_pid = id >> 32;
+	r->target_tid = (__u32)id;
+	r->result = 0;
+	r->handler = (__u64)BPF_CORE_READ(ka, sa.sa_handler);
+	bpf_ringbuf_submit(r, wake_flags(rb));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 ctgid = child->tgid;
+
+	if (cfg_pids && ctgid != ptgid) {
+		__u8 *v = bpf_map_lookup_elem(&pids, &ptgid);
+		if (v && (*v & SEL_FOLLOW) && (*v & SEL_ACTIVE)) {
+			__u8 nv = SEL_ACTIVE | SEL_FOLLOW;
+			bpf_map_update_elem(&pids, &ctgid, &nv, BPF_ANY);
+		}
+	}
+	if (!selected())
+		return 0;
+	void *rb = cpu_ring();
+	if (!rb)
+		return 0;
+	struct fork_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return 0;
+	}
+	fill_hdr(&r->h, K_FORK, sizeof(*r), bpf_ktime_get_ns());
+	if (ctgid == ptgid)
+		r->h.flags |= F_THREAD;
+	r->child_pid = ctgid;
+	r->child_tid = child->pid;
+	bpf_probe_read_kernel_str(r->child_comm, sizeof(r->child_comm), child->comm);
+	bpf_ringbuf_submit(r, wake_flags(rb));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (cfg_pids) {
+		__u8 *v = bpf_map_lookup_elem(&pids, &tgid);
+		if (v && (*v & SEL_PENDING)) {
+			/*
+			 * sysray's child was waiting for this execve: trace from here
+			 * and count the execve itself, whose entry we could not see.
+			 */
+			*v = SEL_ACTIVE | SEL_FOLLOW;
+			struct task_state *st = bpf_task_storage_get(&tstate, p, 0,
+								     BPF_LOCAL_STORAGE_GET_F_CREATE);
+			if (st) {
+				struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
+				st->nr = BPF_CORE_READ(regs, orig_ax);
+				load_args(st, regs);
+				st->ts = now;
+				st->active = syscall_wanted(st->nr);
+			}
+		}
+	}
+	if (!selected())
+		return 0;
+	void *rb = cpu_ring();
+	if (!rb)
+		return 0;
+	struct exec_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return 0;
+	}
+	fill_hdr(&r->h, K_EXEC, sizeof(*r), now);
+	r->old_tid = old_pid;
+	long n = bpf_probe_read_kernel_str(r->filename, sizeof(r->filename), BPF_CORE_READ(bprm, filename));
+	r->flen = n > 0 ? n - 1 : 0;
+	struct mm_struct *mm = p->mm;
+	unsigned long start = BPF_CORE_READ(mm, arg_start);
+	unsigned long end = BPF_CORE_READ(mm, arg_end);
+	__u32 alen = end - start;
+	if (alen > ARGV_LEN)
+		alen = ARGV_LEN;
+	r->alen = 0;
+	if (alen && !bpf_probe_read_user(r->argv, alen, (void *)start))
+		r->alen = alen;
+	bpf_ringbuf_submit(r, wake_flags(rb));
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
+{
+	if (!selected())
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
+	/* exit and exit_group never return; neither does a syscall cut off by a fatal signal. */
+	if (st && st->active) {
+		st->active = 0;
+		emit_syscall(st, 0, now, F_UNFINISHED, NULL);
+	}
+
+	void *rb = cpu_ring();
+	if (rb) {
+		struct exit_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+		if (r) {
+			fill_hdr(&r->h, K_EXIT, sizeof(*r), now);
+			if (group_dead)
+				r->h.flags |= F_GROUP_DEAD;
+			/* exit_code is the whole process's status once the group is dying */
+			r->code = BPF_CORE_READ(task, exit_code);
+			if (group_dead) {
+				int gcode = BPF_CORE_READ(task, signal, group_exit_code);
+				unsigned int sflags = BPF_CORE_READ(task, signal, flags);
+				if (sflags & 0x4 /* SIGNAL_GROUP_EXIT */)
+					r->code = gcode;
+			}
+			r->pad = 0;
+			bpf_ringbuf_submit(r, wake_flags(rb));
+		} else {
+			count_drop();
+		}
+	}
+	if (group_dead && cfg_pids) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+		bpf_map_delete_elem(&pids, &tgid);
+	}
+	return 0;
+}
+
+/* Run once at stop: syscalls still in flight are emitted as unfinished. */
+SEC("iter/task")
+int inflight(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task)
+		return 0;
+	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
+	if (!st || !st->active)
+		return 0;
+	if (!task_selected(task))
+		return 0;
+	st->active = 0;
+	emit_syscall(st, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
+	return 0;
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/*
+ * Records shared between the BPF programs and internal/probe. Every record
+ * starts with struct hdr; Go decodes them by hand (internal/probe/decode.go),
+ * so any change here must be mirrored there and in the record tests.
+ */
+#ifndef SYSRAY_H
+#define SYSRAY_H
+
+#define TASK_COMM_LEN 16
+#define MAX_SYSCALL 512
+#define DATA_SLOT 256  /* bytes copied per captured argument */
+#define DATA_SLOTS 2   /* captured arguments per syscall */
+#define ARGV_LEN 512   /* bytes of argv copied on exec */
+
+enum kind {
+	K_SYSCALL = 1,
+	K_FAULT = 2,
+	K_VSYSCALL = 3,
+	K_SIG_GEN = 4,
+	K_SIG_DELIVER = 5,
+	K_FORK = 6,
+	K_EXEC = 7,
+	K_EXIT = 8,
+};
+
+/* hdr.flags */
+#define F_UNFINISHED 1 /* syscall cut off by thread exit or capture stop */
+#define F_THREAD 2     /* fork: child is a thread */
+#define F_GROUP_DEAD 4 /* exit: last thread of the process */
+#define F_GROUP 8      /* signal: sent to the thread group */
+
+struct hdr {
+	__u8 kind;
+	__u8 flags;
+	__u16 size; /* whole record, bytes */
+	__u32 cpu;
+	__u32 pid;
+	__u32 tid;
+	__u64 ts;
+	__u64 cgroup;
+	char comm[TASK_COMM_LEN];
+};
+
+/* Captured-argument kinds, as in internal/event.CaptureKind. */
+#define CAP_PATH 1
+#define CAP_SOCKADDR 2
+#define CAP_SOCKADDR_OUT 3
+
+struct cap_rule {
+	__u8 kind[DATA_SLOTS];
+	__u8 arg[DATA_SLOTS];
+	__u8 lenarg[DATA_SLOTS];
+};
+
+struct sys_rec {
+	struct hdr h;
+	__u64 latency;
+	__s64 ret;
+	__u64 args[6];
+	__u32 nr;
+	__u16 dlen[DATA_SLOTS]; /* bytes in each slot; 0 = not captured */
+	__u8 darg[DATA_SLOTS];  /* argument index of each slot */
+	__u8 dtrunc;            /* bit i: slot i was cut at DATA_SLOT */
+	__u8 dset;              /* bit i: slot i holds data (an empty string has dlen 0) */
+	/* followed by dlen[0] bytes, then dlen[1] bytes */
+};
+
+struct fault_rec {
+	struct hdr h;
+	__u64 addr;
+	__u64 ip;
+	__u64 error;
+};
+
+struct vsys_rec {
+	struct hdr h;
+	__u64 caller;
+	__u32 nr;
+	__u32 pad;
+};
+
+struct sig_rec {
+	struct hdr h;
+	__s32 sig;
+	__s32 code;
+	__u32 sender;
+	__u32 target_pid;
+	__u32 target_tid;
+	__s32 result;
+	__u64 addr;
+	__u64 handler;
+};
+
+struct fork_rec {
+	struct hdr h;
+	__u32 child_pid;
+	__u32 child_tid;
+	char child_comm[TASK_COMM_LEN];
+};
+
+struct exec_rec {
+	struct hdr h;
+	__u32 old_tid;
+	__u16 flen;
+	__u16 alen;
+	char filename[DATA_SLOT];
+	char argv[ARGV_LEN];
+};
+
+struct exit_rec {
+	struct hdr h;
+	__s32 code;
+	__u32 pad;
+};
+
+#endif

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/host"
+	"github.com/sysray/sysray/internal/live"
+	"github.com/sysray/sysray/internal/output"
+	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/stat"
+)
+
+func newTrace() *cobra.Command {
+	var sel selection
+	var asJSON, summary bool
+	cmd := &cobra.Command{
+		Use:   "trace [flags] [-- COMMAND [ARG...]]",
+		Short: "Print syscalls, faults, signals and process events as they happen",
+		Example: `  sysray trace -- ls /
+  sysray trace -p 4242 -f 'evt.latency > 10ms'
+  sysray trace -e openat,connect --json -- curl -s localhost:8080`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, flt, err := sel.build(args)
+			if err != nil {
+				return err
+			}
+			arch := event.HostArch()
+			snap, _ := proc.Snapshot()
+			procs := proc.NewTable(snap)
+			envv := env{arch: arch, procs: procs}
+			pr := output.New(os.Stdout, arch, host.BootTime(), asJSON)
+			sum := stat.NewSummary(arch)
+			res, err := live.Run(opts, func(e *event.Event) error {
+				procs.Update(e)
+				if flt != nil && !flt.Match(e, envv) {
+					return nil
+				}
+				if summary {
+					sum.Add(e)
+					return nil
+				}
+				return pr.Print(e)
+			})
+			pr.Flush()
+			if err != nil {
+				return err
+			}
+			if summary {
+				if err := printSummary(sum, asJSON, res.Drops); err != nil {
+					return err
+				}
+			}
+			reportDrops(res)
+			if res.ExitCode != 0 {
+				return &exitError{res.ExitCode}
+			}
+			return nil
+		},
+	}
+	sel.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
+	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
+	return cmd
+}
+
+func printSummary(sum *stat.Summary, asJSON bool, drops uint64) error {
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{"syscalls": sum.Rows(), "drops": drops})
+	}
+	return sum.Print(os.Stdout)
+}
+
+func reportDrops(res live.Result) {
+	if res.Drops > 0 {
+		fmt.Fprintf(os.Stderr, "sysray: %d events were lost in the kernel (per CPU: %v); results are incomplete\n", res.Drops, res.PerCPU)
+	}
+}
+

@@ -1,0 +1,657 @@
+package capture
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/proc"
+)
+
+func TestRoundTripKinds(t *testing.T) {
+	odd := []byte{0, 0xff, 0x80, '\n', 0xc3, 0x28} // NULs and invalid UTF-8
+	tests := []struct {
+		name string
+		e    event.Event
+	}{
+		{"syscall", event.Event{Kind: event.KindSyscall, Time: 1e15, CPU: 7, PID: 100, TID: 101, Comm: "bash", Cgroup: 42,
+			Syscall: event.Syscall{Nr: 257, Args: [6]uint64{math.MaxUint64, 0x7ffe0000, 0o644, 1}, Ret: 3, Latency: 1234,
+				Data: [6][]byte{1: []byte("/etc/passwd")}}}},
+		{"syscall error", event.Event{Kind: event.KindSyscall, Time: 1e15 + 10, PID: 100, TID: 101, Comm: "bash",
+			Syscall: event.Syscall{Nr: 257, Ret: -2, Latency: 99}}},
+		{"syscall unfinished", event.Event{Kind: event.KindSyscall, Time: 5, TID: 9,
+			Syscall: event.Syscall{Nr: 61, Args: [6]uint64{math.MaxUint64, 1 << 63}, Ret: math.MinInt64, Latency: math.MaxUint64, Unfinished: true}}},
+		{"syscall data", event.Event{Kind: event.KindSyscall, Time: 6, TID: 9, Comm: "x\xffy",
+			Syscall: event.Syscall{Nr: 42, Data: [6][]byte{odd, {}, nil, bytes.Repeat([]byte{7}, 300), nil, []byte{0}},
+				Truncated: [6]bool{false, false, true, true, false, true}}}},
+		{"syscall truncated without data", event.Event{Kind: event.KindSyscall, Time: 7, TID: 9,
+			Syscall: event.Syscall{Nr: 42, Truncated: [6]bool{true}}}},
+		{"page fault", event.Event{Kind: event.KindPageFault, Time: 8, CPU: 1, PID: 5, TID: 5, Comm: "a",
+			Fault: event.Fault{Addr: 0xdeadbeef000, IP: 0x401000, Error: 6}}},
+		{"page fault max", event.Event{Kind: event.KindPageFault, Time: 8, TID: 5,
+			Fault: event.Fault{Addr: math.MaxUint64, IP: 1, Error: math.MaxUint64}}},
+		{"vsyscall", event.Event{Kind: event.KindVsyscall, Time: 9, TID: 5, Vsyscall: event.Vsyscall{Nr: 2, CallerIP: 0x400abc}}},
+		{"signal generate", event.Event{Kind: event.KindSignalGenerate, Time: 10, TID: 5,
+			Signal: event.Signal{Sig: 9, Code: -6, SenderPID: 1, TargetPID: 5, TargetTID: 6, Result: 2, Group: true}}},
+		{"signal deliver", event.Event{Kind: event.KindSignalDeliver, Time: 11, TID: 6,
+			Signal: event.Signal{Sig: math.MinInt32, Code: 1, Addr: math.MaxUint64, Handler: 1, Result: math.MaxInt32}}},
+		{"fork", event.Event{Kind: event.KindFork, Time: 12, PID: 5, TID: 5, Comm: "sh",
+			Proc: event.Proc{ChildPID: 77, ChildTID: 78, Thread: true, ChildComm: "sh"}}},
+		{"exec", event.Event{Kind: event.KindExec, Time: 13, PID: 77, TID: 77, Comm: "ls",
+			Proc: event.Proc{Filename: "/bin/ls", Argv: []string{"ls", "", "-l", "caf\xe9"}, OldTID: 79}}},
+		{"exec empty argv", event.Event{Kind: event.KindExec, Time: 13, TID: 77, Proc: event.Proc{Argv: []string{}}}},
+		{"exit", event.Event{Kind: event.KindExit, Time: 14, TID: 77, Proc: event.Proc{ExitCode: -1, GroupDead: true, Unfinished: true}}},
+		{"drop", event.Event{Kind: event.KindDrop, Time: 15, CPU: 3, Drop: event.Drop{Count: math.MaxUint64}}},
+		{"unknown kind", event.Event{Kind: 200, Time: 16, CPU: 1, PID: 2, TID: 3, Comm: "c", Cgroup: 4}},
+		{"zero kind", event.Event{}},
+		{"time backwards", event.Event{Kind: event.KindSyscall, Time: 3, TID: 101, PID: 100}},
+		{"time max", event.Event{Kind: event.KindDrop, Time: math.MaxUint64, CPU: math.MaxUint32, PID: math.MaxUint32, TID: math.MaxUint32, Cgroup: math.MaxUint64}},
+	}
+	// Each alone (fresh block state) and all in one block (deltas between
+	// unrelated kinds and threads).
+	var all []event.Event
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkRoundTrip(t, []event.Event{tt.e, tt.e}, 0)
+		})
+		all = append(all, tt.e)
+	}
+	t.Run("all", func(t *testing.T) { checkRoundTrip(t, all, 0) })
+	t.Run("all, one block each", func(t *testing.T) { checkRoundTrip(t, all, 1) })
+}
+
+func checkRoundTrip(t *testing.T, want []event.Event, flushEvery int) {
+	t.Helper()
+	data := encodeFile(t, nil, want, flushEvery, &Trailer{Drops: []uint64{1, 0, 3}})
+	r, got, err := decodeFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d events, wrote %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("event %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+	tr := r.Trailer()
+	if tr == nil || tr.Events != uint64(len(want)) || !reflect.DeepEqual(tr.Drops, []uint64{1, 0, 3}) || tr.End == 0 {
+		t.Fatalf("trailer %+v", tr)
+	}
+}
+
+// randomValue fills v with values that stress the encoding: zeros (absent
+// fields), extremes, nil versus empty slices. Reflection makes a field added
+// to event.Event or proc.Info fail this test until the format carries it.
+func randomValue(rng *rand.Rand, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			randomValue(rng, v.Field(i))
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			randomValue(rng, v.Index(i))
+		}
+	case reflect.Slice:
+		switch rng.IntN(4) {
+		case 0:
+			v.SetZero()
+		case 1:
+			v.Set(reflect.MakeSlice(v.Type(), 0, 0))
+		default:
+			n := rng.IntN(6)
+			if v.Type().Elem().Kind() == reflect.Uint8 && rng.IntN(8) == 0 {
+				n = rng.IntN(5000)
+			}
+			s := reflect.MakeSlice(v.Type(), n, n)
+			for i := range n {
+				randomValue(rng, s.Index(i))
+			}
+			v.Set(s)
+		}
+	case reflect.Bool:
+		v.SetBool(rng.IntN(2) == 0)
+	case reflect.String:
+		b := make([]byte, rng.IntN(4)*rng.IntN(8))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		v.SetString(string(b))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(randomU64(rng)) // truncated to the field's width
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(randomU64(rng)))
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		for range rng.IntN(4) {
+			k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+			randomValue(rng, k)
+			randomValue(rng, e)
+			m.SetMapIndex(k, e)
+		}
+		v.Set(m)
+	default:
+		panic("randomValue: unhandled " + v.Type().String())
+	}
+}
+
+func randomU64(rng *rand.Rand) uint64 {
+	switch rng.IntN(6) {
+	case 0, 1:
+		return 0
+	case 2:
+		return edgeU64[rng.IntN(len(edgeU64))]
+	case 3:
+		return uint64(rng.IntN(300))
+	case 4:
+		return -uint64(rng.IntN(300))
+	}
+	return rng.Uint64() >> rng.IntN(64)
+}
+
+// subStruct names the part of Event that belongs to each kind.
+var subStruct = map[event.Kind]string{
+	event.KindSyscall:        "Syscall",
+	event.KindPageFault:      "Fault",
+	event.KindVsyscall:       "Vsyscall",
+	event.KindSignalGenerate: "Signal",
+	event.KindSignalDeliver:  "Signal",
+	event.KindFork:           "Proc",
+	event.KindExec:           "Proc",
+	event.KindExit:           "Proc",
+	event.KindDrop:           "Drop",
+}
+
+// randomEvents mixes fresh random events with near-repeats of a thread's
+// previous event, since the delta paths are where bugs would hide.
+func randomEvents(rng *rand.Rand, n int) []event.Event {
+	evs := make([]event.Event, 0, n)
+	prev := map[uint32]event.Event{}
+	comms := []string{"", "a", "bash", "\xff\x00"}
+	t := uint64(rng.Uint64())
+	for range n {
+		tid := uint32(rng.IntN(6))
+		if rng.IntN(50) == 0 {
+			tid = uint32(randomU64(rng))
+		}
+		var e event.Event
+		if p, ok := prev[tid]; ok && rng.IntN(3) != 0 {
+			e = p
+			switch e.Kind {
+			case event.KindSyscall:
+				switch rng.IntN(4) {
+				case 0:
+					e.Syscall.Args[rng.IntN(6)] = randomU64(rng)
+				case 1:
+					e.Syscall.Ret = int64(randomU64(rng))
+				case 2:
+					e.Syscall.Nr = uint32(rng.IntN(4))
+				}
+				e.Syscall.Latency = uint64(rng.IntN(1 << 20))
+			case event.KindPageFault:
+				e.Fault.Addr += uint64(rng.IntN(8192))
+			}
+			if rng.IntN(4) == 0 {
+				e.CPU = uint32(rng.IntN(4))
+			}
+		} else {
+			e.Kind = event.Kind(rng.IntN(12))
+			if name, ok := subStruct[e.Kind]; ok {
+				randomValue(rng, reflect.ValueOf(&e).Elem().FieldByName(name))
+			}
+			e.TID = tid
+			e.PID = tid
+			if rng.IntN(4) == 0 {
+				e.PID = uint32(randomU64(rng))
+			}
+			e.CPU = uint32(rng.IntN(4))
+			e.Comm = comms[rng.IntN(len(comms))]
+			e.Cgroup = uint64(rng.IntN(3))
+			if rng.IntN(20) == 0 {
+				e.Cgroup = randomU64(rng)
+			}
+		}
+		// Mostly forward and close together, sometimes backwards (events
+		// from other CPUs) or anywhere.
+		switch rng.IntN(20) {
+		case 0:
+			t -= uint64(rng.IntN(5000))
+		case 1:
+			t = rng.Uint64()
+		default:
+			t += uint64(rng.IntN(2000))
+		}
+		e.Time = t
+		evs = append(evs, e)
+		prev[tid] = e
+	}
+	return evs
+}
+
+func TestRoundTripRandom(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		evs := randomEvents(rng, 5000)
+		checkRoundTrip(t, evs, []int{0, 1, 7, 1000}[seed%4])
+	}
+}
+
+func TestHeaderRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 50 {
+		var h Header
+		randomValue(rng, reflect.ValueOf(&h).Elem())
+		if i == 0 {
+			h = Header{
+				Arch: event.ArchAMD64, Hostname: "host", Kernel: "6.8.0 #1 SMP", BootTime: -1, Start: time.Now().UnixNano(),
+				Command:  []string{"sysray", "record", "-w", "f"},
+				Syscalls: []string{"read", "", "open\xff"},
+				Procs:    []proc.Info{{PID: 1, Comm: "init", Cmdline: []string{"/sbin/init", ""}, Threads: []uint32{1, math.MaxUint32}}},
+				Meta:     map[string]string{"vsyscall": "xonly", "": "\x00"},
+			}
+		}
+		data := encodeFile(t, &h, nil, 0, nil)
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := normalizeHeader(h)
+		want.Version = Version
+		if got := normalizeHeader(*r.Header()); !reflect.DeepEqual(got, want) {
+			t.Fatalf("header %d:\n got %+v\nwant %+v", i, got, want)
+		}
+	}
+}
+
+// normalizeHeader maps empty lists to nil: the wire format, like protobuf,
+// does not tell them apart, and nothing in a header needs it to.
+func normalizeHeader(h Header) Header {
+	nilIfEmpty := func(s []string) []string {
+		if len(s) == 0 {
+			return nil
+		}
+		return s
+	}
+	h.Command, h.Syscalls = nilIfEmpty(h.Command), nilIfEmpty(h.Syscalls)
+	if len(h.Meta) == 0 {
+		h.Meta = nil
+	}
+	if len(h.Procs) == 0 {
+		h.Procs = nil
+	}
+	for i := range h.Procs {
+		p := &h.Procs[i]
+		p.Cmdline = nilIfEmpty(p.Cmdline)
+		if len(p.Threads) == 0 {
+			p.Threads = nil
+		}
+	}
+	return h
+}
+
+// TestTruncatedEveryOffset cuts a multi-block file at every byte and checks
+// that exactly the whole blocks before the cut come back.
+func TestTruncatedEveryOffset(t *testing.T) {
+	evs := randomEvents(rand.New(rand.NewPCG(5, 6)), 240)
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, &Header{Hostname: "h", Syscalls: []string{"read", "write"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	headerEnd := buf.Len()
+	type mark struct{ end, events int }
+	var marks []mark // block ends
+	for i := range evs {
+		if err := w.Write(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if (i+1)%40 == 0 {
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			marks = append(marks, mark{buf.Len(), i + 1})
+		}
+	}
+	if err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	full := buf.Bytes()
+
+	for cut := 0; cut <= len(full); cut++ {
+		r, got, err := decodeFile(full[:cut])
+		switch {
+		case cut == len(full):
+			if err != nil || len(got) != len(evs) || r.Trailer() == nil {
+				t.Fatalf("whole file: %d events, %v", len(got), err)
+			}
+			continue
+		case cut < headerEnd:
+			if r != nil || !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "header") {
+				t.Fatalf("cut %d inside the header: %v", cut, err)
+			}
+			continue
+		}
+		wantEvents, blocks := 0, 0
+		for _, m := range marks {
+			if m.end <= cut {
+				wantEvents, blocks = m.events, blocks+1
+			}
+		}
+		if !errors.Is(err, ErrTruncated) || r.Trailer() != nil {
+			t.Fatalf("cut %d: err %v, trailer %v", cut, err, r.Trailer())
+		}
+		if len(got) != wantEvents || wantEvents > 0 && !reflect.DeepEqual(got, evs[:wantEvents]) {
+			t.Fatalf("cut %d: got %d events, want the first %d", cut, len(got), wantEvents)
+		}
+		want := fmt.Sprintf("after block %d (%d events)", blocks, wantEvents)
+		if blocks == 0 {
+			want = "before its first block"
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("cut %d: %q does not say %q", cut, err, want)
+		}
+		if err2 := r.Next(new(event.Event)); err2 != err {
+			t.Fatalf("cut %d: error not sticky: %v then %v", cut, err, err2)
+		}
+	}
+}
+
+// TestTruncatedLarge cuts a file of full-size compressed blocks.
+func TestTruncatedLarge(t *testing.T) {
+	g := newGetppid()
+	evs := make([]event.Event, 300_000)
+	for i := range evs {
+		evs[i] = *g.next()
+	}
+	full := encodeFile(t, nil, evs, 0, nil)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20 {
+		cut := rng.IntN(len(full))
+		_, got, err := decodeFile(full[:cut])
+		if !errors.Is(err, ErrTruncated) {
+			t.Fatalf("cut %d of %d: %v", cut, len(full), err)
+		}
+		if len(got)%blockMaxEvents != 0 || !reflect.DeepEqual(got, evs[:len(got)]) {
+			t.Fatalf("cut %d: %d events is not a whole number of blocks", cut, len(got))
+		}
+		t.Logf("cut at %d/%d: %v", cut, len(full), err)
+	}
+}
+
+func TestZeroFilledTail(t *testing.T) {
+	evs := randomEvents(rand.New(rand.NewPCG(1, 1)), 100)
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, nil)
+	for i := range evs {
+		w.Write(&evs[i])
+	}
+	w.Flush()
+	data := append(buf.Bytes(), make([]byte, 4096)...)
+	_, got, err := decodeFile(data)
+	if !errors.Is(err, ErrTruncated) || len(got) != len(evs) {
+		t.Fatalf("%d events, %v", len(got), err)
+	}
+}
+
+func TestFlushMakesEventsReadable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.sysray")
+	w, err := Create(path, &Header{Hostname: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := randomEvents(rand.New(rand.NewPCG(2, 2)), 10)
+	for i := range evs {
+		w.Write(&evs[i])
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The writer is still open, as if its process had died here.
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var n int
+	var e event.Event
+	for err = r.Next(&e); err == nil; err = r.Next(&e) {
+		n++
+	}
+	if n != len(evs) || !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "no trailer") {
+		t.Fatalf("%d events, %v", n, err)
+	}
+	w.Close(nil)
+}
+
+func TestCreateIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.sysray")
+	if err := os.WriteFile(path, []byte("old contents, longer than a header would be........................"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Create(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, want 0600", st.Mode().Perm())
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Next(new(event.Event)); err != io.EOF || r.Trailer() == nil {
+		t.Fatalf("old contents not truncated: %v", err)
+	}
+	r.Close()
+	if err := w.Write(new(event.Event)); err == nil {
+		t.Fatal("Write after Close succeeded")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	evs := randomEvents(rand.New(rand.NewPCG(9, 9)), 200)
+	good := encodeFile(t, &Header{Hostname: "h"}, evs, 100, &Trailer{End: 1})
+	firstBlock := preludeSize + frameSize + int(binary.LittleEndian.Uint32(good[preludeSize+8:]))
+	trailerLen := frameSize + len((&Trailer{Events: 200, End: 1}).marshal(2))
+	noTrailer := rawFile([]byte{byte(event.KindDrop), 0, 0, 0}, 1, false)
+	patch := func(off int, b ...byte) []byte {
+		d := bytes.Clone(good)
+		copy(d[off:], b)
+		return d
+	}
+	tests := []struct {
+		name string
+		data []byte
+		kind error
+		msg  string
+	}{
+		{"empty", nil, ErrTruncated, "the file is empty"},
+		{"magic prefix", []byte("SYSR"), ErrTruncated, "inside its header"},
+		{"not a capture", []byte("#!/bin/sh\necho hello\n"), ErrFormat, "capture: not a sysray capture (bad magic)"},
+		{"short not a capture", []byte("ELF"), ErrFormat, "bad magic"},
+		{"version", patch(len(magic), 9), ErrFormat, "capture: unsupported version 9"},
+		{"header cut", good[:preludeSize+frameSize+1], ErrTruncated, "inside its header"},
+		{"header corrupt", patch(preludeSize+frameSize+1, 0xff), ErrFormat, "header at offset 12: checksum mismatch"},
+		{"frame corrupt", patch(firstBlock+4, 0xff), ErrFormat, fmt.Sprintf("frame at offset %d: frame checksum mismatch", firstBlock)},
+		{"block corrupt", patch(firstBlock+frameSize+5, 0xff), ErrFormat, fmt.Sprintf("block 1 at offset %d: checksum mismatch", firstBlock)},
+		{"data after trailer", append(bytes.Clone(good), 0), ErrFormat, "data after the trailer"},
+		{"no trailer", good[:len(good)-trailerLen], ErrTruncated, "after block 2 (200 events); the file has no trailer"},
+		{"trailer cut", good[:len(good)-1], ErrTruncated, "after block 2 (200 events); the rest of the file is incomplete"},
+		{"trailer mismatch", appendFrame(noTrailer, frameTrailer, codecNone, 0, (&Trailer{Events: 5}).marshal(1)), ErrFormat,
+			"counts 1 blocks and 5 events, but the file holds 1 and 1"},
+		{"records overrun", rawFile([]byte{1, 0, 0}, 1, true), ErrFormat, "block 1 at offset 36: event 1: record runs past the end"},
+		{"bytes after last record", rawFile([]byte{0, 0, 0, 0, 9}, 1, true), ErrFormat, "1 bytes follow its last event"},
+		{"count too big", rawFile([]byte{0, 0, 0, 0}, 2, true), ErrFormat, "2 events cannot fit in 4 bytes"},
+		{"unknown flags", rawFile([]byte{1, 0x80, 0x10, 0, 0}, 1, true), ErrFormat, "unknown record flags"},
+		{"huge length", rawFile([]byte{0, fComm, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0}, 1, true), ErrFormat, "field length runs past"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := decodeFile(tt.data)
+			if !errors.Is(err, tt.kind) || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("got %v, want %v containing %q", err, tt.kind, tt.msg)
+			}
+		})
+	}
+}
+
+// TestSkipsAdditions checks the forward-compatibility rules: unknown frame
+// types, record extensions and unknown kinds are skipped, not rejected.
+func TestSkipsAdditions(t *testing.T) {
+	records := []byte{
+		byte(event.KindDrop), 0x80, 0x02, 4, 1, 5, 3, 'e', 'x', 't', // flags fExt, Count 5, 3 ext bytes
+		200, 0, 2, 2, 0xaa, 0xbb, // a future kind with a 2-byte body
+	}
+	file := rawFile(records, 2, false)
+	file = appendFrame(file, 99, 7, 0, []byte("a future section"))
+	file = appendFrame(file, frameTrailer, codecNone, 0, (&Trailer{Events: 2}).marshal(1))
+	_, got, err := decodeFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []event.Event{
+		{Kind: event.KindDrop, Time: 2, Drop: event.Drop{Count: 5}},
+		{Kind: 200, Time: 3},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestHugeEvents(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 12<<16) // 12 MiB
+	e := event.Event{Kind: event.KindSyscall, TID: 1, Syscall: event.Syscall{Data: [6][]byte{big, big}}}
+	evs := []event.Event{e, e, e} // 72 MiB: more than one block may hold
+	checkRoundTrip(t, evs, 0)
+
+	var buf bytes.Buffer
+	w, _ := NewWriter(&buf, nil)
+	e.Syscall.Data = [6][]byte{big, big, big, big, big, big}
+	if err := w.Write(&e); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Fatalf("72 MiB event: %v", err)
+	}
+	if err := w.Close(nil); err != nil {
+		t.Fatalf("writer unusable after a rejected event: %v", err)
+	}
+}
+
+func TestReaderAllocations(t *testing.T) {
+	g := newGetppid()
+	evs := make([]event.Event, 200_000)
+	for i := range evs {
+		evs[i] = *g.next()
+	}
+	data := encodeFile(t, nil, evs, 0, nil)
+	r, err := NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e event.Event
+	r.Next(&e) // buffers are sized by the first block
+	allocs := testing.AllocsPerRun(100_000, func() {
+		if err := r.Next(&e); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 0.001 {
+		t.Fatalf("%.4f allocations per event", allocs)
+	}
+}
+
+// TestBytesPerEvent holds the format to its size budget on the workload it
+// was designed for.
+func TestBytesPerEvent(t *testing.T) {
+	const n = 1_000_000
+	g := newGetppid()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, &Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := buf.Len()
+	t0 := time.Now()
+	for range n {
+		if err := w.Write(g.next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	wrote := time.Since(t0)
+	per := float64(buf.Len()-start) / n
+
+	t0 = time.Now()
+	_, got, err := decodeFile(buf.Bytes())
+	if err != nil || len(got) != n {
+		t.Fatalf("%d events, %v", len(got), err)
+	}
+	read := time.Since(t0)
+	t.Logf("%d getppid events: %d bytes, %.2f bytes/event; write %.1fM events/s, read (into a slice) %.1fM events/s",
+		n, buf.Len()-start, per, n/wrote.Seconds()/1e6, n/read.Seconds()/1e6)
+	if per > 16 {
+		t.Fatalf("%.2f bytes/event, budget 16", per)
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	g := newGetppid()
+	w, err := NewWriter(io.Discard, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.Write(g.next()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.Close(nil)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}
+
+func BenchmarkRead(b *testing.B) {
+	g := newGetppid()
+	evs := make([]event.Event, 1_000_000)
+	for i := range evs {
+		evs[i] = *g.next()
+	}
+	data := encodeFile(b, nil, evs, 0, nil)
+	b.SetBytes(int64(len(data) / len(evs)))
+	b.ReportAllocs()
+	var r *Reader
+	var e event.Event
+	for b.Loop() {
+		if r == nil || r.Next(&e) != nil {
+			var err error
+			r, err = NewReader(bytes.NewReader(data))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.Next(&e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds()/1e6, "Mevents/s")
+}

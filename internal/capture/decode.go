@@ -1,0 +1,329 @@
+package capture
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// maxInterned bounds the comm intern table, so a file full of distinct names
+// costs allocations rather than an ever-growing map.
+const maxInterned = 1 << 14
+
+// blockDecoder walks the records of one decompressed block. Malformed input
+// sets bad instead of returning errors from every helper, which keeps the
+// per-field code straight; the record is rejected once at its end.
+type blockDecoder struct {
+	state
+	buf    []byte
+	pos    int
+	bad    string
+	intern map[string]string
+}
+
+func (d *blockDecoder) start(buf []byte) {
+	d.state.reset()
+	d.buf, d.pos, d.bad = buf, 0, ""
+}
+
+func (d *blockDecoder) fail(why string) {
+	if d.bad == "" {
+		d.bad = why
+	}
+	d.pos = len(d.buf) // stops further reads from making progress
+}
+
+func (d *blockDecoder) byte() byte {
+	if d.pos >= len(d.buf) {
+		d.fail("record runs past the end of the block")
+		return 0
+	}
+	c := d.buf[d.pos]
+	d.pos++
+	return c
+}
+
+func (d *blockDecoder) uvarint() uint64 {
+	if p := d.pos; p < len(d.buf) && d.buf[p] < 0x80 {
+		d.pos++
+		return uint64(d.buf[p])
+	}
+	v, n := binary.Uvarint(d.buf[d.pos:])
+	if n <= 0 {
+		if n == 0 {
+			d.fail("record runs past the end of the block")
+		} else {
+			d.fail("varint overflows 64 bits")
+		}
+		return 0
+	}
+	d.pos += n
+	return v
+}
+
+func (d *blockDecoder) u32() uint32 {
+	v := d.uvarint()
+	if v > math.MaxUint32 {
+		d.fail("32-bit field out of range")
+	}
+	return uint32(v)
+}
+
+func (d *blockDecoder) i32() int32 {
+	v := unzigzag(d.uvarint())
+	if v != int64(int32(v)) {
+		d.fail("32-bit field out of range")
+	}
+	return int32(v)
+}
+
+// bytes returns the next length-prefixed field as a view into the block.
+// The length is checked against what is left, so it can never cause an
+// allocation larger than the block itself.
+func (d *blockDecoder) bytes() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.buf)-d.pos) {
+		d.fail("field length runs past the end of the block")
+		return nil
+	}
+	b := d.buf[d.pos : d.pos+int(n)]
+	d.pos += int(n)
+	return b
+}
+
+func (d *blockDecoder) string() string {
+	return string(d.bytes())
+}
+
+// internString avoids an allocation per distinct comm per block; consumers
+// keep the returned strings, so they must not alias the block buffer.
+func (d *blockDecoder) internString() string {
+	b := d.bytes()
+	if s, ok := d.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if d.intern == nil {
+		d.intern = make(map[string]string)
+	}
+	if len(d.intern) < maxInterned {
+		d.intern[s] = s
+	}
+	return s
+}
+
+// next decodes one record into e, overwriting all of it.
+func (d *blockDecoder) next(e *event.Event) error {
+	*e = event.Event{}
+	kind := event.Kind(d.byte())
+	flags := d.uvarint()
+	if flags&^fKnown != 0 {
+		d.fail("unknown record flags")
+	}
+	if flags&fKind != 0 && kind != event.KindSyscall && kind != event.KindPageFault {
+		d.fail("kind-specific flags on a kind without them")
+	}
+	e.Kind = kind
+	e.Time = d.prevEnd + uint64(unzigzag(d.uvarint()))
+	e.TID = d.prevTID
+	if flags&fTID != 0 {
+		e.TID = d.u32()
+	}
+	th := d.thread(e.TID)
+	e.CPU, e.PID, e.Comm, e.Cgroup = th.cpu, th.pid, th.comm, th.cgroup
+	if flags&fCPU != 0 {
+		e.CPU = d.u32()
+	}
+	if flags&fPID != 0 {
+		e.PID = d.u32()
+	}
+	if flags&fComm != 0 {
+		e.Comm = d.internString()
+	}
+	if flags&fCgroup != 0 {
+		e.Cgroup = d.uvarint()
+	}
+	th.cpu, th.pid, th.comm, th.cgroup = e.CPU, e.PID, e.Comm, e.Cgroup
+	d.prevTID, d.prevCPU, d.prevCgroup = e.TID, e.CPU, e.Cgroup
+
+	switch kind {
+	case event.KindSyscall:
+		d.syscall(e, th, flags)
+	case event.KindPageFault:
+		f := &e.Fault
+		f.Addr, f.IP, f.Error = th.faultAddr, th.faultIP, th.faultErr
+		if flags&fAddr != 0 {
+			f.Addr += uint64(unzigzag(d.uvarint()))
+		}
+		if flags&fIP != 0 {
+			f.IP += uint64(unzigzag(d.uvarint()))
+		}
+		if flags&fErr != 0 {
+			f.Error += uint64(unzigzag(d.uvarint()))
+		}
+		th.faultAddr, th.faultIP, th.faultErr = f.Addr, f.IP, f.Error
+	case event.KindVsyscall:
+		mask := d.mask(vsNr | vsCallerIP)
+		v := &e.Vsyscall
+		if mask&vsNr != 0 {
+			v.Nr = d.u32()
+		}
+		if mask&vsCallerIP != 0 {
+			v.CallerIP = d.uvarint()
+		}
+	case event.KindSignalGenerate, event.KindSignalDeliver:
+		mask := d.mask(sigHandler<<1 - 1)
+		g := &e.Signal
+		if mask&sigSig != 0 {
+			g.Sig = d.i32()
+		}
+		if mask&sigCode != 0 {
+			g.Code = d.i32()
+		}
+		if mask&sigSender != 0 {
+			g.SenderPID = d.u32()
+		}
+		if mask&sigTargetPID != 0 {
+			g.TargetPID = d.u32()
+		}
+		if mask&sigTargetTID != 0 {
+			g.TargetTID = d.u32()
+		}
+		if mask&sigAddr != 0 {
+			g.Addr = d.uvarint()
+		}
+		if mask&sigResult != 0 {
+			g.Result = d.i32()
+		}
+		g.Group = mask&sigGroup != 0
+		if mask&sigHandler != 0 {
+			g.Handler = d.uvarint()
+		}
+	case event.KindFork, event.KindExec, event.KindExit:
+		d.proc(&e.Proc)
+	case event.KindDrop:
+		if d.mask(dropCount)&dropCount != 0 {
+			e.Drop.Count = d.uvarint()
+		}
+	default:
+		d.bytes() // a body only a newer reader understands
+	}
+	d.prevEnd = e.End()
+
+	if flags&fExt != 0 {
+		d.bytes() // fields a newer writer added; skipping them is the contract
+	}
+	if d.bad != "" {
+		return errors.New(d.bad)
+	}
+	return nil
+}
+
+// mask reads a field mask and rejects bits this version does not define:
+// fields are added through the extension, never through new mask bits.
+func (d *blockDecoder) mask(known uint64) uint64 {
+	m := d.uvarint()
+	if m&^known != 0 {
+		d.fail("unknown field-mask bits")
+	}
+	return m
+}
+
+func (d *blockDecoder) syscall(e *event.Event, th *thread, flags uint64) {
+	sc := &e.Syscall
+	sc.Nr = th.nr
+	if flags&fNr != 0 {
+		sc.Nr = d.u32()
+	}
+	prev := d.state.syscall(th, sc.Nr)
+	sc.Args, sc.Ret = prev.args, prev.ret
+	if flags&fSys != 0 {
+		changed := d.byte()
+		if changed == 0 {
+			d.fail("empty syscall change byte")
+		}
+		for i := range sc.Args {
+			if changed&(1<<i) != 0 {
+				sc.Args[i] += uint64(unzigzag(d.uvarint()))
+			}
+		}
+		if changed&sysRet != 0 {
+			sc.Ret += unzigzag(d.uvarint())
+		}
+		sc.Unfinished = changed&sysUnfinished != 0
+		prev.args, prev.ret = sc.Args, sc.Ret
+	}
+	sc.Latency = d.uvarint()
+	if flags&fData == 0 {
+		return
+	}
+	mask := d.mask(1<<12 - 1)
+	if mask == 0 {
+		d.fail("empty data mask")
+	}
+	for i := range sc.Truncated {
+		sc.Truncated[i] = mask&(1<<(6+i)) != 0
+	}
+	// One allocation holds all of the event's data: the caller owns it, so
+	// it cannot alias the block buffer, which is reused.
+	var views [6][]byte
+	total := 0
+	for i := range views {
+		if mask&(1<<i) != 0 {
+			views[i] = d.bytes()
+			total += len(views[i])
+		}
+	}
+	if d.bad != "" {
+		return
+	}
+	all := make([]byte, total)
+	off := 0
+	for i, v := range views {
+		if mask&(1<<i) != 0 {
+			n := copy(all[off:], v)
+			sc.Data[i] = all[off : off+n : off+n]
+			off += n
+		}
+	}
+}
+
+func (d *blockDecoder) proc(p *event.Proc) {
+	mask := d.mask(procUnfinished<<1 - 1)
+	if mask&procChildPID != 0 {
+		p.ChildPID = d.u32()
+	}
+	if mask&procChildTID != 0 {
+		p.ChildTID = d.u32()
+	}
+	if mask&procChildComm != 0 {
+		p.ChildComm = d.internString()
+	}
+	if mask&procFilename != 0 {
+		p.Filename = d.string()
+	}
+	if mask&procArgv != 0 {
+		n := d.uvarint()
+		// Every argument takes at least its length byte, which bounds the
+		// slice by the bytes left rather than by a number from the file.
+		if n > uint64(len(d.buf)-d.pos) {
+			d.fail("argument count runs past the end of the block")
+			n = 0
+		}
+		p.Argv = make([]string, n)
+		for i := range p.Argv {
+			p.Argv[i] = d.string()
+		}
+	}
+	if mask&procOldTID != 0 {
+		p.OldTID = d.u32()
+	}
+	if mask&procExitCode != 0 {
+		p.ExitCode = d.i32()
+	}
+	p.Thread = mask&procThread != 0
+	p.GroupDead = mask&procGroupDead != 0
+	p.Unfinished = mask&procUnfinished != 0
+}

@@ -1,0 +1,196 @@
+package capture
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"time"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+var errClosed = errors.New("capture: writer is closed")
+
+// Writer appends events to a capture. It is not safe for concurrent use.
+type Writer struct {
+	w      io.Writer
+	f      *os.File // set when Create opened it, so Close closes it
+	state  state
+	raw    []byte // the current block, encoded but not compressed
+	out    []byte // frame and compressed payload, reused across blocks
+	n      int    // events in raw
+	blocks uint64
+	events uint64
+	err    error // sticky: after a failed write the file's tail is unknown
+}
+
+// Create creates or truncates the file at path and starts a capture in it.
+// The file is private to its owner, also when it existed with looser
+// permissions, because captures hold paths, arguments and addresses.
+func Create(path string, h *Header) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	w, err := NewWriter(f, h)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	w.f = f
+	return w, nil
+}
+
+// NewWriter writes the prelude and header to w at once, so that even a
+// capture that dies before its first block identifies itself.
+func NewWriter(w io.Writer, h *Header) (*Writer, error) {
+	if h == nil {
+		h = &Header{}
+	}
+	raw := h.marshal()
+	if len(raw) > maxSection {
+		return nil, fmt.Errorf("capture: header is %d bytes, over the %d-byte limit", len(raw), maxSection)
+	}
+	hb, codec := encoder().EncodeAll(raw, nil), uint8(codecZstd)
+	if len(hb) >= len(raw) {
+		hb, codec = raw, codecNone
+	}
+	b := make([]byte, preludeSize+frameSize, preludeSize+frameSize+len(hb))
+	copy(b, magic)
+	binary.LittleEndian.PutUint32(b[len(magic):], Version)
+	fr := frame{typ: frameHeader, codec: codec, rawLen: uint32(len(raw)), length: uint32(len(hb)), crc: crc32.Checksum(hb, castagnoli)}
+	fr.put(b[preludeSize:])
+	b = append(b, hb...)
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	cw := &Writer{
+		w:   w,
+		raw: make([]byte, 0, blockRawTarget+64<<10),
+	}
+	cw.state.reset()
+	return cw, nil
+}
+
+// Write adds e to the current block, compressing and writing the block
+// once it is full.
+func (w *Writer) Write(e *event.Event) error {
+	if w.err != nil {
+		return w.err
+	}
+	// Only huge events (megabytes of captured data) can overflow a block;
+	// for them, start a fresh one rather than fail, and refuse only events
+	// that could not fit even alone.
+	if len(w.raw)+512 > maxSection-sizeBound(e) {
+		if sizeBound(e) > maxSection-512 {
+			return fmt.Errorf("capture: %s event too large (about %d bytes encoded, limit %d)", e.Kind, sizeBound(e), maxSection)
+		}
+		if err := w.flushBlock(); err != nil {
+			return err
+		}
+	}
+	w.raw = w.state.appendEvent(w.raw, e)
+	w.n++
+	w.events++
+	if len(w.raw) >= blockRawTarget || w.n >= blockMaxEvents {
+		return w.flushBlock()
+	}
+	return nil
+}
+
+func (w *Writer) flushBlock() error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.n == 0 {
+		return nil
+	}
+	out := append(w.out[:0], make([]byte, frameSize)...)
+	out = encoder().EncodeAll(w.raw, out)
+	codec := uint8(codecZstd)
+	if len(out)-frameSize >= len(w.raw) {
+		// Incompressible (mostly captured data): storing it as is reads
+		// faster and is no bigger.
+		out = append(out[:frameSize], w.raw...)
+		codec = codecNone
+	}
+	payload := out[frameSize:]
+	fr := frame{typ: frameEvents, codec: codec, rawLen: uint32(len(w.raw)), length: uint32(len(payload)), count: uint32(w.n), crc: crc32.Checksum(payload, castagnoli)}
+	fr.put(out)
+	w.out = out
+	if _, err := w.w.Write(out); err != nil {
+		w.err = fmt.Errorf("capture: writing block %d: %w", w.blocks+1, err)
+		return w.err
+	}
+	w.blocks++
+	w.raw = w.raw[:0]
+	w.n = 0
+	w.state.reset()
+	return nil
+}
+
+// Flush ends the current block so that every event written so far survives
+// the process dying. It does not fsync: surviving the machine crashing is
+// the kernel's business and would cost a disk round trip per call.
+func (w *Writer) Flush() error {
+	if err := w.flushBlock(); err != nil {
+		return err
+	}
+	return w.flushUnderlying()
+}
+
+// flushUnderlying passes a Flush on to buffered writers (bufio.Writer and
+// the like), which would otherwise keep the block from reaching the file.
+func (w *Writer) flushUnderlying() error {
+	if f, ok := w.w.(interface{ Flush() error }); ok {
+		if err := f.Flush(); err != nil {
+			w.err = fmt.Errorf("capture: %w", err)
+			return w.err
+		}
+	}
+	return nil
+}
+
+// Close writes the last block and the trailer that marks the capture
+// complete, and closes the file if Create opened it. t may be nil.
+func (w *Writer) Close(t *Trailer) error {
+	if w.err == errClosed {
+		return errClosed
+	}
+	err := w.flushBlock()
+	if err == nil {
+		var tr Trailer
+		if t != nil {
+			tr = *t
+		}
+		tr.Events = w.events
+		if tr.End == 0 {
+			tr.End = time.Now().UnixNano()
+		}
+		p := tr.marshal(w.blocks)
+		b := make([]byte, frameSize, frameSize+len(p))
+		fr := frame{typ: frameTrailer, codec: codecNone, rawLen: uint32(len(p)), length: uint32(len(p)), crc: crc32.Checksum(p, castagnoli)}
+		fr.put(b)
+		if _, err = w.w.Write(append(b, p...)); err != nil {
+			err = fmt.Errorf("capture: writing trailer: %w", err)
+		}
+	}
+	if err == nil {
+		err = w.flushUnderlying()
+	}
+	if w.f != nil {
+		if cerr := w.f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("capture: %w", cerr)
+		}
+		w.f = nil
+	}
+	w.err = errClosed
+	return err
+}

@@ -1,0 +1,90 @@
+package event
+
+// This file fixes the decoding API. Bodies marked "stub" are replaced by the
+// real tables in syscalls_*.go, errno.go, flags.go, spec.go and format.go.
+
+import "runtime"
+
+// Arch identifies a syscall table.
+type Arch uint8
+
+const (
+	ArchAMD64 Arch = 1
+	ArchARM64 Arch = 2
+)
+
+func (a Arch) String() string {
+	switch a {
+	case ArchAMD64:
+		return "x86_64"
+	case ArchARM64:
+		return "arm64"
+	}
+	return "unknown"
+}
+
+// HostArch is the syscall table of the running kernel.
+func HostArch() Arch {
+	if runtime.GOARCH == "arm64" {
+		return ArchARM64
+	}
+	return ArchAMD64
+}
+
+// ArgKind says how to show (and, for some kinds, how the kernel should copy) an argument.
+type ArgKind uint8
+
+const (
+	ArgInt          ArgKind = iota // signed decimal
+	ArgUint                        // unsigned decimal
+	ArgHex                         // 0x...
+	ArgPtr                         // pointer: NULL or 0x...
+	ArgFd                          // file descriptor (int)
+	ArgDirFd                       // AT_FDCWD or fd
+	ArgPath                        // user string, copied at entry
+	ArgString                      // other user string, copied at entry (e.g. a name)
+	ArgSockaddr                    // struct sockaddr in, copied at entry; LenArg is its length
+	ArgSockaddrOut                 // struct sockaddr out, copied at exit; LenArg points to its socklen_t
+	ArgOpenFlags                   // O_RDONLY|O_CLOEXEC
+	ArgMode                        // 0644
+	ArgProt                        // PROT_READ|PROT_EXEC
+	ArgMapFlags                    // MAP_PRIVATE|MAP_32BIT
+	ArgCloneFlags                  // CLONE_VM|... plus exit signal
+	ArgFadvise                     // POSIX_FADV_DONTNEED
+	ArgSignal                      // SIGSEGV
+	ArgSockFamily                  // AF_INET
+	ArgSockType                    // SOCK_STREAM|SOCK_CLOEXEC
+	ArgAtFlags                     // AT_SYMLINK_NOFOLLOW|...
+	ArgAccept4Flags                // SOCK_CLOEXEC|SOCK_NONBLOCK
+)
+
+// ArgSpec describes one argument of a syscall.
+type ArgSpec struct {
+	Name   string
+	Kind   ArgKind
+	LenArg int8 // for ArgSockaddr/ArgSockaddrOut: index of the length argument; -1 otherwise
+}
+
+// Spec describes a syscall.
+type Spec struct {
+	Name string
+	Args []ArgSpec
+	// RetKind says how to show the return value: ArgInt, ArgFd, ArgHex (mmap) or ArgPtr.
+	RetKind ArgKind
+}
+
+// CaptureKind tells the kernel what to copy for an argument.
+type CaptureKind uint8
+
+const (
+	CapPath        CaptureKind = 1 // NUL-terminated user string at entry
+	CapSockaddr    CaptureKind = 2 // LenArg bytes at entry
+	CapSockaddrOut CaptureKind = 3 // *(socklen_t*)args[LenArg] bytes at exit, only if ret >= 0
+)
+
+// Capture is one argument the kernel should copy.
+type Capture struct {
+	Arg    int
+	Kind   CaptureKind
+	LenArg int
+}

@@ -1,0 +1,146 @@
+package event
+
+// Kind says which part of Event is meaningful.
+type Kind uint8
+
+const (
+	KindSyscall        Kind = 1 // a syscall that completed (or was cut off: Syscall.Unfinished)
+	KindPageFault      Kind = 2 // a user page fault
+	KindVsyscall       Kind = 3 // the kernel emulated a legacy vsyscall
+	KindSignalGenerate Kind = 4 // a signal was sent (or dropped: Signal.Result)
+	KindSignalDeliver  Kind = 5 // a signal reached its target thread
+	KindFork           Kind = 6 // a new process or thread
+	KindExec           Kind = 7 // a successful execve/execveat
+	KindExit           Kind = 8 // a thread exited
+	KindDrop           Kind = 9 // the kernel lost Drop.Count events on CPU
+)
+
+var kindNames = [...]string{
+	KindSyscall:        "syscall",
+	KindPageFault:      "page_fault",
+	KindVsyscall:       "vsyscall",
+	KindSignalGenerate: "signal_generate",
+	KindSignalDeliver:  "signal_deliver",
+	KindFork:           "fork",
+	KindExec:           "exec",
+	KindExit:           "exit",
+	KindDrop:           "drop",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// KindByName is the inverse of Kind.String.
+func KindByName(s string) (Kind, bool) {
+	for k, n := range kindNames {
+		if n == s && n != "" {
+			return Kind(k), true
+		}
+	}
+	return 0, false
+}
+
+// Event is one thing that happened at the boundary between a thread and the
+// kernel. Only the sub-struct that matches Kind is meaningful; the others are
+// zero. Every consumer (printer, capture writer, filter, detectors) reads this
+// one type, so a live stream and a capture file look the same.
+type Event struct {
+	Kind   Kind
+	Time   uint64 // ns on CLOCK_MONOTONIC; for syscalls, the entry time
+	CPU    uint32
+	PID    uint32 // thread group id
+	TID    uint32
+	Comm   string
+	Cgroup uint64 // cgroup v2 id of the thread
+
+	Syscall  Syscall
+	Fault    Fault
+	Vsyscall Vsyscall
+	Signal   Signal
+	Proc     Proc
+	Drop     Drop
+}
+
+// Syscall is one completed (or unfinished) system call.
+type Syscall struct {
+	Nr         uint32
+	Args       [6]uint64
+	Ret        int64
+	Latency    uint64 // ns from entry to exit; for unfinished calls, entry to cut-off
+	Unfinished bool   // the thread died or the capture stopped inside the call
+	// Data holds bytes the kernel copied for argument i: a path or other
+	// string (without its NUL), or a socket address. Nil when not captured.
+	Data [6][]byte
+	// Truncated marks Data entries cut at the kernel's copy limit.
+	Truncated [6]bool
+}
+
+// Fault is a user page fault.
+type Fault struct {
+	Addr  uint64
+	IP    uint64
+	Error uint64 // x86 page-fault error code (see FaultFlags)
+}
+
+// Vsyscall is one kernel emulation of a call into the legacy vsyscall page.
+type Vsyscall struct {
+	Nr       uint32 // 0 gettimeofday, 1 time, 2 getcpu
+	CallerIP uint64 // return address on the user stack: who called the page
+}
+
+// Signal is a signal generated for, or delivered to, a thread.
+type Signal struct {
+	Sig       int32
+	Code      int32 // si_code
+	SenderPID uint32
+	TargetPID uint32
+	TargetTID uint32
+	Addr      uint64 // si_addr for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP
+	Result    int32  // signal_generate only: TRACE_SIGNAL_* result
+	Group     bool   // sent to the whole thread group
+	Handler   uint64 // signal_deliver only: sa_handler (0 SIG_DFL, 1 SIG_IGN)
+}
+
+// Proc describes fork, exec and exit events.
+type Proc struct {
+	// Fork: the parent is the event's PID/TID; the child is ChildPID/ChildTID.
+	ChildPID  uint32
+	ChildTID  uint32
+	Thread    bool   // fork only: the child shares the parent's thread group
+	ChildComm string // fork only
+
+	// Exec.
+	Filename string
+	Argv     []string
+	OldTID   uint32 // the tid that called execve (differs when a non-leader thread execs)
+
+	// Exit.
+	ExitCode   int32 // raw wait status bits: (code<<8)|sig|0x80 when core dumped
+	GroupDead  bool  // last thread of the process
+	Unfinished bool  // set when an in-flight syscall was emitted with the exit
+}
+
+// Drop reports events the kernel could not hand to user space.
+type Drop struct {
+	Count uint64
+}
+
+// Status splits a raw exit code into its parts.
+func (p *Proc) Status() (code int, sig int, core bool) {
+	return int(p.ExitCode>>8) & 0xff, int(p.ExitCode) & 0x7f, p.ExitCode&0x80 != 0
+}
+
+// End is the time a syscall returned.
+func (e *Event) End() uint64 {
+	if e.Kind == KindSyscall {
+		return e.Time + e.Syscall.Latency
+	}
+	return e.Time
+}
+
+// Failed reports whether a syscall returned an error (-4095..-1).
+func (s *Syscall) Failed() bool { return s.Ret < 0 && s.Ret >= -4095 }

@@ -1,0 +1,186 @@
+package filter
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// field says how to read one filter field from an event. Exactly one of text,
+// num and flag is set; it reports false when the event has no such value (a
+// page fault has no latency), and then every comparison on it is false.
+type field struct {
+	text   func(*event.Event, Env) (string, bool)
+	num    func(*event.Event, Env) (uint64, bool)
+	flag   func(*event.Event, Env) (bool, bool)
+	signed bool                         // num holds an int64
+	lit    func(string) (numLit, error) // reads num literals; nil means plain integers
+	norm   func(string) string          // rewrites text literals before they are compared
+	// set, when present, compiles =, != and in itself, so that names can be
+	// checked and resolved once instead of compared as strings per event.
+	set func(p pred, neg bool) (node, error)
+	arg string // evt.arg.<arg>
+}
+
+const argPrefix = "evt.arg."
+
+// fields is the one place a filter field is defined.
+var fields = map[string]*field{
+	"evt.type":     {text: evtType, set: typeSet},
+	"evt.kind":     {text: func(e *event.Event, _ Env) (string, bool) { return e.Kind.String(), true }, set: kindSet},
+	"evt.latency":  {num: latency, lit: durationLit},
+	"evt.failed":   {flag: failed},
+	"evt.res":      {num: res, signed: true, lit: errnoLit},
+	"evt.cpu":      {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.CPU), true }},
+	"evt.signal":   {num: signal, signed: true, lit: signalLit},
+	"sig":          {num: signal, signed: true, lit: signalLit},
+	"proc.name":    {text: func(e *event.Event, _ Env) (string, bool) { return e.Comm, true }},
+	"proc.pid":     {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.PID), true }},
+	"thread.tid":   {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.TID), true }},
+	"proc.cmdline": {text: cmdline},
+	"fd.name":      {text: fdName},
+	"container.id": {text: containerID, norm: hostName},
+	"fault.addr":   {num: faultAddr},
+}
+
+func (f *field) typeName() string {
+	switch {
+	case f.arg != "":
+		return "a syscall argument"
+	case f.num != nil:
+		return "a number"
+	case f.flag != nil:
+		return "a bool"
+	}
+	return "text"
+}
+
+// fieldNames lists the valid fields for error messages.
+func fieldNames() string {
+	names := make([]string, 0, len(fields)+1)
+	for n := range fields {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	names = append(names, argPrefix+"<name>")
+	return strings.Join(names, ", ")
+}
+
+// knownArgs caches knownArg, which Parse calls for every evt.arg field.
+var knownArgs sync.Map // string -> bool
+
+// knownArg reports whether some syscall of some arch has an argument that
+// ArgValue finds by name, so that a misspelt evt.arg.<name>, which would
+// silently match nothing, is an error. Asking ArgValue itself keeps its
+// aliases (dfd, filename) and positional names (arg0) valid.
+func knownArg(name string) bool {
+	if ok, seen := knownArgs.Load(name); seen {
+		return ok.(bool)
+	}
+	found := false
+	for _, a := range arches {
+		// The cap only guards against a table reporting a nonsense maximum.
+		for nr := uint32(0); nr <= min(event.MaxSyscall(a), 1<<16) && !found; nr++ {
+			s := event.Syscall{Nr: nr}
+			_, _, found = event.ArgValue(a, &s, name)
+		}
+	}
+	knownArgs.Store(name, found)
+	return found
+}
+
+func evtType(e *event.Event, env Env) (string, bool) {
+	if e.Kind == event.KindSyscall {
+		return event.SyscallName(env.Arch(), e.Syscall.Nr), true
+	}
+	return e.Kind.String(), true
+}
+
+func latency(e *event.Event, _ Env) (uint64, bool) {
+	return e.Syscall.Latency, e.Kind == event.KindSyscall
+}
+
+// finished reports syscall events that have a return value: an unfinished
+// call was cut off before it returned, so Ret means nothing.
+func finished(e *event.Event) bool {
+	return e.Kind == event.KindSyscall && !e.Syscall.Unfinished
+}
+
+func failed(e *event.Event, _ Env) (bool, bool) {
+	return e.Syscall.Failed(), finished(e)
+}
+
+func res(e *event.Event, _ Env) (uint64, bool) {
+	return uint64(e.Syscall.Ret), finished(e)
+}
+
+func signal(e *event.Event, _ Env) (uint64, bool) {
+	ok := e.Kind == event.KindSignalGenerate || e.Kind == event.KindSignalDeliver
+	return uint64(int64(e.Signal.Sig)), ok
+}
+
+func faultAddr(e *event.Event, _ Env) (uint64, bool) {
+	return e.Fault.Addr, e.Kind == event.KindPageFault
+}
+
+func cmdline(e *event.Event, env Env) (string, bool) {
+	s := env.Cmdline(e.PID)
+	return s, s != ""
+}
+
+func containerID(e *event.Event, env Env) (string, bool) {
+	return hostName(env.ContainerID(e.Cgroup)), true
+}
+
+// hostName gives the host a name users can type: container.id = host.
+func hostName(id string) string {
+	if id == "" {
+		return "host"
+	}
+	return id
+}
+
+// fdName is the first path or socket address the kernel copied for the
+// call, which is what a user means by "the file" of open, connect or bind.
+func fdName(e *event.Event, env Env) (string, bool) {
+	switch e.Kind {
+	case event.KindExec:
+		return e.Proc.Filename, e.Proc.Filename != ""
+	case event.KindSyscall:
+	default:
+		return "", false
+	}
+	spec := event.Lookup(env.Arch(), e.Syscall.Nr)
+	if spec == nil {
+		return "", false
+	}
+	for i, a := range spec.Args {
+		if i >= len(e.Syscall.Data) {
+			break
+		}
+		d := e.Syscall.Data[i]
+		if d == nil {
+			continue
+		}
+		switch a.Kind {
+		case event.ArgPath:
+			return bytesString(d), true
+		case event.ArgSockaddr, event.ArgSockaddrOut:
+			return event.FormatSockaddr(d), true
+		}
+	}
+	return "", false
+}
+
+// bytesString avoids copying a path on every event: the string is only
+// compared during Match and never outlives it, and Match does not run
+// concurrently with whoever fills the event.
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}

@@ -1,0 +1,132 @@
+// Package live runs a probe for a command, a set of processes or the whole
+// host, and hands every event to one consumer until the command exits, the
+// time is up or the user interrupts.
+package live
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/launch"
+	"github.com/sysray/sysray/internal/probe"
+)
+
+// Options says what to trace and for how long.
+type Options struct {
+	Probe    probe.Config
+	Command  []string      // run and follow this command; stop when it exits
+	Duration time.Duration // stop after this long (0: until interrupted or the command exits)
+	// Warn receives problems that do not stop the run (missing features, drops).
+	Warn func(string)
+	// Started, if set, is called once tracing is on and before the command runs.
+	Started func(p *probe.Probe) error
+}
+
+// Result is how a run ended.
+type Result struct {
+	ExitCode int    // the command's status as a shell reports it; 0 without a command
+	Drops    uint64 // events lost in the kernel, all CPUs
+	PerCPU   []uint64
+}
+
+// Run traces until done and calls fn for each event in time order.
+func Run(opts Options, fn func(*event.Event) error) (Result, error) {
+	var res Result
+	warn := opts.Warn
+	if warn == nil {
+		warn = func(s string) { fmt.Fprintln(os.Stderr, "sysray: "+s) }
+	}
+	cfg := opts.Probe
+	if len(opts.Command) > 0 {
+		cfg.Launch = true
+	}
+	p, err := probe.Open(cfg)
+	if err != nil {
+		return res, err
+	}
+	defer p.Close()
+	for _, w := range p.Warnings {
+		warn(w)
+	}
+	if opts.Started != nil {
+		if err := opts.Started(p); err != nil {
+			return res, err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var cmd *exec.Cmd
+	done := make(chan struct{})
+	if len(opts.Command) > 0 {
+		cmd, err = launch.Start(opts.Command, p.Expect)
+		if err != nil {
+			return res, err
+		}
+		go func() {
+			cmd.Wait()
+			close(done)
+		}()
+	}
+	go func() {
+		var timeout <-chan time.Time
+		if opts.Duration > 0 {
+			t := time.NewTimer(opts.Duration)
+			defer t.Stop()
+			timeout = t.C
+		}
+		for {
+			select {
+			case <-done:
+				cancel()
+				return
+			case <-timeout:
+				if cmd != nil {
+					cmd.Process.Signal(syscall.SIGTERM)
+					// keep tracing until it is gone
+					timeout = nil
+					continue
+				}
+				cancel()
+				return
+			case s := <-sigs:
+				if cmd != nil {
+					// The command decides how to end; we follow it to its exit.
+					cmd.Process.Signal(s)
+					continue
+				}
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	var total uint64
+	err = p.Run(ctx, fn, func(cpu int, n uint64) {
+		total += n
+		warn(fmt.Sprintf("lost %d events on CPU %d (ring buffer full; %d lost so far)", n, cpu, total))
+	})
+	if per, derr := p.Drops(); derr == nil {
+		res.PerCPU = per
+		for _, n := range per {
+			res.Drops += n
+		}
+	}
+	if cmd != nil {
+		<-done
+		res.ExitCode = launch.ExitCode(cmd.ProcessState)
+	}
+	return res, err
+}

@@ -1,0 +1,160 @@
+package output
+
+import (
+	"time"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// Record is the JSON form of an event (docs/json.md). Fields that do not
+// apply to the event's type are omitted.
+type Record struct {
+	Time   string `json:"time"` // RFC 3339, nanoseconds
+	TS     uint64 `json:"ts"`   // CLOCK_MONOTONIC ns
+	Type   string `json:"type"` // syscall name, or the event kind
+	Kind   string `json:"kind"`
+	CPU    uint32 `json:"cpu"`
+	PID    uint32 `json:"pid"`
+	TID    uint32 `json:"tid"`
+	Comm   string `json:"comm"`
+	Cgroup uint64 `json:"cgroup"`
+	Text   string `json:"text"` // the human line's body
+
+	Syscall *SyscallJSON `json:"syscall,omitempty"`
+	Fault   *FaultJSON   `json:"fault,omitempty"`
+	Vsys    *VsysJSON    `json:"vsyscall,omitempty"`
+	Signal  *SignalJSON  `json:"signal,omitempty"`
+	Fork    *ForkJSON    `json:"fork,omitempty"`
+	Exec    *ExecJSON    `json:"exec,omitempty"`
+	Exit    *ExitJSON    `json:"exit,omitempty"`
+	Drop    *DropJSON    `json:"drop,omitempty"`
+}
+
+type ArgJSON struct {
+	Name      string `json:"name"`
+	Raw       uint64 `json:"raw"`
+	Value     string `json:"value"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+type SyscallJSON struct {
+	Name       string    `json:"name"`
+	Nr         uint32    `json:"nr"`
+	Args       []ArgJSON `json:"args"`
+	Ret        int64     `json:"ret"`
+	Errno      string    `json:"errno,omitempty"`
+	LatencyNS  uint64    `json:"latency_ns"`
+	Unfinished bool      `json:"unfinished,omitempty"`
+}
+
+type FaultJSON struct {
+	Addr  uint64 `json:"addr"`
+	IP    uint64 `json:"ip"`
+	Error uint64 `json:"error"`
+	Flags string `json:"flags"`
+}
+
+type VsysJSON struct {
+	Call     string `json:"call"`
+	Nr       uint32 `json:"nr"`
+	CallerIP uint64 `json:"caller_ip"`
+}
+
+type SignalJSON struct {
+	Sig       int32  `json:"sig"`
+	Name      string `json:"name"`
+	Code      int32  `json:"code"`
+	CodeName  string `json:"code_name"`
+	Addr      uint64 `json:"addr,omitempty"`
+	SenderPID uint32 `json:"sender_pid,omitempty"`
+	TargetPID uint32 `json:"target_pid"`
+	TargetTID uint32 `json:"target_tid"`
+	Group     bool   `json:"group,omitempty"`
+	Result    int32  `json:"result,omitempty"`
+	Handler   string `json:"handler,omitempty"`
+}
+
+type ForkJSON struct {
+	ChildPID  uint32 `json:"child_pid"`
+	ChildTID  uint32 `json:"child_tid"`
+	ChildComm string `json:"child_comm"`
+	Thread    bool   `json:"thread"`
+}
+
+type ExecJSON struct {
+	Filename string   `json:"filename"`
+	Argv     []string `json:"argv"`
+	OldTID   uint32   `json:"old_tid"`
+}
+
+type ExitJSON struct {
+	Status     int32  `json:"status"` // raw wait status
+	Code       int    `json:"code"`
+	Signal     string `json:"signal,omitempty"`
+	CoreDumped bool   `json:"core_dumped,omitempty"`
+	GroupDead  bool   `json:"group_dead"`
+}
+
+type DropJSON struct {
+	Count uint64 `json:"count"`
+}
+
+// JSON converts an event to its JSON record.
+func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
+	r := &Record{
+		Time:   time.Unix(0, boot+int64(e.Time)).UTC().Format(time.RFC3339Nano),
+		TS:     e.Time,
+		Type:   e.Kind.String(),
+		Kind:   e.Kind.String(),
+		CPU:    e.CPU,
+		PID:    e.PID,
+		TID:    e.TID,
+		Comm:   e.Comm,
+		Cgroup: e.Cgroup,
+		Text:   Body(e, arch),
+	}
+	switch e.Kind {
+	case event.KindSyscall:
+		s := &e.Syscall
+		sj := &SyscallJSON{Name: event.SyscallName(arch, s.Nr), Nr: s.Nr, Ret: s.Ret, LatencyNS: s.Latency, Unfinished: s.Unfinished, Args: []ArgJSON{}}
+		if s.Failed() {
+			sj.Errno = event.ErrnoName(int(-s.Ret))
+		}
+		if spec := event.Lookup(arch, s.Nr); spec != nil {
+			for i, a := range spec.Args {
+				if i >= 6 {
+					break
+				}
+				sj.Args = append(sj.Args, ArgJSON{Name: a.Name, Raw: s.Args[i], Value: event.FormatArg(a, s.Args[i], s.Data[i], s.Truncated[i]), Truncated: s.Truncated[i]})
+			}
+		}
+		r.Type = sj.Name
+		r.Syscall = sj
+	case event.KindPageFault:
+		r.Fault = &FaultJSON{Addr: e.Fault.Addr, IP: e.Fault.IP, Error: e.Fault.Error, Flags: event.FaultFlags(e.Fault.Error)}
+	case event.KindVsyscall:
+		r.Vsys = &VsysJSON{Call: event.VsyscallName(e.Vsyscall.Nr), Nr: e.Vsyscall.Nr, CallerIP: e.Vsyscall.CallerIP}
+	case event.KindSignalGenerate, event.KindSignalDeliver:
+		s := &e.Signal
+		sj := &SignalJSON{Sig: s.Sig, Name: event.SignalName(int(s.Sig)), Code: s.Code, CodeName: event.SigCodeName(int(s.Sig), int(s.Code)),
+			Addr: s.Addr, SenderPID: s.SenderPID, TargetPID: s.TargetPID, TargetTID: s.TargetTID, Group: s.Group, Result: s.Result}
+		if e.Kind == event.KindSignalDeliver {
+			sj.Handler = handlerName(s.Handler)
+		}
+		r.Signal = sj
+	case event.KindFork:
+		r.Fork = &ForkJSON{ChildPID: e.Proc.ChildPID, ChildTID: e.Proc.ChildTID, ChildComm: e.Proc.ChildComm, Thread: e.Proc.Thread}
+	case event.KindExec:
+		r.Exec = &ExecJSON{Filename: e.Proc.Filename, Argv: e.Proc.Argv, OldTID: e.Proc.OldTID}
+	case event.KindExit:
+		code, sig, core := e.Proc.Status()
+		x := &ExitJSON{Status: e.Proc.ExitCode, Code: code, CoreDumped: core, GroupDead: e.Proc.GroupDead}
+		if sig != 0 {
+			x.Signal = event.SignalName(sig)
+		}
+		r.Exit = x
+	case event.KindDrop:
+		r.Drop = &DropJSON{Count: e.Drop.Count}
+	}
+	return r
+}

@@ -1,0 +1,188 @@
+// Package output prints events for people (one strace-like line each) and
+// for programs (one JSON object per line; schema in docs/json.md).
+package output
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// Printer writes events to w. Call Flush when done.
+type Printer struct {
+	w        *bufio.Writer
+	arch     event.Arch
+	boot     int64 // Unix ns of CLOCK_MONOTONIC zero
+	json     bool
+	enc      *json.Encoder
+	buf      []byte
+	Location *time.Location
+}
+
+// New returns a text printer, or a JSON one when asJSON is set. boot converts
+// event times to wall-clock time.
+func New(w io.Writer, arch event.Arch, boot int64, asJSON bool) *Printer {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	p := &Printer{w: bw, arch: arch, boot: boot, json: asJSON, Location: time.Local}
+	if asJSON {
+		p.enc = json.NewEncoder(bw)
+		p.enc.SetEscapeHTML(false)
+	}
+	return p
+}
+
+// Flush writes out buffered lines.
+func (p *Printer) Flush() error { return p.w.Flush() }
+
+// Print writes one event.
+func (p *Printer) Print(e *event.Event) error {
+	if p.json {
+		return p.enc.Encode(JSON(e, p.arch, p.boot))
+	}
+	b := p.buf[:0]
+	t := time.Unix(0, p.boot+int64(e.Time)).In(p.Location)
+	b = t.AppendFormat(b, "15:04:05.000000000")
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(e.CPU), 10)
+	b = append(b, ' ')
+	b = append(b, e.Comm...)
+	b = append(b, '(')
+	b = strconv.AppendUint(b, uint64(e.PID), 10)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, uint64(e.TID), 10)
+	b = append(b, ") "...)
+	b = append(b, Body(e, p.arch)...)
+	b = append(b, '\n')
+	p.buf = b
+	_, err := p.w.Write(b)
+	return err
+}
+
+// Body is the part of a line after the process: what happened.
+func Body(e *event.Event, arch event.Arch) string {
+	switch e.Kind {
+	case event.KindSyscall:
+		s := &e.Syscall
+		lat := fmt.Sprintf(" <%d.%06d>", s.Latency/1e9, s.Latency%1e9/1e3)
+		if s.Unfinished {
+			lat = fmt.Sprintf(" <unfinished %d.%06d>", s.Latency/1e9, s.Latency%1e9/1e3)
+		}
+		return event.FormatSyscall(arch, s) + lat
+	case event.KindPageFault:
+		f := &e.Fault
+		return fmt.Sprintf("page_fault addr=%#x ip=%#x error=%s", f.Addr, f.IP, event.FaultFlags(f.Error))
+	case event.KindVsyscall:
+		return fmt.Sprintf("vsyscall %s() caller=%#x", event.VsyscallName(e.Vsyscall.Nr), e.Vsyscall.CallerIP)
+	case event.KindSignalGenerate:
+		s := &e.Signal
+		var b strings.Builder
+		fmt.Fprintf(&b, "signal_generate sig=%s code=%s", sigName(s.Sig), event.SigCodeName(int(s.Sig), int(s.Code)))
+		if faultSig(s.Sig) {
+			fmt.Fprintf(&b, " addr=%#x", s.Addr)
+		}
+		fmt.Fprintf(&b, " sender=%d target=%d:%d", s.SenderPID, s.TargetPID, s.TargetTID)
+		if s.Group {
+			b.WriteString(" group")
+		}
+		if r := signalResult(s.Result); r != "" {
+			b.WriteString(" result=" + r)
+		}
+		return b.String()
+	case event.KindSignalDeliver:
+		s := &e.Signal
+		var b strings.Builder
+		fmt.Fprintf(&b, "signal_deliver sig=%s code=%s", sigName(s.Sig), event.SigCodeName(int(s.Sig), int(s.Code)))
+		if faultSig(s.Sig) {
+			fmt.Fprintf(&b, " addr=%#x", s.Addr)
+		}
+		b.WriteString(" handler=" + handlerName(s.Handler))
+		return b.String()
+	case event.KindFork:
+		what := "fork"
+		if e.Proc.Thread {
+			what = "thread"
+		}
+		return fmt.Sprintf("%s child=%d:%d comm=%s", what, e.Proc.ChildPID, e.Proc.ChildTID, e.Proc.ChildComm)
+	case event.KindExec:
+		return fmt.Sprintf("exec filename=%q argv=%s", e.Proc.Filename, quoteList(e.Proc.Argv))
+	case event.KindExit:
+		return "exit " + ExitText(&e.Proc)
+	case event.KindDrop:
+		return fmt.Sprintf("drop cpu=%d lost=%d events (ring buffer full; try --buffer-size or a narrower selection)", e.CPU, e.Drop.Count)
+	}
+	return e.Kind.String()
+}
+
+// ExitText says how a thread ended: "status=0", "killed by SIGSEGV (core dumped)".
+func ExitText(p *event.Proc) string {
+	code, sig, core := p.Status()
+	var s string
+	if sig != 0 {
+		s = "killed by " + sigName(int32(sig))
+		if core {
+			s += " (core dumped)"
+		}
+	} else {
+		s = "status=" + strconv.Itoa(code)
+	}
+	if p.GroupDead {
+		s += " (process)"
+	}
+	return s
+}
+
+func sigName(sig int32) string {
+	if n := event.SignalName(int(sig)); n != "" {
+		return n
+	}
+	return strconv.Itoa(int(sig))
+}
+
+func faultSig(sig int32) bool {
+	switch sig {
+	case 4, 5, 7, 8, 11: // SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV
+		return true
+	}
+	return false
+}
+
+func handlerName(h uint64) string {
+	switch h {
+	case 0:
+		return "SIG_DFL"
+	case 1:
+		return "SIG_IGN"
+	}
+	return fmt.Sprintf("%#x", h)
+}
+
+// signalResult names the kernel's TRACE_SIGNAL_* results other than delivered.
+func signalResult(r int32) string {
+	switch r {
+	case 0:
+		return ""
+	case 1:
+		return "ignored"
+	case 2:
+		return "already_pending"
+	case 3:
+		return "overflow_fail"
+	case 4:
+		return "lose_info"
+	}
+	return strconv.Itoa(int(r))
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

@@ -1,0 +1,349 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// Config is what to trace. The zero value traces every process on the host
+// (except sysray itself).
+type Config struct {
+	PIDs       []uint32 // trace only these processes (thread groups)
+	Children   bool     // also trace processes that PIDs fork from now on
+	Cgroups    []uint64 // trace only these cgroup v2 ids
+	Syscalls   []uint32 // trace only these syscall numbers; nil means all
+	MinLatency uint64   // drop syscalls faster than this many ns
+	AllFaults  bool     // every user page fault, not only the ones that matter
+	// Launch marks the probe as following a command sysray will start:
+	// pids may be added later with Expect.
+	Launch   bool
+	RingSize int // bytes per CPU ring; 0 means 16 MiB
+}
+
+// Probe is the loaded and attached set of BPF programs.
+type Probe struct {
+	objs     sysrayObjects
+	links    []link.Link
+	rings    []*ebpf.Map
+	arch     event.Arch
+	Warnings []string // features that could not be enabled; the rest works
+}
+
+// Feature names the tracepoints so a missing one can be reported by what it gives.
+var features = []struct {
+	prog string
+	what string
+}{
+	{"sys_enter", "syscalls"},
+	{"sys_exit", "syscalls"},
+	{"page_fault_user", "page faults"},
+	{"emulate_vsyscall", "vsyscall emulation"},
+	{"signal_generate", "signals"},
+	{"signal_deliver", "signals"},
+	{"sched_process_fork", "fork"},
+	{"sched_process_exec", "exec"},
+	{"sched_process_exit", "exit"},
+}
+
+// CheckPrivileges returns a one-line error when the process cannot load BPF.
+func CheckPrivileges() error {
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading capabilities: %w", err)
+	}
+	has := func(c uint) bool { return data[c/32].Effective&(1<<(c%32)) != 0 }
+	if has(unix.CAP_SYS_ADMIN) || (has(unix.CAP_BPF) && has(unix.CAP_PERFMON)) {
+		return nil
+	}
+	return errors.New("sysray needs root, or CAP_BPF and CAP_PERFMON (try sudo)")
+}
+
+// CheckBTF reports whether the kernel describes itself with BTF, which CO-RE needs.
+func CheckBTF() error {
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return errors.New("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); sysray needs CONFIG_DEBUG_INFO_BTF=y")
+	}
+	return nil
+}
+
+// Open loads and attaches the probe. Tracing starts at once; call Run to
+// read events and Close to detach.
+func Open(cfg Config) (*Probe, error) {
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	if err := CheckBTF(); err != nil {
+		return nil, err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("raising the memlock limit: %w", err)
+	}
+	spec, err := loadSysray()
+	if err != nil {
+		return nil, fmt.Errorf("reading the BPF object: %w", err)
+	}
+	arch := event.HostArch()
+	if err := configure(spec, cfg, arch); err != nil {
+		return nil, err
+	}
+
+	ncpu, err := possibleCPUs()
+	if err != nil {
+		return nil, err
+	}
+	spec.Maps["rings"].MaxEntries = uint32(ncpu)
+	size := cfg.RingSize
+	if size == 0 {
+		size = 16 << 20
+	}
+	size = roundRing(size)
+	spec.Maps["rings"].InnerMap.MaxEntries = uint32(size)
+	if err := spec.Variables["cfg_wakeup_bytes"].Set(uint64(size / 8)); err != nil {
+		return nil, err
+	}
+
+	p := &Probe{arch: arch}
+	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("the kernel rejected sysray's BPF program: %+v", ve)
+		}
+		return nil, fmt.Errorf("loading BPF: %w", err)
+	}
+	for i := 0; i < ncpu; i++ {
+		m, err := ebpf.NewMap(spec.Maps["rings"].InnerMap)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("creating ring buffer for CPU %d: %w", i, err)
+		}
+		p.rings = append(p.rings, m)
+		if err := p.objs.Rings.Put(uint32(i), m); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("installing ring buffer for CPU %d: %w", i, err)
+		}
+	}
+	for _, pid := range cfg.PIDs {
+		v := uint8(selActive)
+		if cfg.Children {
+			v |= selFollow
+		}
+		if err := p.objs.Pids.Put(pid, v); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("selecting pid %d: %w", pid, err)
+		}
+	}
+	for _, cg := range cfg.Cgroups {
+		if err := p.objs.Cgroups.Put(cg, uint8(1)); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("selecting cgroup %d: %w", cg, err)
+		}
+	}
+	if err := p.attach(); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+const (
+	selActive  = 1
+	selFollow  = 2
+	selPending = 4
+)
+
+// Expect selects pid from its next execve on, with its descendants. The
+// launcher calls it between fork and exec so nothing of sysray's own start-up
+// is traced, yet the execve is.
+func (p *Probe) Expect(pid uint32) error {
+	return p.objs.Pids.Put(pid, uint8(selPending|selFollow))
+}
+
+// Arch is the syscall table of the traced kernel.
+func (p *Probe) Arch() event.Arch { return p.arch }
+
+func (p *Probe) attach() error {
+	progs := map[string]*ebpf.Program{
+		"sys_enter":          p.objs.SysEnter,
+		"sys_exit":           p.objs.SysExit,
+		"page_fault_user":    p.objs.PageFaultUser,
+		"emulate_vsyscall":   p.objs.EmulateVsyscall,
+		"signal_generate":    p.objs.SignalGenerate,
+		"signal_deliver":     p.objs.SignalDeliver,
+		"sched_process_fork": p.objs.SchedProcessFork,
+		"sched_process_exec": p.objs.SchedProcessExec,
+		"sched_process_exit": p.objs.SchedProcessExit,
+	}
+	for _, f := range features {
+		l, err := link.AttachTracing(link.TracingOptions{Program: progs[f.prog]})
+		if err != nil {
+			if f.what == "syscalls" {
+				return fmt.Errorf("attaching to tracepoint %s: %w", f.prog, err)
+			}
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s are not traced: tracepoint %s: %v", f.what, f.prog, err))
+			continue
+		}
+		p.links = append(p.links, l)
+	}
+	return nil
+}
+
+// Detach stops tracing, then emits the syscalls still in flight as unfinished.
+// Events already queued stay readable.
+func (p *Probe) Detach() error {
+	for _, l := range p.links {
+		l.Close()
+	}
+	p.links = nil
+	it, err := link.AttachIter(link.IterOptions{Program: p.objs.Inflight})
+	if err != nil {
+		return fmt.Errorf("listing syscalls in flight: %w", err)
+	}
+	defer it.Close()
+	rd, err := it.Open()
+	if err != nil {
+		return fmt.Errorf("listing syscalls in flight: %w", err)
+	}
+	defer rd.Close()
+	var buf [64]byte
+	for {
+		if _, err := rd.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	return nil
+}
+
+// Drops returns the events lost on each CPU because its ring was full.
+func (p *Probe) Drops() ([]uint64, error) {
+	var per []uint64
+	if err := p.objs.Drops.Lookup(uint32(0), &per); err != nil {
+		return nil, err
+	}
+	return per, nil
+}
+
+// Close detaches and frees everything.
+func (p *Probe) Close() error {
+	for _, l := range p.links {
+		l.Close()
+	}
+	p.links = nil
+	for _, m := range p.rings {
+		m.Close()
+	}
+	p.rings = nil
+	return p.objs.Close()
+}
+
+func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
+	set := func(name string, v any) error {
+		vs, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("BPF object has no variable %s", name)
+		}
+		if err := vs.Set(v); err != nil {
+			return fmt.Errorf("setting %s: %w", name, err)
+		}
+		return nil
+	}
+	b := func(v bool) uint8 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	var mask [maxSyscall / 64]uint64
+	for _, nr := range cfg.Syscalls {
+		if nr < maxSyscall {
+			mask[nr/64] |= 1 << (nr % 64)
+		}
+	}
+	var rules [maxSyscall]sysrayCapRule
+	for nr := uint32(0); nr < maxSyscall; nr++ {
+		for i, c := range event.Captures(arch, nr) {
+			if i >= len(rules[nr].Kind) {
+				break
+			}
+			rules[nr].Kind[i] = uint8(c.Kind)
+			rules[nr].Arg[i] = uint8(c.Arg)
+			if c.LenArg >= 0 {
+				rules[nr].Lenarg[i] = uint8(c.LenArg)
+			}
+		}
+	}
+	execve, _ := event.SyscallByName(arch, "execve")
+	execveat, _ := event.SyscallByName(arch, "execveat")
+	for _, kv := range []struct {
+		name string
+		v    any
+	}{
+		{"cfg_self", uint32(os.Getpid())},
+		{"cfg_pids", b(len(cfg.PIDs) > 0 || cfg.Launch)},
+		{"cfg_cgroups", b(len(cfg.Cgroups) > 0)},
+		{"cfg_syscalls", b(cfg.Syscalls != nil)},
+		{"cfg_all_faults", b(cfg.AllFaults)},
+		{"cfg_min_latency", cfg.MinLatency},
+		{"cfg_nr_execve", execve},
+		{"cfg_nr_execveat", execveat},
+		{"sys_mask", mask},
+		{"cap_rules", rules},
+	} {
+		if err := set(kv.name, kv.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const maxSyscall = 512
+
+func possibleCPUs() (int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+	if err != nil {
+		return runtime.NumCPU(), nil
+	}
+	// Format: "0-3" or "0,2-5".
+	max := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, found := strings.Cut(part, "-")
+		if !found {
+			hi = lo
+		}
+		var n int
+		if _, err := fmt.Sscanf(hi, "%d", &n); err != nil {
+			return 0, fmt.Errorf("parsing /sys/devices/system/cpu/possible %q: %w", b, err)
+		}
+		if n+1 > max {
+			max = n + 1
+		}
+	}
+	return max, nil
+}
+
+// roundRing returns a power of two multiple of the page size, as the kernel requires.
+func roundRing(n int) int {
+	page := os.Getpagesize()
+	size := page
+	for size < n {
+		size <<= 1
+	}
+	return size
+}
+
+// KernelHasBTF is used by tests to decide whether privileged tests can run.
+func KernelHasBTF() bool {
+	_, err := btf.LoadKernelSpec()
+	return err == nil
+}

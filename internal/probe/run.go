@@ -1,0 +1,308 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// Records are stamped when taken, not when committed to the ring; slack is
+// how long a record may lag its stamp (a preempted BPF program) and still be
+// put in order.
+const slack = uint64(5 * time.Millisecond)
+
+// How long a reader sleeps on an idle ring. The kernel wakes it sooner once
+// an eighth of the ring is full.
+const idlePoll = 20 * time.Millisecond
+
+type batch struct {
+	ring int
+	evs  []event.Event
+	mark uint64 // every record of this ring stamped before mark has been read
+	err  error
+	done bool
+}
+
+// Run reads events until ctx is done, then detaches, drains the rings and
+// returns. fn sees events in time order (by syscall exit for syscalls), from a
+// single goroutine. onDrop, if not nil, is called when the kernel lost events.
+func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop func(cpu int, n uint64)) error {
+	readers := make([]*ringbuf.Reader, len(p.rings))
+	for i, m := range p.rings {
+		rd, err := ringbuf.NewReader(m)
+		if err != nil {
+			for _, r := range readers[:i] {
+				r.Close()
+			}
+			return err
+		}
+		readers[i] = rd
+	}
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+
+	batches := make(chan *batch, 4*len(readers))
+	var draining sync.WaitGroup
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, rd := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			readRing(i, rd, stop, batches)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(batches)
+	}()
+
+	// Stop the producers first, then tell the readers to drain what is left.
+	draining.Add(1)
+	go func() {
+		defer draining.Done()
+		<-ctx.Done()
+		p.Detach()
+		close(stop)
+	}()
+
+	m := newMerger(len(readers), fn)
+	ticker := time.NewTicker(250 * time.Millisecond)
+	defer ticker.Stop()
+	var lastDrops []uint64
+	checkDrops := func() {
+		per, err := p.Drops()
+		if err != nil {
+			return
+		}
+		if lastDrops == nil {
+			lastDrops = make([]uint64, len(per))
+		}
+		for cpu, n := range per {
+			if cpu < len(lastDrops) && n > lastDrops[cpu] {
+				d := n - lastDrops[cpu]
+				lastDrops[cpu] = n
+				if onDrop != nil {
+					onDrop(cpu, d)
+				}
+				m.inject(event.Event{Kind: event.KindDrop, CPU: uint32(cpu), Time: monoNow(), Drop: event.Drop{Count: d}})
+			}
+		}
+	}
+	var ferr error
+loop:
+	for {
+		select {
+		case b, ok := <-batches:
+			if !ok {
+				break loop
+			}
+			if b.err != nil && ferr == nil {
+				ferr = b.err
+			}
+			if err := m.add(b); err != nil && ferr == nil {
+				ferr = err
+			}
+		case <-ticker.C:
+			checkDrops()
+		}
+	}
+	checkDrops()
+	if err := m.flush(); err != nil && ferr == nil {
+		ferr = err
+	}
+	draining.Wait()
+	return ferr
+}
+
+func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch) {
+	const max = 4096
+	cm := comms{}
+	var rec ringbuf.Record
+	b := &batch{ring: i, evs: make([]event.Event, 0, max)}
+	send := func(mark uint64, done bool) {
+		b.mark, b.done = mark, done
+		slices.SortStableFunc(b.evs, func(x, y event.Event) int {
+			kx, ky := x.End(), y.End()
+			if kx < ky {
+				return -1
+			}
+			if kx > ky {
+				return 1
+			}
+			return 0
+		})
+		out <- b
+		b = &batch{ring: i, evs: make([]event.Event, 0, max)}
+	}
+	stopping := false
+	for {
+		start := monoNow()
+		if stopping {
+			rd.SetDeadline(time.Now())
+		} else {
+			rd.SetDeadline(time.Now().Add(idlePoll))
+		}
+		err := rd.ReadInto(&rec)
+		if err == nil {
+			b.evs = append(b.evs, event.Event{})
+			if derr := decode(rec.RawSample, &b.evs[len(b.evs)-1], cm); derr != nil {
+				b.evs = b.evs[:len(b.evs)-1]
+				b.err = derr
+			}
+			if len(b.evs) == max {
+				mark := b.evs[len(b.evs)-1].End()
+				if mark > slack {
+					mark -= slack
+				} else {
+					mark = 0
+				}
+				send(mark, false)
+			}
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			if stopping {
+				send(math.MaxUint64, true)
+				return
+			}
+			// The ring was empty at start: everything stamped well before it has been read.
+			mark := uint64(0)
+			if start > slack {
+				mark = start - slack
+			}
+			send(mark, false)
+			select {
+			case <-stop:
+				stopping = true
+			default:
+			}
+			continue
+		}
+		// Closed or broken ring: report and stop this reader.
+		b.err = err
+		send(math.MaxUint64, true)
+		return
+	}
+}
+
+// merger puts the per-CPU streams back in time order.
+type merger struct {
+	queues [][]event.Event
+	marks  []uint64
+	fn     func(*event.Event) error
+	extra  []event.Event // injected events (drops)
+	execs  map[uint32]string
+	arch   event.Arch
+	execNr [2]uint32
+}
+
+func newMerger(n int, fn func(*event.Event) error) *merger {
+	arch := event.HostArch()
+	m := &merger{queues: make([][]event.Event, n), marks: make([]uint64, n), fn: fn, execs: map[uint32]string{}, arch: arch}
+	m.execNr[0], _ = event.SyscallByName(arch, "execve")
+	m.execNr[1], _ = event.SyscallByName(arch, "execveat")
+	return m
+}
+
+func (m *merger) inject(e event.Event) { m.extra = append(m.extra, e) }
+
+func (m *merger) add(b *batch) error {
+	m.queues[b.ring] = append(m.queues[b.ring], b.evs...)
+	if b.mark > m.marks[b.ring] {
+		m.marks[b.ring] = b.mark
+	}
+	return m.emitReady(false)
+}
+
+func (m *merger) flush() error { return m.emitReady(true) }
+
+func (m *merger) emitReady(all bool) error {
+	for _, e := range m.extra {
+		if err := m.emit(&e); err != nil {
+			return err
+		}
+	}
+	m.extra = m.extra[:0]
+	for {
+		best := -1
+		var bestKey uint64
+		for i, q := range m.queues {
+			if len(q) == 0 {
+				continue
+			}
+			if k := q[0].End(); best < 0 || k < bestKey {
+				best, bestKey = i, k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		if !all {
+			// Another ring might still hold an older record it has not read.
+			ok := true
+			for i, q := range m.queues {
+				if i != best && len(q) == 0 && m.marks[i] < bestKey {
+					ok = false
+					break
+				}
+			}
+			if !ok {
+				break
+			}
+		}
+		if err := m.emit(&m.queues[best][0]); err != nil {
+			return err
+		}
+		m.queues[best] = m.queues[best][1:]
+	}
+	for i, q := range m.queues {
+		if len(q) == 0 {
+			m.queues[i] = nil // let the batch's array be freed
+		}
+	}
+	return nil
+}
+
+func (m *merger) emit(e *event.Event) error {
+	switch e.Kind {
+	case event.KindExec:
+		m.execs[e.TID] = e.Proc.Filename
+	case event.KindSyscall:
+		// The kernel cannot read a successful execve's path: the memory it
+		// pointed to is gone. The exec record just before names the file.
+		s := &e.Syscall
+		if s.Ret == 0 && !s.Unfinished && (s.Nr == m.execNr[0] || s.Nr == m.execNr[1]) {
+			arg := 0
+			if s.Nr == m.execNr[1] {
+				arg = 1
+			}
+			if f, ok := m.execs[e.TID]; ok && s.Data[arg] == nil {
+				s.Data[arg] = []byte(f)
+				delete(m.execs, e.TID)
+			}
+		}
+	}
+	return m.fn(e)
+}
+
+func monoNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// MonoNow is the current CLOCK_MONOTONIC time, the clock of Event.Time.
+func MonoNow() uint64 { return monoNow() }

@@ -1,0 +1,145 @@
+package proc
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Root is where proc is mounted; tests may point it elsewhere.
+var Root = "/proc"
+
+// Snapshot reads every process in /proc. Processes that vanish while it reads
+// are skipped.
+func Snapshot() ([]Info, error) {
+	ents, err := os.ReadDir(Root)
+	if err != nil {
+		return nil, err
+	}
+	var out []Info
+	for _, ent := range ents {
+		pid, err := strconv.ParseUint(ent.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		if info, ok := Read(uint32(pid)); ok {
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
+// Read reads one process; ok is false when it is gone.
+func Read(pid uint32) (Info, bool) {
+	dir := filepath.Join(Root, strconv.FormatUint(uint64(pid), 10))
+	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return Info{}, false
+	}
+	info := Info{PID: pid}
+	// comm is in parentheses and may itself contain ") ".
+	open, close := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || close < open {
+		return Info{}, false
+	}
+	info.Comm = string(stat[open+1 : close])
+	fields := strings.Fields(string(stat[close+1:]))
+	if len(fields) > 19 {
+		ppid, _ := strconv.ParseUint(fields[1], 10, 32)
+		info.PPID = uint32(ppid)
+		ticks, _ := strconv.ParseUint(fields[19], 10, 64)
+		info.Start = ticks * 1e9 / clockTicks
+	}
+	if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+		info.Cmdline = splitNul(cmd)
+	}
+	info.Exe, _ = os.Readlink(filepath.Join(dir, "exe"))
+	info.Cgroup = cgroupID(filepath.Join(dir, "cgroup"))
+	if ents, err := os.ReadDir(filepath.Join(dir, "task")); err == nil {
+		for _, e := range ents {
+			if tid, err := strconv.ParseUint(e.Name(), 10, 32); err == nil {
+				info.Threads = append(info.Threads, uint32(tid))
+			}
+		}
+	}
+	return info, true
+}
+
+// USER_HZ is 100 on every Linux architecture sysray supports.
+const clockTicks = 100
+
+func splitNul(b []byte) []string {
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		return nil
+	}
+	var out []string
+	for _, p := range bytes.Split(b, []byte{0}) {
+		out = append(out, string(p))
+	}
+	return out
+}
+
+var (
+	v2once  sync.Once
+	v2mount string
+)
+
+// CgroupV2Mount returns where the unified (v2) hierarchy is mounted:
+// /sys/fs/cgroup on pure v2 hosts, /sys/fs/cgroup/unified on hybrid ones.
+func CgroupV2Mount() string {
+	v2once.Do(func() {
+		f, err := os.Open(filepath.Join(Root, "self", "mountinfo"))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			// "... mountpoint opts - fstype source superopts"
+			line := sc.Text()
+			pre, post, ok := strings.Cut(line, " - ")
+			if !ok || !strings.HasPrefix(post, "cgroup2 ") {
+				continue
+			}
+			if f := strings.Fields(pre); len(f) > 4 {
+				v2mount = f[4]
+				return
+			}
+		}
+	})
+	return v2mount
+}
+
+// CgroupID returns the cgroup v2 id of a path inside the v2 hierarchy (as in
+// /proc/PID/cgroup "0::/path"): the inode of its directory, which is what
+// the kernel's bpf_get_current_cgroup_id returns.
+func CgroupID(path string) uint64 {
+	mnt := CgroupV2Mount()
+	if mnt == "" {
+		return 0
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(mnt, path), &st); err != nil {
+		return 0
+	}
+	return st.Ino
+}
+
+func cgroupID(file string) uint64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return CgroupID(rest)
+		}
+	}
+	return 0
+}

@@ -1,0 +1,508 @@
+// Package tests runs sysray for real, on this kernel, against small C
+// programs whose behaviour is known exactly, and checks what it reports
+// against that ground truth (and against strace).
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	sysray string // path to the built binary
+	progs  string // directory of compiled test programs
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sysray-tests")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := setup(dir)
+	if code == 0 {
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func setup(dir string) int {
+	sysray = filepath.Join(dir, "sysray")
+	build := exec.Command("go", "build", "-o", sysray, "../cmd/sysray")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building sysray: %v\n%s", err, out)
+		return 1
+	}
+	progs = filepath.Join(dir, "progs")
+	os.Mkdir(progs, 0o755)
+	srcs, _ := filepath.Glob("progs/*.c")
+	for _, src := range srcs {
+		out := filepath.Join(progs, strings.TrimSuffix(filepath.Base(src), ".c"))
+		// Static, so the dynamic loader's syscalls do not vary with the host's libraries.
+		cc := exec.Command("gcc", "-O2", "-static", "-pthread", "-Wall", "-o", out, src)
+		if b, err := cc.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "compiling %s: %v\n%s", src, err, b)
+			return 1
+		}
+	}
+	return 0
+}
+
+// requireBPF skips a privileged test, or fails it when CI demands BPF.
+func requireBPF(t *testing.T) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root"
+	} else if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		why = "no kernel BTF"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("SYSRAY_REQUIRE_BPF") == "1" {
+		t.Fatalf("cannot run BPF tests (%s) but SYSRAY_REQUIRE_BPF=1", why)
+	}
+	t.Skipf("skipping BPF test: %s", why)
+}
+
+func prog(name string) string { return filepath.Join(progs, name) }
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(sysray, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running sysray %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// record is the subset of the JSON event schema the tests read.
+type record struct {
+	Type    string `json:"type"`
+	Kind    string `json:"kind"`
+	PID     uint32 `json:"pid"`
+	TID     uint32 `json:"tid"`
+	Comm    string `json:"comm"`
+	Text    string `json:"text"`
+	Syscall *struct {
+		Name string `json:"name"`
+		Args []struct {
+			Name  string `json:"name"`
+			Raw   uint64 `json:"raw"`
+			Value string `json:"value"`
+		} `json:"args"`
+		Ret        int64  `json:"ret"`
+		Errno      string `json:"errno"`
+		LatencyNS  uint64 `json:"latency_ns"`
+		Unfinished bool   `json:"unfinished"`
+	} `json:"syscall"`
+	Fault *struct {
+		Addr  uint64 `json:"addr"`
+		Flags string `json:"flags"`
+	} `json:"fault"`
+	Signal *struct {
+		Name      string `json:"name"`
+		CodeName  string `json:"code_name"`
+		Addr      uint64 `json:"addr"`
+		TargetPID uint32 `json:"target_pid"`
+	} `json:"signal"`
+	Exec *struct {
+		Filename string   `json:"filename"`
+		Argv     []string `json:"argv"`
+	} `json:"exec"`
+	Exit *struct {
+		Code      int    `json:"code"`
+		Signal    string `json:"signal"`
+		GroupDead bool   `json:"group_dead"`
+	} `json:"exit"`
+}
+
+func (r *record) arg(name string) string {
+	for _, a := range r.Syscall.Args {
+		if a.Name == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+func parseJSON(t *testing.T, s string) []record {
+	t.Helper()
+	var out []record
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+type counts map[string][2]uint64 // calls, errors
+
+func sysrayCounts(t *testing.T, out string) counts {
+	t.Helper()
+	var doc struct {
+		Syscalls []struct {
+			Name   string `json:"syscall"`
+			Calls  uint64 `json:"calls"`
+			Errors uint64 `json:"errors"`
+		} `json:"syscalls"`
+		Drops uint64 `json:"drops"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("bad summary %q: %v", out, err)
+	}
+	if doc.Drops != 0 {
+		t.Fatalf("%d events dropped", doc.Drops)
+	}
+	c := counts{}
+	for _, r := range doc.Syscalls {
+		if r.Calls > 0 {
+			c[r.Name] = [2]uint64{r.Calls, r.Errors}
+		}
+	}
+	return c
+}
+
+var straceRow = regexp.MustCompile(`^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(\d*)\s*(\w+)$`)
+
+func straceCounts(t *testing.T, args ...string) counts {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "strace.txt")
+	cmd := exec.Command("strace", append([]string{"-f", "-c", "-o", out}, args...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("strace: %v\n%s", err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := counts{}
+	for _, line := range strings.Split(string(b), "\n") {
+		m := straceRow.FindStringSubmatch(line)
+		if m == nil || m[3] == "total" {
+			continue
+		}
+		calls, _ := strconv.ParseUint(m[1], 10, 64)
+		errs, _ := strconv.ParseUint(m[2], 10, 64)
+		c[m[3]] = [2]uint64{calls, errs}
+	}
+	if len(c) == 0 {
+		t.Fatalf("no rows in strace output:\n%s", b)
+	}
+	return c
+}
+
+func sameCounts(t *testing.T, what string, got, want counts) {
+	t.Helper()
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: %s: got %d calls/%d errors, strace says %d/%d", what, name, got[name][0], got[name][1], w[0], w[1])
+		}
+	}
+	for name, g := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%s: %s: %d calls that strace did not see", what, name, g[0])
+		}
+	}
+}
+
+func TestCountsMatchStrace(t *testing.T) {
+	requireBPF(t)
+	for _, cmd := range [][]string{
+		{prog("getppid"), "20000"},
+		{prog("openat"), filepath.Join(t.TempDir(), "f")},
+		{prog("mmapfail")},
+		{prog("exit7")},
+		{prog("segv")},
+	} {
+		t.Run(filepath.Base(cmd[0]), func(t *testing.T) {
+			want := straceCounts(t, cmd...)
+			r := run(t, append([]string{"trace", "-c", "--json", "--"}, cmd...)...)
+			sameCounts(t, "trace", sysrayCounts(t, r.stdout), want)
+
+			file := filepath.Join(t.TempDir(), "c.sysray")
+			run(t, append([]string{"record", "-w", file, "--"}, cmd...)...)
+			r = run(t, "read", "-c", "--json", file)
+			if r.code != 0 {
+				t.Fatalf("read: exit %d: %s", r.code, r.stderr)
+			}
+			sameCounts(t, "record", sysrayCounts(t, r.stdout), want)
+		})
+	}
+}
+
+func TestExactCount(t *testing.T) {
+	requireBPF(t)
+	r := run(t, "trace", "-c", "--json", "--", prog("getppid"), "123456")
+	if got := sysrayCounts(t, r.stdout)["getppid"]; got != [2]uint64{123456, 0} {
+		t.Fatalf("getppid: got %v, want exactly 123456 calls", got)
+	}
+}
+
+func TestOpenatArguments(t *testing.T) {
+	requireBPF(t)
+	path := filepath.Join(t.TempDir(), "known-file")
+	r := run(t, "trace", "--json", "-e", "openat", "--", prog("openat"), path)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var ok, enoent bool
+	for _, e := range parseJSON(t, r.stdout) {
+		if e.Syscall == nil || e.Syscall.Name != "openat" {
+			continue
+		}
+		switch e.arg("pathname") {
+		case strconv.Quote(path):
+			ok = true
+			if got := e.arg("flags"); got != "O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC" {
+				t.Errorf("flags = %q", got)
+			}
+			if got := e.arg("mode"); got != "0640" {
+				t.Errorf("mode = %q", got)
+			}
+			if got := e.arg("dirfd"); got != "AT_FDCWD" {
+				t.Errorf("dirfd = %q", got)
+			}
+			if e.Syscall.Ret < 0 {
+				t.Errorf("ret = %d, want a file descriptor", e.Syscall.Ret)
+			}
+		case `"/nonexistent/sysray"`:
+			enoent = true
+			if e.Syscall.Ret != -2 || e.Syscall.Errno != "ENOENT" {
+				t.Errorf("ret = %d %s, want -2 ENOENT", e.Syscall.Ret, e.Syscall.Errno)
+			}
+			if got := e.arg("flags"); got != "O_RDONLY" {
+				t.Errorf("flags = %q", got)
+			}
+		}
+	}
+	if !ok || !enoent {
+		t.Fatalf("missing openat events (known path %v, ENOENT %v):\n%s", ok, enoent, r.stdout)
+	}
+}
+
+func TestMmapErrno(t *testing.T) {
+	requireBPF(t)
+	r := run(t, "trace", "--json", "-e", "mmap", "--", prog("mmapfail"))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var badf, low bool
+	for _, e := range parseJSON(t, r.stdout) {
+		if e.Syscall == nil {
+			continue
+		}
+		if e.arg("fd") == "12345" {
+			badf = true
+			if e.Syscall.Errno != "EBADF" || e.Syscall.Ret != -9 {
+				t.Errorf("mmap on fd 12345: ret %d %s, want -9 EBADF", e.Syscall.Ret, e.Syscall.Errno)
+			}
+		}
+		if strings.Contains(e.arg("flags"), "MAP_32BIT") {
+			low = true
+			if e.arg("flags") != "MAP_PRIVATE|MAP_ANONYMOUS|MAP_32BIT" {
+				t.Errorf("flags = %q", e.arg("flags"))
+			}
+			if e.Syscall.Ret <= 0 || e.Syscall.Ret >= 1<<31 {
+				t.Errorf("MAP_32BIT mmap returned %#x, want an address below 2 GiB", e.Syscall.Ret)
+			}
+		}
+	}
+	if !badf || !low {
+		t.Fatalf("missing mmap events (EBADF %v, MAP_32BIT %v):\n%s", badf, low, r.stdout)
+	}
+}
+
+func TestChildKilledBySIGSEGV(t *testing.T) {
+	requireBPF(t)
+	r := run(t, "trace", "--json", "--", prog("segv"))
+	if r.code != 0 {
+		t.Fatalf("sysray exit %d (the parent exits 0): %s", r.code, r.stderr)
+	}
+	evs := parseJSON(t, r.stdout)
+	var fault, gen, deliver, exit bool
+	for _, e := range evs {
+		switch {
+		case e.Fault != nil:
+			if e.Fault.Addr == 0x10 {
+				fault = true
+				if !strings.Contains(e.Fault.Flags, "WRITE_ACCESS") || !strings.Contains(e.Fault.Flags, "USER_FAULT") {
+					t.Errorf("fault flags = %q", e.Fault.Flags)
+				}
+			}
+		case e.Kind == "signal_generate" && e.Signal.Name == "SIGSEGV":
+			gen = true
+			if e.Signal.CodeName != "SEGV_MAPERR" || e.Signal.Addr != 0x10 {
+				t.Errorf("signal_generate: code %s addr %#x, want SEGV_MAPERR 0x10", e.Signal.CodeName, e.Signal.Addr)
+			}
+		case e.Kind == "signal_deliver" && e.Signal.Name == "SIGSEGV":
+			deliver = true
+		case e.Exit != nil && e.Exit.Signal == "SIGSEGV":
+			exit = true
+			if !e.Exit.GroupDead {
+				t.Errorf("exit of the child should end its process")
+			}
+		}
+	}
+	if !fault || !gen || !deliver || !exit {
+		t.Fatalf("fault %v, signal_generate %v, signal_deliver %v, exit %v:\n%s", fault, gen, deliver, exit, r.stdout)
+	}
+}
+
+func TestExitStatusPassesThrough(t *testing.T) {
+	requireBPF(t)
+	r := run(t, "trace", "--json", "-e", "exit_group", "--", prog("exit7"))
+	if r.code != 7 {
+		t.Fatalf("sysray exited %d, want the command's 7", r.code)
+	}
+	var exits int
+	for _, e := range parseJSON(t, r.stdout) {
+		if e.Exit != nil && e.Exit.GroupDead {
+			exits++
+			if e.Exit.Code != 7 || e.Exit.Signal != "" {
+				t.Errorf("process exit: code %d signal %q, want 7", e.Exit.Code, e.Exit.Signal)
+			}
+		}
+		if e.Syscall != nil && e.Syscall.Name == "exit_group" {
+			if !e.Syscall.Unfinished || e.arg("error_code") != "7" {
+				t.Errorf("exit_group: unfinished %v, arg %q", e.Syscall.Unfinished, e.arg("error_code"))
+			}
+		}
+	}
+	if exits != 1 {
+		t.Fatalf("%d process exits, want 1:\n%s", exits, r.stdout)
+	}
+}
+
+func TestExecEvent(t *testing.T) {
+	requireBPF(t)
+	r := run(t, "trace", "--json", "-e", "execve", "--", prog("getppid"), "3")
+	var exec, execve bool
+	for _, e := range parseJSON(t, r.stdout) {
+		if e.Exec != nil {
+			exec = true
+			if e.Exec.Filename != prog("getppid") || strings.Join(e.Exec.Argv, " ") != prog("getppid")+" 3" {
+				t.Errorf("exec: %q %q", e.Exec.Filename, e.Exec.Argv)
+			}
+		}
+		if e.Syscall != nil && e.Syscall.Name == "execve" {
+			execve = true
+			if e.arg("filename") != strconv.Quote(prog("getppid")) || e.Syscall.Ret != 0 {
+				t.Errorf("execve: filename %s ret %d", e.arg("filename"), e.Syscall.Ret)
+			}
+		}
+	}
+	if !exec || !execve {
+		t.Fatalf("exec %v execve %v:\n%s", exec, execve, r.stdout)
+	}
+}
+
+func TestAttachToPID(t *testing.T) {
+	requireBPF(t)
+	target := exec.Command(prog("getppid"), "100000000")
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer target.Process.Kill()
+	time.Sleep(50 * time.Millisecond)
+	r := run(t, "trace", "--json", "-p", strconv.Itoa(target.Process.Pid), "--duration", "300ms")
+	evs := parseJSON(t, r.stdout)
+	if len(evs) < 1000 {
+		t.Fatalf("only %d events from a process calling getppid in a loop", len(evs))
+	}
+	for _, e := range evs {
+		if e.PID != uint32(target.Process.Pid) {
+			t.Fatalf("event from pid %d, selected only %d: %+v", e.PID, target.Process.Pid, e)
+		}
+	}
+}
+
+func TestCaptureFile(t *testing.T) {
+	requireBPF(t)
+	file := filepath.Join(t.TempDir(), "c.sysray")
+	r := run(t, "record", "-w", file, "--", prog("getppid"), "50000")
+	if r.code != 0 {
+		t.Fatalf("record: exit %d: %s", r.code, r.stderr)
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("capture mode %v, want 0600", st.Mode().Perm())
+	}
+	full := run(t, "read", "--json", file)
+	n := len(parseJSON(t, full.stdout))
+	if n < 50000 {
+		t.Fatalf("read %d events, want at least 50000", n)
+	}
+
+	// Cut the file in the middle: the reader must recover whole blocks and warn.
+	b, _ := os.ReadFile(file)
+	cut := filepath.Join(t.TempDir(), "cut.sysray")
+	os.WriteFile(cut, b[:len(b)*2/3], 0o600)
+	part := run(t, "read", "--json", cut)
+	if part.code != 0 {
+		t.Fatalf("truncated read: exit %d: %s", part.code, part.stderr)
+	}
+	if !strings.Contains(part.stderr, "truncated") {
+		t.Errorf("no truncation warning: %q", part.stderr)
+	}
+	m := len(parseJSON(t, part.stdout))
+	if m >= n {
+		t.Errorf("truncated file gave %d events of %d", m, n)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	r := run(t, "trace", "-f", "evt.type = ", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "column") {
+		t.Errorf("bad filter: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, "read", "/etc/passwd")
+	if r.code == 0 || !strings.Contains(r.stderr, "not a sysray capture") {
+		t.Errorf("bad file: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, "read", "/nonexistent")
+	if r.code == 0 || r.stderr == "" {
+		t.Errorf("missing file: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = run(t, "trace", "-e", "notasyscall", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "no such syscall") {
+		t.Errorf("bad syscall: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, out := range []string{r.stderr} {
+		if strings.Contains(out, "panic") {
+			t.Errorf("panic: %s", out)
+		}
+	}
+}
