@@ -22,6 +22,9 @@ char LICENSE[] SEC("license") = "GPL";
 #define SIGFPE 8
 #define SIGSEGV 11
 
+#define ERESTARTSYS 512
+#define ERESTART_RESTARTBLOCK 516
+
 #define VSYSCALL_ADDR 0xffffffffff600000UL
 
 /* pids map values */
@@ -47,7 +50,10 @@ struct task_state {
 	__u64 args[6];
 	__u32 nr;
 	__u8 active;
-	__u8 pad[3];
+	__u8 held; /* returned -ERESTART*: emit once we know whether it reached user space */
+	__u8 pad[2];
+	__s64 held_ret;
+	__u64 held_end;
 	/* last page fault, kept until a fault signal shows whether it mattered */
 	__u64 fault_ts;
 	__u64 fault_addr;
@@ -218,27 +224,6 @@ static __always_inline void load_args(struct task_state *st, struct pt_regs *reg
 	st->args[5] = BPF_CORE_READ(regs, r9);
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
-{
-	if (!selected() || !syscall_wanted(id))
-		return 0;
-	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
-						     BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st)
-		return 0;
-	st->nr = id;
-	st->args[0] = regs->di;
-	st->args[1] = regs->si;
-	st->args[2] = regs->dx;
-	st->args[3] = regs->r10;
-	st->args[4] = regs->r8;
-	st->args[5] = regs->r9;
-	st->active = 1;
-	st->ts = bpf_ktime_get_ns();
-	return 0;
-}
-
 /* Copies the arguments the user asked to see as strings or addresses. */
 static __always_inline __u32 capture_args(struct sys_big *b, struct task_state *st, long ret)
 {
@@ -329,7 +314,7 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 		return;
 	}
 
-	if (!has_captures(st->nr) || (flags & F_UNFINISHED)) {
+	if (!has_captures(st->nr) || (flags & F_UNFINISHED) || task) {
 		struct sys_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
 		if (!r) {
 			count_drop();
@@ -366,6 +351,32 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 		count_drop();
 }
 
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	if (!selected() || !syscall_wanted(id))
+		return 0;
+	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
+						     BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		return 0;
+	if (st->held) {
+		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */
+		st->held = 0;
+		emit_syscall(st, st->held_ret, st->held_end, 0, NULL);
+	}
+	st->nr = id;
+	st->args[0] = regs->di;
+	st->args[1] = regs->si;
+	st->args[2] = regs->dx;
+	st->args[3] = regs->r10;
+	st->args[4] = regs->r8;
+	st->args[5] = regs->r9;
+	st->active = 1;
+	st->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
@@ -376,6 +387,17 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	__u64 now = bpf_ktime_get_ns();
 	if (now - st->ts < cfg_min_latency)
 		return 0;
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {
+		/*
+		 * A signal interrupted the call. If the signal kills the thread the
+		 * call never returned (strace shows it unfinished); otherwise the
+		 * thread's next syscall entry emits it. Hold it until then.
+		 */
+		st->held = 1;
+		st->held_ret = ret;
+		st->held_end = now;
+		return 0;
+	}
 	emit_syscall(st, ret, now, 0, NULL);
 	return 0;
 }
@@ -640,8 +662,9 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	__u64 now = bpf_ktime_get_ns();
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	/* exit and exit_group never return; neither does a syscall cut off by a fatal signal. */
-	if (st && st->active) {
+	if (st && (st->active || st->held)) {
 		st->active = 0;
+		st->held = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, NULL);
 	}
 
@@ -681,11 +704,16 @@ int inflight(struct bpf_iter__task *ctx)
 	if (!task)
 		return 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
-	if (!st || !st->active)
+	if (!st || !(st->active || st->held))
 		return 0;
 	if (!task_selected(task))
 		return 0;
-	st->active = 0;
-	emit_syscall(st, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
+	if (st->held) {
+		st->held = 0;
+		emit_syscall(st, st->held_ret, st->held_end, 0, task);
+	} else {
+		st->active = 0;
+		emit_syscall(st, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
+	}
 	return 0;
 }

@@ -19,6 +19,7 @@ import (
 func newRead() *cobra.Command {
 	var expr string
 	var asJSON, summary bool
+	var outPath string
 	cmd := &cobra.Command{
 		Use:   "read FILE",
 		Short: "Print the events of a capture file",
@@ -39,7 +40,12 @@ func newRead() *cobra.Command {
 			h := r.Header()
 			procs := proc.NewTable(h.Procs)
 			envv := env{arch: h.Arch, procs: procs}
-			pr := output.New(os.Stdout, h.Arch, h.BootTime, asJSON)
+			out, closeOut, err := openOutput(outPath)
+			if err != nil {
+				return err
+			}
+			defer closeOut()
+			pr := output.New(out, h.Arch, h.BootTime, asJSON)
 			sum := stat.NewSummary(h.Arch)
 			var e event.Event
 			for {
@@ -67,7 +73,7 @@ func newRead() *cobra.Command {
 				}
 			}
 			if summary {
-				if perr := printSummary(sum, asJSON, drops); perr != nil {
+				if perr := printSummary(out, sum, asJSON, drops); perr != nil {
 					return perr
 				}
 			}
@@ -85,6 +91,7 @@ func newRead() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&expr, "filter", "f", "", "filter expression (see docs/filter.md)")
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
 	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
 	return cmd

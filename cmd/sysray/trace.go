@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 func newTrace() *cobra.Command {
 	var sel selection
 	var asJSON, summary bool
+	var outPath string
 	cmd := &cobra.Command{
 		Use:   "trace [flags] [-- COMMAND [ARG...]]",
 		Short: "Print syscalls, faults, signals and process events as they happen",
@@ -33,7 +35,12 @@ func newTrace() *cobra.Command {
 			snap, _ := proc.Snapshot()
 			procs := proc.NewTable(snap)
 			envv := env{arch: arch, procs: procs}
-			pr := output.New(os.Stdout, arch, host.BootTime(), asJSON)
+			out, closeOut, err := openOutput(outPath)
+			if err != nil {
+				return err
+			}
+			defer closeOut()
+			pr := output.New(out, arch, host.BootTime(), asJSON)
 			sum := stat.NewSummary(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
 				procs.Update(e)
@@ -51,7 +58,7 @@ func newTrace() *cobra.Command {
 				return err
 			}
 			if summary {
-				if err := printSummary(sum, asJSON, res.Drops); err != nil {
+				if err := printSummary(out, sum, asJSON, res.Drops); err != nil {
 					return err
 				}
 			}
@@ -63,16 +70,17 @@ func newTrace() *cobra.Command {
 		},
 	}
 	sel.register(cmd)
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
 	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
 	return cmd
 }
 
-func printSummary(sum *stat.Summary, asJSON bool, drops uint64) error {
+func printSummary(w io.Writer, sum *stat.Summary, asJSON bool, drops uint64) error {
 	if asJSON {
-		return json.NewEncoder(os.Stdout).Encode(map[string]any{"syscalls": sum.Rows(), "drops": drops})
+		return json.NewEncoder(w).Encode(map[string]any{"syscalls": sum.Rows(), "drops": drops})
 	}
-	return sum.Print(os.Stdout)
+	return sum.Print(w)
 }
 
 func reportDrops(res live.Result) {
@@ -80,4 +88,3 @@ func reportDrops(res live.Result) {
 		fmt.Fprintf(os.Stderr, "sysray: %d events were lost in the kernel (per CPU: %v); results are incomplete\n", res.Drops, res.PerCPU)
 	}
 }
-

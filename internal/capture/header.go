@@ -14,7 +14,7 @@ import (
 // Header describes the capture and the host it was recorded on: everything a
 // reader on another machine needs to interpret the events.
 type Header struct {
-	Version  uint32 // set by the writer
+	Version  uint32 // of the file, filled in by Reader; writers always write the current Version
 	Arch     event.Arch
 	Hostname string // uname nodename
 	Kernel   string // uname release and version

@@ -210,7 +210,11 @@ func (r *Reader) startBlock(fr *frame, b []byte) error {
 		return formatErr("block %d at offset %d: %d events cannot fit in %d bytes", r.blocks+1, r.blockOff, fr.count, len(b))
 	}
 	if fr.count == 0 {
-		return nil // empty: nothing to return, and rawLen is 0 by the check above
+		if len(b) != 0 {
+			return formatErr("block %d at offset %d: %d bytes but no events", r.blocks+1, r.blockOff, len(b))
+		}
+		r.blocks++ // pointless, but valid, and counted by the trailer
+		return nil
 	}
 	r.dec.start(b)
 	r.left, r.count = fr.count, fr.count

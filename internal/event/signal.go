@@ -79,7 +79,10 @@ func SignalName(sig int) string {
 func SignalByName(s string) (int, bool) {
 	s = strings.ToUpper(strings.TrimSpace(s))
 	if n, err := strconv.Atoi(s); err == nil {
-		return n, n > 0 && n <= sigMax
+		if n > 0 && n <= sigMax {
+			return n, true
+		}
+		return 0, false
 	}
 	if !strings.HasPrefix(s, "SIG") {
 		s = "SIG" + s

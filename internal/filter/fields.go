@@ -69,27 +69,45 @@ func fieldNames() string {
 	return strings.Join(names, ", ")
 }
 
-// knownArgs caches knownArg, which Parse calls for every evt.arg field.
-var knownArgs sync.Map // string -> bool
-
-// knownArg reports whether some syscall of some arch has an argument that
-// ArgValue finds by name, so that a misspelt evt.arg.<name>, which would
-// silently match nothing, is an error. Asking ArgValue itself keeps its
-// aliases (dfd, filename) and positional names (arg0) valid.
-func knownArg(name string) bool {
-	if ok, seen := knownArgs.Load(name); seen {
-		return ok.(bool)
-	}
-	found := false
+// argHolders maps each argument name in the syscall tables to one syscall
+// that has it, which is all knownArg needs to ask ArgValue about an alias.
+var argHolders = sync.OnceValue(func() map[string]argHolder {
+	m := map[string]argHolder{}
 	for _, a := range arches {
 		// The cap only guards against a table reporting a nonsense maximum.
-		for nr := uint32(0); nr <= min(event.MaxSyscall(a), 1<<16) && !found; nr++ {
-			s := event.Syscall{Nr: nr}
-			_, _, found = event.ArgValue(a, &s, name)
+		for nr := uint32(0); nr <= min(event.MaxSyscall(a), 1<<16); nr++ {
+			if spec := event.Lookup(a, nr); spec != nil {
+				for _, arg := range spec.Args {
+					if _, ok := m[arg.Name]; !ok {
+						m[arg.Name] = argHolder{a, &event.Syscall{Nr: nr}}
+					}
+				}
+			}
 		}
 	}
-	knownArgs.Store(name, found)
-	return found
+	return m
+})
+
+type argHolder struct {
+	arch event.Arch
+	call *event.Syscall
+}
+
+// knownArg reports whether ArgValue can find an argument called name in
+// some syscall, so that a misspelt evt.arg.<name>, which would silently
+// match nothing, is an error. Asking ArgValue itself keeps its aliases (dfd,
+// filename) and positional names (arg0) valid.
+func knownArg(name string) bool {
+	holders := argHolders()
+	if _, ok := holders[name]; ok {
+		return true
+	}
+	for _, h := range holders {
+		if _, _, ok := event.ArgValue(h.arch, h.call, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func evtType(e *event.Event, env Env) (string, bool) {

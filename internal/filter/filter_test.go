@@ -431,6 +431,7 @@ func TestHints(t *testing.T) {
 		{"evt.type = accept4 and evt.latency > 100ms", event.ArchAMD64, []uint32{288}, 100*ms + 1},
 		{"evt.type = accept4 and evt.latency > 100ms", event.ArchARM64, []uint32{242}, 100*ms + 1},
 		{"evt.type = open", event.ArchARM64, none, 0},
+		{"evt.type = openat", 99, nil, 0},
 		{"evt.type = exit", event.ArchAMD64, []uint32{60}, 0},
 		{"evt.type = page_fault", event.ArchAMD64, none, 0},
 		{"evt.latency >= 1ms", event.ArchAMD64, nil, ms},

@@ -105,7 +105,9 @@ func hintsOf(n node, neg bool, arch event.Arch) hint {
 		}
 		return hint{set: map[uint32]bool{}}
 	case *typeNode:
-		if n.neg != neg {
+		// On an arch without a table Match compares names, which SyscallByName
+		// cannot turn into numbers.
+		if n.neg != neg || !slices.Contains(arches[:], arch) {
 			return anything
 		}
 		h := hint{set: map[uint32]bool{}}

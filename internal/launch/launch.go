@@ -29,20 +29,40 @@ func Start(argv []string, expect func(pid uint32) error) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	// gate: parent to child, "exec now". ready: child to parent, "my own
+	// exec is over". The kernel may report the helper's exec after
+	// cmd.Start returns; selecting the pid before "ready" would trace the
+	// helper instead of the command.
 	r, w, err := os.Pipe()
 	if err != nil {
+		return nil, err
+	}
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		w.Close()
 		return nil, err
 	}
 	cmd := exec.Command(self, append([]string{HelperArg}, argv...)...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.ExtraFiles = []*os.File{r}
-	if err := cmd.Start(); err != nil {
-		r.Close()
+	cmd.ExtraFiles = []*os.File{r, rw}
+	err = cmd.Start()
+	r.Close()
+	rw.Close()
+	if err != nil {
 		w.Close()
+		rr.Close()
 		return nil, err
 	}
-	r.Close()
+	var b [1]byte
+	n, _ := rr.Read(b[:])
+	rr.Close()
+	if n != 1 {
+		w.Close()
+		cmd.Wait()
+		return nil, errors.New("the command's launcher exited before it could run the command")
+	}
 	if err := expect(uint32(cmd.Process.Pid)); err != nil {
 		w.Close() // the child sees EOF and exits without running the command
 		cmd.Wait()
@@ -65,7 +85,12 @@ func MaybeHelper() {
 	}
 	argv := os.Args[2:]
 	gate := os.NewFile(3, "gate")
+	ready := os.NewFile(4, "ready")
 	var b [1]byte
+	if _, err := ready.Write([]byte{1}); err != nil {
+		os.Exit(127)
+	}
+	ready.Close()
 	if n, _ := gate.Read(b[:]); n != 1 {
 		os.Exit(127)
 	}

@@ -55,7 +55,10 @@ type sysrayTaskState struct {
 	Args      [6]uint64
 	Nr        uint32
 	Active    uint8
-	Pad       [3]uint8
+	Held      uint8
+	Pad       [2]uint8
+	HeldRet   int64
+	HeldEnd   uint64
 	FaultTs   uint64
 	FaultAddr uint64
 	FaultIp   uint64

@@ -1,4 +1,8 @@
-/* Three threads, then exit status 7 from a non-main thread. */
+/*
+ * Threads that start and finish one at a time, then a last thread that ends
+ * the process with exit(7) while main waits in pause(): deterministic, so
+ * its syscall counts can be compared with strace's.
+ */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,10 +17,12 @@ static void *worker(void *arg)
 
 int main(void)
 {
-	pthread_t t[3];
-	for (long i = 0; i < 3; i++)
-		pthread_create(&t[i], NULL, worker, (void *)(long)(i == 2));
-	for (int i = 0; i < 3; i++)
-		pthread_join(t[i], NULL);
-	return 0;
+	pthread_t t;
+	for (int i = 0; i < 2; i++) {
+		pthread_create(&t, NULL, worker, NULL);
+		pthread_join(t, NULL);
+	}
+	pthread_create(&t, NULL, worker, (void *)1);
+	for (;;)
+		pause();
 }

@@ -1,0 +1,109 @@
+package capture
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"reflect"
+	"runtime/metrics"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/proc"
+)
+
+// FuzzReader feeds arbitrary bytes to the reader three ways: as a whole
+// file, and (because checksums keep random mutations from getting past the
+// framing) wrapped in valid frames as the records of an events block and as
+// a header. The reader must never panic, never classify an error as anything
+// but truncation or bad format, and never allocate far beyond the input.
+// Records it accepts must survive re-encoding unchanged.
+func FuzzReader(f *testing.F) {
+	evs := randomEvents(rand.New(rand.NewPCG(1, 2)), 30)
+	h := &Header{Arch: event.ArchAMD64, Hostname: "h", Syscalls: []string{"read"}, Procs: []proc.Info{{PID: 1, Cmdline: []string{"init"}}}, Meta: map[string]string{"k": "v"}}
+	file := encodeFile(f, h, evs, 10, &Trailer{Drops: []uint64{1}})
+	f.Add(file)
+	f.Add(file[:len(file)/2])
+	var s state
+	s.reset()
+	var records []byte
+	for i := range evs {
+		records = s.appendEvent(records, &evs[i])
+	}
+	f.Add(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))))
+	f.Add(append(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))), records...))
+	f.Add(h.marshal())
+
+	decodeFile(file) // build the shared zstd decoder outside the measurement
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzRead(t, "file", data)
+		if len(data) >= 2 {
+			wrapped := rawFile(data[2:], uint32(binary.LittleEndian.Uint16(data)), true)
+			if evs := fuzzRead(t, "records", wrapped); evs != nil {
+				if again := rawFile(reencode(evs), uint32(len(evs)), true); !reflect.DeepEqual(fuzzRead(t, "re-encoded", again), evs) {
+					t.Fatalf("records decode differently after re-encoding")
+				}
+			}
+		}
+		var hf []byte
+		hf = append(hf, magic...)
+		hf = binary.LittleEndian.AppendUint32(hf, Version)
+		hf = appendFrame(hf, frameHeader, codecNone, 0, data)
+		fuzzRead(t, "header", hf)
+	})
+}
+
+var allocSample = []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+
+func allocated() uint64 {
+	metrics.Read(allocSample)
+	return allocSample[0].Value.Uint64()
+}
+
+// fuzzRead reads data to the end and returns its events if it was a
+// complete, valid capture.
+func fuzzRead(t *testing.T, what string, data []byte) []event.Event {
+	before := allocated()
+	_, evs, err := decodeFile(data)
+	// Generous, but linear in the input: the worst case is many tiny
+	// records each creating a thread and a syscall slot, plus read buffers.
+	budget := 1<<20 + 512*uint64(len(data))
+	if got := allocated() - before; got > budget {
+		t.Fatalf("%s: %d input bytes allocated %d bytes", what, len(data), got)
+	}
+	switch kindOf(err) {
+	case nil:
+		return evs
+	case errUnexpected:
+		t.Fatalf("%s: error is neither ErrTruncated nor ErrFormat: %v", what, err)
+	}
+	return nil
+}
+
+func reencode(evs []event.Event) []byte {
+	var s state
+	s.reset()
+	var b []byte
+	for i := range evs {
+		b = s.appendEvent(b, &evs[i])
+	}
+	return b
+}
+
+// TestFuzzSeeds keeps the re-encoding property checked in plain `go test`
+// runs too, on inputs the fuzzer would take a while to find.
+func TestFuzzSeeds(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		records := reencode(randomEvents(rng, 20))
+		n := 20
+		if seed%2 == 1 { // corrupt a byte
+			records[rng.IntN(len(records))] ^= byte(1 + rng.IntN(255))
+			n = rng.IntN(25)
+		}
+		if evs := fuzzRead(t, "records", rawFile(records, uint32(n), true)); evs != nil {
+			if !reflect.DeepEqual(fuzzRead(t, "re-encoded", rawFile(reencode(evs), uint32(len(evs)), true)), evs) {
+				t.Fatalf("seed %d: records decode differently after re-encoding", seed)
+			}
+		}
+	}
+}
