@@ -245,7 +245,14 @@ func TestRoundTripRandom(t *testing.T) {
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 99))
 		evs := randomEvents(rng, 5000)
-		checkRoundTrip(t, evs, []int{0, 1, 7, 1000}[seed%4])
+		checkRoundTrip(t, evs, []int{0, 3, 50, 1000}[seed%4])
+		var s state
+		s.reset()
+		for i := range evs {
+			if n, bound := len(s.appendEvent(nil, &evs[i])), sizeBound(&evs[i]); n > bound {
+				t.Fatalf("event %d encodes to %d bytes, over its bound %d", i, n, bound)
+			}
+		}
 	}
 }
 
@@ -409,18 +416,37 @@ func streamCompare(data []byte, want []event.Event) (int, error) {
 	}
 }
 
-func TestZeroFilledTail(t *testing.T) {
+// TestCrashTails covers what a crash can leave at the end of a file besides
+// a clean cut: a zero-filled tail, and a last block whose end never reached
+// the disk.
+func TestCrashTails(t *testing.T) {
 	evs := randomEvents(rand.New(rand.NewPCG(1, 1)), 100)
 	var buf bytes.Buffer
 	w, _ := NewWriter(&buf, nil)
 	for i := range evs {
 		w.Write(&evs[i])
+		if i == 49 || i == 99 {
+			w.Flush()
+		}
 	}
-	w.Flush()
-	data := append(buf.Bytes(), make([]byte, 4096)...)
-	_, got, err := decodeFile(data)
-	if !errors.Is(err, ErrTruncated) || len(got) != len(evs) {
-		t.Fatalf("%d events, %v", len(got), err)
+	full := buf.Bytes()
+
+	_, got, err := decodeFile(append(bytes.Clone(full), make([]byte, 4096)...))
+	if !errors.Is(err, ErrTruncated) || len(got) != 100 {
+		t.Fatalf("zero-filled tail: %d events, %v", len(got), err)
+	}
+
+	torn := bytes.Clone(full)
+	clear(torn[len(torn)-10:])
+	_, got, err = decodeFile(torn)
+	if !errors.Is(err, ErrTruncated) || len(got) != 50 || !strings.Contains(err.Error(), "after block 1 (50 events)") {
+		t.Fatalf("torn last block: %d events, %v", len(got), err)
+	}
+
+	// The same damage with data after it is corruption, not truncation.
+	torn = append(torn, 0)
+	if _, _, err = decodeFile(torn); !errors.Is(err, ErrFormat) {
+		t.Fatalf("damaged block followed by data: %v", err)
 	}
 }
 

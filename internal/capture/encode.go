@@ -263,7 +263,7 @@ func appendNonZero(b []byte, v uint64) []byte {
 // sizeBound is an upper bound of e's encoded size, used to start a new block
 // before a huge event would push one past maxSection.
 func sizeBound(e *event.Event) int {
-	n := 128 + len(e.Comm)
+	n := 256 + len(e.Comm) // every fixed-size field at its longest, with room to spare
 	switch e.Kind {
 	case event.KindSyscall:
 		for _, d := range e.Syscall.Data {

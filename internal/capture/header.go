@@ -16,13 +16,13 @@ import (
 type Header struct {
 	Version  uint32 // of the file, filled in by Reader; writers always write the current Version
 	Arch     event.Arch
-	Hostname string // uname nodename
-	Kernel   string // uname release and version
-	BootTime int64  // Unix ns of CLOCK_MONOTONIC zero, to turn Event.Time into wall-clock time
-	Start    int64  // Unix ns when the capture began
-	Command  []string
-	Syscalls []string // the host's syscall names, indexed by number, so the file names them anywhere
-	Procs    []proc.Info
+	Hostname string            // uname nodename
+	Kernel   string            // uname release and version
+	BootTime int64             // Unix ns of CLOCK_MONOTONIC zero, to turn Event.Time into wall-clock time
+	Start    int64             // Unix ns when the capture began
+	Command  []string          // sysray's own command line
+	Syscalls []string          // the host's syscall names, indexed by number, so the file names them anywhere
+	Procs    []proc.Info       // the process table when the capture began
 	Meta     map[string]string // open-ended host facts (vsyscall mode, audit status, ...)
 }
 

@@ -39,6 +39,7 @@ type Reader struct {
 var (
 	errAtEnd = errors.New("end of file at a frame boundary")
 	errCut   = errors.New("end of file inside a frame")
+	errTorn  = errors.New("last frame fails its checksum")
 )
 
 // Open opens the capture at path and reads its header.
@@ -94,7 +95,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 
 func (r *Reader) headerErr(err error) error {
 	switch {
-	case err == errAtEnd || err == errCut || err == io.ErrUnexpectedEOF:
+	case err == errAtEnd || err == errCut || err == errTorn || err == io.ErrUnexpectedEOF:
 		return truncErr("inside its header (the file is %d bytes); no events recovered", r.off)
 	case errors.Is(err, ErrFormat):
 		return err
@@ -198,6 +199,8 @@ func (r *Reader) nextBlock() error {
 			return truncErr("%s; the file has no trailer, so its writer did not finish", r.recovered())
 		case err == errCut || err == io.ErrUnexpectedEOF:
 			return truncErr("%s; the rest of the file is incomplete", r.recovered())
+		case err == errTorn:
+			return truncErr("%s; the rest of the file is incomplete (its last frame fails its checksum, as an interrupted write leaves it)", r.recovered())
 		case err == io.EOF || errors.Is(err, ErrFormat):
 			return err
 		}
@@ -310,6 +313,13 @@ func (r *Reader) readStored(fr *frame) ([]byte, error) {
 		return nil, err
 	}
 	if crc32.Checksum(b, castagnoli) != fr.crc {
+		// A damaged frame with nothing after it is what a crash leaves
+		// when the file's size reached the disk but not all of its data;
+		// a damaged frame followed by more is corruption.
+		var one [1]byte
+		if n, err := io.ReadFull(r.r, one[:]); n == 0 && err == io.EOF {
+			return nil, errTorn
+		}
 		return nil, formatErr("%s at offset %d: checksum mismatch", r.section(fr), start)
 	}
 	return b, nil

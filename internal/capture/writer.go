@@ -88,9 +88,9 @@ func (w *Writer) Write(e *event.Event) error {
 	// Only huge events (megabytes of captured data) can overflow a block;
 	// for them, start a fresh one rather than fail, and refuse only events
 	// that could not fit even alone.
-	if len(w.raw)+512 > maxSection-sizeBound(e) {
-		if sizeBound(e) > maxSection-512 {
-			return fmt.Errorf("capture: %s event too large (about %d bytes encoded, limit %d)", e.Kind, sizeBound(e), maxSection)
+	if size := sizeBound(e); len(w.raw)+size > maxSection {
+		if size > maxSection {
+			return fmt.Errorf("capture: %s event too large (up to %d bytes encoded, limit %d)", e.Kind, size, maxSection)
 		}
 		if err := w.flushBlock(); err != nil {
 			return err
@@ -138,7 +138,9 @@ func (w *Writer) flushBlock() error {
 
 // Flush ends the current block so that every event written so far survives
 // the process dying. It does not fsync: surviving the machine crashing is
-// the kernel's business and would cost a disk round trip per call.
+// the kernel's business and would cost a disk round trip per call. Each
+// block costs a few microseconds and small ones compress worse, so flush on
+// a timer, not per event.
 func (w *Writer) Flush() error {
 	if err := w.flushBlock(); err != nil {
 		return err

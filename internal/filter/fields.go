@@ -10,7 +10,7 @@ import (
 )
 
 // field says how to read one filter field from an event. Exactly one of text,
-// num and flag is set; it reports false when the event has no such value (a
+// num, flag and arg is set; an accessor reports false when the event has no such value (a
 // page fault has no latency), and then every comparison on it is false.
 type field struct {
 	text   func(*event.Event, Env) (string, bool)

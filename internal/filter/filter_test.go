@@ -3,7 +3,10 @@ package filter
 import (
 	"encoding/binary"
 	"errors"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -218,6 +221,27 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+// TestDocExamples keeps the examples of docs/filter.md valid.
+func TestDocExamples(t *testing.T) {
+	needTables(t)
+	doc, err := os.ReadFile("../../docs/filter.md")
+	if err != nil {
+		t.Skip(err)
+	}
+	_, examples, _ := strings.Cut(string(doc), "## Examples")
+	examples, _, _ = strings.Cut(examples, "\n## ")
+	rows := regexp.MustCompile("(?m)^\\| `(.+?)` \\|").FindAllStringSubmatch(examples, -1)
+	if len(rows) < 4 {
+		t.Fatalf("found %d examples", len(rows))
+	}
+	for _, r := range rows {
+		expr := strings.ReplaceAll(r[1], `\|`, "|")
+		if _, err := Parse(expr); err != nil {
+			t.Errorf("%s: %v", expr, err)
+		}
+	}
+}
+
 func TestMatchNilEnvAndFilter(t *testing.T) {
 	var nilFilter *Filter
 	if !nilFilter.Match(&samples[0].ev, nil) || nilFilter.String() != "" {
@@ -296,6 +320,8 @@ func TestSyntaxError(t *testing.T) {
 		{`proc.name = 'abc"`, 13, "unterminated string"},
 		{`proc.name = "a\qb"`, 15, `unknown escape "\q"`},
 		{`proc.name = "a\x4"`, 15, `\x needs two hex digits`},
+		{`proc.name = "a\ud800"`, 15, `\u needs 4 hex digits of a valid code point`},
+		{`proc.name = "a\U0011000"`, 15, `\U needs 8 hex digits`},
 		{"proc.name = x y", 15, `unexpected "y": expected and, or or the end`},
 		{`"proc.name" = x`, 1, `expected a field, "(" or "not", got string "proc.name"`},
 		{"evt.arg. = 1", 9, `expected a syscall argument name after "evt.arg."`},
@@ -385,6 +411,7 @@ func TestString(t *testing.T) {
 		{`proc.name = ""`, `proc.name = ""`},
 		{`proc.name = "tab\there"`, `proc.name = "tab\there"`},
 		{`proc.name = "\x01\\"`, `proc.name = "\x01\\"`},
+		{`proc.name = "\u00e9\U0001F600\a\b\f\v"`, "proc.name = \"é😀\\x07\\x08\\x0c\\x0b\""},
 		{`proc.name = nginx`, `proc.name = nginx`},
 		{`proc.name = "nginx"`, `proc.name = nginx`},
 		{`proc.name CONTAINS x`, `proc.name contains x`},
@@ -414,6 +441,24 @@ func TestString(t *testing.T) {
 				t.Errorf("re-parsed String() = %q", g.String())
 			}
 		})
+	}
+}
+
+// TestGoQuoted checks that a value quoted with Go's %q, as callers that
+// build expressions do, reads back unchanged.
+func TestGoQuoted(t *testing.T) {
+	for _, s := range []string{"nginx", "a b", `"'\\`, "\x00\x7f\xff\xfe", "\u00a0é\u2028😀", "\a\b\f\n\r\t\v"} {
+		f, err := Parse("proc.name = " + strconv.Quote(s))
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		e := &event.Event{Comm: s}
+		if !f.Match(e, env) {
+			t.Errorf("%q does not match itself", s)
+		}
+		if g, err := Parse(f.String()); err != nil || !g.Match(e, env) {
+			t.Errorf("%q: String() %q does not read back: %v", s, f.String(), err)
+		}
 	}
 }
 

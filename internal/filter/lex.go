@@ -136,6 +136,26 @@ func (l *lexer) quoted() (token, error) {
 			b.WriteByte('\t')
 		case 'r':
 			b.WriteByte('\r')
+		case 'a':
+			b.WriteByte('\a')
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'v':
+			b.WriteByte('\v')
+		case 'u', 'U':
+			// Go's %q writes these, and callers build expressions with it.
+			n := 4
+			if e == 'U' {
+				n = 8
+			}
+			r, ok := unhexN(l.src, l.pos+2, n)
+			if !ok || !utf8.ValidRune(r) {
+				return token{}, l.errAt(l.pos, `\%c needs %d hex digits of a valid code point`, e, n)
+			}
+			b.WriteRune(r)
+			l.pos += n
 		case 'x':
 			hi, ok1 := unhex(l.src, l.pos+2)
 			lo, ok2 := unhex(l.src, l.pos+3)
@@ -146,11 +166,23 @@ func (l *lexer) quoted() (token, error) {
 			l.pos += 2
 		default:
 			r, _ := utf8.DecodeRuneInString(l.src[l.pos+1:])
-			return token{}, l.errAt(l.pos, `unknown escape "\%c" (use \\, \", \', \n, \t, \r or \xHH)`, r)
+			return token{}, l.errAt(l.pos, `unknown escape "\%c" (use \\, \", \', \n, \t, \r, \xHH or \uHHHH)`, r)
 		}
 		l.pos += 2
 	}
 	return token{}, l.errAt(start, "unterminated string: missing closing %c", q)
+}
+
+func unhexN(s string, i, n int) (rune, bool) {
+	var r rune
+	for j := range n {
+		d, ok := unhex(s, i+j)
+		if !ok {
+			return 0, false
+		}
+		r = r<<4 | rune(d)
+	}
+	return r, true
 }
 
 func unhex(s string, i int) (byte, bool) {

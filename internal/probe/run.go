@@ -30,6 +30,7 @@ type batch struct {
 	mark uint64 // every record of this ring stamped before mark has been read
 	err  error
 	done bool
+	next int // merger: index of the next event to emit
 }
 
 // Run reads events until ctx is done, then detaches, drains the rings and
@@ -127,63 +128,70 @@ loop:
 	return ferr
 }
 
+const batchLen = 4096
+
+// batches are recycled: an Event is large, and allocating them per record
+// would keep the garbage collector busy on the hot path.
+var batchPool = sync.Pool{New: func() any { return &batch{evs: make([]event.Event, 0, batchLen)} }}
+
+func newBatch(ring int) *batch {
+	b := batchPool.Get().(*batch)
+	b.ring, b.evs, b.mark, b.err, b.done, b.next = ring, b.evs[:0], 0, nil, false, 0
+	return b
+}
+
+func endCmp(x, y event.Event) int {
+	kx, ky := x.End(), y.End()
+	if kx < ky {
+		return -1
+	}
+	if kx > ky {
+		return 1
+	}
+	return 0
+}
+
 func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch) {
-	const max = 4096
 	cm := comms{}
 	var rec ringbuf.Record
-	b := &batch{ring: i, evs: make([]event.Event, 0, max)}
+	b := newBatch(i)
 	send := func(mark uint64, done bool) {
 		b.mark, b.done = mark, done
-		slices.SortStableFunc(b.evs, func(x, y event.Event) int {
-			kx, ky := x.End(), y.End()
-			if kx < ky {
-				return -1
-			}
-			if kx > ky {
-				return 1
-			}
-			return 0
-		})
+		// A ring is nearly in order already; sort only when it is not.
+		if !slices.IsSortedFunc(b.evs, endCmp) {
+			slices.SortStableFunc(b.evs, endCmp)
+		}
 		out <- b
-		b = &batch{ring: i, evs: make([]event.Event, 0, max)}
+		b = newBatch(i)
 	}
 	stopping := false
 	for {
-		start := monoNow()
 		if stopping {
 			rd.SetDeadline(time.Now())
 		} else {
 			rd.SetDeadline(time.Now().Add(idlePoll))
 		}
-		err := rd.ReadInto(&rec)
-		if err == nil {
+		var err error
+		for {
+			if err = rd.ReadInto(&rec); err != nil {
+				break
+			}
 			b.evs = append(b.evs, event.Event{})
 			if derr := decode(rec.RawSample, &b.evs[len(b.evs)-1], cm); derr != nil {
 				b.evs = b.evs[:len(b.evs)-1]
 				b.err = derr
 			}
-			if len(b.evs) == max {
-				mark := b.evs[len(b.evs)-1].End()
-				if mark > slack {
-					mark -= slack
-				} else {
-					mark = 0
-				}
-				send(mark, false)
+			if len(b.evs) == batchLen {
+				send(sub(b.evs[len(b.evs)-1].End(), slack), false)
 			}
-			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			if stopping {
 				send(math.MaxUint64, true)
 				return
 			}
-			// The ring was empty at start: everything stamped well before it has been read.
-			mark := uint64(0)
-			if start > slack {
-				mark = start - slack
-			}
-			send(mark, false)
+			// The ring was just found empty: everything stamped well before now has been read.
+			send(sub(monoNow(), slack), false)
 			select {
 			case <-stop:
 				stopping = true
@@ -198,9 +206,16 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 	}
 }
 
+func sub(a, b uint64) uint64 {
+	if a > b {
+		return a - b
+	}
+	return 0
+}
+
 // merger puts the per-CPU streams back in time order.
 type merger struct {
-	queues [][]event.Event
+	queues [][]*batch // per ring, batches not yet fully emitted
 	marks  []uint64
 	fn     func(*event.Event) error
 	extra  []event.Event // injected events (drops)
@@ -211,7 +226,7 @@ type merger struct {
 
 func newMerger(n int, fn func(*event.Event) error) *merger {
 	arch := event.HostArch()
-	m := &merger{queues: make([][]event.Event, n), marks: make([]uint64, n), fn: fn, execs: map[uint32]string{}, arch: arch}
+	m := &merger{queues: make([][]*batch, n), marks: make([]uint64, n), fn: fn, execs: map[uint32]string{}, arch: arch}
 	m.execNr[0], _ = event.SyscallByName(arch, "execve")
 	m.execNr[1], _ = event.SyscallByName(arch, "execveat")
 	return m
@@ -220,18 +235,41 @@ func newMerger(n int, fn func(*event.Event) error) *merger {
 func (m *merger) inject(e event.Event) { m.extra = append(m.extra, e) }
 
 func (m *merger) add(b *batch) error {
-	m.queues[b.ring] = append(m.queues[b.ring], b.evs...)
 	if b.mark > m.marks[b.ring] {
 		m.marks[b.ring] = b.mark
+	}
+	if len(b.evs) > 0 {
+		m.queues[b.ring] = append(m.queues[b.ring], b)
+	} else {
+		batchPool.Put(b)
 	}
 	return m.emitReady(false)
 }
 
 func (m *merger) flush() error { return m.emitReady(true) }
 
+// head is the next event of ring i, or nil.
+func (m *merger) head(i int) *event.Event {
+	q := m.queues[i]
+	if len(q) == 0 {
+		return nil
+	}
+	return &q[0].evs[q[0].next]
+}
+
+func (m *merger) pop(i int) {
+	q := m.queues[i]
+	q[0].next++
+	if q[0].next == len(q[0].evs) {
+		batchPool.Put(q[0])
+		q[0] = nil
+		m.queues[i] = q[1:]
+	}
+}
+
 func (m *merger) emitReady(all bool) error {
-	for _, e := range m.extra {
-		if err := m.emit(&e); err != nil {
+	for i := range m.extra {
+		if err := m.emit(&m.extra[i]); err != nil {
 			return err
 		}
 	}
@@ -239,41 +277,29 @@ func (m *merger) emitReady(all bool) error {
 	for {
 		best := -1
 		var bestKey uint64
-		for i, q := range m.queues {
-			if len(q) == 0 {
-				continue
-			}
-			if k := q[0].End(); best < 0 || k < bestKey {
-				best, bestKey = i, k
+		for i := range m.queues {
+			if h := m.head(i); h != nil {
+				if k := h.End(); best < 0 || k < bestKey {
+					best, bestKey = i, k
+				}
 			}
 		}
 		if best < 0 {
-			break
+			return nil
 		}
 		if !all {
 			// Another ring might still hold an older record it has not read.
-			ok := true
-			for i, q := range m.queues {
-				if i != best && len(q) == 0 && m.marks[i] < bestKey {
-					ok = false
-					break
+			for i := range m.queues {
+				if i != best && len(m.queues[i]) == 0 && m.marks[i] < bestKey {
+					return nil
 				}
 			}
-			if !ok {
-				break
-			}
 		}
-		if err := m.emit(&m.queues[best][0]); err != nil {
+		if err := m.emit(m.head(best)); err != nil {
 			return err
 		}
-		m.queues[best] = m.queues[best][1:]
+		m.pop(best)
 	}
-	for i, q := range m.queues {
-		if len(q) == 0 {
-			m.queues[i] = nil // let the batch's array be freed
-		}
-	}
-	return nil
 }
 
 func (m *merger) emit(e *event.Event) error {
