@@ -1,7 +1,7 @@
 # sysray build. `make test` and `make demo` are the README's two commands.
 GO ?= go
 BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
-BPF_CFLAGS ?= -O2 -g -Wall -Werror
+BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
 .PHONY: all build generate test unit integration lint demo bench clean check-generated

@@ -42,7 +42,7 @@ func (s *selection) register(cmd *cobra.Command) {
 	f.BoolVar(&s.pageFaults, "page-faults", false, "record every user page fault (default: only vsyscall-page faults and faults that raise a signal)")
 	f.StringVarP(&s.filter, "filter", "f", "", "filter expression, e.g. 'evt.type = openat and evt.failed' (see docs/filter.md)")
 	f.DurationVar(&s.duration, "duration", 0, "stop after this long, e.g. 10s")
-	f.IntVar(&s.bufferMiB, "buffer-size", 16, "ring buffer per CPU, MiB")
+	f.IntVar(&s.bufferMiB, "buffer-size", 0, "ring buffer per CPU, MiB (default: 64 MiB shared by all CPUs, 8 to 64 each)")
 }
 
 // build turns the flags into live options and a user-space filter (nil when none).
@@ -50,7 +50,7 @@ func (s *selection) build(args []string) (live.Options, *filter.Filter, error) {
 	arch := event.HostArch()
 	var opts live.Options
 	cfg := probe.Config{MinLatency: uint64(s.minLatency), AllFaults: s.pageFaults, Children: s.children}
-	if s.bufferMiB <= 0 || s.bufferMiB > 4096 {
+	if s.bufferMiB < 0 || s.bufferMiB > 4096 {
 		return opts, nil, fmt.Errorf("--buffer-size %d: want 1 to 4096 MiB", s.bufferMiB)
 	}
 	cfg.RingSize = s.bufferMiB << 20

@@ -41,13 +41,30 @@ var recSize = [...]int{
 }
 
 // comms turns the kernel's fixed 16-byte comm into a string without
-// allocating for names already seen.
-type comms map[[16]byte]string
+// allocating for names already seen. Consecutive records are usually from
+// the same thread, so the last name is checked before the map.
+type comms struct {
+	last    [16]byte
+	lastStr string
+	m       map[[16]byte]string
+}
 
-func (c comms) get(b []byte) string {
+func (c *comms) get(b []byte) string {
 	var k [16]byte
 	copy(k[:], b)
-	if s, ok := c[k]; ok {
+	if k == c.last && c.lastStr != "" {
+		return c.lastStr
+	}
+	s := c.lookup(k)
+	c.last, c.lastStr = k, s
+	return s
+}
+
+func (c *comms) lookup(k [16]byte) string {
+	if c.m == nil {
+		c.m = map[[16]byte]string{}
+	}
+	if s, ok := c.m[k]; ok {
 		return s
 	}
 	n := bytes.IndexByte(k[:], 0)
@@ -55,13 +72,13 @@ func (c comms) get(b []byte) string {
 		n = len(k)
 	}
 	s := string(k[:n])
-	if len(c) < 1<<16 {
-		c[k] = s
+	if len(c.m) < 1<<16 {
+		c.m[k] = s
 	}
 	return s
 }
 
-func decode(b []byte, e *event.Event, cm comms) error {
+func decode(b []byte, e *event.Event, cm *comms) error {
 	if len(b) < hdrSize {
 		return fmt.Errorf("record of %d bytes is shorter than its header", len(b))
 	}

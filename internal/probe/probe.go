@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -28,7 +29,7 @@ type Config struct {
 	// Launch marks the probe as following a command sysray will start:
 	// pids may be added later with Expect.
 	Launch   bool
-	RingSize int // bytes per CPU ring; 0 means 16 MiB
+	RingSize int // bytes per CPU ring; 0 picks one from the CPU count
 }
 
 // Probe is the loaded and attached set of BPF programs.
@@ -104,9 +105,13 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 	spec.Maps["rings"].MaxEntries = uint32(ncpu)
+	spec.Maps["stages"].MaxEntries = uint32(ncpu)
 	size := cfg.RingSize
 	if size == 0 {
-		size = 16 << 20
+		// A ring must absorb the reader's pauses at millions of events a
+		// second; 64 MiB in all covers ~50 ms on this design's 2-CPU hosts
+		// without pinning gigabytes on large ones.
+		size = min(max((64<<20)/ncpu, 8<<20), 64<<20)
 	}
 	size = roundRing(size)
 	spec.Maps["rings"].InnerMap.MaxEntries = uint32(size)
@@ -206,6 +211,8 @@ func (p *Probe) Detach() error {
 		l.Close()
 	}
 	p.links = nil
+	// Staged syscall records reach the rings within one stage timer period.
+	time.Sleep(stageFlush)
 	it, err := link.AttachIter(link.IterOptions{Program: p.objs.Inflight})
 	if err != nil {
 		return fmt.Errorf("listing syscalls in flight: %w", err)
@@ -308,6 +315,9 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 }
 
 const maxSyscall = 512
+
+// stageFlush is comfortably more than STAGE_NS in bpf/sysray.bpf.c.
+const stageFlush = 5 * time.Millisecond
 
 func possibleCPUs() (int, error) {
 	b, err := os.ReadFile("/sys/devices/system/cpu/possible")

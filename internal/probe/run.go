@@ -3,9 +3,10 @@ package probe
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
-	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -140,26 +141,32 @@ func newBatch(ring int) *batch {
 	return b
 }
 
-func endCmp(x, y event.Event) int {
-	kx, ky := x.End(), y.End()
-	if kx < ky {
-		return -1
+// byEnd sorts events by the time they were submitted. Sorting through
+// indices keeps the comparisons from copying whole events.
+type byEnd []event.Event
+
+func (s byEnd) Len() int           { return len(s) }
+func (s byEnd) Less(i, j int) bool { return s[i].End() < s[j].End() }
+func (s byEnd) Swap(i, j int)      { s[i], s[j] = s[j], s[i] }
+
+func sorted(evs []event.Event) bool {
+	for i := 1; i < len(evs); i++ {
+		if evs[i].End() < evs[i-1].End() {
+			return false
+		}
 	}
-	if kx > ky {
-		return 1
-	}
-	return 0
+	return true
 }
 
 func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch) {
-	cm := comms{}
+	cm := &comms{}
 	var rec ringbuf.Record
 	b := newBatch(i)
 	send := func(mark uint64, done bool) {
 		b.mark, b.done = mark, done
 		// A ring is nearly in order already; sort only when it is not.
-		if !slices.IsSortedFunc(b.evs, endCmp) {
-			slices.SortStableFunc(b.evs, endCmp)
+		if !sorted(b.evs) {
+			sort.Stable(byEnd(b.evs))
 		}
 		out <- b
 		b = newBatch(i)
@@ -176,13 +183,24 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 			if err = rd.ReadInto(&rec); err != nil {
 				break
 			}
-			b.evs = append(b.evs, event.Event{})
-			if derr := decode(rec.RawSample, &b.evs[len(b.evs)-1], cm); derr != nil {
-				b.evs = b.evs[:len(b.evs)-1]
-				b.err = derr
-			}
-			if len(b.evs) == batchLen {
-				send(sub(b.evs[len(b.evs)-1].End(), slack), false)
+			// A sample is one record, or a batch of staged syscall records.
+			raw := rec.RawSample
+			for len(raw) >= hdrSize {
+				size := int(le.Uint16(raw[2:]))
+				if size < hdrSize || size > len(raw) {
+					b.err = fmt.Errorf("ring %d: record of %d bytes in a sample of %d", i, size, len(raw))
+					break
+				}
+				// decode overwrites the whole event: no need to zero it first
+				b.evs = b.evs[:len(b.evs)+1]
+				if derr := decode(raw[:size], &b.evs[len(b.evs)-1], cm); derr != nil {
+					b.evs = b.evs[:len(b.evs)-1]
+					b.err = derr
+				}
+				raw = raw[size:]
+				if len(b.evs) == batchLen {
+					send(sub(b.evs[len(b.evs)-1].End(), slack), false)
+				}
 			}
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -20,6 +20,20 @@ type sysrayCapRule struct {
 	Lenarg [2]uint8
 }
 
+type sysrayStage struct {
+	_     structs.HostLayout
+	Timer struct {
+		_      structs.HostLayout
+		Opaque [2]uint64
+	}
+	Busy   uint64
+	Len    uint32
+	Armed  uint8
+	Inited uint8
+	Pad    [2]uint8
+	Buf    [4096]uint8
+}
+
 type sysraySysBig struct {
 	_ structs.HostLayout
 	R struct {
@@ -74,6 +88,7 @@ const (
 	sysrayMapPids              = "pids"
 	sysrayMapRings             = "rings"
 	sysrayMapScratch           = "scratch"
+	sysrayMapStages            = "stages"
 	sysrayMapTstate            = "tstate"
 	sysrayProgEmulateVsyscall  = "emulate_vsyscall"
 	sysrayProgInflight         = "inflight"
@@ -161,6 +176,7 @@ type sysrayMapSpecs struct {
 	Pids    *ebpf.MapSpec `ebpf:"pids"`
 	Rings   *ebpf.MapSpec `ebpf:"rings"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
+	Stages  *ebpf.MapSpec `ebpf:"stages"`
 	Tstate  *ebpf.MapSpec `ebpf:"tstate"`
 }
 
@@ -206,6 +222,7 @@ type sysrayMaps struct {
 	Pids    *ebpf.Map `ebpf:"pids"`
 	Rings   *ebpf.Map `ebpf:"rings"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
+	Stages  *ebpf.Map `ebpf:"stages"`
 	Tstate  *ebpf.Map `ebpf:"tstate"`
 }
 
@@ -216,6 +233,7 @@ func (m *sysrayMaps) Close() error {
 		m.Pids,
 		m.Rings,
 		m.Scratch,
+		m.Stages,
 		m.Tstate,
 	)
 }

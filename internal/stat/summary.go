@@ -96,7 +96,7 @@ func (s *Summary) Print(w io.Writer) error {
 	if unfinished {
 		head += "unfinished\t"
 	}
-	fmt.Fprintln(tw, head+"syscall")
+	fmt.Fprintln(tw, head+" syscall")
 	line := func(r Row, pct float64) {
 		per := uint64(0)
 		if r.Calls > 0 {
@@ -114,7 +114,7 @@ func (s *Summary) Print(w io.Writer) error {
 			}
 			fmt.Fprintf(tw, "%s\t", u)
 		}
-		fmt.Fprintln(tw, r.Name)
+		fmt.Fprintln(tw, " "+r.Name)
 	}
 	for _, r := range rows {
 		pct := 0.0
