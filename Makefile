@@ -4,7 +4,8 @@ BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
-.PHONY: all build generate test unit integration lint demo bench clean check-generated
+.PHONY: all build generate test lint demo bench clean check-generated
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 all: build
 
@@ -19,11 +20,23 @@ check-generated: generate
 	git diff --exit-code -- internal/probe
 
 lint:
-	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt: $$bad"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 test: build lint
 	$(GO) test ./...
+
+# The main job: trace a small misbehaving program, record it, read it back.
+DEMO_FILTER = evt.kind != syscall or evt.failed or evt.type = fadvise64 or evt.arg.flags contains MAP_32BIT
+demo: build
+	gcc -O2 -o bin/demo examples/demo/demo.c
+	./bin/sysray trace -f '$(DEMO_FILTER)' -- ./bin/demo
+	./bin/sysray record -w bin/demo.sysray -- ./bin/demo > /dev/null
+	./bin/sysray read -c bin/demo.sysray
+
+bench: build
+	bash bench/overhead.sh
 
 clean:
 	rm -rf bin

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Nanoseconds added per syscall by each tracer, in one run, on a tight
+# getppid loop. Modes are interleaved round by round so that drift in a
+# noisy machine hits all of them alike; the table gives medians.
+#
+#   bash bench/overhead.sh [ROUNDS] [CALLS]
+#
+# Needs root. Installs strace, linux-perf and bpftrace when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-5}
+CALLS=${2:-2000000}
+SLOW_CALLS=$((CALLS / 20)) # strace and perf trace take ~100x longer per call
+
+need=()
+command -v strace >/dev/null || need+=(strace)
+command -v perf >/dev/null || need+=(linux-perf)
+command -v bpftrace >/dev/null || need+=(bpftrace)
+if [ ${#need[@]} -gt 0 ]; then
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# perf trace and bpftrace's tracepoints want tracefs; mount it if it is not.
+if ! mountpoint -q /sys/kernel/tracing; then
+	mount -t tracefs tracefs /sys/kernel/tracing && echo "bench: mounted tracefs at /sys/kernel/tracing" >&2
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+gcc -O2 -static -o "$work/loop" bench/getppid_loop.c
+make -s build
+sysray=$PWD/bin/sysray
+loop=$work/loop
+
+declare -A cmds=(
+	[baseline]="$loop $CALLS"
+	[sysray-record]="$sysray record -w $work/s.sysray -- $loop $CALLS"
+	[perf-record]="perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o $work/perf.data -- $loop $CALLS"
+	[bpftrace-count]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }' -c '$loop $CALLS'"
+	[bpftrace-hist]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' -c '$loop $CALLS'"
+	[perf-trace-s]="perf trace -s -o $work/ptrace.txt -- $loop $SLOW_CALLS"
+	[strace-c]="strace -f -c -o $work/strace.txt $loop $SLOW_CALLS"
+	[strace-o]="strace -f -o $work/strace.out $loop $SLOW_CALLS"
+)
+order=(baseline sysray-record perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+
+declare -A samples
+for ((r = 1; r <= ROUNDS; r++)); do
+	for m in "${order[@]}"; do
+		# The loop prints its ns/call as the last number on stdout.
+		out=$(bash -c "${cmds[$m]}" 2>"$work/$m.err" | grep -E '^[0-9.]+$' | tail -1 || true)
+		if [ -z "$out" ]; then
+			echo "bench: $m failed: $(tail -3 "$work/$m.err")" >&2
+			out=NaN
+		fi
+		samples[$m]+="$out "
+		if [ "$m" = sysray-record ]; then
+			grep -q "were lost" "$work/$m.err" && echo "bench: sysray dropped events: $(grep 'were lost' "$work/$m.err")" >&2
+			events=$(grep -oE 'wrote [0-9]+' "$work/$m.err" | grep -oE '[0-9]+')
+			samples[sysray-bytes]+="$(awk -v s="$(stat -c %s "$work/s.sysray")" -v n="$events" 'BEGIN{printf "%.2f", s/n}') "
+		fi
+		if [ "$m" = perf-record ]; then
+			samples[perf-bytes]+="$(awk -v s="$(stat -c %s "$work/perf.data")" -v n="$((CALLS * 2))" 'BEGIN{printf "%.2f", s/(n/2)}') "
+		fi
+	done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+base=$(echo "${samples[baseline]}" | median)
+echo "## getppid loop: $CALLS calls ($SLOW_CALLS for strace and perf trace), $ROUNDS rounds, medians"
+echo
+echo "kernel $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%d)"
+echo
+echo "| tool | ns/call | added ns/call | ratio to baseline | samples |"
+echo "|---|---:|---:|---:|---|"
+for m in "${order[@]}"; do
+	med=$(echo "${samples[$m]}" | median)
+	awk -v m="$m" -v med="$med" -v base="$base" -v s="${samples[$m]}" 'BEGIN{printf "| %s | %.0f | %+.0f | %.1fx | %s|\n", m, med, med-base, med/base, s}'
+done
+echo
+echo "Capture size per syscall: sysray $(echo "${samples[sysray-bytes]}" | median) bytes (one event per syscall);" \
+	"perf.data $(echo "${samples[perf-bytes]}" | median) bytes (enter+exit records)."
