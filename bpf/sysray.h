@@ -114,4 +114,15 @@ struct exit_rec {
 	__u32 pad;
 };
 
+
+
+/* internal/probe/decode.go hard-codes these sizes and the field offsets. */
+_Static_assert(sizeof(struct hdr) == 48, "hdr");
+_Static_assert(sizeof(struct sys_rec) == 128, "sys_rec");
+_Static_assert(sizeof(struct fault_rec) == 72, "fault_rec");
+_Static_assert(sizeof(struct vsys_rec) == 64, "vsys_rec");
+_Static_assert(sizeof(struct sig_rec) == 88, "sig_rec");
+_Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");
+_Static_assert(sizeof(struct exec_rec) == 824, "exec_rec");
+_Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");
 #endif

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,6 +30,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Let an unprivileged user run the binary (TestUnprivileged).
+	os.Chmod(dir, 0o755)
 	code := setup(dir)
 	if code == 0 {
 		code = m.Run()
@@ -524,5 +527,51 @@ func TestBadInput(t *testing.T) {
 		if strings.Contains(out, "panic") {
 			t.Errorf("panic: %s", out)
 		}
+	}
+}
+
+func TestUnprivileged(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to drop to another user")
+	}
+	cmd := exec.Command(sysray, "trace", "--", "true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("unprivileged trace succeeded: %s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "needs root") {
+		t.Errorf("want one line saying root is needed, got %q", out)
+	}
+}
+
+// A syscall still in flight when the capture stops is emitted, marked unfinished.
+func TestUnfinishedAtStop(t *testing.T) {
+	requireBPF(t)
+	sleeper := exec.Command(prog("sleeper"))
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Process.Kill()
+	time.Sleep(100 * time.Millisecond)
+	r := runOut(t, "trace", "--json", "-p", strconv.Itoa(sleeper.Process.Pid), "--duration", "1s")
+	var done, unfinished int
+	for _, e := range parseJSON(t, r.stdout) {
+		if e.Syscall == nil || !strings.HasSuffix(e.Syscall.Name, "nanosleep") {
+			continue
+		}
+		if e.Syscall.Unfinished {
+			unfinished++
+			continue
+		}
+		done++
+		// The first sleep began before tracing did and is not seen at all.
+		if e.Syscall.Ret != 0 || e.Syscall.LatencyNS < uint64(400*time.Millisecond) || e.Syscall.LatencyNS > uint64(600*time.Millisecond) {
+			t.Errorf("a 400 ms nanosleep: ret %d after %d ns", e.Syscall.Ret, e.Syscall.LatencyNS)
+		}
+	}
+	if done < 1 || unfinished != 1 {
+		t.Fatalf("%d completed and %d unfinished sleeps, want >= 1 and exactly 1:\n%s", done, unfinished, r.stdout)
 	}
 }
