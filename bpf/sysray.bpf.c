@@ -41,6 +41,8 @@ volatile const __u8 cfg_cgroups;     /* only cgroups in cgroups */
 volatile const __u8 cfg_syscalls;    /* only syscalls in sys_mask */
 volatile const __u8 cfg_all_faults;  /* every user page fault, not only the ones that matter */
 volatile const __u64 cfg_min_latency;
+volatile const __u8 cfg_stacks;      /* track where syscalls sleep */
+volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least this slow */
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
 volatile const __u32 cfg_nr_execveat;
@@ -56,6 +58,17 @@ struct task_state {
 	__u8 pad[2];
 	__s64 held_ret;
 	__u64 held_end;
+	/* where the syscall in flight is sleeping (cfg_stacks) */
+	__u64 off_ts; /* switched out at; 0 while on CPU */
+	__s32 off_kstack;
+	__u8 off_preempted;
+	__u8 have_waker;
+	__u8 pad2[2];
+	__u32 waker_pid;
+	__u32 waker_tid;
+	__s32 waker_kstack;
+	char waker_comm[TASK_COMM_LEN];
+	struct sleeps sl;
 	/* last page fault, kept until a fault signal shows whether it mattered */
 	__u64 fault_ts;
 	__u64 fault_addr;
@@ -109,12 +122,26 @@ struct sys_big {
 	char data[DATA_SLOTS * DATA_SLOT];
 };
 
+/* A slow syscall's record: where it slept, then its captured arguments. */
+struct sys_slow {
+	struct sys_rec r;
+	struct sleeps sl;
+	char data[DATA_SLOTS * DATA_SLOT];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct sys_big);
+	__type(value, struct sys_slow); /* also used as a struct sys_big */
 } scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384); /* 1 when stacks are off */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
 
 /*
  * Syscall records are staged per CPU and handed to the ring STAGE_BYTES at a
@@ -258,7 +285,7 @@ static __always_inline void load_args(struct task_state *st, struct pt_regs *reg
 }
 
 /* Copies the arguments the user asked to see as strings or addresses. */
-static __always_inline __u32 capture_args(struct sys_big *b, struct task_state *st, long ret)
+static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct task_state *st, long ret)
 {
 	__u32 nr = st->nr;
 	__u32 off = 0;
@@ -276,7 +303,7 @@ static __always_inline __u32 capture_args(struct sys_big *b, struct task_state *
 		__u32 lenarg = cap_rules[nr].lenarg[i];
 		long n = 0;
 
-		b->r.dlen[i] = 0;
+		r->dlen[i] = 0;
 		if (!kind || arg >= 6 || lenarg >= 6)
 			continue;
 		const void *ptr = (const void *)st->args[arg];
@@ -284,14 +311,14 @@ static __always_inline __u32 capture_args(struct sys_big *b, struct task_state *
 			continue;
 		if (off > DATA_SLOT)
 			off = DATA_SLOT;
-		char *dst = b->data + off;
+		char *dst = data + off;
 
 		if (kind == CAP_PATH) {
 			n = bpf_probe_read_user_str(dst, DATA_SLOT, ptr);
 			if (n > 0) {
 				n--; /* drop the NUL */
 				if (n == DATA_SLOT - 1)
-					b->r.dtrunc |= 1 << i;
+					r->dtrunc |= 1 << i;
 			}
 		} else {
 			__u32 len;
@@ -314,9 +341,9 @@ static __always_inline __u32 capture_args(struct sys_big *b, struct task_state *
 		}
 		if (n < 0 || (n == 0 && kind != CAP_PATH))
 			continue;
-		b->r.dset |= 1 << i;
-		b->r.dlen[i] = n;
-		b->r.darg[i] = arg;
+		r->dset |= 1 << i;
+		r->dlen[i] = n;
+		r->darg[i] = arg;
 		off += n;
 	}
 	return off;
@@ -437,12 +464,40 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 		return;
 	b->r.dtrunc = 0;
 	b->r.dset = 0;
-	__u32 n = capture_args(b, st, ret);
+	__u32 n = capture_args(&b->r, b->data, st, ret);
 	__u32 size = sizeof(b->r) + n;
 	if (size > sizeof(*b))
 		size = sizeof(*b);
 	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
 	b->r.h.flags = flags;
+	fill_sys(&b->r, st, ret, now);
+	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
+		count_drop();
+}
+
+/* Emits a slow syscall with the places it slept. */
+static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now)
+{
+	void *rb = cpu_ring();
+	__u32 zero = 0;
+	struct sys_slow *b = bpf_map_lookup_elem(&scratch, &zero);
+	if (!rb || !b) {
+		count_drop();
+		return;
+	}
+	b->r.dtrunc = 0;
+	b->r.dset = 0;
+	b->r.dlen[0] = 0;
+	b->r.dlen[1] = 0;
+	__u32 n = 0;
+	if (has_captures(st->nr))
+		n = capture_args(&b->r, b->data, st, ret);
+	__builtin_memcpy(&b->sl, &st->sl, sizeof(b->sl));
+	__u32 size = sizeof(b->r) + sizeof(b->sl) + n;
+	if (size > sizeof(*b))
+		size = sizeof(*b);
+	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
+	b->r.h.flags = F_SLEEPS;
 	fill_sys(&b->r, st, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
 		count_drop();
@@ -479,6 +534,12 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	st->args[3] = regs->r10;
 	st->args[4] = regs->r8;
 	st->args[5] = regs->r9;
+	if (cfg_stacks) {
+		st->sl.n = 0;
+		st->sl.ustack = -2; /* not taken yet */
+		st->off_ts = 0;
+		st->have_waker = 0;
+	}
 	st->active = 1;
 	st->ts = bpf_ktime_get_ns();
 	return 0;
@@ -503,6 +564,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		st->held = 1;
 		st->held_ret = ret;
 		st->held_end = now;
+		return 0;
+	}
+	if (cfg_stacks && st->sl.n && now - st->ts >= cfg_slow) {
+		emit_slow(st, ret, now);
 		return 0;
 	}
 	emit_syscall(st, ret, now, 0, NULL);
@@ -822,5 +887,98 @@ int inflight(struct bpf_iter__task *ctx)
 		st->active = 0;
 		emit_syscall(st, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
 	}
+	return 0;
+}
+
+/* Adds an off-CPU interval to the sleep slot for its stack. */
+static __always_inline void account_sleep(struct task_state *st, __u64 dur)
+{
+	__u32 n = st->sl.n;
+	int idx = -1;
+
+#pragma unroll
+	for (int i = 0; i < MAX_SLEEPS; i++) {
+		if (i < n && st->sl.s[i].kstack == st->off_kstack && st->sl.s[i].preempted == st->off_preempted) {
+			idx = i;
+			break;
+		}
+	}
+	if (idx < 0) {
+		if (n < MAX_SLEEPS) {
+			idx = n;
+			st->sl.n = n + 1;
+		} else {
+			/* Full: the shortest place gives way to a longer one. */
+			int min = 0;
+#pragma unroll
+			for (int i = 1; i < MAX_SLEEPS; i++)
+				if (st->sl.s[i].dur < st->sl.s[min].dur)
+					min = i;
+			if (dur <= st->sl.s[min].dur)
+				return;
+			idx = min;
+		}
+		idx &= MAX_SLEEPS - 1;
+		struct sleep *sp = &st->sl.s[idx];
+		sp->dur = 0;
+		sp->count = 0;
+		sp->kstack = st->off_kstack;
+		sp->preempted = st->off_preempted;
+		sp->waker_pid = 0;
+		sp->waker_tid = 0;
+		sp->waker_kstack = -1;
+		sp->waker_comm[0] = 0;
+	}
+	idx &= MAX_SLEEPS - 1;
+	struct sleep *sp = &st->sl.s[idx];
+	sp->dur += dur;
+	sp->count++;
+	if (st->have_waker) {
+		sp->waker_pid = st->waker_pid;
+		sp->waker_tid = st->waker_tid;
+		sp->waker_kstack = st->waker_kstack;
+		__builtin_memcpy(sp->waker_comm, st->waker_comm, TASK_COMM_LEN);
+	}
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 now = 0;
+	struct task_state *st = bpf_task_storage_get(&tstate, prev, 0, 0);
+	if (st && st->active) {
+		/* prev is current here: its stacks show the way into schedule(). */
+		now = bpf_ktime_get_ns();
+		st->off_ts = now;
+		st->off_kstack = bpf_get_stackid(ctx, &stacks, 0);
+		st->off_preempted = preempt || prev_state == 0;
+		st->have_waker = 0;
+		if (st->sl.ustack == -2)
+			st->sl.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	}
+	st = bpf_task_storage_get(&tstate, next, 0, 0);
+	if (st && st->active && st->off_ts) {
+		if (!now)
+			now = bpf_ktime_get_ns();
+		account_sleep(st, now - st->off_ts);
+		st->off_ts = 0;
+	}
+	return 0;
+}
+
+/* The waker is current here (sched_wakeup may run on the sleeper's CPU instead). */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sched_waking, struct task_struct *p)
+{
+	struct task_state *st = bpf_task_storage_get(&tstate, p, 0, 0);
+	if (!st || !st->active || !st->off_ts)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	st->have_waker = 1;
+	st->waker_pid = id >> 32;
+	st->waker_tid = (__u32)id;
+	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
+	st->waker_kstack = bpf_get_stackid(ctx, &stacks, 0);
 	return 0;
 }

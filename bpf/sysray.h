@@ -29,6 +29,7 @@ enum kind {
 #define F_THREAD 2     /* fork: child is a thread */
 #define F_GROUP_DEAD 4 /* exit: last thread of the process */
 #define F_GROUP 8      /* signal: sent to the thread group */
+#define F_SLEEPS 16    /* syscall: a struct sleeps block follows the record */
 
 struct hdr {
 	__u8 kind;
@@ -64,6 +65,29 @@ struct sys_rec {
 	__u8 dtrunc;            /* bit i: slot i was cut at DATA_SLOT */
 	__u8 dset;              /* bit i: slot i holds data (an empty string has dlen 0) */
 	/* followed by dlen[0] bytes, then dlen[1] bytes */
+};
+
+#define MAX_SLEEPS 4    /* distinct places one slow syscall slept, kept in full */
+#define STACK_DEPTH 64
+
+/* One place a syscall slept (kernel stack at switch-out) and who woke it. */
+struct sleep {
+	__u64 dur;        /* ns off CPU here */
+	__u32 count;      /* switch-outs here */
+	__s32 kstack;     /* stack map id, <0 if none */
+	__u32 waker_pid;
+	__u32 waker_tid;
+	__s32 waker_kstack;
+	__u8 preempted;   /* switched out while runnable */
+	__u8 pad[3];
+	char waker_comm[TASK_COMM_LEN];
+};
+
+/* Follows a sys_rec whose hdr.flags has F_SLEEPS, before any captured data. */
+struct sleeps {
+	__s32 ustack;     /* user stack at the first switch-out */
+	__u32 n;
+	struct sleep s[MAX_SLEEPS];
 };
 
 struct fault_rec {
@@ -125,4 +149,6 @@ _Static_assert(sizeof(struct sig_rec) == 88, "sig_rec");
 _Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");
 _Static_assert(sizeof(struct exec_rec) == 824, "exec_rec");
 _Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");
+_Static_assert(sizeof(struct sleep) == 48, "sleep");
+_Static_assert(sizeof(struct sleeps) == 200, "sleeps");
 #endif

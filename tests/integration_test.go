@@ -137,6 +137,14 @@ type record struct {
 		Errno      string `json:"errno"`
 		LatencyNS  uint64 `json:"latency_ns"`
 		Unfinished bool   `json:"unfinished"`
+		Sleeps     []struct {
+			DurationNS uint64   `json:"duration_ns"`
+			Stack      []string `json:"stack"`
+			Waker      *struct {
+				Comm  string   `json:"comm"`
+				Stack []string `json:"stack"`
+			} `json:"waker"`
+		} `json:"sleeps"`
 	} `json:"syscall"`
 	Fault *struct {
 		Addr  uint64 `json:"addr"`
@@ -573,5 +581,41 @@ func TestUnfinishedAtStop(t *testing.T) {
 	}
 	if done < 1 || unfinished != 1 {
 		t.Fatalf("%d completed and %d unfinished sleeps, want >= 1 and exactly 1:\n%s", done, unfinished, r.stdout)
+	}
+}
+
+// A thread blocked in nanosleep for 400 ms is reported with the kernel's
+// nanosleep path, the time it slept there, and the timer that woke it.
+func TestSleepStack(t *testing.T) {
+	requireBPF(t)
+	r := runOut(t, "trace", "--json", "--stacks", "--slow", "100ms", "-e", "clock_nanosleep,nanosleep", "--duration", "1s", "--", prog("sleeper"))
+	var found bool
+	for _, e := range parseJSON(t, r.stdout) {
+		if e.Syscall == nil || !strings.HasSuffix(e.Syscall.Name, "nanosleep") || e.Syscall.Unfinished {
+			continue
+		}
+		found = true
+		if len(e.Syscall.Sleeps) == 0 {
+			t.Fatalf("a 400 ms nanosleep without sleeps: %+v", e.Syscall)
+		}
+		sl := e.Syscall.Sleeps[0]
+		if sl.DurationNS < uint64(390*time.Millisecond) || sl.DurationNS > e.Syscall.LatencyNS {
+			t.Errorf("slept %d ns of a %d ns call, want about 400 ms", sl.DurationNS, e.Syscall.LatencyNS)
+		}
+		stack := strings.Join(sl.Stack, " ")
+		for _, fn := range []string{"do_nanosleep", "hrtimer_nanosleep", "schedule"} {
+			if !strings.Contains(stack, fn) {
+				t.Errorf("sleep stack lacks %s: %s", fn, stack)
+			}
+		}
+		if strings.Contains(stack, "bpf_prog_") {
+			t.Errorf("sleep stack shows sysray's own program: %s", stack)
+		}
+		if sl.Waker == nil || !strings.Contains(strings.Join(sl.Waker.Stack, " "), "hrtimer_wakeup") {
+			t.Errorf("want the hrtimer as the waker, got %+v", sl.Waker)
+		}
+	}
+	if !found {
+		t.Fatalf("no completed nanosleep:\n%s", r.stdout)
 	}
 }

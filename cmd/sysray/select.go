@@ -26,6 +26,8 @@ type selection struct {
 	syscalls   []string
 	minLatency time.Duration
 	pageFaults bool
+	stacks     bool
+	slow       time.Duration
 	filter     string
 	duration   time.Duration
 	bufferMiB  int
@@ -40,6 +42,8 @@ func (s *selection) register(cmd *cobra.Command) {
 	f.StringSliceVarP(&s.syscalls, "syscalls", "e", nil, "only these syscalls, e.g. -e openat,connect")
 	f.DurationVar(&s.minLatency, "min-latency", 0, "only syscalls slower than this, e.g. 10ms")
 	f.BoolVar(&s.pageFaults, "page-faults", false, "record every user page fault (default: only vsyscall-page faults and faults that raise a signal)")
+	f.BoolVar(&s.stacks, "stacks", false, "show where slow syscalls slept: kernel stacks, time, and who woke them")
+	f.DurationVar(&s.slow, "slow", 10*time.Millisecond, "with --stacks: syscalls at least this slow carry their stacks")
 	f.StringVarP(&s.filter, "filter", "f", "", "filter expression, e.g. 'evt.type = openat and evt.failed' (see docs/filter.md)")
 	f.DurationVar(&s.duration, "duration", 0, "stop after this long, e.g. 10s")
 	f.IntVar(&s.bufferMiB, "buffer-size", 0, "ring buffer per CPU, MiB (default: 64 MiB shared by all CPUs, 8 to 64 each)")
@@ -49,7 +53,11 @@ func (s *selection) register(cmd *cobra.Command) {
 func (s *selection) build(args []string) (live.Options, *filter.Filter, error) {
 	arch := event.HostArch()
 	var opts live.Options
-	cfg := probe.Config{MinLatency: uint64(s.minLatency), AllFaults: s.pageFaults, Children: s.children}
+	cfg := probe.Config{MinLatency: uint64(s.minLatency), AllFaults: s.pageFaults, Children: s.children,
+		Stacks: s.stacks, Slow: uint64(s.slow)}
+	if s.stacks && s.slow <= 0 {
+		return opts, nil, errors.New("--slow must be positive")
+	}
 	if s.bufferMiB < 0 || s.bufferMiB > 4096 {
 		return opts, nil, fmt.Errorf("--buffer-size %d: want 1 to 4096 MiB", s.bufferMiB)
 	}

@@ -213,12 +213,82 @@ func (d *blockDecoder) next(e *event.Event) error {
 	d.prevEnd = e.End()
 
 	if flags&fExt != 0 {
-		d.bytes() // fields a newer writer added; skipping them is the contract
+		d.ext(e, d.bytes())
 	}
 	if d.bad != "" {
 		return errors.New(d.bad)
 	}
 	return nil
+}
+
+// ext reads a record extension: (tag, value) fields. Tags this version does
+// not know are fields a newer writer added; skipping them is the contract.
+func (d *blockDecoder) ext(e *event.Event, b []byte) {
+	if d.bad != "" {
+		return
+	}
+	x := &blockDecoder{buf: b}
+	for x.pos < len(x.buf) && x.bad == "" {
+		tag := x.uvarint()
+		v := x.bytes()
+		if x.bad != "" {
+			break
+		}
+		if tag == extStacks && e.Kind == event.KindSyscall {
+			y := &blockDecoder{buf: v}
+			y.stacks(&e.Syscall)
+			if y.bad != "" {
+				d.fail("stacks: " + y.bad)
+			}
+		}
+	}
+}
+
+// count reads a list length stored as count+1; ok is false for a nil list.
+func (d *blockDecoder) count() (n uint64, ok bool) {
+	v := d.uvarint()
+	if v == 0 {
+		return 0, false
+	}
+	// every element takes at least two bytes
+	if v-1 > uint64(len(d.buf)-d.pos) {
+		d.fail("list length beyond the record")
+		return 0, false
+	}
+	return v - 1, true
+}
+
+func (d *blockDecoder) frames() []event.Frame {
+	n, ok := d.count()
+	if !ok {
+		return nil
+	}
+	fs := make([]event.Frame, n)
+	for i := range fs {
+		fs[i].Addr = d.uvarint()
+		fs[i].Name = d.string()
+	}
+	return fs
+}
+
+func (d *blockDecoder) stacks(sc *event.Syscall) {
+	sc.UserStack = d.frames()
+	n, ok := d.count()
+	if !ok {
+		return
+	}
+	sc.Sleeps = make([]event.Sleep, n)
+	for i := range sc.Sleeps {
+		sl := &sc.Sleeps[i]
+		sl.Duration = d.uvarint()
+		sl.Count = d.u32()
+		sl.Preempted = d.byte() != 0
+		sl.Stack = d.frames()
+		sl.WakerPID = d.u32()
+		sl.WakerTID = d.u32()
+		sl.WakerComm = d.string()
+		sl.WakerStack = d.frames()
+	}
 }
 
 // mask reads a field mask and rejects bits this version does not define:

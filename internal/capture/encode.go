@@ -115,6 +115,9 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 		if dataMask != 0 {
 			flags |= fData
 		}
+		if sc.UserStack != nil || sc.Sleeps != nil {
+			flags |= fExt
+		}
 	case event.KindPageFault:
 		if e.Fault.Addr != th.faultAddr {
 			flags |= fAddr
@@ -241,6 +244,63 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 		// body so that readers can skip them; there is nothing to put in it.
 		b = append(b, 0)
 	}
+	if flags&fExt != 0 {
+		b = s.appendExt(b, e)
+	}
+	return b
+}
+
+// Extension field tags (docs/capture-format.md, "Extension").
+const extStacks = 1
+
+// appendExt writes the record extension: length-prefixed (tag, length,
+// value) fields, so that a reader skips the tags it does not know.
+func (s *state) appendExt(b []byte, e *event.Event) []byte {
+	ext := s.ext[:0]
+	if e.Kind == event.KindSyscall && (e.Syscall.UserStack != nil || e.Syscall.Sleeps != nil) {
+		v := appendStacks(s.extField[:0], &e.Syscall)
+		ext = appendUvarint(ext, extStacks)
+		ext = appendBytes(ext, v)
+		s.extField = v
+	}
+	s.ext = ext
+	return appendBytes(b, ext)
+}
+
+// Lists are stored as count+1, so that 0 keeps nil apart from empty.
+func appendCount(b []byte, n int, isNil bool) []byte {
+	if isNil {
+		return append(b, 0)
+	}
+	return appendUvarint(b, uint64(n)+1)
+}
+
+func appendFrames(b []byte, fs []event.Frame) []byte {
+	b = appendCount(b, len(fs), fs == nil)
+	for _, f := range fs {
+		b = appendUvarint(b, f.Addr)
+		b = appendString(b, f.Name)
+	}
+	return b
+}
+
+func appendStacks(b []byte, sc *event.Syscall) []byte {
+	b = appendFrames(b, sc.UserStack)
+	b = appendCount(b, len(sc.Sleeps), sc.Sleeps == nil)
+	for _, sl := range sc.Sleeps {
+		b = appendUvarint(b, sl.Duration)
+		b = appendUvarint(b, uint64(sl.Count))
+		if sl.Preempted {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = appendFrames(b, sl.Stack)
+		b = appendUvarint(b, uint64(sl.WakerPID))
+		b = appendUvarint(b, uint64(sl.WakerTID))
+		b = appendString(b, sl.WakerComm)
+		b = appendFrames(b, sl.WakerStack)
+	}
 	return b
 }
 
@@ -269,11 +329,23 @@ func sizeBound(e *event.Event) int {
 		for _, d := range e.Syscall.Data {
 			n += len(d) + binary.MaxVarintLen64
 		}
+		n += framesBound(e.Syscall.UserStack) + 2*binary.MaxVarintLen64
+		for _, sl := range e.Syscall.Sleeps {
+			n += 6*binary.MaxVarintLen64 + 1 + len(sl.WakerComm) + framesBound(sl.Stack) + framesBound(sl.WakerStack)
+		}
 	case event.KindFork, event.KindExec, event.KindExit:
 		n += len(e.Proc.ChildComm) + len(e.Proc.Filename) + 3*binary.MaxVarintLen64
 		for _, a := range e.Proc.Argv {
 			n += len(a) + binary.MaxVarintLen64
 		}
+	}
+	return n
+}
+
+func framesBound(fs []event.Frame) int {
+	n := binary.MaxVarintLen64
+	for _, f := range fs {
+		n += 2*binary.MaxVarintLen64 + len(f.Name)
 	}
 	return n
 }

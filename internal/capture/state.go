@@ -56,11 +56,12 @@ type sysPrev struct {
 // state is the delta context shared, step for step, by the encoder and the
 // decoder. It resets at every block so each block decodes on its own.
 type state struct {
-	threads []thread
-	byTID   map[uint32]int32
-	sys     []sysPrev
-	bySys   map[uint64]int32
-	last    int32 // index of the previous event's thread, -1 at block start
+	ext, extField []byte // scratch for record extensions
+	threads       []thread
+	byTID         map[uint32]int32
+	sys           []sysPrev
+	bySys         map[uint64]int32
+	last          int32 // index of the previous event's thread, -1 at block start
 
 	prevTID    uint32
 	prevCPU    uint32

@@ -77,6 +77,31 @@ type Syscall struct {
 	Data [6][]byte
 	// Truncated marks Data entries cut at the kernel's copy limit.
 	Truncated [6]bool
+	// With stacks on, a syscall slower than the threshold carries the
+	// places it slept and the user stack that made the call.
+	UserStack []Frame
+	Sleeps    []Sleep
+}
+
+// Sleep is one place a syscall waited off CPU: the kernel stack it was
+// switched out at, for how long in all, and who woke it last.
+type Sleep struct {
+	Duration   uint64 // ns off CPU at this place
+	Count      uint32 // times switched out here
+	Preempted  bool   // still runnable: preempted or waiting for a CPU, not blocked
+	Stack      []Frame
+	WakerPID   uint32
+	WakerTID   uint32
+	WakerComm  string
+	WakerStack []Frame
+}
+
+// Frame is one return address of a stack, innermost first. Name is the
+// symbol ("schedule_timeout+0x9d", "time+0xd [libc.so.6]"), resolved where
+// the event was recorded; empty if unknown.
+type Frame struct {
+	Addr uint64
+	Name string
 }
 
 // Fault is a user page fault.

@@ -113,8 +113,20 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		}
 	}()
 
+	consume := fn
+	if cfg.Stacks {
+		nm, err := newNamer()
+		if err != nil {
+			warn("stack frames will not be named: " + err.Error())
+		} else {
+			consume = func(e *event.Event) error {
+				nm.name(e)
+				return fn(e)
+			}
+		}
+	}
 	var total uint64
-	err = p.Run(ctx, fn, func(cpu int, n uint64) {
+	err = p.Run(ctx, consume, func(cpu int, n uint64) {
 		total += n
 		warn(fmt.Sprintf("lost %d events on CPU %d (ring buffer full; %d lost so far)", n, cpu, total))
 	})

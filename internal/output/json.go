@@ -38,13 +38,43 @@ type ArgJSON struct {
 }
 
 type SyscallJSON struct {
-	Name       string    `json:"name"`
-	Nr         uint32    `json:"nr"`
-	Args       []ArgJSON `json:"args"`
-	Ret        int64     `json:"ret"`
-	Errno      string    `json:"errno,omitempty"`
-	LatencyNS  uint64    `json:"latency_ns"`
-	Unfinished bool      `json:"unfinished,omitempty"`
+	Name       string      `json:"name"`
+	Nr         uint32      `json:"nr"`
+	Args       []ArgJSON   `json:"args"`
+	Ret        int64       `json:"ret"`
+	Errno      string      `json:"errno,omitempty"`
+	LatencyNS  uint64      `json:"latency_ns"`
+	Unfinished bool        `json:"unfinished,omitempty"`
+	UserStack  []string    `json:"user_stack,omitempty"`
+	Sleeps     []SleepJSON `json:"sleeps,omitempty"`
+}
+
+// SleepJSON is one place a slow syscall waited off CPU.
+type SleepJSON struct {
+	DurationNS uint64     `json:"duration_ns"`
+	Count      uint32     `json:"count"`
+	Preempted  bool       `json:"preempted,omitempty"`
+	Stack      []string   `json:"stack"`
+	Waker      *WakerJSON `json:"waker,omitempty"`
+}
+
+// WakerJSON is the thread that last woke a sleeping syscall.
+type WakerJSON struct {
+	PID   uint32   `json:"pid"`
+	TID   uint32   `json:"tid"`
+	Comm  string   `json:"comm"`
+	Stack []string `json:"stack,omitempty"`
+}
+
+func frameTexts(fs []event.Frame) []string {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = FrameText(f)
+	}
+	return out
 }
 
 type FaultJSON struct {
@@ -127,6 +157,17 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 				}
 				sj.Args = append(sj.Args, ArgJSON{Name: a.Name, Raw: s.Args[i], Value: event.FormatArg(a, s.Args[i], s.Data[i], s.Truncated[i]), Truncated: s.Truncated[i]})
 			}
+		}
+		sj.UserStack = frameTexts(s.UserStack)
+		for _, sl := range s.Sleeps {
+			j := SleepJSON{DurationNS: sl.Duration, Count: sl.Count, Preempted: sl.Preempted, Stack: frameTexts(sl.Stack)}
+			if j.Stack == nil {
+				j.Stack = []string{}
+			}
+			if sl.WakerPID != 0 || sl.WakerComm != "" {
+				j.Waker = &WakerJSON{PID: sl.WakerPID, TID: sl.WakerTID, Comm: sl.WakerComm, Stack: frameTexts(sl.WakerStack)}
+			}
+			sj.Sleeps = append(sj.Sleeps, j)
 		}
 		r.Type = sj.Name
 		r.Syscall = sj

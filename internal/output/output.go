@@ -59,6 +59,9 @@ func (p *Printer) Print(e *event.Event) error {
 	b = append(b, ") "...)
 	b = append(b, Body(e, p.arch)...)
 	b = append(b, '\n')
+	if e.Kind == event.KindSyscall && len(e.Syscall.Sleeps) > 0 {
+		b = appendSleeps(b, &e.Syscall)
+	}
 	p.buf = b
 	_, err := p.w.Write(b)
 	return err
@@ -117,6 +120,70 @@ func Body(e *event.Event, arch event.Arch) string {
 		return fmt.Sprintf("drop cpu=%d lost=%d events (ring buffer full; try --buffer-size or a narrower selection)", e.CPU, e.Drop.Count)
 	}
 	return e.Kind.String()
+}
+
+// How many frames of a waker's stack to show: its first few say who it was.
+const wakerFrames = 6
+
+// appendSleeps writes, under a slow syscall, where it slept and who woke it.
+func appendSleeps(b []byte, s *event.Syscall) []byte {
+	for _, sl := range s.Sleeps {
+		how := "blocked"
+		if sl.Preempted {
+			how = "runnable, waiting for a CPU"
+		}
+		b = fmt.Appendf(b, "    off CPU %s in %d switch(es), %s", fmtDur(sl.Duration), sl.Count, how)
+		if sl.WakerPID != 0 || sl.WakerComm != "" {
+			b = fmt.Appendf(b, "; woken by %s(%d:%d)", sl.WakerComm, sl.WakerPID, sl.WakerTID)
+		}
+		b = append(b, ":\n"...)
+		for _, f := range sl.Stack {
+			b = append(b, "        "...)
+			b = append(b, FrameText(f)...)
+			b = append(b, '\n')
+		}
+		if len(sl.WakerStack) > 0 {
+			b = append(b, "      waker:\n"...)
+			for i, f := range sl.WakerStack {
+				if i == wakerFrames {
+					b = fmt.Appendf(b, "        ... %d more\n", len(sl.WakerStack)-i)
+					break
+				}
+				b = append(b, "        "...)
+				b = append(b, FrameText(f)...)
+				b = append(b, '\n')
+			}
+		}
+	}
+	if len(s.UserStack) > 0 {
+		b = append(b, "    user stack:\n"...)
+		for _, f := range s.UserStack {
+			b = append(b, "        "...)
+			b = append(b, FrameText(f)...)
+			b = append(b, '\n')
+		}
+	}
+	return b
+}
+
+// FrameText is a frame's name, or its address when it has none.
+func FrameText(f event.Frame) string {
+	if f.Name != "" {
+		return f.Name
+	}
+	return fmt.Sprintf("%#x", f.Addr)
+}
+
+func fmtDur(ns uint64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.3fs", float64(ns)/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3fms", float64(ns)/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.1fus", float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%dns", ns)
 }
 
 // ExitText says how a thread ended: "status=0", "killed by SIGSEGV (core dumped)".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"sort"
 
 	"github.com/sysray/sysray/internal/event"
 )
@@ -22,6 +23,10 @@ const (
 
 	dataSlot = 256
 	argvLen  = 512
+
+	sleepSize  = 48
+	sleepsSize = 200
+	maxSleeps  = 4
 )
 
 const (
@@ -29,6 +34,7 @@ const (
 	fThread     = 2
 	fGroupDead  = 4
 	fGroup      = 8
+	fSleeps     = 16
 )
 
 var le = binary.LittleEndian
@@ -78,7 +84,10 @@ func (c *comms) lookup(k [16]byte) string {
 	return s
 }
 
-func decode(b []byte, e *event.Event, cm *comms) error {
+// stackFunc reads a stack by its id in the kernel's stack map.
+type stackFunc func(id int32) []uint64
+
+func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 	if len(b) < hdrSize {
 		return fmt.Errorf("record of %d bytes is shorter than its header", len(b))
 	}
@@ -116,6 +125,13 @@ func decode(b []byte, e *event.Event, cm *comms) error {
 			s.Ret = 0
 		}
 		off := sysSize
+		if flags&fSleeps != 0 {
+			if len(b) < sysSize+sleepsSize {
+				return fmt.Errorf("syscall record with sleeps of %d bytes", len(b))
+			}
+			decodeSleeps(b[sysSize:sysSize+sleepsSize], s, cm, stacks)
+			off += sleepsSize
+		}
 		trunc, set := b[122], b[123]
 		for i := 0; i < 2; i++ {
 			n := int(le.Uint16(b[116+2*i:]))
@@ -166,6 +182,41 @@ func decode(b []byte, e *event.Event, cm *comms) error {
 		e.Proc = event.Proc{ExitCode: int32(le.Uint32(b[48:])), GroupDead: flags&fGroupDead != 0}
 	}
 	return nil
+}
+
+func decodeSleeps(b []byte, s *event.Syscall, cm *comms, stacks stackFunc) {
+	frames := func(id int32) []event.Frame {
+		if stacks == nil {
+			return nil
+		}
+		addrs := stacks(id)
+		if len(addrs) == 0 {
+			return nil
+		}
+		f := make([]event.Frame, len(addrs))
+		for i, a := range addrs {
+			f[i].Addr = a
+		}
+		return f
+	}
+	s.UserStack = frames(int32(le.Uint32(b[0:])))
+	n := min(int(le.Uint32(b[4:])), maxSleeps)
+	s.Sleeps = make([]event.Sleep, n)
+	for i := range n {
+		r := b[8+i*sleepSize:]
+		s.Sleeps[i] = event.Sleep{
+			Duration:   le.Uint64(r[0:]),
+			Count:      le.Uint32(r[8:]),
+			Stack:      frames(int32(le.Uint32(r[12:]))),
+			WakerPID:   le.Uint32(r[16:]),
+			WakerTID:   le.Uint32(r[20:]),
+			WakerStack: frames(int32(le.Uint32(r[24:]))),
+			Preempted:  r[28] != 0,
+			WakerComm:  cm.get(r[32:48]),
+		}
+	}
+	// Longest first: that is where the time went.
+	sort.Slice(s.Sleeps, func(i, j int) bool { return s.Sleeps[i].Duration > s.Sleeps[j].Duration })
 }
 
 func splitArgv(b []byte) []string {

@@ -9,9 +9,9 @@ import (
 )
 
 // The sys record layout comes from the BPF object's BTF (bpf2go generates
-// sysraySysBig); decode must agree with it field by field.
+// sysraySysSlow); decode must agree with it field by field.
 func TestDecodeSyscallMatchesBTFLayout(t *testing.T) {
-	var big sysraySysBig
+	var big sysraySysSlow
 	r := &big.R
 	r.H.Kind = uint8(event.KindSyscall)
 	r.H.Cpu = 1
@@ -27,21 +27,19 @@ func TestDecodeSyscallMatchesBTFLayout(t *testing.T) {
 	r.Args = [6]uint64{0xffffffffffffff9c, 0x7ffd0000, 0x80000, 0, 5, 6}
 	r.Nr = 257
 	path := "/etc/ld.so.cache"
-	for i := range len(path) {
-		big.Data[i] = int8(path[i])
-	}
 	r.Dlen[0] = uint16(len(path))
 	r.Darg[0] = 1
 	r.Dset = 1
 	var buf bytes.Buffer
-	if err := binary.Write(&buf, binary.LittleEndian, &big); err != nil {
+	if err := binary.Write(&buf, binary.LittleEndian, &big.R); err != nil {
 		t.Fatal(err)
 	}
-	b := buf.Bytes()[:sysSize+len(path)]
+	buf.WriteString(path)
+	b := buf.Bytes()
 	le.PutUint16(b[2:], uint16(len(b)))
 
 	var e event.Event
-	if err := decode(b, &e, &comms{}); err != nil {
+	if err := decode(b, &e, &comms{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s := e.Syscall
@@ -60,17 +58,17 @@ func TestDecodeSyscallMatchesBTFLayout(t *testing.T) {
 func TestDecodeRejectsShortAndUnknown(t *testing.T) {
 	var e event.Event
 	cm := &comms{}
-	if err := decode(make([]byte, 10), &e, cm); err == nil {
+	if err := decode(make([]byte, 10), &e, cm, nil); err == nil {
 		t.Error("a 10-byte record decoded")
 	}
 	rec := make([]byte, hdrSize)
 	rec[0] = 99
-	if err := decode(rec, &e, cm); err == nil {
+	if err := decode(rec, &e, cm, nil); err == nil {
 		t.Error("an unknown kind decoded")
 	}
 	rec = make([]byte, faultSize-1)
 	rec[0] = byte(event.KindPageFault)
-	if err := decode(rec, &e, cm); err == nil {
+	if err := decode(rec, &e, cm, nil); err == nil {
 		t.Error("a short fault record decoded")
 	}
 	// A captured argument that claims more bytes than the record holds.
@@ -78,7 +76,7 @@ func TestDecodeRejectsShortAndUnknown(t *testing.T) {
 	rec[0] = byte(event.KindSyscall)
 	le.PutUint16(rec[116:], 300)
 	rec[123] = 1
-	if err := decode(rec, &e, cm); err == nil {
+	if err := decode(rec, &e, cm, nil); err == nil {
 		t.Error("an overrunning argument decoded")
 	}
 }
@@ -90,5 +88,48 @@ func TestSplitArgv(t *testing.T) {
 	}
 	if splitArgv(nil) != nil {
 		t.Error("empty argv not nil")
+	}
+}
+
+func TestDecodeSleeps(t *testing.T) {
+	var big sysraySysSlow
+	big.R.H.Kind = uint8(event.KindSyscall)
+	big.R.H.Flags = fSleeps
+	big.R.Nr = 35
+	big.R.Latency = 50_000_000
+	big.Sl.Ustack = 7
+	big.Sl.N = 2
+	s0, s1 := &big.Sl.S[0], &big.Sl.S[1]
+	s0.Dur, s0.Count, s0.Kstack, s0.WakerKstack = 1000, 1, 1, -1
+	s1.Dur, s1.Count, s1.Kstack, s1.WakerPid, s1.WakerTid, s1.WakerKstack = 49_000_000, 1, 2, 9, 10, 3
+	for i, c := range "swapper/1" {
+		big.Sl.S[1].WakerComm[i] = int8(c)
+	}
+	var buf bytes.Buffer
+	binary.Write(&buf, binary.LittleEndian, &big.R)
+	binary.Write(&buf, binary.LittleEndian, &big.Sl)
+	b := buf.Bytes()
+	le.PutUint16(b[2:], uint16(len(b)))
+
+	stacks := map[int32][]uint64{1: {0xa, 0xb}, 2: {0xc}, 3: {0xd, 0xe, 0xf}, 7: {0x401000}}
+	var e event.Event
+	if err := decode(b, &e, &comms{}, func(id int32) []uint64 { return stacks[id] }); err != nil {
+		t.Fatal(err)
+	}
+	s := e.Syscall
+	if len(s.UserStack) != 1 || s.UserStack[0].Addr != 0x401000 {
+		t.Errorf("user stack %+v", s.UserStack)
+	}
+	if len(s.Sleeps) != 2 {
+		t.Fatalf("sleeps %+v", s.Sleeps)
+	}
+	// longest first
+	l := s.Sleeps[0]
+	if l.Duration != 49_000_000 || l.WakerPID != 9 || l.WakerTID != 10 || l.WakerComm != "swapper/1" ||
+		len(l.Stack) != 1 || l.Stack[0].Addr != 0xc || len(l.WakerStack) != 3 {
+		t.Errorf("longest sleep %+v", l)
+	}
+	if s.Sleeps[1].WakerStack != nil {
+		t.Errorf("a missing waker stack decoded as %+v", s.Sleeps[1].WakerStack)
 	}
 }

@@ -26,6 +26,8 @@ type Config struct {
 	Syscalls   []uint32 // trace only these syscall numbers; nil means all
 	MinLatency uint64   // drop syscalls faster than this many ns
 	AllFaults  bool     // every user page fault, not only the ones that matter
+	Stacks     bool     // follow where syscalls sleep (sched_switch, sched_waking)
+	Slow       uint64   // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
 	// Launch marks the probe as following a command sysray will start:
 	// pids may be added later with Expect.
 	Launch   bool
@@ -38,23 +40,27 @@ type Probe struct {
 	links    []link.Link
 	rings    []*ebpf.Map
 	arch     event.Arch
+	stacksOn bool
 	Warnings []string // features that could not be enabled; the rest works
 }
 
 // Feature names the tracepoints so a missing one can be reported by what it gives.
 var features = []struct {
-	prog string
-	what string
+	prog   string
+	what   string
+	stacks bool // only with Config.Stacks
 }{
-	{"sys_enter", "syscalls"},
-	{"sys_exit", "syscalls"},
-	{"page_fault_user", "page faults"},
-	{"emulate_vsyscall", "vsyscall emulation"},
-	{"signal_generate", "signals"},
-	{"signal_deliver", "signals"},
-	{"sched_process_fork", "fork"},
-	{"sched_process_exec", "exec"},
-	{"sched_process_exit", "exit"},
+	{"sys_enter", "syscalls", false},
+	{"sys_exit", "syscalls", false},
+	{"page_fault_user", "page faults", false},
+	{"emulate_vsyscall", "vsyscall emulation", false},
+	{"signal_generate", "signals", false},
+	{"signal_deliver", "signals", false},
+	{"sched_process_fork", "fork", false},
+	{"sched_process_exec", "exec", false},
+	{"sched_process_exit", "exit", false},
+	{"sched_switch", "sleep stacks", true},
+	{"sched_waking", "wakers of sleeping syscalls", true},
 }
 
 // CheckPrivileges returns a one-line error when the process cannot load BPF.
@@ -106,6 +112,9 @@ func Open(cfg Config) (*Probe, error) {
 	}
 	spec.Maps["rings"].MaxEntries = uint32(ncpu)
 	spec.Maps["stages"].MaxEntries = uint32(ncpu)
+	if !cfg.Stacks {
+		spec.Maps["stacks"].MaxEntries = 1 // unused; do not pin memory for it
+	}
 	size := cfg.RingSize
 	if size == 0 {
 		// A ring must absorb the reader's pauses at millions of events a
@@ -119,7 +128,7 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 
-	p := &Probe{arch: arch}
+	p := &Probe{arch: arch, stacksOn: cfg.Stacks}
 	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
@@ -189,8 +198,13 @@ func (p *Probe) attach() error {
 		"sched_process_fork": p.objs.SchedProcessFork,
 		"sched_process_exec": p.objs.SchedProcessExec,
 		"sched_process_exit": p.objs.SchedProcessExit,
+		"sched_switch":       p.objs.SchedSwitch,
+		"sched_waking":       p.objs.SchedWaking,
 	}
 	for _, f := range features {
+		if f.stacks && !p.stacksOn {
+			continue
+		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: progs[f.prog]})
 		if err != nil {
 			if f.what == "syscalls" {
@@ -231,6 +245,24 @@ func (p *Probe) Detach() error {
 	}
 	return nil
 }
+
+// stack reads one stack from the kernel's stack map, innermost frame first.
+func (p *Probe) stack(id int32) []uint64 {
+	if id < 0 {
+		return nil
+	}
+	var raw [stackDepth]uint64
+	if err := p.objs.Stacks.Lookup(uint32(id), &raw); err != nil {
+		return nil
+	}
+	n := 0
+	for n < len(raw) && raw[n] != 0 {
+		n++
+	}
+	return append([]uint64(nil), raw[:n]...)
+}
+
+const stackDepth = 64 // STACK_DEPTH in bpf/sysray.h
 
 // Drops returns the events lost on each CPU because its ring was full.
 func (p *Probe) Drops() ([]uint64, error) {
@@ -290,6 +322,10 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 			}
 		}
 	}
+	slow := cfg.Slow
+	if slow == 0 {
+		slow = 10_000_000
+	}
 	execve, _ := event.SyscallByName(arch, "execve")
 	execveat, _ := event.SyscallByName(arch, "execveat")
 	for _, kv := range []struct {
@@ -302,6 +338,8 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 		{"cfg_syscalls", b(cfg.Syscalls != nil)},
 		{"cfg_all_faults", b(cfg.AllFaults)},
 		{"cfg_min_latency", cfg.MinLatency},
+		{"cfg_stacks", b(cfg.Stacks)},
+		{"cfg_slow", slow},
 		{"cfg_nr_execve", execve},
 		{"cfg_nr_execveat", execveat},
 		{"sys_mask", mask},

@@ -63,7 +63,7 @@ func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop fun
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			readRing(i, rd, stop, batches)
+			readRing(i, rd, stop, batches, p.stack)
 		}()
 	}
 	go func() {
@@ -158,7 +158,7 @@ func sorted(evs []event.Event) bool {
 	return true
 }
 
-func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch) {
+func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, stacks stackFunc) {
 	cm := &comms{}
 	var rec ringbuf.Record
 	b := newBatch(i)
@@ -193,7 +193,7 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 				}
 				// decode overwrites the whole event: no need to zero it first
 				b.evs = b.evs[:len(b.evs)+1]
-				if derr := decode(raw[:size], &b.evs[len(b.evs)-1], cm); derr != nil {
+				if derr := decode(raw[:size], &b.evs[len(b.evs)-1], cm, stacks); derr != nil {
 					b.evs = b.evs[:len(b.evs)-1]
 					b.err = derr
 				}

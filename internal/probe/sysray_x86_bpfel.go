@@ -34,7 +34,7 @@ type sysrayStage struct {
 	Buf    [4096]uint8
 }
 
-type sysraySysBig struct {
+type sysraySysSlow struct {
 	_ structs.HostLayout
 	R struct {
 		_ structs.HostLayout
@@ -60,19 +60,63 @@ type sysraySysBig struct {
 		Dset    uint8
 		_       [4]byte
 	}
+	Sl struct {
+		_      structs.HostLayout
+		Ustack int32
+		N      uint32
+		S      [4]struct {
+			_           structs.HostLayout
+			Dur         uint64
+			Count       uint32
+			Kstack      int32
+			WakerPid    uint32
+			WakerTid    uint32
+			WakerKstack int32
+			Preempted   uint8
+			Pad         [3]uint8
+			WakerComm   [16]int8
+		}
+	}
 	Data [512]int8
 }
 
 type sysrayTaskState struct {
-	_         structs.HostLayout
-	Ts        uint64
-	Args      [6]uint64
-	Nr        uint32
-	Active    uint8
-	Held      uint8
-	Pad       [2]uint8
-	HeldRet   int64
-	HeldEnd   uint64
+	_            structs.HostLayout
+	Ts           uint64
+	Args         [6]uint64
+	Nr           uint32
+	Active       uint8
+	Held         uint8
+	Pad          [2]uint8
+	HeldRet      int64
+	HeldEnd      uint64
+	OffTs        uint64
+	OffKstack    int32
+	OffPreempted uint8
+	HaveWaker    uint8
+	Pad2         [2]uint8
+	WakerPid     uint32
+	WakerTid     uint32
+	WakerKstack  int32
+	WakerComm    [16]int8
+	_            [4]byte
+	Sl           struct {
+		_      structs.HostLayout
+		Ustack int32
+		N      uint32
+		S      [4]struct {
+			_           structs.HostLayout
+			Dur         uint64
+			Count       uint32
+			Kstack      int32
+			WakerPid    uint32
+			WakerTid    uint32
+			WakerKstack int32
+			Preempted   uint8
+			Pad         [3]uint8
+			WakerComm   [16]int8
+		}
+	}
 	FaultTs   uint64
 	FaultAddr uint64
 	FaultIp   uint64
@@ -88,6 +132,7 @@ const (
 	sysrayMapPids              = "pids"
 	sysrayMapRings             = "rings"
 	sysrayMapScratch           = "scratch"
+	sysrayMapStacks            = "stacks"
 	sysrayMapStages            = "stages"
 	sysrayMapTstate            = "tstate"
 	sysrayProgEmulateVsyscall  = "emulate_vsyscall"
@@ -96,6 +141,8 @@ const (
 	sysrayProgSchedProcessExec = "sched_process_exec"
 	sysrayProgSchedProcessExit = "sched_process_exit"
 	sysrayProgSchedProcessFork = "sched_process_fork"
+	sysrayProgSchedSwitch      = "sched_switch"
+	sysrayProgSchedWaking      = "sched_waking"
 	sysrayProgSignalDeliver    = "signal_deliver"
 	sysrayProgSignalGenerate   = "signal_generate"
 	sysrayProgSysEnter         = "sys_enter"
@@ -108,6 +155,8 @@ const (
 	sysrayVarCfgNrExecveat     = "cfg_nr_execveat"
 	sysrayVarCfgPids           = "cfg_pids"
 	sysrayVarCfgSelf           = "cfg_self"
+	sysrayVarCfgSlow           = "cfg_slow"
+	sysrayVarCfgStacks         = "cfg_stacks"
 	sysrayVarCfgSyscalls       = "cfg_syscalls"
 	sysrayVarCfgWakeupBytes    = "cfg_wakeup_bytes"
 	sysrayVarSysMask           = "sys_mask"
@@ -161,6 +210,8 @@ type sysrayProgramSpecs struct {
 	SchedProcessExec *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
 	SchedProcessExit *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
 	SchedProcessFork *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
+	SchedSwitch      *ebpf.ProgramSpec `ebpf:"sched_switch"`
+	SchedWaking      *ebpf.ProgramSpec `ebpf:"sched_waking"`
 	SignalDeliver    *ebpf.ProgramSpec `ebpf:"signal_deliver"`
 	SignalGenerate   *ebpf.ProgramSpec `ebpf:"signal_generate"`
 	SysEnter         *ebpf.ProgramSpec `ebpf:"sys_enter"`
@@ -176,6 +227,7 @@ type sysrayMapSpecs struct {
 	Pids    *ebpf.MapSpec `ebpf:"pids"`
 	Rings   *ebpf.MapSpec `ebpf:"rings"`
 	Scratch *ebpf.MapSpec `ebpf:"scratch"`
+	Stacks  *ebpf.MapSpec `ebpf:"stacks"`
 	Stages  *ebpf.MapSpec `ebpf:"stages"`
 	Tstate  *ebpf.MapSpec `ebpf:"tstate"`
 }
@@ -192,6 +244,8 @@ type sysrayVariableSpecs struct {
 	CfgNrExecveat  *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
 	CfgPids        *ebpf.VariableSpec `ebpf:"cfg_pids"`
 	CfgSelf        *ebpf.VariableSpec `ebpf:"cfg_self"`
+	CfgSlow        *ebpf.VariableSpec `ebpf:"cfg_slow"`
+	CfgStacks      *ebpf.VariableSpec `ebpf:"cfg_stacks"`
 	CfgSyscalls    *ebpf.VariableSpec `ebpf:"cfg_syscalls"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	SysMask        *ebpf.VariableSpec `ebpf:"sys_mask"`
@@ -222,6 +276,7 @@ type sysrayMaps struct {
 	Pids    *ebpf.Map `ebpf:"pids"`
 	Rings   *ebpf.Map `ebpf:"rings"`
 	Scratch *ebpf.Map `ebpf:"scratch"`
+	Stacks  *ebpf.Map `ebpf:"stacks"`
 	Stages  *ebpf.Map `ebpf:"stages"`
 	Tstate  *ebpf.Map `ebpf:"tstate"`
 }
@@ -233,6 +288,7 @@ func (m *sysrayMaps) Close() error {
 		m.Pids,
 		m.Rings,
 		m.Scratch,
+		m.Stacks,
 		m.Stages,
 		m.Tstate,
 	)
@@ -250,6 +306,8 @@ type sysrayVariables struct {
 	CfgNrExecveat  *ebpf.Variable `ebpf:"cfg_nr_execveat"`
 	CfgPids        *ebpf.Variable `ebpf:"cfg_pids"`
 	CfgSelf        *ebpf.Variable `ebpf:"cfg_self"`
+	CfgSlow        *ebpf.Variable `ebpf:"cfg_slow"`
+	CfgStacks      *ebpf.Variable `ebpf:"cfg_stacks"`
 	CfgSyscalls    *ebpf.Variable `ebpf:"cfg_syscalls"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	SysMask        *ebpf.Variable `ebpf:"sys_mask"`
@@ -265,6 +323,8 @@ type sysrayPrograms struct {
 	SchedProcessExec *ebpf.Program `ebpf:"sched_process_exec"`
 	SchedProcessExit *ebpf.Program `ebpf:"sched_process_exit"`
 	SchedProcessFork *ebpf.Program `ebpf:"sched_process_fork"`
+	SchedSwitch      *ebpf.Program `ebpf:"sched_switch"`
+	SchedWaking      *ebpf.Program `ebpf:"sched_waking"`
 	SignalDeliver    *ebpf.Program `ebpf:"signal_deliver"`
 	SignalGenerate   *ebpf.Program `ebpf:"signal_generate"`
 	SysEnter         *ebpf.Program `ebpf:"sys_enter"`
@@ -279,6 +339,8 @@ func (p *sysrayPrograms) Close() error {
 		p.SchedProcessExec,
 		p.SchedProcessExit,
 		p.SchedProcessFork,
+		p.SchedSwitch,
+		p.SchedWaking,
 		p.SignalDeliver,
 		p.SignalGenerate,
 		p.SysEnter,

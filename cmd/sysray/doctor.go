@@ -1,0 +1,120 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/host"
+	"github.com/sysray/sysray/internal/live"
+	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/report"
+)
+
+func newDoctor() *cobra.Command {
+	var sel selection
+	var file string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "doctor [flags] [-- COMMAND [ARG...]]",
+		Short: "Find what went wrong between programs and the kernel, explain it, and say how to fix it",
+		Example: `  sysray doctor -- ./server
+  sysray doctor --duration 30s
+  sysray doctor -r capture.sysray --json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var rep *doctor.Report
+			code := 0
+			var err error
+			if file != "" {
+				if len(args) > 0 {
+					return errors.New("doctor -r reads a capture; it does not run a command")
+				}
+				rep, err = doctorFile(file)
+			} else {
+				rep, code, err = doctorLive(&sel, args)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				err = report.JSON(os.Stdout, rep)
+			} else {
+				err = report.Text(os.Stdout, rep)
+			}
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return &exitError{code}
+			}
+			return nil
+		},
+	}
+	sel.register(cmd)
+	cmd.Flags().StringVarP(&file, "read", "r", "", "diagnose a capture file instead of tracing live")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document (docs/doctor.md)")
+	// The doctor needs where slow syscalls slept.
+	cmd.Flags().Lookup("stacks").DefValue = "true"
+	sel.stacks = true
+	return cmd
+}
+
+func doctorLive(sel *selection, args []string) (*doctor.Report, int, error) {
+	opts, flt, err := sel.build(args)
+	if err != nil {
+		return nil, 0, err
+	}
+	arch := event.HostArch()
+	snap, _ := proc.Snapshot()
+	procs := proc.NewTable(snap)
+	_, kernel := host.Uname()
+	d := doctor.New(doctor.Host{Arch: arch, Kernel: kernel, VsyscallMode: host.VsyscallMode(), Live: true}, procs)
+	envv := env{arch: arch, procs: procs}
+	res, err := live.Run(opts, func(e *event.Event) error {
+		if flt != nil && e.Kind != event.KindDrop && !flt.Match(e, envv) {
+			procs.Update(e)
+			return nil
+		}
+		d.Observe(e)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	reportDrops(res)
+	return d.Report(), res.ExitCode, nil
+}
+
+func doctorFile(path string) (*doctor.Report, error) {
+	r, err := capture.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	h := r.Header()
+	hostFacts := doctor.Host{Arch: h.Arch, Kernel: h.Meta["kernel"], VsyscallMode: h.Meta["vsyscall_mode"], Meta: h.Meta}
+	if hostFacts.Kernel == "" {
+		hostFacts.Kernel = h.Kernel
+	}
+	d := doctor.New(hostFacts, proc.NewTable(h.Procs))
+	var e event.Event
+	for {
+		err = r.Next(&e)
+		if err != nil {
+			break
+		}
+		d.Observe(&e)
+	}
+	if errors.Is(err, capture.ErrTruncated) {
+		fmt.Fprintf(os.Stderr, "sysray: warning: %v\n", err)
+	} else if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return d.Report(), nil
+}

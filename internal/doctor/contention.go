@@ -1,0 +1,194 @@
+package doctor
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// contention finds one syscall eating the time of many processes at once:
+// isolated by their cgroups, processes still share one kernel, and a kernel
+// path that serialises (a global lock, a drain of every CPU's lists) makes
+// each caller slower the more of them call it together.
+type contention struct {
+	arch  event.Arch
+	calls map[uint32][]span // by syscall
+	procs map[uint32]*procSpan
+}
+
+type span struct {
+	start, end uint64
+	pid        uint32
+	cgroup     uint64
+}
+
+type procSpan struct {
+	comm        string
+	first, last uint64
+	byNr        map[uint32]uint64 // ns inside each syscall
+}
+
+const maxSpans = 200000
+
+func newContention(arch event.Arch) *contention {
+	return &contention{arch: arch, calls: map[uint32][]span{}, procs: map[uint32]*procSpan{}}
+}
+
+func (c *contention) Observe(e *event.Event) {
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
+		return
+	}
+	p := c.procs[e.PID]
+	if p == nil {
+		p = &procSpan{comm: e.Comm, first: e.Time, byNr: map[uint32]uint64{}}
+		c.procs[e.PID] = p
+	}
+	if end := e.End(); end > p.last {
+		p.last = end
+	}
+	p.byNr[e.Syscall.Nr] += e.Syscall.Latency
+	if l := c.calls[e.Syscall.Nr]; len(l) < maxSpans {
+		c.calls[e.Syscall.Nr] = append(l, span{e.Time, e.End(), e.PID, e.Cgroup})
+	}
+}
+
+// The share of a process's time a syscall must take to count as dominating it.
+const dominantShare = 0.25
+
+func (c *contention) Findings(env *Env) []Finding {
+	var out []Finding
+	for nr, spans := range c.calls {
+		name := event.SyscallName(c.arch, nr)
+		if waitCalls[name] {
+			continue
+		}
+		var heavy []string
+		var share float64
+		cgroups := map[uint64]bool{}
+		pids := map[uint32]bool{}
+		for pid, p := range c.procs {
+			wall := p.last - p.first
+			in := p.byNr[nr]
+			if wall < 50_000_000 || float64(in) < dominantShare*float64(wall) {
+				continue
+			}
+			pids[pid] = true
+			share += float64(in) / float64(wall)
+			heavy = append(heavy, fmt.Sprintf("%s: %.0f%% of its time", env.ProcName(pid, p.comm), 100*float64(in)/float64(wall)))
+		}
+		if len(pids) < 3 {
+			continue
+		}
+		share /= float64(len(pids))
+		for _, s := range spans {
+			if pids[s.pid] {
+				cgroups[s.cgroup] = true
+			}
+		}
+		byLevel := concurrency(spans)
+		levels := make([]int, 0, len(byLevel))
+		for l := range byLevel {
+			levels = append(levels, l)
+		}
+		sort.Ints(levels)
+		var curve []string
+		var low, high float64
+		var lowL, highL int
+		for _, l := range levels {
+			st := byLevel[l]
+			if st.n < uint64(len(spans)/50) { // ignore levels seen in under 2% of calls
+				continue
+			}
+			mean := float64(st.total) / float64(st.n)
+			curve = append(curve, fmt.Sprintf("%d concurrent: %s mean over %d calls", l, fmtNS(uint64(mean)), st.n))
+			if low == 0 {
+				low, lowL = mean, l
+			}
+			high, highL = mean, l
+		}
+		sort.Strings(heavy)
+		ev := map[string]any{"syscall": name, "processes": heavy, "cgroups": len(cgroups), "mean_share": share,
+			"latency_by_concurrent_callers": curve}
+		if highL > lowL && high >= 1.5*low {
+			out = append(out, Finding{ID: "kernel-contention", Severity: Warning,
+				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d processes and slows as they call it together", name, 100*share, len(pids)),
+				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s, and a call takes "+
+					"%s with %d caller(s) in it against %s with %d: the callers contend for something inside one shared kernel, "+
+					"which no CPU or memory limit isolates.%s",
+					len(pids), len(cgroups), 100*share, name, fmtNS(uint64(low)), lowL, fmtNS(uint64(high)), highL, hint(name)),
+				Evidence: ev, Fix: contentionFix(name), Score: share * float64(len(pids)) * 1e9})
+		} else {
+			out = append(out, Finding{ID: "kernel-hotspot", Severity: Info,
+				Title:    fmt.Sprintf("%s takes %.0f%% of the time of %d processes", name, 100*share, len(pids)),
+				Summary:  fmt.Sprintf("%d processes spend on average %.0f%% of their time inside %s.%s", len(pids), 100*share, name, hint(name)),
+				Evidence: ev, Fix: contentionFix(name), Score: share * float64(len(pids)) * 1e6})
+		}
+	}
+	return out
+}
+
+type levelStat struct{ n, total uint64 }
+
+// concurrency groups calls by how many calls of the same syscall (including
+// itself) were in flight at its midpoint.
+func concurrency(spans []span) map[int]*levelStat {
+	type edge struct {
+		t     uint64
+		delta int
+	}
+	edges := make([]edge, 0, 2*len(spans))
+	for _, s := range spans {
+		edges = append(edges, edge{s.start, +1}, edge{s.end, -1})
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].t != edges[j].t {
+			return edges[i].t < edges[j].t
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	mids := make([]int, len(spans))
+	for i := range spans {
+		mids[i] = i
+	}
+	sort.Slice(mids, func(i, j int) bool { return mid(spans[mids[i]]) < mid(spans[mids[j]]) })
+	out := map[int]*levelStat{}
+	level, ei := 0, 0
+	for _, i := range mids {
+		m := mid(spans[i])
+		for ei < len(edges) && edges[ei].t <= m {
+			level += edges[ei].delta
+			ei++
+		}
+		l := max(level, 1)
+		st := out[l]
+		if st == nil {
+			st = &levelStat{}
+			out[l] = st
+		}
+		st.n++
+		st.total += spans[i].end - spans[i].start
+	}
+	return out
+}
+
+func mid(s span) uint64 { return s.start + (s.end-s.start)/2 }
+
+func hint(name string) string {
+	switch name {
+	case "fadvise64":
+		return " posix_fadvise(POSIX_FADV_DONTNEED) drops page cache and drains the per-CPU LRU lists of every CPU; " +
+			"logging libraries call it after each write (glog's --drop_log_memory)."
+	}
+	return ""
+}
+
+func contentionFix(name string) string {
+	switch name {
+	case "fadvise64":
+		return "Stop calling posix_fadvise(DONTNEED) on every write: with glog, run with --drop_log_memory=false; " +
+			"otherwise call it rarely (every few MiB) or not at all."
+	}
+	return "Call " + name + " less often (batch, cache the result), or spread the callers over more hosts; " +
+		"record with --stacks to see where the kernel time goes."
+}

@@ -1,0 +1,171 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/proc"
+)
+
+// Severity orders findings.
+type Severity int
+
+const (
+	Info Severity = iota
+	Warning
+	Critical
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Warning:
+		return "warning"
+	case Critical:
+		return "critical"
+	}
+	return "info"
+}
+
+// MarshalJSON writes the severity as its name.
+func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// Finding is one conclusion with its evidence and fix.
+type Finding struct {
+	ID       string         `json:"id"`
+	Severity Severity       `json:"severity"`
+	Title    string         `json:"title"`
+	Summary  string         `json:"summary"`
+	Evidence map[string]any `json:"evidence"`
+	Fix      string         `json:"fix"`
+	// Score orders findings of the same severity: the time or harm at stake.
+	Score float64 `json:"-"`
+}
+
+// Host holds the facts about the traced machine that explain findings.
+type Host struct {
+	Arch         event.Arch
+	Kernel       string
+	VsyscallMode string // emulate, xonly, none
+	Meta         map[string]string
+	Live         bool // findings may probe the host (measure, read audit status)
+}
+
+// Env is what detectors may consult besides events.
+type Env struct {
+	Host  Host
+	Procs *proc.Table
+	Span  uint64 // ns between the first and last event
+}
+
+// ProcName names a process for a report: "comm[pid]" plus its command line.
+func (env *Env) ProcName(pid uint32, comm string) string {
+	if env.Procs != nil {
+		if p, ok := env.Procs.Get(pid); ok {
+			if comm == "" {
+				comm = p.Comm
+			}
+			if len(p.Cmdline) > 0 {
+				cmd := strings.Join(p.Cmdline, " ")
+				if len(cmd) > 80 {
+					cmd = cmd[:77] + "..."
+				}
+				return fmt.Sprintf("%s[%d] (%s)", comm, pid, cmd)
+			}
+		}
+	}
+	return fmt.Sprintf("%s[%d]", comm, pid)
+}
+
+// Detector watches events and concludes.
+type Detector interface {
+	Observe(e *event.Event)
+	Findings(env *Env) []Finding
+}
+
+// Doctor runs every detector over one stream.
+type Doctor struct {
+	env       *Env
+	detectors []Detector
+	first     uint64
+	last      uint64
+	events    uint64
+	drops     uint64
+}
+
+// New returns a doctor with every detector.
+func New(host Host, procs *proc.Table) *Doctor {
+	d := &Doctor{env: &Env{Host: host, Procs: procs}}
+	d.detectors = []Detector{
+		newVsyscall(),
+		newFatal(host.Arch),
+		newRetry(host.Arch),
+		newGrowth(host.Arch),
+		newSlow(host.Arch),
+		newContention(host.Arch),
+		newErrors(host.Arch),
+	}
+	return d
+}
+
+// Observe feeds one event to every detector.
+func (d *Doctor) Observe(e *event.Event) {
+	if d.env.Procs != nil {
+		d.env.Procs.Update(e)
+	}
+	if e.Kind == event.KindDrop {
+		d.drops += e.Drop.Count
+		return
+	}
+	d.events++
+	if d.first == 0 || e.Time < d.first {
+		d.first = e.Time
+	}
+	if end := e.End(); end > d.last {
+		d.last = end
+	}
+	for _, det := range d.detectors {
+		det.Observe(e)
+	}
+}
+
+// Report is the doctor's conclusion.
+type Report struct {
+	Findings []Finding `json:"findings"`
+	Events   uint64    `json:"events"`
+	Drops    uint64    `json:"drops"`
+	SpanNS   uint64    `json:"span_ns"`
+	Host     HostJSON  `json:"host"`
+}
+
+// HostJSON is the part of Host a report shows.
+type HostJSON struct {
+	Kernel       string `json:"kernel"`
+	VsyscallMode string `json:"vsyscall_mode"`
+	Arch         string `json:"arch"`
+}
+
+// Report asks every detector for its findings, most severe first.
+func (d *Doctor) Report() *Report {
+	if d.last > d.first {
+		d.env.Span = d.last - d.first
+	}
+	var fs []Finding
+	for _, det := range d.detectors {
+		fs = append(fs, det.Findings(d.env)...)
+	}
+	sort.SliceStable(fs, func(i, j int) bool {
+		if fs[i].Severity != fs[j].Severity {
+			return fs[i].Severity > fs[j].Severity
+		}
+		return fs[i].Score > fs[j].Score
+	})
+	if fs == nil {
+		fs = []Finding{}
+	}
+	h := d.env.Host
+	return &Report{Findings: fs, Events: d.events, Drops: d.drops, SpanNS: d.env.Span,
+		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}}
+}

@@ -1,0 +1,197 @@
+package doctor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// fatal explains processes killed by a signal: for faults, where the bad
+// access was and what the address is; for every kill, the last syscalls
+// and the exit status.
+type fatal struct {
+	arch    event.Arch
+	recent  map[uint32]*ring // per thread: last syscalls
+	faults  map[uint32]event.Fault
+	signals map[uint32]event.Signal // per thread: last fatal-looking signal generated for it
+	deaths  []death
+}
+
+type death struct {
+	pid, tid uint32
+	comm     string
+	cgroup   uint64
+	sig      int
+	core     bool
+	signal   *event.Signal
+	fault    *event.Fault
+	last     []string
+	at       uint64
+}
+
+const recentCalls = 5
+
+type ring struct {
+	calls [recentCalls]event.Syscall
+	n     int
+}
+
+func (r *ring) add(s *event.Syscall) {
+	r.calls[r.n%recentCalls] = *s
+	r.n++
+}
+
+func (r *ring) list(arch event.Arch) []string {
+	var out []string
+	start := max(0, r.n-recentCalls)
+	for i := start; i < r.n; i++ {
+		s := r.calls[i%recentCalls]
+		out = append(out, event.FormatSyscall(arch, &s))
+	}
+	return out
+}
+
+func newFatal(arch event.Arch) *fatal {
+	return &fatal{arch: arch, recent: map[uint32]*ring{}, faults: map[uint32]event.Fault{}, signals: map[uint32]event.Signal{}}
+}
+
+func faultSignal(sig int32) bool {
+	switch sig {
+	case 4, 5, 7, 8, 11: // SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV
+		return true
+	}
+	return false
+}
+
+func (f *fatal) Observe(e *event.Event) {
+	switch e.Kind {
+	case event.KindSyscall:
+		r := f.recent[e.TID]
+		if r == nil {
+			r = &ring{}
+			f.recent[e.TID] = r
+		}
+		r.add(&e.Syscall)
+	case event.KindPageFault:
+		f.faults[e.TID] = e.Fault
+	case event.KindSignalGenerate:
+		if e.Signal.Result == 0 {
+			f.signals[e.Signal.TargetTID] = e.Signal
+		}
+	case event.KindExit:
+		_, sig, core := e.Proc.Status()
+		if sig != 0 && e.Proc.GroupDead {
+			d := death{pid: e.PID, tid: e.TID, comm: e.Comm, cgroup: e.Cgroup, sig: sig, core: core, at: e.Time}
+			if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
+				d.signal = &s
+			}
+			if flt, ok := f.faults[e.TID]; ok && faultSignal(int32(sig)) {
+				d.fault = &flt
+			}
+			if r := f.recent[e.TID]; r != nil {
+				d.last = r.list(f.arch)
+			}
+			f.deaths = append(f.deaths, d)
+		}
+		delete(f.recent, e.TID)
+		delete(f.faults, e.TID)
+		delete(f.signals, e.TID)
+	}
+}
+
+// whatIs says what kind of address a fault hit.
+func whatIs(f *event.Fault) string {
+	a := f.Addr
+	switch {
+	case inVsyscallPage(a):
+		return "the legacy vsyscall page"
+	case a < 0x10000:
+		return "the NULL page (a null pointer, or a small offset from one)"
+	case a >= 0xffff800000000000:
+		return "kernel memory"
+	case f.Error&1 != 0 && f.Error&0x10 != 0:
+		return "a mapping that is not executable"
+	case f.Error&1 != 0 && f.Error&2 != 0:
+		return "a read-only mapping"
+	case f.Error&1 != 0:
+		return "a mapping without read permission"
+	}
+	return "an unmapped address"
+}
+
+func (f *fatal) Findings(env *Env) []Finding {
+	var out []Finding
+	for _, d := range f.deaths {
+		sigName := event.SignalName(d.sig)
+		status := "killed by " + sigName
+		if d.core {
+			status += " (core dumped)"
+		}
+		ev := map[string]any{"pid": d.pid, "tid": d.tid, "comm": d.comm, "cgroup": d.cgroup, "signal": sigName,
+			"exit_status": 128 + d.sig, "core_dumped": d.core, "last_syscalls": d.last}
+		sev := Warning
+		var what string
+		switch {
+		case d.fault != nil && faultSignal(int32(d.sig)):
+			sev = Critical
+			where := whatIs(d.fault)
+			ev["fault_addr"] = fmt.Sprintf("%#x", d.fault.Addr)
+			ev["fault_ip"] = fmt.Sprintf("%#x", d.fault.IP)
+			ev["fault_flags"] = event.FaultFlags(d.fault.Error)
+			ev["address_is"] = where
+			code := ""
+			if d.signal != nil {
+				code = " (" + event.SigCodeName(int(d.signal.Sig), int(d.signal.Code)) + ")"
+				ev["si_code"] = event.SigCodeName(int(d.signal.Sig), int(d.signal.Code))
+			}
+			what = fmt.Sprintf("a %s at %#x, instruction %#x, in %s%s: %s", accessNoun(d.fault),
+				d.fault.Addr, d.fault.IP, where, code, event.FaultFlags(d.fault.Error))
+		case d.signal != nil && d.signal.SenderPID != 0 && d.signal.SenderPID != d.pid:
+			sev = Info // someone sent it: a deliberate kill
+			ev["sender_pid"] = d.signal.SenderPID
+			what = fmt.Sprintf("%s sent by process %d (%s)", sigName, d.signal.SenderPID,
+				event.SigCodeName(int(d.signal.Sig), int(d.signal.Code)))
+		case d.signal != nil:
+			what = fmt.Sprintf("%s (%s)", sigName, event.SigCodeName(int(d.signal.Sig), int(d.signal.Code)))
+			if d.sig == 9 && d.signal.Code == 0x80 {
+				what += ", sent by the kernel (the OOM killer sends SIGKILL this way)"
+			}
+		default:
+			what = sigName
+		}
+		summary := fmt.Sprintf("%s was %s after %s.", env.ProcName(d.pid, d.comm), status, what)
+		if len(d.last) > 0 {
+			summary += " Its last syscalls: " + strings.Join(d.last, "; ") + "."
+		}
+		fix := "Look at the code at the faulting instruction (addr2line -e BINARY " + ipOf(d.fault) + ", or a core dump)."
+		if d.fault != nil && inVsyscallPage(d.fault.Addr) {
+			fix = "See the legacy-vsyscall finding: rebuild on a newer base image, or boot with vsyscall=emulate."
+		} else if sev == Info {
+			fix = "Nothing to fix if the kill was intended."
+		} else if d.fault == nil {
+			fix = "Find out why the signal was raised: abort() and assertion failures print to stderr; the kernel logs OOM kills (dmesg)."
+		}
+		out = append(out, Finding{ID: "fatal-signal", Severity: sev,
+			Title: fmt.Sprintf("%s was %s", env.ProcName(d.pid, d.comm), status), Summary: summary,
+			Evidence: ev, Fix: fix, Score: 1e9})
+	}
+	return out
+}
+
+func accessNoun(f *event.Fault) string {
+	switch {
+	case f.Error&0x10 != 0:
+		return "jump (instruction fetch)"
+	case f.Error&0x2 != 0:
+		return "write"
+	}
+	return "read"
+}
+
+func ipOf(f *event.Fault) string {
+	if f == nil {
+		return "ADDRESS"
+	}
+	return fmt.Sprintf("%#x", f.IP)
+}

@@ -1,0 +1,186 @@
+package doctor
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// retry finds syscalls that fail and are at once called again by the same
+// thread with only their flags changed: a fallback path that pays for a
+// failure every time, like glibc's MAP_32BIT thread stacks retried without
+// the flag once the low 2 GiB were full.
+type retry struct {
+	arch     event.Arch
+	failed   map[uint32]event.Syscall // per thread: its last call, if it failed
+	patterns map[string]*retryPattern
+}
+
+type retryPattern struct {
+	nr       uint32
+	errno    int
+	removed  []string // flags the retry dropped
+	added    []string // flags the retry added
+	arg      string
+	count    uint64
+	failedNS uint64 // time spent in the failing calls
+	retryNS  uint64
+	example  [2]string
+	procs    map[uint32]string
+}
+
+func newRetry(arch event.Arch) *retry {
+	return &retry{arch: arch, failed: map[uint32]event.Syscall{}, patterns: map[string]*retryPattern{}}
+}
+
+var flagKinds = map[event.ArgKind]bool{
+	event.ArgOpenFlags: true, event.ArgProt: true, event.ArgMapFlags: true, event.ArgCloneFlags: true,
+	event.ArgAtFlags: true, event.ArgSockType: true, event.ArgAccept4Flags: true,
+}
+
+func (r *retry) Observe(e *event.Event) {
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
+		return
+	}
+	s := &e.Syscall
+	prev, ok := r.failed[e.TID]
+	if s.Failed() {
+		r.failed[e.TID] = *s
+	} else {
+		delete(r.failed, e.TID)
+	}
+	if !ok || s.Failed() || prev.Nr != s.Nr {
+		return
+	}
+	spec := event.Lookup(r.arch, s.Nr)
+	if spec == nil {
+		return
+	}
+	// Only the flags may differ: a different path or fd is a different call.
+	diffArg := -1
+	for i, a := range spec.Args {
+		if i >= 6 || prev.Args[i] == s.Args[i] {
+			continue
+		}
+		if !flagKinds[a.Kind] || diffArg >= 0 {
+			return
+		}
+		diffArg = i
+	}
+	if diffArg < 0 {
+		return
+	}
+	a := spec.Args[diffArg]
+	before := tokens(event.FormatArg(a, prev.Args[diffArg], nil, false))
+	after := tokens(event.FormatArg(a, s.Args[diffArg], nil, false))
+	removed, added := minus(before, after), minus(after, before)
+	errno := int(-prev.Ret)
+	key := fmt.Sprintf("%d/%d/%s/-%s/+%s", s.Nr, errno, a.Name, strings.Join(removed, "|"), strings.Join(added, "|"))
+	p := r.patterns[key]
+	if p == nil {
+		p = &retryPattern{nr: s.Nr, errno: errno, removed: removed, added: added, arg: a.Name, procs: map[uint32]string{}}
+		p.example[0] = event.FormatSyscall(r.arch, &prev)
+		p.example[1] = event.FormatSyscall(r.arch, s)
+		r.patterns[key] = p
+	}
+	p.count++
+	p.failedNS += prev.Latency
+	p.retryNS += s.Latency
+	if len(p.procs) < 8 {
+		p.procs[e.PID] = e.Comm
+	}
+}
+
+func tokens(s string) []string { return strings.Split(s, "|") }
+
+func minus(a, b []string) []string {
+	in := map[string]bool{}
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []string
+	for _, x := range a {
+		if !in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// A fallback taken a few times is a program coping; taken this often it is
+// a cost paid on a hot path.
+const retryMin = 20
+
+func (r *retry) Findings(env *Env) []Finding {
+	var out []Finding
+	for _, p := range r.patterns {
+		if p.count < retryMin {
+			continue
+		}
+		name := event.SyscallName(r.arch, p.nr)
+		errno := event.ErrnoName(p.errno)
+		change := describeChange(p)
+		var procs []string
+		for pid, comm := range p.procs {
+			procs = append(procs, env.ProcName(pid, comm))
+		}
+		sort.Strings(procs)
+		fix := fmt.Sprintf("Call %s without the flag that fails, or find out why it fails (%s).", name, errno)
+		if contains(p.removed, "MAP_32BIT") {
+			fix = "Allocate thread stacks with MAP_STACK and without MAP_32BIT: glibc 2.9 and later do (upgrade glibc, " +
+				"or the image's base). MAP_32BIT confines mappings to the low 2 GiB (1 GiB in practice), which fills after ~1000 stacks."
+		}
+		out = append(out, Finding{
+			ID:       "failed-syscall-retry",
+			Severity: Warning,
+			Title:    fmt.Sprintf("%s fails with %s and is retried %s, %d times", name, errno, change, p.count),
+			Summary: fmt.Sprintf("%d times, %s failed with %s (%s) and the same thread called it again at once %s. "+
+				"The failing calls took %s in all, the retries %s. A fallback taken on every call is a cost paid on a hot path: "+
+				"the first attempt can never succeed once the condition behind %s holds.",
+				p.count, name, errno, event.ErrnoDesc(p.errno), change, fmtNS(p.failedNS), fmtNS(p.retryNS), errno),
+			Evidence: map[string]any{"syscall": name, "errno": errno, "count": p.count, "argument": p.arg,
+				"flags_removed": p.removed, "flags_added": p.added, "failed_ns": p.failedNS, "retry_ns": p.retryNS,
+				"example_failed": p.example[0], "example_retry": p.example[1], "processes": procs},
+			Fix:   fix,
+			Score: float64(p.failedNS + p.retryNS),
+		})
+	}
+	return out
+}
+
+func describeChange(p *retryPattern) string {
+	var parts []string
+	if len(p.removed) > 0 {
+		parts = append(parts, "without "+strings.Join(p.removed, "|"))
+	}
+	if len(p.added) > 0 {
+		parts = append(parts, "with "+strings.Join(p.added, "|"))
+	}
+	if len(parts) == 0 {
+		return "with other " + p.arg
+	}
+	return strings.Join(parts, " and ")
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func fmtNS(ns uint64) string {
+	switch {
+	case ns >= 1e9:
+		return fmt.Sprintf("%.2f s", float64(ns)/1e9)
+	case ns >= 1e6:
+		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
+	}
+	return fmt.Sprintf("%d ns", ns)
+}

@@ -1,0 +1,295 @@
+package doctor
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sysray/sysray/internal/audit"
+	"github.com/sysray/sysray/internal/event"
+)
+
+// slow groups syscalls that took long by where they slept (with --stacks,
+// the kernel stack; otherwise the syscall). Calls that exist to wait (poll,
+// a blocking read of a pipe, nanosleep, futex) are left out: waiting is
+// their job. Syscalls that slept in the audit subsystem get their own
+// finding: audit-backlog-stall.
+type slow struct {
+	arch   event.Arch
+	groups map[string]*slowGroup
+	audit  *slowGroup
+}
+
+type slowGroup struct {
+	where    string
+	stack    []string
+	calls    map[string]uint64 // syscall name → count
+	n        uint64
+	totalNS  uint64
+	maxNS    uint64
+	sleptNS  uint64
+	example  string
+	wakers   map[string]uint64
+	procs    map[uint32]string
+	nonblock uint64 // calls made with a non-blocking flag that still slept
+}
+
+// Below this a syscall is not slow enough to report at all.
+const slowMin = 10_000_000
+
+// At this a single call is a visible stall (a request, a frame, a tick).
+const slowWarn = 100_000_000
+
+func newSlow(arch event.Arch) *slow { return &slow{arch: arch, groups: map[string]*slowGroup{}} }
+
+// Frames of the scheduler itself say nothing about why a thread slept.
+var schedFrames = []string{"__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout_range",
+	"schedule_hrtimeout_range_clock", "io_schedule", "schedule_preempt_disabled", "preempt_schedule",
+	"__cond_resched", "preempt_schedule_irq", "preempt_schedule_common", "io_schedule_timeout"}
+
+// Frames that mean the thread was waiting by design.
+var waitFrames = []string{"do_nanosleep", "futex_wait", "ep_poll", "do_select", "do_sys_poll", "pipe_read",
+	"n_tty_read", "wait_woken", "unix_stream_read_generic", "sk_wait_data", "inet_csk_accept", "do_wait",
+	"sigsuspend", "__x64_sys_pause", "__skb_wait_for_more_packets", "poll_schedule_timeout", "read_events",
+	"io_cqring_wait", "pipe_write", "unix_wait_for_peer", "do_sigtimedwait", "futex_wait_queue", "sys_pause"}
+
+// Syscalls that wait by design, for calls without stacks.
+var waitCalls = map[string]bool{"read": true, "readv": true, "pread64": true, "recvfrom": true, "recvmsg": true,
+	"recvmmsg": true, "poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,
+	"epoll_pwait": true, "epoll_pwait2": true, "nanosleep": true, "clock_nanosleep": true, "futex": true,
+	"wait4": true, "waitid": true, "accept": true, "pause": true, "rt_sigsuspend": true, "rt_sigtimedwait": true,
+	"io_getevents": true, "io_uring_enter": true, "msgrcv": true, "semop": true, "semtimedop": true,
+	"mq_timedreceive": true, "flock": true, "write": true, "sendto": true, "sendmsg": true, "futex_waitv": true}
+
+func funcOf(frame string) string {
+	f, _, _ := strings.Cut(frame, "+")
+	f, _, _ = strings.Cut(f, " ")
+	return f
+}
+
+func hasFrame(stack []event.Frame, names []string) bool {
+	for _, f := range stack {
+		fn := funcOf(f.Name)
+		for _, n := range names {
+			if fn == n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// where names the place a thread slept: the first frames past the scheduler.
+func where(stack []event.Frame) (string, []string) {
+	var all []string
+	var key []string
+	for _, f := range stack {
+		all = append(all, f.Name)
+		fn := funcOf(f.Name)
+		if len(key) == 0 && contains(schedFrames, fn) {
+			continue
+		}
+		if len(key) < 3 && fn != "" {
+			key = append(key, fn)
+		}
+	}
+	return strings.Join(key, " ← "), all
+}
+
+func (s *slow) Observe(e *event.Event) {
+	if e.Kind != event.KindSyscall || e.Syscall.Latency < slowMin {
+		return
+	}
+	sc := &e.Syscall
+	name := event.SyscallName(s.arch, sc.Nr)
+	key, stack := name, []string(nil)
+	isAudit, waiting := false, waitCalls[name]
+	var slept uint64
+	if len(sc.Sleeps) > 0 {
+		waiting = true
+		for _, sl := range sc.Sleeps {
+			slept += sl.Duration
+			if hasFrame(sl.Stack, []string{"audit_log_start"}) {
+				isAudit = true
+			}
+			if !hasFrame(sl.Stack, waitFrames) && !sl.Preempted {
+				waiting = false
+			}
+		}
+		key, stack = where(sc.Sleeps[0].Stack)
+	}
+	if sc.Unfinished || (waiting && !isAudit) {
+		return
+	}
+	var g *slowGroup
+	if isAudit {
+		if s.audit == nil {
+			s.audit = newGroup(key, stack)
+		}
+		g = s.audit
+	} else {
+		g = s.groups[key]
+		if g == nil {
+			g = newGroup(key, stack)
+			s.groups[key] = g
+		}
+	}
+	g.calls[name]++
+	g.n++
+	g.totalNS += sc.Latency
+	g.sleptNS += slept
+	if sc.Latency > g.maxNS {
+		g.maxNS = sc.Latency
+		g.example = event.FormatSyscall(s.arch, sc) + fmt.Sprintf(" <%s>", fmtNS(sc.Latency))
+		if len(stack) > 0 {
+			g.stack = stack
+		}
+	}
+	if nonBlocking(s.arch, sc) {
+		g.nonblock++
+	}
+	for _, sl := range sc.Sleeps {
+		if sl.WakerComm != "" && len(g.wakers) < 8 {
+			g.wakers[fmt.Sprintf("%s[%d]", sl.WakerComm, sl.WakerPID)]++
+		}
+	}
+	if len(g.procs) < 8 {
+		g.procs[e.PID] = e.Comm
+	}
+}
+
+func newGroup(key string, stack []string) *slowGroup {
+	return &slowGroup{where: key, stack: stack, calls: map[string]uint64{}, wakers: map[string]uint64{}, procs: map[uint32]string{}}
+}
+
+// nonBlocking reports a call made on a non-blocking socket or with a
+// non-blocking flag: it should never sleep.
+func nonBlocking(arch event.Arch, sc *event.Syscall) bool {
+	spec := event.Lookup(arch, sc.Nr)
+	if spec == nil {
+		return false
+	}
+	for i, a := range spec.Args {
+		if i < 6 && (a.Kind == event.ArgAccept4Flags || a.Kind == event.ArgSockType || a.Kind == event.ArgOpenFlags) &&
+			strings.Contains(event.FormatArg(a, sc.Args[i], nil, false), "NONBLOCK") {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *slow) Findings(env *Env) []Finding {
+	var out []Finding
+	if s.audit != nil {
+		out = append(out, s.auditFinding(env))
+	}
+	for _, g := range s.groups {
+		sev := Info
+		if g.maxNS >= slowWarn {
+			sev = Warning
+		}
+		out = append(out, Finding{ID: "slow-syscall", Severity: sev,
+			Title: fmt.Sprintf("%d slow %s, up to %s, sleeping in %s", g.n, callList(g.calls), fmtNS(g.maxNS), orDash(g.where)),
+			Summary: fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each%s. These are not calls that wait by design, "+
+				"so the time is a stall the program did not ask for.", g.n, callList(g.calls), fmtNS(g.totalNS), fmtNS(g.maxNS),
+				sleptWhere(g)),
+			Evidence: g.evidence(env),
+			Fix:      "Follow the stack: it names the kernel path the thread waited in (a lock, I/O, memory reclaim). Record with --stacks if it is missing.",
+			Score:    float64(g.totalNS)})
+	}
+	return out
+}
+
+func sleptWhere(g *slowGroup) string {
+	if g.where == "" || len(g.stack) == 0 {
+		return ""
+	}
+	return ", asleep in " + g.where
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "the kernel"
+	}
+	return s
+}
+
+func (g *slowGroup) evidence(env *Env) map[string]any {
+	var procs []string
+	for pid, comm := range g.procs {
+		procs = append(procs, env.ProcName(pid, comm))
+	}
+	sort.Strings(procs)
+	ev := map[string]any{"syscalls": g.calls, "count": g.n, "total_ns": g.totalNS, "max_ns": g.maxNS,
+		"example": g.example, "processes": procs}
+	if len(g.stack) > 0 {
+		ev["stack"] = g.stack
+	}
+	if len(g.wakers) > 0 {
+		ev["woken_by"] = g.wakers
+	}
+	if g.nonblock > 0 {
+		ev["non_blocking_calls"] = g.nonblock
+	}
+	return ev
+}
+
+func callList(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	return strings.Join(keys, ", ")
+}
+
+func (s *slow) auditFinding(env *Env) Finding {
+	g := s.audit
+	ev := g.evidence(env)
+	sev := Warning
+	if g.maxNS >= slowWarn {
+		sev = Critical
+	}
+	daemonText := ""
+	fix := "Give the audit daemon enough CPU to drain the backlog (raise its cgroup CPU limit), raise the backlog " +
+		"(auditctl -b 8192), or let syscalls proceed when it is full (auditctl --backlog_wait_time 0); " +
+		"and audit fewer syscalls (narrow the rules)."
+	if env.Host.Live {
+		if st, err := audit.GetStatus(); err == nil {
+			ev["audit_status"] = st
+			daemonText = fmt.Sprintf(" The audit backlog holds %d of at most %d records (backlog_wait_time %d jiffies, %d records lost).",
+				st.Backlog, st.BacklogLimit, st.BacklogWaitTime, st.Lost)
+			if st.PID != 0 {
+				d := audit.ReadDaemon(st.PID)
+				ev["audit_daemon"] = d
+				state := "is reading its socket"
+				if !d.Reading() {
+					state = fmt.Sprintf("is not keeping up: %d bytes wait unread in its socket, %d dropped", d.Queued, d.Dropped)
+				}
+				daemonText += fmt.Sprintf(" The registered audit daemon is %s[%d], which %s.", d.Comm, d.PID, state)
+				if d.NrThrottled > 0 {
+					daemonText += fmt.Sprintf(" Its cgroup was CPU-throttled in %d of %d periods (%s in all, cpu.max %s).",
+						d.NrThrottled, d.NrPeriods, fmtNS(d.ThrottledUsec*1000), d.CPUMax)
+				}
+			} else if st.Enabled != 0 {
+				daemonText += " No audit daemon is registered."
+			}
+		} else {
+			ev["audit_status_error"] = err.Error()
+		}
+	}
+	return Finding{ID: "audit-backlog-stall", Severity: sev,
+		Title: fmt.Sprintf("%d syscalls stalled up to %s waiting for room in the audit backlog", g.n, fmtNS(g.maxNS)),
+		Summary: fmt.Sprintf("%d calls to %s slept %s in all, up to %s each, in audit_log_start: the kernel's audit backlog was full, "+
+			"so every audited syscall waited (schedule_timeout) for the audit daemon to drain it.%s%s "+
+			"Applications see this as unexplained gaps: a non-blocking call that takes hundreds of milliseconds.",
+			g.n, callList(g.calls), fmtNS(g.totalNS), fmtNS(g.maxNS), daemonText, nonblockText(g)),
+		Evidence: ev, Fix: fix, Score: float64(g.totalNS) * 10}
+}
+
+func nonblockText(g *slowGroup) string {
+	if g.nonblock == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %d of them were non-blocking calls.", g.nonblock)
+}
