@@ -60,6 +60,21 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		}
 	}
 
+	// Ready before the command runs: loading symbols takes a while, and
+	// events would wait for it.
+	consume := fn
+	if cfg.Stacks {
+		nm, err := newNamer()
+		if err != nil {
+			warn("stack frames will not be named: " + err.Error())
+		} else {
+			defer nm.close()
+			consume = func(e *event.Event) error {
+				nm.name(e)
+				return fn(e)
+			}
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -113,18 +128,6 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		}
 	}()
 
-	consume := fn
-	if cfg.Stacks {
-		nm, err := newNamer()
-		if err != nil {
-			warn("stack frames will not be named: " + err.Error())
-		} else {
-			consume = func(e *event.Event) error {
-				nm.name(e)
-				return fn(e)
-			}
-		}
-	}
 	var total uint64
 	err = p.Run(ctx, consume, func(cpu int, n uint64) {
 		total += n

@@ -15,6 +15,13 @@ import (
 type namer struct {
 	kernel *symbol.Kernel
 	cache  map[uint64]string // kernel address → name
+	user   *symbol.Resolver
+	// Processes whose code mappings changed since they were last read: an
+	// exec, or an mmap with PROT_EXEC (a library loaded). Re-reading them at
+	// their next event keeps their maps current while they are alive, so
+	// their stacks still resolve after they exit.
+	stale  map[uint32]bool
+	mmapNr uint32
 }
 
 func newNamer() (*namer, error) {
@@ -22,14 +29,40 @@ func newNamer() (*namer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &namer{kernel: k, cache: map[uint64]string{}}, nil
+	mmapNr, _ := event.SyscallByName(event.HostArch(), "mmap")
+	return &namer{kernel: k, cache: map[uint64]string{}, user: symbol.NewResolver(), stale: map[uint32]bool{}, mmapNr: mmapNr}, nil
 }
 
+func (n *namer) close() { n.user.Close() }
+
+const protExec = 4
+
 func (n *namer) name(e *event.Event) {
-	if e.Kind != event.KindSyscall {
+	if n.stale[e.PID] && e.Kind != event.KindExit {
+		delete(n.stale, e.PID)
+		n.user.Snapshot(e.PID) // gone already: the last snapshot stays
+	}
+	switch e.Kind {
+	case event.KindExec:
+		n.stale[e.PID] = true
+		return
+	case event.KindExit:
+		if e.Proc.GroupDead {
+			delete(n.stale, e.PID)
+			n.user.Forget(e.PID)
+		}
+		return
+	case event.KindSyscall:
+	default:
 		return
 	}
 	s := &e.Syscall
+	if s.Nr == n.mmapNr && !s.Failed() && s.Args[2]&protExec != 0 {
+		n.stale[e.PID] = true
+	}
+	for i := range s.UserStack {
+		s.UserStack[i].Name = frameName(n.user.Resolve(e.PID, s.UserStack[i].Addr))
+	}
 	for i := range s.Sleeps {
 		s.Sleeps[i].Stack = n.kernelFrames(s.Sleeps[i].Stack)
 		s.Sleeps[i].WakerStack = n.kernelFrames(s.Sleeps[i].WakerStack)

@@ -22,8 +22,9 @@ import (
 const slack = uint64(5 * time.Millisecond)
 
 // How long a reader sleeps on an idle ring. The kernel wakes it sooner once
-// an eighth of the ring is full.
-const idlePoll = 20 * time.Millisecond
+// an eighth of the ring is full. Short enough that events reach consumers
+// while their processes are usually still alive (to read their maps).
+const idlePoll = 5 * time.Millisecond
 
 type batch struct {
 	ring int
