@@ -105,7 +105,7 @@ func frameName(f symbol.Frame) string {
 		s += "+0x" + strconv.FormatUint(f.Offset, 16)
 	}
 	switch {
-	case f.Kernel && f.File != "" && f.File != "[kernel.kallsyms]" && f.File != symbol.Unknown:
+	case f.Kernel && f.File != "" && f.File != symbol.KernelFile && f.File != symbol.Unknown:
 		s += " " + f.File
 	case !f.Kernel && f.File != "" && f.File != symbol.Unknown:
 		s += " (" + filepath.Base(f.File) + ")"

@@ -101,7 +101,8 @@ func (r *Resolver) Snapshot(pid uint32) error {
 	return r.snapshot(pid)
 }
 
-// Resolve names an address in process pid. A pid never snapshotted is read
+// Resolve names an address in process pid (the thread-group id, as BPF's
+// bpf_get_current_pid_tgid() >> 32 gives it). A pid never snapshotted is read
 // on first use. An address outside every known mapping makes the process be
 // read again (at most once a second) in case it mapped more since. Unknown
 // functions come back with Func "" and File naming the mapping if there is
@@ -119,13 +120,13 @@ func (r *Resolver) Resolve(pid uint32, addr uint64) Frame {
 		p = r.procs[pid]
 	}
 	p.lastUse = r.tick
-	f := r.lookup(pid, p, addr)
+	f := r.lookup(p, addr)
 	// A miss may be code mapped, or JIT-compiled, since the maps were read.
 	if f.Func == "" && (f.File == Unknown || f.File == anonFile) && time.Since(p.read) >= r.refresh {
 		if r.snapshot(pid) == nil {
 			p = r.procs[pid]
 			p.lastUse = r.tick
-			f = r.lookup(pid, p, addr)
+			f = r.lookup(p, addr)
 		} else {
 			p.read = time.Now()
 		}
@@ -163,7 +164,7 @@ func (r *Resolver) Close() error {
 	return nil
 }
 
-func (r *Resolver) lookup(pid uint32, p *process, addr uint64) Frame {
+func (r *Resolver) lookup(p *process, addr uint64) Frame {
 	f := Frame{Addr: addr, File: Unknown}
 	var m *mapping
 	i, _ := slices.BinarySearchFunc(p.maps, addr, func(m mapping, a uint64) int {
@@ -196,7 +197,7 @@ func (r *Resolver) lookup(pid uint32, p *process, addr uint64) Frame {
 	}
 	img := o.img
 	if img == nil || !img.live {
-		r.load(pid, o)
+		r.load(o)
 		if img = o.img; img == nil || !img.live {
 			return f
 		}
@@ -235,7 +236,7 @@ func (r *Resolver) snapshot(pid uint32) error {
 			id := m.dev + " " + strconv.FormatUint(m.ino, 10) + " " + m.path
 			o, ok := seen[id]
 			if !ok {
-				o = r.attach(pid, dir, m)
+				o = r.attach(dir, m)
 				seen[id] = o
 			} else if o != nil {
 				o.refs++
@@ -293,7 +294,7 @@ func (r *Resolver) addProc(pid uint32, p *process) {
 // map_files opens exactly the mapped file, even deleted or in another mount
 // namespace; /proc/PID/root/path works without CAP_SYS_ADMIN; the host path
 // is the last resort, accepted only if its inode matches.
-func (r *Resolver) attach(pid uint32, dir string, m *mapping) *object {
+func (r *Resolver) attach(dir string, m *mapping) *object {
 	root := dir + "/root"
 	paths := []string{root + m.path, m.path}
 	if !r.noMapFiles {
@@ -320,7 +321,7 @@ func (r *Resolver) attach(pid uint32, dir string, m *mapping) *object {
 		r.byKey[k] = o
 		r.open++
 		if r.open > r.maxOpen {
-			r.load(pid, o) // bounded descriptors: read it now instead
+			r.load(o) // bounded descriptors: read it now instead
 		}
 		return o
 	}
@@ -329,7 +330,7 @@ func (r *Resolver) attach(pid uint32, dir string, m *mapping) *object {
 
 // load reads the object's symbols, or finds them already read from another
 // file with the same build-id.
-func (r *Resolver) load(pid uint32, o *object) {
+func (r *Resolver) load(o *object) {
 	if o.err != nil || o.pinned {
 		return
 	}
@@ -342,27 +343,36 @@ func (r *Resolver) load(pid uint32, o *object) {
 		return
 	}
 	defer f.Close()
-	ef, err := elf.NewFile(f)
+	var (
+		img    *image
+		shared bool // read already from another file with this build-id
+	)
+	err := guard(func() error {
+		ef, err := elf.NewFile(f)
+		if err != nil {
+			return err
+		}
+		id := buildID(ef)
+		if img = r.byID[id]; id != "" && img != nil && img.live {
+			shared = true
+			return nil
+		}
+		ds := o.ds
+		ds.dir, ds.key = r.DebugDir, o.key
+		img, err = readImage(ef, id, ds)
+		return err
+	})
 	if err != nil {
 		o.err = err
 		return
 	}
-	id := buildID(ef)
-	if img := r.byID[id]; id != "" && img != nil && img.live {
-		o.img = img
-		return
-	}
-	ds := o.ds
-	ds.dir, ds.key = r.DebugDir, o.key
-	img, err := readImage(ef, id, ds)
-	if err != nil {
-		o.err = err
+	o.img = img
+	if shared {
 		return
 	}
 	img.lastUse = r.tick
-	o.img = img
-	if id != "" {
-		r.byID[id] = img
+	if img.id != "" {
+		r.byID[img.id] = img
 	}
 	r.live = append(r.live, img)
 	r.bytes += img.bytes
@@ -476,14 +486,13 @@ func (r *Resolver) vdsoObject() *object {
 			r.vdso.err = err
 			break
 		}
-		ef, err := elf.NewFile(bytes.NewReader(buf))
-		if err != nil {
-			r.vdso.err = err
-			break
-		}
-		if r.vdso.img, r.vdso.err = readImage(ef, buildID(ef), debugSearch{}); r.vdso.err == nil {
-			r.vdso.img.live = true
-		}
+		r.vdso.err = guard(func() error {
+			ef, err := elf.NewFile(bytes.NewReader(buf))
+			if err == nil {
+				r.vdso.img, err = readImage(ef, buildID(ef), debugSearch{})
+			}
+			return err
+		})
 		break
 	}
 	return r.vdso
@@ -536,4 +545,16 @@ func nsPid(dir string, pid uint32) uint32 {
 		}
 	}
 	return pid
+}
+
+// guard turns a panic into an error. The files come from any process on the
+// host, possibly crafted, and debug/elf and debug/gosym do not promise to
+// survive malformed input.
+func guard(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed ELF file: %v", p)
+		}
+	}()
+	return f()
 }

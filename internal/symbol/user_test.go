@@ -1,6 +1,7 @@
 package symbol
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -680,4 +681,82 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestNoSymbols covers binaries without names: a fully stripped static
+// program gives its file and link-time address, and a debuglink whose file
+// is from another build (wrong CRC) is refused rather than trusted.
+func TestNoSymbols(t *testing.T) {
+	dir := t.TempDir()
+	static := buildC(t, dir, "static", "-static", "-no-pie")
+	run(t, dir, nil, "strip", "--strip-all", static)
+	stale := buildC(t, dir, "stale", "-g", "-no-pie", "-Wl,--build-id=none")
+	sh(t, dir, `objcopy --only-keep-debug stale stale.debug
+strip --strip-all stale
+objcopy --add-gnu-debuglink=stale.debug stale
+gcc -O1 -g -no-pie -Wl,--build-id=none -o other target.c
+objcopy --only-keep-debug other stale.debug`)
+	for _, tc := range []struct {
+		bin  string
+		want func(addr uint64) Frame
+	}{
+		{static, func(a uint64) Frame { return Frame{Addr: a, Offset: a, File: static} }},
+		{stale, func(a uint64) Frame { return Frame{Addr: a, Offset: a, File: stale} }},
+	} {
+		c := start(t, tc.bin)
+		r := NewResolver()
+		addr := c.addrs[1] + 1
+		if got, want := r.Resolve(c.pid, addr), tc.want(addr); got != want {
+			t.Errorf("%s: got %+v, want %+v", filepath.Base(tc.bin), got, want)
+		}
+		r.Close()
+	}
+}
+
+// TestCorrupt feeds damaged tables to the reader: binaries come from any
+// process on the host, and a bad one must cost its names, not the tracer.
+func TestCorrupt(t *testing.T) {
+	need(t, "strip")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "stripped")
+	write(t, path, string(orig))
+	run(t, "", nil, "strip", "--strip-all", path)
+	stripped, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.NewFile(bytes.NewReader(stripped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcln := ef.Section(".gopclntab")
+	if pcln == nil {
+		t.Skip("no .gopclntab")
+	}
+	for i := range 64 {
+		data := bytes.Clone(stripped)
+		// Smash a different stretch of the table each time, header first.
+		at := int(pcln.Offset) + i*i*97%int(pcln.Size)
+		for j := at; j < at+64 && j < len(data); j++ {
+			data[j] ^= byte(0x5a + i)
+		}
+		_ = guard(func() error {
+			ef, err := elf.NewFile(bytes.NewReader(data))
+			if err != nil {
+				return err
+			}
+			_, err = readImage(ef, "", debugSearch{})
+			return err
+		})
+	}
+	if err := guard(func() error { panic("boom") }); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("guard: %v", err)
+	}
 }
