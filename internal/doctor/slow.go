@@ -48,7 +48,7 @@ var schedFrames = []string{"__schedule", "schedule", "schedule_timeout", "schedu
 	"__cond_resched", "preempt_schedule_irq", "preempt_schedule_common", "io_schedule_timeout"}
 
 // Frames that mean the thread was waiting by design.
-var waitFrames = []string{"do_nanosleep", "futex_wait", "ep_poll", "do_select", "do_sys_poll", "pipe_read",
+var waitFrames = []string{"do_nanosleep", "futex_wait", "ep_poll", "do_select", "do_sys_poll", "pipe_read", "anon_pipe_read", "pipe_wait_readable", "pipe_wait_writable", "anon_pipe_write",
 	"n_tty_read", "wait_woken", "unix_stream_read_generic", "sk_wait_data", "inet_csk_accept", "do_wait",
 	"sigsuspend", "__x64_sys_pause", "__skb_wait_for_more_packets", "poll_schedule_timeout", "read_events",
 	"io_cqring_wait", "pipe_write", "unix_wait_for_peer", "do_sigtimedwait", "futex_wait_queue", "sys_pause"}

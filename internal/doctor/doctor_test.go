@@ -1,0 +1,174 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+const (
+	nrMmap   = 9
+	nrOpenat = 257
+	nrClone  = 56
+)
+
+var host = Host{Arch: event.ArchAMD64, Kernel: "test", VsyscallMode: "xonly"}
+
+func sys(tid uint32, t uint64, nr uint32, ret int64, lat uint64, args ...uint64) event.Event {
+	e := event.Event{Kind: event.KindSyscall, Time: t, PID: tid, TID: tid, Comm: "prog"}
+	e.Syscall.Nr, e.Syscall.Ret, e.Syscall.Latency = nr, ret, lat
+	copy(e.Syscall.Args[:], args)
+	return e
+}
+
+func findings(evs []event.Event) []Finding {
+	d := New(host, nil)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	return d.Report().Findings
+}
+
+func byID(fs []Finding, id string) *Finding {
+	for i := range fs {
+		if fs[i].ID == id {
+			return &fs[i]
+		}
+	}
+	return nil
+}
+
+const (
+	protRW      = 3
+	mapPrivAnon = 0x22
+	map32bit    = 0x40
+	enomem      = -12
+)
+
+func TestRetryMAP32BIT(t *testing.T) {
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 50 {
+		tm += 10000
+		evs = append(evs, sys(7, tm, nrMmap, enomem, 3000, 0, 1<<20, protRW, mapPrivAnon|map32bit, ^uint64(0), 0))
+		tm += 10000
+		evs = append(evs, sys(7, tm, nrMmap, 0x7f0000000000+int64(i)<<20, 2000, 0, 1<<20, protRW, mapPrivAnon, ^uint64(0), 0))
+	}
+	f := byID(findings(evs), "failed-syscall-retry")
+	if f == nil {
+		t.Fatal("no failed-syscall-retry finding")
+	}
+	if f.Severity != Warning || f.Evidence["count"] != uint64(50) || f.Evidence["errno"] != "ENOMEM" {
+		t.Errorf("finding %+v", f)
+	}
+	if r := f.Evidence["flags_removed"].([]string); len(r) != 1 || r[0] != "MAP_32BIT" {
+		t.Errorf("flags removed %v", r)
+	}
+	if !strings.Contains(f.Fix, "MAP_STACK") {
+		t.Errorf("fix does not mention MAP_STACK: %s", f.Fix)
+	}
+}
+
+// A path search fails on one path and tries the next: not a retry.
+func TestPathSearchIsNotARetry(t *testing.T) {
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 100 {
+		tm += 10000
+		evs = append(evs, sys(7, tm, nrOpenat, -2, 1000, ^uint64(99), uint64(0x1000+i*64), 0))
+		tm += 10000
+		evs = append(evs, sys(7, tm, nrOpenat, 3, 1000, ^uint64(99), uint64(0x8000+i*64), 0))
+	}
+	if f := byID(findings(evs), "failed-syscall-retry"); f != nil {
+		t.Errorf("a path search reported as a retry: %+v", f)
+	}
+}
+
+func TestFatalSegvNullPage(t *testing.T) {
+	evs := []event.Event{
+		sys(9, 100, nrOpenat, 3, 1000, ^uint64(99), 0x1000, 0),
+		{Kind: event.KindPageFault, Time: 200, PID: 9, TID: 9, Comm: "crash", Fault: event.Fault{Addr: 0x10, IP: 0x401000, Error: 6}},
+		{Kind: event.KindSignalGenerate, Time: 210, PID: 9, TID: 9, Comm: "crash",
+			Signal: event.Signal{Sig: 11, Code: 1, Addr: 0x10, SenderPID: 9, TargetPID: 9, TargetTID: 9}},
+		{Kind: event.KindExit, Time: 300, PID: 9, TID: 9, Comm: "crash", Proc: event.Proc{ExitCode: 11, GroupDead: true}},
+	}
+	f := byID(findings(evs), "fatal-signal")
+	if f == nil || f.Severity != Critical {
+		t.Fatalf("finding %+v", f)
+	}
+	if f.Evidence["address_is"] != whatIs(&event.Fault{Addr: 0x10, Error: 6}) || !strings.Contains(f.Evidence["address_is"].(string), "NULL") {
+		t.Errorf("address_is %v", f.Evidence["address_is"])
+	}
+	if f.Evidence["si_code"] != "SEGV_MAPERR" || f.Evidence["exit_status"] != 139 {
+		t.Errorf("evidence %+v", f.Evidence)
+	}
+	if last := f.Evidence["last_syscalls"].([]string); len(last) != 1 || !strings.HasPrefix(last[0], "openat(") {
+		t.Errorf("last syscalls %v", last)
+	}
+}
+
+// A kill sent by another process (the user's kill, a supervisor) is no failure.
+func TestKillByAnotherProcessIsInfo(t *testing.T) {
+	evs := []event.Event{
+		{Kind: event.KindSignalGenerate, Time: 210, PID: 5, TID: 5, Comm: "kill",
+			Signal: event.Signal{Sig: 15, SenderPID: 5, TargetPID: 9, TargetTID: 9}},
+		{Kind: event.KindExit, Time: 300, PID: 9, TID: 9, Comm: "srv", Proc: event.Proc{ExitCode: 15, GroupDead: true}},
+	}
+	f := byID(findings(evs), "fatal-signal")
+	if f == nil || f.Severity != Info {
+		t.Fatalf("finding %+v", f)
+	}
+}
+
+func TestGrowthWithThreads(t *testing.T) {
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 400 {
+		tm += 100000
+		evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "pool",
+			Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + i), Thread: true}})
+		// clone latency = 20 µs + 1 µs per thread, with some noise
+		lat := uint64(20000 + 1000*i + (i%7)*300)
+		evs = append(evs, sys(3, tm+1000, nrClone, int64(100+i), lat))
+	}
+	f := byID(findings(evs), "latency-grows-with-count")
+	if f == nil {
+		t.Fatal("no latency-grows-with-count finding")
+	}
+	if f.Evidence["grows_with"] != "threads" {
+		t.Errorf("grows with %v", f.Evidence["grows_with"])
+	}
+	if s := f.Evidence["slope_ns_per_unit"].(float64); s < 800 || s > 1200 {
+		t.Errorf("slope %.0f ns per thread, want about 1000", s)
+	}
+}
+
+func TestFlatLatencyDoesNotGrow(t *testing.T) {
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 400 {
+		tm += 100000
+		evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "pool",
+			Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + i), Thread: true}})
+		evs = append(evs, sys(3, tm+1000, nrClone, int64(100+i), uint64(200000+(i%13)*5000)))
+	}
+	if f := byID(findings(evs), "latency-grows-with-count"); f != nil {
+		t.Errorf("flat latency reported as growing: %+v", f)
+	}
+}
+
+func TestBinnedFit(t *testing.T) {
+	var pts []point
+	for x := range 1000 {
+		y := 5 + 2*float64(x)
+		if x%50 == 0 {
+			y += 100000 // outliers must not move a fit through medians
+		}
+		pts = append(pts, point{float64(x), y})
+	}
+	a, b, r2, _ := binnedFit(pts)
+	if b < 1.9 || b > 2.1 || r2 < 0.99 || a < -50 || a > 60 {
+		t.Errorf("fit a=%.1f b=%.2f r2=%.3f", a, b, r2)
+	}
+}
