@@ -982,3 +982,53 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	st->waker_kstack = bpf_get_stackid(ctx, &stacks, 0);
 	return 0;
 }
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct prof_key);
+	__type(value, __u64);
+} profile SEC(".maps");
+
+/* Counts samples that overflow the profile map, so a report can say so. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} prof_lost SEC(".maps");
+
+/* CPU-clock (or cycles) sampling: counted per stack in the kernel, read once at the end. */
+SEC("perf_event")
+int on_cpu(struct bpf_perf_event_data *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (id >> 32 == 0 || !selected()) /* idle */
+		return 0;
+	struct prof_key k = {};
+	k.pid = id >> 32;
+	k.kstack = bpf_get_stackid(ctx, &stacks, 0);
+	k.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+	if (st && st->active)
+		k.syscall = st->nr + 1;
+	bpf_get_current_comm(k.comm, sizeof(k.comm));
+	__u64 *n = bpf_map_lookup_elem(&profile, &k);
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 0;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&profile, &k, &one, BPF_NOEXIST)) {
+		n = bpf_map_lookup_elem(&profile, &k);
+		if (n)
+			__sync_fetch_and_add(n, 1);
+		else {
+			__u32 zero = 0;
+			__u64 *lost = bpf_map_lookup_elem(&prof_lost, &zero);
+			if (lost)
+				(*lost)++;
+		}
+	}
+	return 0;
+}

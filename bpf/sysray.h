@@ -90,6 +90,15 @@ struct sleeps {
 	struct sleep s[MAX_SLEEPS];
 };
 
+/* On-CPU sample counts, aggregated in the kernel by this key. */
+struct prof_key {
+	__u32 pid;
+	__s32 kstack;  /* <0: the sample hit user space */
+	__s32 ustack;
+	__u32 syscall; /* syscall in progress + 1; 0 when none */
+	char comm[TASK_COMM_LEN];
+};
+
 struct fault_rec {
 	struct hdr h;
 	__u64 addr;

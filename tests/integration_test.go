@@ -54,7 +54,7 @@ func setup(dir string) int {
 	for _, src := range srcs {
 		out := filepath.Join(progs, strings.TrimSuffix(filepath.Base(src), ".c"))
 		// Static, so the dynamic loader's syscalls do not vary with the host's libraries.
-		cc := exec.Command("gcc", "-O2", "-static", "-pthread", "-Wall", "-o", out, src)
+		cc := exec.Command("gcc", "-O2", "-static", "-pthread", "-Wall", "-fno-omit-frame-pointer", "-o", out, src)
 		if b, err := cc.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "compiling %s: %v\n%s", src, err, b)
 			return 1

@@ -15,6 +15,7 @@ import (
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/launch"
 	"github.com/sysray/sysray/internal/probe"
+	"github.com/sysray/sysray/internal/symbol"
 )
 
 // Options says what to trace and for how long.
@@ -26,6 +27,11 @@ type Options struct {
 	Warn func(string)
 	// Started, if set, is called once tracing is on and before the command runs.
 	Started func(p *probe.Probe) error
+	// Finished, if set, is called after the last event, before the probe closes.
+	Finished func(p *probe.Probe) error
+	// Symbols, if set, names user frames (with Probe.Stacks); the caller
+	// keeps it, so Run does not forget processes that exit.
+	Symbols *symbol.Resolver
 }
 
 // Result is how a run ended.
@@ -64,7 +70,7 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	// events would wait for it.
 	consume := fn
 	if cfg.Stacks {
-		nm, err := newNamer()
+		nm, err := newNamer(opts.Symbols)
 		if err != nil {
 			warn("stack frames will not be named: " + err.Error())
 		} else {
@@ -142,6 +148,9 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	if cmd != nil {
 		<-done
 		res.ExitCode = launch.ExitCode(cmd.ProcessState)
+	}
+	if err == nil && opts.Finished != nil {
+		err = opts.Finished(p)
 	}
 	return res, err
 }

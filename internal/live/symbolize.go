@@ -22,18 +22,27 @@ type namer struct {
 	// their stacks still resolve after they exit.
 	stale  map[uint32]bool
 	mmapNr uint32
+	keep   bool // the resolver is the caller's: remember processes after they exit
 }
 
-func newNamer() (*namer, error) {
+func newNamer(user *symbol.Resolver) (*namer, error) {
 	k, err := symbol.LoadKernel()
 	if err != nil {
 		return nil, err
 	}
+	keep := user != nil
+	if user == nil {
+		user = symbol.NewResolver()
+	}
 	mmapNr, _ := event.SyscallByName(event.HostArch(), "mmap")
-	return &namer{kernel: k, cache: map[uint64]string{}, user: symbol.NewResolver(), stale: map[uint32]bool{}, mmapNr: mmapNr}, nil
+	return &namer{kernel: k, cache: map[uint64]string{}, user: user, stale: map[uint32]bool{}, mmapNr: mmapNr, keep: keep}, nil
 }
 
-func (n *namer) close() { n.user.Close() }
+func (n *namer) close() {
+	if !n.keep {
+		n.user.Close()
+	}
+}
 
 const protExec = 4
 
@@ -49,7 +58,9 @@ func (n *namer) name(e *event.Event) {
 	case event.KindExit:
 		if e.Proc.GroupDead {
 			delete(n.stale, e.PID)
-			n.user.Forget(e.PID)
+			if !n.keep {
+				n.user.Forget(e.PID)
+			}
 		}
 		return
 	case event.KindSyscall:
@@ -61,7 +72,7 @@ func (n *namer) name(e *event.Event) {
 		n.stale[e.PID] = true
 	}
 	for i := range s.UserStack {
-		s.UserStack[i].Name = frameName(n.user.Resolve(e.PID, s.UserStack[i].Addr))
+		s.UserStack[i].Name = FrameName(n.user.Resolve(e.PID, s.UserStack[i].Addr))
 	}
 	for i := range s.Sleeps {
 		s.Sleeps[i].Stack = n.kernelFrames(s.Sleeps[i].Stack)
@@ -87,16 +98,26 @@ func (n *namer) kernelName(addr uint64) string {
 	if s, ok := n.cache[addr]; ok {
 		return s
 	}
-	s := frameName(n.kernel.Resolve(addr))
+	s := FrameName(n.kernel.Resolve(addr))
 	if len(n.cache) < 1<<16 {
 		n.cache[addr] = s
 	}
 	return s
 }
 
-// frameName is "func+0xoff", with the object's base name for modules and
+// FuncName is a frame's function without its offset, for aggregating
+// samples: "schedule_timeout", "time (libc.so.6)".
+func FuncName(f symbol.Frame) string {
+	if f.Func == "" {
+		return ""
+	}
+	f.Offset = 0
+	return FrameName(f)
+}
+
+// FrameName is "func+0xoff", with the object's base name for modules and
 // user code: "func+0xoff [module]", "time+0xd (libc.so.6)".
-func frameName(f symbol.Frame) string {
+func FrameName(f symbol.Frame) string {
 	if f.Func == "" {
 		return ""
 	}

@@ -20,6 +20,15 @@ type sysrayCapRule struct {
 	Lenarg [2]uint8
 }
 
+type sysrayProfKey struct {
+	_       structs.HostLayout
+	Pid     uint32
+	Kstack  int32
+	Ustack  int32
+	Syscall uint32
+	Comm    [16]int8
+}
+
 type sysrayStage struct {
 	_     structs.HostLayout
 	Timer struct {
@@ -130,6 +139,8 @@ const (
 	sysrayMapCgroups           = "cgroups"
 	sysrayMapDrops             = "drops"
 	sysrayMapPids              = "pids"
+	sysrayMapProfLost          = "prof_lost"
+	sysrayMapProfile           = "profile"
 	sysrayMapRings             = "rings"
 	sysrayMapScratch           = "scratch"
 	sysrayMapStacks            = "stacks"
@@ -137,6 +148,7 @@ const (
 	sysrayMapTstate            = "tstate"
 	sysrayProgEmulateVsyscall  = "emulate_vsyscall"
 	sysrayProgInflight         = "inflight"
+	sysrayProgOnCpu            = "on_cpu"
 	sysrayProgPageFaultUser    = "page_fault_user"
 	sysrayProgSchedProcessExec = "sched_process_exec"
 	sysrayProgSchedProcessExit = "sched_process_exit"
@@ -206,6 +218,7 @@ type sysraySpecs struct {
 type sysrayProgramSpecs struct {
 	EmulateVsyscall  *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
 	Inflight         *ebpf.ProgramSpec `ebpf:"inflight"`
+	OnCpu            *ebpf.ProgramSpec `ebpf:"on_cpu"`
 	PageFaultUser    *ebpf.ProgramSpec `ebpf:"page_fault_user"`
 	SchedProcessExec *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
 	SchedProcessExit *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
@@ -222,14 +235,16 @@ type sysrayProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayMapSpecs struct {
-	Cgroups *ebpf.MapSpec `ebpf:"cgroups"`
-	Drops   *ebpf.MapSpec `ebpf:"drops"`
-	Pids    *ebpf.MapSpec `ebpf:"pids"`
-	Rings   *ebpf.MapSpec `ebpf:"rings"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Stacks  *ebpf.MapSpec `ebpf:"stacks"`
-	Stages  *ebpf.MapSpec `ebpf:"stages"`
-	Tstate  *ebpf.MapSpec `ebpf:"tstate"`
+	Cgroups  *ebpf.MapSpec `ebpf:"cgroups"`
+	Drops    *ebpf.MapSpec `ebpf:"drops"`
+	Pids     *ebpf.MapSpec `ebpf:"pids"`
+	ProfLost *ebpf.MapSpec `ebpf:"prof_lost"`
+	Profile  *ebpf.MapSpec `ebpf:"profile"`
+	Rings    *ebpf.MapSpec `ebpf:"rings"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Stacks   *ebpf.MapSpec `ebpf:"stacks"`
+	Stages   *ebpf.MapSpec `ebpf:"stages"`
+	Tstate   *ebpf.MapSpec `ebpf:"tstate"`
 }
 
 // sysrayVariableSpecs contains global variables before they are loaded into the kernel.
@@ -271,14 +286,16 @@ func (o *sysrayObjects) Close() error {
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayMaps struct {
-	Cgroups *ebpf.Map `ebpf:"cgroups"`
-	Drops   *ebpf.Map `ebpf:"drops"`
-	Pids    *ebpf.Map `ebpf:"pids"`
-	Rings   *ebpf.Map `ebpf:"rings"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Stacks  *ebpf.Map `ebpf:"stacks"`
-	Stages  *ebpf.Map `ebpf:"stages"`
-	Tstate  *ebpf.Map `ebpf:"tstate"`
+	Cgroups  *ebpf.Map `ebpf:"cgroups"`
+	Drops    *ebpf.Map `ebpf:"drops"`
+	Pids     *ebpf.Map `ebpf:"pids"`
+	ProfLost *ebpf.Map `ebpf:"prof_lost"`
+	Profile  *ebpf.Map `ebpf:"profile"`
+	Rings    *ebpf.Map `ebpf:"rings"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Stacks   *ebpf.Map `ebpf:"stacks"`
+	Stages   *ebpf.Map `ebpf:"stages"`
+	Tstate   *ebpf.Map `ebpf:"tstate"`
 }
 
 func (m *sysrayMaps) Close() error {
@@ -286,6 +303,8 @@ func (m *sysrayMaps) Close() error {
 		m.Cgroups,
 		m.Drops,
 		m.Pids,
+		m.ProfLost,
+		m.Profile,
 		m.Rings,
 		m.Scratch,
 		m.Stacks,
@@ -319,6 +338,7 @@ type sysrayVariables struct {
 type sysrayPrograms struct {
 	EmulateVsyscall  *ebpf.Program `ebpf:"emulate_vsyscall"`
 	Inflight         *ebpf.Program `ebpf:"inflight"`
+	OnCpu            *ebpf.Program `ebpf:"on_cpu"`
 	PageFaultUser    *ebpf.Program `ebpf:"page_fault_user"`
 	SchedProcessExec *ebpf.Program `ebpf:"sched_process_exec"`
 	SchedProcessExit *ebpf.Program `ebpf:"sched_process_exit"`
@@ -335,6 +355,7 @@ func (p *sysrayPrograms) Close() error {
 	return _SysrayClose(
 		p.EmulateVsyscall,
 		p.Inflight,
+		p.OnCpu,
 		p.PageFaultUser,
 		p.SchedProcessExec,
 		p.SchedProcessExit,
