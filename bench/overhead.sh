@@ -34,6 +34,7 @@ loop=$work/loop
 declare -A cmds=(
 	[baseline]="$loop $CALLS"
 	[sysray-record]="$sysray record -w $work/s.sysray -- $loop $CALLS"
+	[sysray-record-stacks]="$sysray record --stacks -w $work/s2.sysray -- $loop $CALLS"
 	[perf-record]="perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o $work/perf.data -- $loop $CALLS"
 	[bpftrace-count]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }' -c '$loop $CALLS'"
 	[bpftrace-hist]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' -c '$loop $CALLS'"
@@ -41,7 +42,7 @@ declare -A cmds=(
 	[strace-c]="strace -f -c -o $work/strace.txt $loop $SLOW_CALLS"
 	[strace-o]="strace -f -o $work/strace.out $loop $SLOW_CALLS"
 )
-order=(baseline sysray-record perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+order=(baseline sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
 
 declare -A samples
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -79,3 +80,22 @@ done
 echo
 echo "Capture size per syscall: sysray $(echo "${samples[sysray-bytes]}" | median) bytes (one event per syscall);" \
 	"perf.data $(echo "${samples[perf-bytes]}" | median) bytes (enter+exit records)."
+
+# CPU-bound throughput under sampling: the cost of `sysray profile` at 99 Hz.
+gcc -O2 -static -o "$work/spin" bench/spin.c
+declare -A spin
+for ((r = 1; r <= ROUNDS; r++)); do
+	spin[baseline]+="$("$work/spin" 3) "
+	spin[sysray-profile]+="$($sysray profile -o "$work/p.folded" -- "$work/spin" 3 2>/dev/null | head -1) "
+	spin[perf-record-99hz]+="$(perf record -q -F 99 -g -o "$work/perf2.data" -- "$work/spin" 3 2>/dev/null | tail -1) "
+done
+sbase=$(echo "${spin[baseline]}" | median)
+echo
+echo "## CPU-bound spin for 3 s: million iterations/s, $ROUNDS rounds, medians"
+echo
+echo "| tool | Mit/s | throughput lost | samples |"
+echo "|---|---:|---:|---|"
+for m in baseline sysray-profile perf-record-99hz; do
+	med=$(echo "${spin[$m]}" | median)
+	awk -v m="$m" -v med="$med" -v base="$sbase" -v s="${spin[$m]}" 'BEGIN{printf "| %s | %.1f | %.2f%% | %s|\n", m, med, 100*(base-med)/base, s}'
+done

@@ -64,11 +64,15 @@ func (p *Profile) SVG(w io.Writer, title string) error {
 		wFrac := float64(n.count) / total
 		y := height - 2*pad - 20 - (d+1)*rowHeight
 		pct := 100 * float64(n.count) / total
+		label := n.name
+		if k, ok := strings.CutSuffix(label, "_[k]"); ok {
+			label = k + " [kernel]" // the colour says it too; the suffix is for folded files
+		}
 		fmt.Fprintf(&b, `<g class="f" data-x="%.6f" data-w="%.6f" data-d="%d"><title>%s (%d samples, %.2f%%)</title>`+
 			`<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="2" fill="%s"/><text x="%.1f" y="%d">%s</text></g>`+"\n",
-			x, wFrac, d, html.EscapeString(n.name), n.count, pct,
+			x, wFrac, d, html.EscapeString(label), n.count, pct,
 			pad+x*(svgWidth-2*pad), y, wFrac*(svgWidth-2*pad), rowHeight-1, color(n.name),
-			pad+x*(svgWidth-2*pad)+3, y+rowHeight-5, html.EscapeString(fit(n.name, wFrac*(svgWidth-2*pad))))
+			pad+x*(svgWidth-2*pad)+3, y+rowHeight-5, html.EscapeString(fit(strings.TrimSuffix(label, " [kernel]"), wFrac*(svgWidth-2*pad))))
 		kids := make([]*node, 0, len(n.children))
 		for _, c := range n.children {
 			kids = append(kids, c)
@@ -131,7 +135,7 @@ function zoom(g){
  var x0=+g.dataset.x, w0=+g.dataset.w, d0=+g.dataset.d;
  gs.forEach(function(e){
   var x=+e.dataset.x, w=+e.dataset.w, d=+e.dataset.d, r=e.querySelector('rect'), t=e.querySelector('text');
-  var name=e.querySelector('title').textContent.replace(/ \(\d+ samples.*$/,'');
+  var name=e.querySelector('title').textContent.replace(/ \(\d+ samples.*$/,'').replace(/ \[kernel\]$/,'');
   var inside = x>=x0-1e-9 && x+w<=x0+w0+1e-9 && d>=d0;
   var above = d<d0 && x<=x0+1e-9 && x+w>=x0+w0-1e-9;
   if(!inside && !above){e.style.display='none';return;}
