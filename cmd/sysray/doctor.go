@@ -66,7 +66,9 @@ func newDoctor() *cobra.Command {
 }
 
 func doctorLive(sel *selection, args []string) (*doctor.Report, int, error) {
-	opts, flt, err := sel.build(args)
+	ctrs := newLiveContainers()
+	defer ctrs.Close()
+	opts, flt, err := sel.build(args, ctrs)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -75,7 +77,7 @@ func doctorLive(sel *selection, args []string) (*doctor.Report, int, error) {
 	procs := proc.NewTable(snap)
 	_, kernel := host.Uname()
 	d := doctor.New(doctor.Host{Arch: arch, Kernel: kernel, VsyscallMode: host.VsyscallMode(), Live: true}, procs)
-	envv := env{arch: arch, procs: procs}
+	envv := env{arch: arch, procs: procs, ctrs: ctrs}
 	res, err := live.Run(opts, func(e *event.Event) error {
 		if flt != nil && e.Kind != event.KindDrop && !flt.Match(e, envv) {
 			procs.Update(e)

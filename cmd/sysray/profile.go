@@ -45,7 +45,9 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 				return errors.New("profile needs a command, -p PID or --duration")
 			}
 			sel.stacks = true
-			opts, flt, err := sel.build(args)
+			ctrs := newLiveContainers()
+			defer ctrs.Close()
+			opts, flt, err := sel.build(args, ctrs)
 			if err != nil {
 				return err
 			}
@@ -87,7 +89,7 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 				if !offCPU || e.Kind != event.KindSyscall || len(e.Syscall.Sleeps) == 0 {
 					return nil
 				}
-				if flt != nil && !flt.Match(e, env{arch: arch}) {
+				if flt != nil && !flt.Match(e, env{arch: arch, ctrs: ctrs}) {
 					return nil
 				}
 				addOffCPU(offStacks, e, hz)

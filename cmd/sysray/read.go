@@ -39,13 +39,15 @@ func newRead() *cobra.Command {
 			defer r.Close()
 			h := r.Header()
 			procs := proc.NewTable(h.Procs)
-			envv := env{arch: h.Arch, procs: procs}
+			ctrs := newCapturedContainers(h.Meta[metaContainers])
+			envv := env{arch: h.Arch, procs: procs, ctrs: ctrs}
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
 			defer closeOut()
 			pr := output.New(out, h.Arch, h.BootTime, asJSON)
+			pr.Containers = label(ctrs)
 			sum := stat.NewSummary(h.Arch)
 			var e event.Event
 			for {

@@ -26,7 +26,9 @@ func newRecord() *cobra.Command {
 			if path == "" {
 				return fmt.Errorf("record needs -w FILE")
 			}
-			opts, flt, err := sel.build(args)
+			ctrs := newLiveContainers()
+			defer ctrs.Close()
+			opts, flt, err := sel.build(args, ctrs)
 			if err != nil {
 				return err
 			}
@@ -36,7 +38,7 @@ func newRecord() *cobra.Command {
 				return err
 			}
 			procs := proc.NewTable(snap)
-			envv := env{arch: arch, procs: procs}
+			envv := env{arch: arch, procs: procs, ctrs: ctrs}
 			node, kernel := host.Uname()
 			names := make([]string, event.MaxSyscall(arch)+1)
 			for i := range names {
@@ -47,6 +49,7 @@ func newRecord() *cobra.Command {
 				BootTime: host.BootTime(), Start: time.Now().UnixNano(),
 				Command: os.Args, Syscalls: names, Procs: snap, Meta: host.Facts(),
 			}
+			hdr.Meta[metaContainers] = ctrs.snapshot()
 			w, err := capture.Create(path, hdr)
 			if err != nil {
 				return err

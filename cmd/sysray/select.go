@@ -31,6 +31,7 @@ type selection struct {
 	filter     string
 	duration   time.Duration
 	bufferMiB  int
+	container  []string
 }
 
 func (s *selection) register(cmd *cobra.Command) {
@@ -46,11 +47,12 @@ func (s *selection) register(cmd *cobra.Command) {
 	f.DurationVar(&s.slow, "slow", 10*time.Millisecond, "with --stacks: syscalls at least this slow carry their stacks")
 	f.StringVarP(&s.filter, "filter", "f", "", "filter expression, e.g. 'evt.type = openat and evt.failed' (see docs/filter.md)")
 	f.DurationVar(&s.duration, "duration", 0, "stop after this long, e.g. 10s")
+	f.StringSliceVar(&s.container, "container", nil, "only this container, by id (or 12-char prefix) or name; enforced in the kernel by cgroup")
 	f.IntVar(&s.bufferMiB, "buffer-size", 0, "ring buffer per CPU, MiB (default: 64 MiB shared by all CPUs, 8 to 64 each)")
 }
 
 // build turns the flags into live options and a user-space filter (nil when none).
-func (s *selection) build(args []string) (live.Options, *filter.Filter, error) {
+func (s *selection) build(args []string, ctrs *liveContainers) (live.Options, *filter.Filter, error) {
 	arch := event.HostArch()
 	var opts live.Options
 	cfg := probe.Config{MinLatency: uint64(s.minLatency), AllFaults: s.pageFaults, Children: s.children,
@@ -77,6 +79,13 @@ func (s *selection) build(args []string) (live.Options, *filter.Filter, error) {
 			return opts, nil, fmt.Errorf("--cgroup %s: not found in the cgroup v2 hierarchy (%s)", cg, proc.CgroupV2Mount())
 		}
 		cfg.Cgroups = append(cfg.Cgroups, id)
+	}
+	if len(s.container) > 0 {
+		ids, err := ctrs.resolve(s.container)
+		if err != nil {
+			return opts, nil, err
+		}
+		cfg.Cgroups = append(cfg.Cgroups, ids...)
 	}
 	if len(s.syscalls) > 0 {
 		cfg.Syscalls = []uint32{}
@@ -140,10 +149,11 @@ func intersect(a, b []uint32) []uint32 {
 	return out
 }
 
-// env gives filters the process table.
+// env gives filters and printers the process and container tables.
 type env struct {
 	arch  event.Arch
 	procs *proc.Table
+	ctrs  containers
 }
 
 func (e env) Arch() event.Arch { return e.arch }
@@ -153,4 +163,10 @@ func (e env) Cmdline(pid uint32) string {
 	}
 	return e.procs.Cmdline(pid)
 }
-func (e env) ContainerID(uint64) string { return "" }
+
+func (e env) Container(pid uint32, cg uint64) filter.Container {
+	if e.ctrs == nil {
+		return filter.Container{}
+	}
+	return e.ctrs.Container(pid, cg)
+}

@@ -27,20 +27,23 @@ func newTrace() *cobra.Command {
   sysray trace -p 4242 -f 'evt.latency > 10ms'
   sysray trace -e openat,connect --json -- curl -s localhost:8080`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts, flt, err := sel.build(args)
+			ctrs := newLiveContainers()
+			defer ctrs.Close()
+			opts, flt, err := sel.build(args, ctrs)
 			if err != nil {
 				return err
 			}
 			arch := event.HostArch()
 			snap, _ := proc.Snapshot()
 			procs := proc.NewTable(snap)
-			envv := env{arch: arch, procs: procs}
+			envv := env{arch: arch, procs: procs, ctrs: ctrs}
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
 			defer closeOut()
 			pr := output.New(out, arch, host.BootTime(), asJSON)
+			pr.Containers = label(ctrs)
 			sum := stat.NewSummary(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
 				procs.Update(e)

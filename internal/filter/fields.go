@@ -29,21 +29,26 @@ const argPrefix = "evt.arg."
 
 // fields is the one place a filter field is defined.
 var fields = map[string]*field{
-	"evt.type":     {text: evtType, set: typeSet},
-	"evt.kind":     {text: func(e *event.Event, _ Env) (string, bool) { return e.Kind.String(), true }, set: kindSet},
-	"evt.latency":  {num: latency, lit: durationLit},
-	"evt.failed":   {flag: failed},
-	"evt.res":      {num: res, signed: true, lit: errnoLit},
-	"evt.cpu":      {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.CPU), true }},
-	"evt.signal":   {num: signal, signed: true, lit: signalLit},
-	"sig":          {num: signal, signed: true, lit: signalLit},
-	"proc.name":    {text: func(e *event.Event, _ Env) (string, bool) { return e.Comm, true }},
-	"proc.pid":     {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.PID), true }},
-	"thread.tid":   {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.TID), true }},
-	"proc.cmdline": {text: cmdline},
-	"fd.name":      {text: fdName},
-	"container.id": {text: containerID, norm: hostName},
-	"fault.addr":   {num: faultAddr},
+	"evt.type":          {text: evtType, set: typeSet},
+	"evt.kind":          {text: func(e *event.Event, _ Env) (string, bool) { return e.Kind.String(), true }, set: kindSet},
+	"evt.latency":       {num: latency, lit: durationLit},
+	"evt.failed":        {flag: failed},
+	"evt.res":           {num: res, signed: true, lit: errnoLit},
+	"evt.cpu":           {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.CPU), true }},
+	"evt.signal":        {num: signal, signed: true, lit: signalLit},
+	"sig":               {num: signal, signed: true, lit: signalLit},
+	"proc.name":         {text: func(e *event.Event, _ Env) (string, bool) { return e.Comm, true }},
+	"proc.pid":          {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.PID), true }},
+	"thread.tid":        {num: func(e *event.Event, _ Env) (uint64, bool) { return uint64(e.TID), true }},
+	"proc.cmdline":      {text: cmdline},
+	"fd.name":           {text: fdName},
+	"container.id":      {text: containerID, norm: shortID},
+	"container.name":    {text: ctr(func(c Container) string { return c.Name })},
+	"container.image":   {text: ctr(func(c Container) string { return c.Image })},
+	"container.runtime": {text: ctr(func(c Container) string { return c.Runtime })},
+	"k8s.pod.name":      {text: ctr(func(c Container) string { return c.PodName })},
+	"k8s.ns.name":       {text: ctr(func(c Container) string { return c.PodNamespace })},
+	"fault.addr":        {num: faultAddr},
 }
 
 func (f *field) typeName() string {
@@ -150,15 +155,37 @@ func cmdline(e *event.Event, env Env) (string, bool) {
 }
 
 func containerID(e *event.Event, env Env) (string, bool) {
-	return hostName(env.ContainerID(e.Cgroup)), true
+	return shortID(env.Container(e.PID, e.Cgroup).ID), true
 }
 
-// hostName gives the host a name users can type: container.id = host.
-func hostName(id string) string {
+// shortID gives the host a name users can type (container.id = host) and
+// cuts hex ids to the 12 characters tools show, so a full id and its short
+// form match alike.
+func shortID(id string) string {
 	if id == "" {
 		return "host"
 	}
+	if len(id) > 12 && isHex(id) {
+		return id[:12]
+	}
 	return id
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ctr reads one attribute of the event's container; events on the host have none.
+func ctr(get func(Container) string) func(*event.Event, Env) (string, bool) {
+	return func(e *event.Event, env Env) (string, bool) {
+		v := get(env.Container(e.PID, e.Cgroup))
+		return v, v != ""
+	}
 }
 
 // fdName is the first path or socket address the kernel copied for the

@@ -9,8 +9,20 @@ import (
 // Env gives the filter what an event alone does not carry.
 type Env interface {
 	Arch() event.Arch
-	Cmdline(pid uint32) string        // "" if unknown
-	ContainerID(cgroup uint64) string // "" for the host/unknown
+	Cmdline(pid uint32) string // "" if unknown
+	// Container describes the container a thread runs in; the zero value
+	// for the host or unknown.
+	Container(pid uint32, cgroup uint64) Container
+}
+
+// Container is what filters can ask of an event's container.
+type Container struct {
+	ID           string // full id (a 12-character prefix matches too)
+	Name         string
+	Image        string
+	Runtime      string
+	PodName      string
+	PodNamespace string
 }
 
 // Filter is a compiled expression. It is immutable, so one Filter may be
@@ -24,9 +36,9 @@ type Filter struct {
 // process or container knowledge.
 type hostEnv struct{}
 
-func (hostEnv) Arch() event.Arch          { return event.HostArch() }
-func (hostEnv) Cmdline(uint32) string     { return "" }
-func (hostEnv) ContainerID(uint64) string { return "" }
+func (hostEnv) Arch() event.Arch                   { return event.HostArch() }
+func (hostEnv) Cmdline(uint32) string              { return "" }
+func (hostEnv) Container(uint32, uint64) Container { return Container{} }
 
 // Match reports whether e passes the filter. env may be nil.
 func (f *Filter) Match(e *event.Event, env Env) bool {

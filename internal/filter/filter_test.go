@@ -17,11 +17,14 @@ type testEnv struct {
 	arch       event.Arch
 	cmdlines   map[uint32]string
 	containers map[uint64]string
+	names      map[uint64]string
 }
 
-func (e *testEnv) Arch() event.Arch                 { return e.arch }
-func (e *testEnv) Cmdline(pid uint32) string        { return e.cmdlines[pid] }
-func (e *testEnv) ContainerID(cgroup uint64) string { return e.containers[cgroup] }
+func (e *testEnv) Arch() event.Arch          { return e.arch }
+func (e *testEnv) Cmdline(pid uint32) string { return e.cmdlines[pid] }
+func (e *testEnv) Container(_ uint32, cgroup uint64) Container {
+	return Container{ID: e.containers[cgroup], Name: e.names[cgroup]}
+}
 
 var env = &testEnv{
 	arch:       event.ArchAMD64,
@@ -584,5 +587,35 @@ func BenchmarkMatch(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestContainerFields(t *testing.T) {
+	full := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	env := &testEnv{arch: event.ArchAMD64, containers: map[uint64]string{9: full}, names: map[uint64]string{9: "web"}}
+	in := &event.Event{Kind: event.KindSyscall, Cgroup: 9}
+	host := &event.Event{Kind: event.KindSyscall, Cgroup: 1}
+	for _, c := range []struct {
+		expr     string
+		in, host bool
+	}{
+		{"container.id = 0123456789ab", true, false},
+		{"container.id = " + full, true, false},
+		{"container.id = host", false, true},
+		{"container.name = web", true, false},
+		{"container.name exists", true, false},
+		{"not container.name exists", false, true},
+		{"k8s.pod.name exists", false, false},
+	} {
+		f, err := Parse(c.expr)
+		if err != nil {
+			t.Fatalf("%s: %v", c.expr, err)
+		}
+		if got := f.Match(in, env); got != c.in {
+			t.Errorf("%s on a container event = %v", c.expr, got)
+		}
+		if got := f.Match(host, env); got != c.host {
+			t.Errorf("%s on a host event = %v", c.expr, got)
+		}
 	}
 }

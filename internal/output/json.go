@@ -20,6 +20,8 @@ type Record struct {
 	Cgroup uint64 `json:"cgroup"`
 	Text   string `json:"text"` // the human line's body
 
+	Container *Container `json:"container,omitempty"` // absent on the host
+
 	Syscall *SyscallJSON `json:"syscall,omitempty"`
 	Fault   *FaultJSON   `json:"fault,omitempty"`
 	Vsys    *VsysJSON    `json:"vsyscall,omitempty"`

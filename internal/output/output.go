@@ -23,6 +23,29 @@ type Printer struct {
 	enc      *json.Encoder
 	buf      []byte
 	Location *time.Location
+	// Containers, if set, names the container of an event (nil on the host).
+	Containers func(pid uint32, cgroup uint64) *Container
+}
+
+// Container is the container column of a line and object of a JSON record.
+type Container struct {
+	ID           string `json:"id"`
+	Name         string `json:"name,omitempty"`
+	Image        string `json:"image,omitempty"`
+	Runtime      string `json:"runtime,omitempty"`
+	PodName      string `json:"pod,omitempty"`
+	PodNamespace string `json:"namespace,omitempty"`
+}
+
+// Short is the container's name, or its id cut to 12 characters.
+func (c *Container) Short() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	if len(c.ID) > 12 {
+		return c.ID[:12]
+	}
+	return c.ID
 }
 
 // New returns a text printer, or a JSON one when asJSON is set. boot converts
@@ -42,8 +65,14 @@ func (p *Printer) Flush() error { return p.w.Flush() }
 
 // Print writes one event.
 func (p *Printer) Print(e *event.Event) error {
+	var ctr *Container
+	if p.Containers != nil {
+		ctr = p.Containers(e.PID, e.Cgroup)
+	}
 	if p.json {
-		return p.enc.Encode(JSON(e, p.arch, p.boot))
+		r := JSON(e, p.arch, p.boot)
+		r.Container = ctr
+		return p.enc.Encode(r)
 	}
 	b := p.buf[:0]
 	t := time.Unix(0, p.boot+int64(e.Time)).In(p.Location)
@@ -57,6 +86,11 @@ func (p *Printer) Print(e *event.Event) error {
 	b = append(b, ':')
 	b = strconv.AppendUint(b, uint64(e.TID), 10)
 	b = append(b, ") "...)
+	if ctr != nil {
+		b = append(b, '[')
+		b = append(b, ctr.Short()...)
+		b = append(b, "] "...)
+	}
 	b = append(b, Body(e, p.arch)...)
 	b = append(b, '\n')
 	if e.Kind == event.KindSyscall && len(e.Syscall.Sleeps) > 0 {

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sysray/sysray/internal/container"
+	"github.com/sysray/sysray/internal/filter"
+	"github.com/sysray/sysray/internal/output"
+)
+
+// containers answers "which container is this event in?".
+type containers interface {
+	Container(pid uint32, cgroup uint64) filter.Container
+}
+
+// liveContainers asks the container table, which learns in the background.
+type liveContainers struct{ t *container.Table }
+
+func newLiveContainers() *liveContainers {
+	t := container.NewTable(container.Options{})
+	select {
+	case <-t.Ready():
+	case <-time.After(2 * time.Second):
+	}
+	return &liveContainers{t}
+}
+
+func (l *liveContainers) Close() { l.t.Close() }
+
+func (l *liveContainers) Container(pid uint32, cg uint64) filter.Container {
+	r := l.t.Lookup(pid, cg)
+	if !r.IsContainer() {
+		return filter.Container{}
+	}
+	c := filter.Container{ID: r.ID, Runtime: r.Runtime}
+	if m, ok := l.t.Meta(r); ok {
+		c.Name, c.Image, c.PodName, c.PodNamespace = m.Name, m.Image, m.PodName, m.PodNamespace
+	}
+	return c
+}
+
+// captured is the container table a capture carries, for reading it elsewhere.
+type capturedContainer struct {
+	filter.Container
+	Cgroups []uint64 `json:"cgroups"`
+	PIDs    []uint32 `json:"pids"`
+}
+
+const metaContainers = "containers"
+
+// snapshot describes every container now, for a capture header.
+func (l *liveContainers) snapshot() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var out []capturedContainer
+	for _, c := range l.t.Containers() {
+		if !c.Ref.IsContainer() {
+			continue
+		}
+		cc := capturedContainer{Container: filter.Container{ID: c.Ref.ID, Runtime: c.Ref.Runtime}, Cgroups: c.CgroupIDs, PIDs: c.PIDs}
+		m, ok := c.Meta, c.HasMeta
+		if !ok {
+			if mm, err := l.t.MetaWait(ctx, c.Ref); err == nil {
+				m, ok = mm, true
+			}
+		}
+		if ok {
+			cc.Name, cc.Image, cc.PodName, cc.PodNamespace = m.Name, m.Image, m.PodName, m.PodNamespace
+		}
+		out = append(out, cc)
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
+
+// capturedContainers answers from a capture's table.
+type capturedContainers struct {
+	byCgroup map[uint64]filter.Container
+	byPID    map[uint32]filter.Container
+}
+
+func newCapturedContainers(meta string) *capturedContainers {
+	c := &capturedContainers{byCgroup: map[uint64]filter.Container{}, byPID: map[uint32]filter.Container{}}
+	var list []capturedContainer
+	if json.Unmarshal([]byte(meta), &list) == nil {
+		for _, x := range list {
+			for _, cg := range x.Cgroups {
+				c.byCgroup[cg] = x.Container
+			}
+			for _, pid := range x.PIDs {
+				c.byPID[pid] = x.Container
+			}
+		}
+	}
+	return c
+}
+
+func (c *capturedContainers) Container(pid uint32, cg uint64) filter.Container {
+	if x, ok := c.byCgroup[cg]; ok {
+		return x
+	}
+	return c.byPID[pid]
+}
+
+// resolveContainers turns --container ids or names into cgroup v2 ids.
+func (l *liveContainers) resolve(want []string) ([]uint64, error) {
+	var ids []uint64
+	for _, w := range want {
+		var found bool
+		for _, c := range l.t.Containers() {
+			if !c.Ref.IsContainer() {
+				continue
+			}
+			name := c.Meta.Name
+			if !c.HasMeta {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if m, err := l.t.MetaWait(ctx, c.Ref); err == nil {
+					name = m.Name
+				}
+				cancel()
+			}
+			if c.Ref.ID == w || (len(w) >= 12 && strings.HasPrefix(c.Ref.ID, w)) || name == w {
+				if len(c.CgroupIDs) == 0 {
+					return nil, fmt.Errorf("--container %s: it has no cgroup v2 directory to select it by", w)
+				}
+				ids = append(ids, c.CgroupIDs...)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("--container %s: no such container running", w)
+		}
+	}
+	return ids, nil
+}
+
+// label is the container column of a trace line.
+func label(c containers) func(pid uint32, cg uint64) *output.Container {
+	if c == nil {
+		return nil
+	}
+	return func(pid uint32, cg uint64) *output.Container {
+		x := c.Container(pid, cg)
+		if x.ID == "" {
+			return nil
+		}
+		return &output.Container{ID: x.ID, Name: x.Name, Image: x.Image, Runtime: x.Runtime, PodName: x.PodName, PodNamespace: x.PodNamespace}
+	}
+}
