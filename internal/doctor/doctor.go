@@ -103,7 +103,7 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newFatal(host.Arch),
 		newRetry(host.Arch),
 		newGrowth(host.Arch),
-		newSlow(host.Arch),
+		newSlow(host.Arch, host.Live),
 		newContention(host.Arch),
 		newErrors(host.Arch),
 	}

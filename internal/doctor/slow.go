@@ -18,6 +18,13 @@ type slow struct {
 	arch   event.Arch
 	groups map[string]*slowGroup
 	audit  *slowGroup
+	// The audit state while the stalls happen: by the report, whoever
+	// caused them may have put it back.
+	live        bool
+	auditStatus *audit.Status
+	auditDaemon *audit.Daemon
+	auditErr    error
+	auditAt     uint64
 }
 
 type slowGroup struct {
@@ -40,7 +47,9 @@ const slowMin = 10_000_000
 // At this a single call is a visible stall (a request, a frame, a tick).
 const slowWarn = 100_000_000
 
-func newSlow(arch event.Arch) *slow { return &slow{arch: arch, groups: map[string]*slowGroup{}} }
+func newSlow(arch event.Arch, live bool) *slow {
+	return &slow{arch: arch, groups: map[string]*slowGroup{}, live: live}
+}
 
 // Frames of the scheduler itself say nothing about why a thread slept.
 var schedFrames = []string{"__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout_range",
@@ -48,10 +57,16 @@ var schedFrames = []string{"__schedule", "schedule", "schedule_timeout", "schedu
 	"__cond_resched", "preempt_schedule_irq", "preempt_schedule_common", "io_schedule_timeout"}
 
 // Frames that mean the thread was waiting by design.
-var waitFrames = []string{"do_nanosleep", "futex_wait", "ep_poll", "do_select", "do_sys_poll", "pipe_read", "anon_pipe_read", "pipe_wait_readable", "pipe_wait_writable", "anon_pipe_write",
+var waitFrames = []string{"do_nanosleep", "futex_wait", "ep_poll", "do_epoll_wait", "do_select", "do_sys_poll", "pipe_read", "anon_pipe_read", "pipe_wait_readable", "pipe_wait_writable", "anon_pipe_write",
 	"n_tty_read", "wait_woken", "unix_stream_read_generic", "sk_wait_data", "inet_csk_accept", "do_wait",
 	"sigsuspend", "__x64_sys_pause", "__skb_wait_for_more_packets", "poll_schedule_timeout", "read_events",
 	"io_cqring_wait", "pipe_write", "unix_wait_for_peer", "do_sigtimedwait", "futex_wait_queue", "sys_pause"}
+
+// Syscalls whose whole purpose is to wait: never a stall, whatever the stack.
+var pureWaits = map[string]bool{"poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,
+	"epoll_pwait": true, "epoll_pwait2": true, "nanosleep": true, "clock_nanosleep": true, "wait4": true,
+	"waitid": true, "pause": true, "rt_sigsuspend": true, "rt_sigtimedwait": true, "futex_waitv": true,
+	"io_getevents": true, "msgrcv": true, "semtimedop": true, "mq_timedreceive": true}
 
 // Syscalls that wait by design, for calls without stacks.
 var waitCalls = map[string]bool{"read": true, "readv": true, "pread64": true, "recvfrom": true, "recvmsg": true,
@@ -106,19 +121,29 @@ func (s *slow) Observe(e *event.Event) {
 	isAudit, waiting := false, waitCalls[name]
 	var slept uint64
 	if len(sc.Sleeps) > 0 {
-		waiting = true
+		// The stacks decide, when there are stacks: a read of a pipe waits
+		// by design, a read stuck in I/O or on a lock does not.
+		stacked, waits := true, true
 		for _, sl := range sc.Sleeps {
 			slept += sl.Duration
 			if hasFrame(sl.Stack, []string{"audit_log_start"}) {
 				isAudit = true
 			}
-			if !hasFrame(sl.Stack, waitFrames) && !sl.Preempted {
-				waiting = false
+			if len(sl.Stack) == 0 {
+				stacked = false
+			} else if !hasFrame(sl.Stack, waitFrames) && !sl.Preempted {
+				waits = false
 			}
 		}
+		if stacked {
+			waiting = waits
+		}
 		key, stack = where(sc.Sleeps[0].Stack)
+		if key == "" {
+			key = name
+		}
 	}
-	if sc.Unfinished || (waiting && !isAudit) {
+	if sc.Unfinished || (waiting || pureWaits[name]) && !isAudit {
 		return
 	}
 	var g *slowGroup
@@ -127,6 +152,9 @@ func (s *slow) Observe(e *event.Event) {
 			s.audit = newGroup(key, stack)
 		}
 		g = s.audit
+		if s.live && (s.auditStatus == nil || e.Time-s.auditAt > 1e9) {
+			s.readAudit(e.Time)
+		}
 	} else {
 		g = s.groups[key]
 		if g == nil {
@@ -155,6 +183,19 @@ func (s *slow) Observe(e *event.Event) {
 	}
 	if len(g.procs) < 8 {
 		g.procs[e.PID] = e.Comm
+	}
+}
+
+// readAudit keeps the audit status and daemon as they are during a stall.
+func (s *slow) readAudit(at uint64) {
+	st, err := audit.GetStatus()
+	if err != nil {
+		s.auditErr = err
+		return
+	}
+	s.auditStatus, s.auditAt, s.auditErr = st, at, nil
+	if st.PID != 0 {
+		s.auditDaemon = audit.ReadDaemon(st.PID)
 	}
 }
 
@@ -254,29 +295,32 @@ func (s *slow) auditFinding(env *Env) Finding {
 	fix := "Give the audit daemon enough CPU to drain the backlog (raise its cgroup CPU limit), raise the backlog " +
 		"(auditctl -b 8192), or let syscalls proceed when it is full (auditctl --backlog_wait_time 0); " +
 		"and audit fewer syscalls (narrow the rules)."
-	if env.Host.Live {
-		if st, err := audit.GetStatus(); err == nil {
-			ev["audit_status"] = st
-			daemonText = fmt.Sprintf(" The audit backlog holds %d of at most %d records (backlog_wait_time %d jiffies, %d records lost).",
-				st.Backlog, st.BacklogLimit, st.BacklogWaitTime, st.Lost)
-			if st.PID != 0 {
-				d := audit.ReadDaemon(st.PID)
-				ev["audit_daemon"] = d
-				state := "is reading its socket"
-				if !d.Reading() {
-					state = fmt.Sprintf("is not keeping up: %d bytes wait unread in its socket, %d dropped", d.Queued, d.Dropped)
+	if st := s.auditStatus; st != nil {
+		ev["audit_status"] = st
+		daemonText = fmt.Sprintf(" During the stalls the audit backlog held %d of at most %d records (backlog_wait_time %d jiffies, %d records lost).",
+			st.Backlog, st.BacklogLimit, st.BacklogWaitTime, st.Lost)
+		if d := s.auditDaemon; d != nil {
+			ev["audit_daemon"] = d
+			state := "seemed to keep up"
+			switch {
+			case st.BacklogLimit > 0 && st.Backlog >= st.BacklogLimit:
+				state = "was not draining it: the backlog was full"
+				if d.Queued > 0 {
+					state += fmt.Sprintf(", and %d bytes waited unread in its socket", d.Queued)
 				}
-				daemonText += fmt.Sprintf(" The registered audit daemon is %s[%d], which %s.", d.Comm, d.PID, state)
-				if d.NrThrottled > 0 {
-					daemonText += fmt.Sprintf(" Its cgroup was CPU-throttled in %d of %d periods (%s in all, cpu.max %s).",
-						d.NrThrottled, d.NrPeriods, fmtNS(d.ThrottledUsec*1000), d.CPUMax)
-				}
-			} else if st.Enabled != 0 {
-				daemonText += " No audit daemon is registered."
+			case !d.Reading():
+				state = fmt.Sprintf("was not keeping up: %d bytes waited unread in its socket, %d dropped", d.Queued, d.Dropped)
 			}
-		} else {
-			ev["audit_status_error"] = err.Error()
+			daemonText += fmt.Sprintf(" The registered audit daemon was %s[%d], which %s.", d.Comm, d.PID, state)
+			if d.NrThrottled > 0 {
+				daemonText += fmt.Sprintf(" Its cgroup was CPU-throttled in %d of %d periods (%s in all, cpu.max %s).",
+					d.NrThrottled, d.NrPeriods, fmtNS(d.ThrottledUsec*1000), d.CPUMax)
+			}
+		} else if st.Enabled != 0 {
+			daemonText += " No audit daemon was registered."
 		}
+	} else if s.auditErr != nil {
+		ev["audit_status_error"] = s.auditErr.Error()
 	}
 	return Finding{ID: "audit-backlog-stall", Severity: sev,
 		Title: fmt.Sprintf("%d syscalls stalled up to %s waiting for room in the audit backlog", g.n, fmtNS(g.maxNS)),
