@@ -27,13 +27,10 @@ lint:
 test: build lint
 	$(GO) test ./...
 
-# The main job: trace a small misbehaving program, record it, read it back.
-DEMO_FILTER = evt.kind != syscall or evt.failed or evt.type = fadvise64 or evt.arg.flags contains MAP_32BIT
+# The main job: every bundled incident (scenarios/) reproduced live and
+# diagnosed by the doctor.
 demo: build
-	gcc -O2 -o bin/demo examples/demo/demo.c
-	./bin/sysray trace -f '$(DEMO_FILTER)' -- ./bin/demo
-	./bin/sysray record -w bin/demo.sysray -- ./bin/demo > /dev/null
-	./bin/sysray read -c bin/demo.sysray
+	./bin/sysray demo all
 
 bench: build
 	bash bench/overhead.sh

@@ -19,7 +19,7 @@ import (
 
 func newDoctor() *cobra.Command {
 	var sel selection
-	var file string
+	var file, outPath string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "doctor [flags] [-- COMMAND [ARG...]]",
@@ -37,15 +37,20 @@ func newDoctor() *cobra.Command {
 				}
 				rep, err = doctorFile(file)
 			} else {
-				rep, code, err = doctorLive(&sel, args)
+				rep, code, err = doctorLive(&sel, args, nil)
 			}
 			if err != nil {
 				return err
 			}
+			out, closeOut, err := openOutput(outPath)
+			if err != nil {
+				return err
+			}
+			defer closeOut()
 			if asJSON {
-				err = report.JSON(os.Stdout, rep)
+				err = report.JSON(out, rep)
 			} else {
-				err = report.Text(os.Stdout, rep)
+				err = report.Text(out, rep)
 			}
 			if err != nil {
 				return err
@@ -59,13 +64,15 @@ func newDoctor() *cobra.Command {
 	sel.register(cmd)
 	cmd.Flags().StringVarP(&file, "read", "r", "", "diagnose a capture file instead of tracing live")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document (docs/doctor.md)")
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write the report to this file instead of stdout")
 	// The doctor needs where slow syscalls slept.
 	cmd.Flags().Lookup("stacks").DefValue = "true"
 	sel.stacks = true
 	return cmd
 }
 
-func doctorLive(sel *selection, args []string) (*doctor.Report, int, error) {
+// doctorLive diagnoses a live run; the command's stdout goes to cmdOut (nil: sysray's).
+func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report, int, error) {
 	ctrs := newLiveContainers()
 	defer ctrs.Close()
 	opts, flt, err := sel.build(args, ctrs)
@@ -78,6 +85,7 @@ func doctorLive(sel *selection, args []string) (*doctor.Report, int, error) {
 	_, kernel := host.Uname()
 	d := doctor.New(doctor.Host{Arch: arch, Kernel: kernel, VsyscallMode: host.VsyscallMode(), Live: true}, procs)
 	envv := env{arch: arch, procs: procs, ctrs: ctrs}
+	opts.Stdout = cmdOut
 	res, err := live.Run(opts, func(e *event.Event) error {
 		if flt != nil && e.Kind != event.KindDrop && !flt.Match(e, envv) {
 			procs.Update(e)

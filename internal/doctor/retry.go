@@ -58,29 +58,35 @@ func (r *retry) Observe(e *event.Event) {
 	if spec == nil {
 		return
 	}
-	// Only the flags may differ: a different path or fd is a different call.
-	diffArg := -1
+	// Only flags may differ: a different path, fd or size is a different call.
+	var diff []int
 	for i, a := range spec.Args {
 		if i >= 6 || prev.Args[i] == s.Args[i] {
 			continue
 		}
-		if !flagKinds[a.Kind] || diffArg >= 0 {
+		if !flagKinds[a.Kind] {
 			return
 		}
-		diffArg = i
+		diff = append(diff, i)
 	}
-	if diffArg < 0 {
+	if len(diff) == 0 {
 		return
 	}
-	a := spec.Args[diffArg]
-	before := tokens(event.FormatArg(a, prev.Args[diffArg], nil, false))
-	after := tokens(event.FormatArg(a, s.Args[diffArg], nil, false))
-	removed, added := minus(before, after), minus(after, before)
+	var removed, added, names []string
+	for _, i := range diff {
+		a := spec.Args[i]
+		before := tokens(event.FormatArg(a, prev.Args[i], nil, false))
+		after := tokens(event.FormatArg(a, s.Args[i], nil, false))
+		removed = append(removed, minus(before, after)...)
+		added = append(added, minus(after, before)...)
+		names = append(names, a.Name)
+	}
 	errno := int(-prev.Ret)
-	key := fmt.Sprintf("%d/%d/%s/-%s/+%s", s.Nr, errno, a.Name, strings.Join(removed, "|"), strings.Join(added, "|"))
+	argNames := strings.Join(names, ",")
+	key := fmt.Sprintf("%d/%d/%s/-%s/+%s", s.Nr, errno, argNames, strings.Join(removed, "|"), strings.Join(added, "|"))
 	p := r.patterns[key]
 	if p == nil {
-		p = &retryPattern{nr: s.Nr, errno: errno, removed: removed, added: added, arg: a.Name, procs: map[uint32]string{}}
+		p = &retryPattern{nr: s.Nr, errno: errno, removed: removed, added: added, arg: argNames, procs: map[uint32]string{}}
 		p.example[0] = event.FormatSyscall(r.arch, &prev)
 		p.example[1] = event.FormatSyscall(r.arch, s)
 		r.patterns[key] = p

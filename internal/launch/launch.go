@@ -6,6 +6,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -16,8 +17,9 @@ import (
 const HelperArg = "__sysray_exec"
 
 // Start starts argv in a child that waits, then calls expect with its pid and
-// lets it exec. The child shares sysray's stdio.
-func Start(argv []string, expect func(pid uint32) error) (*exec.Cmd, error) {
+// lets it exec. The child shares sysray's stdin and stderr; its stdout is
+// stdout, or os.Stdout when nil.
+func Start(argv []string, stdout io.Writer, expect func(pid uint32) error) (*exec.Cmd, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no command to run")
 	}
@@ -46,6 +48,9 @@ func Start(argv []string, expect func(pid uint32) error) (*exec.Cmd, error) {
 	cmd := exec.Command(self, append([]string{HelperArg}, argv...)...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
 	cmd.ExtraFiles = []*os.File{r, rw}
 	err = cmd.Start()
 	r.Close()

@@ -6,6 +6,7 @@ package live
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,6 +30,9 @@ type Options struct {
 	Started func(p *probe.Probe) error
 	// Finished, if set, is called after the last event, before the probe closes.
 	Finished func(p *probe.Probe) error
+	// Stdout, if set, receives the command's standard output, so that it
+	// does not mix with a report on sysray's.
+	Stdout io.Writer
 	// Symbols, if set, names user frames (with Probe.Stacks); the caller
 	// keeps it, so Run does not forget processes that exit.
 	Symbols *symbol.Resolver
@@ -90,7 +94,7 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	var cmd *exec.Cmd
 	done := make(chan struct{})
 	if len(opts.Command) > 0 {
-		cmd, err = launch.Start(opts.Command, p.Expect)
+		cmd, err = launch.Start(opts.Command, opts.Stdout, p.Expect)
 		if err != nil {
 			return res, err
 		}

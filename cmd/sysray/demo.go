@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/report"
+)
+
+// A demo is one bundled reproduction of a real debugging story (scenarios/),
+// run under the doctor.
+type demo struct {
+	name, story string
+	argv        []string // relative to the scenarios' bin directory
+	expect      string   // the finding that must come first
+}
+
+var demos = []demo{
+	{"vsyscall-crash", "A container's entrypoint dies silently: its old libc reads the legacy vsyscall page, which this kernel refuses.",
+		[]string{"vsyscall-crash"}, "legacy-vsyscall"},
+	{"vsyscall", "An old libc calls time() through the legacy vsyscall page: each call is emulated in a page fault.",
+		[]string{"vsyscall-bench", "-m", "vdso,vsyscall", "-d", "1"}, "legacy-vsyscall"},
+	{"fadvise", "Four loggers in four cgroups call posix_fadvise(DONTNEED) after every write, as glog does.",
+		[]string{"fadvise", "-writers", "4", "-d", "3s"}, "kernel-contention"},
+	{"audit", "An audit rule on accept4 and an audit daemon that stopped reading: non-blocking accept4 sleeps.",
+		[]string{"audit", "-d", "4s"}, "audit-backlog-stall"},
+	{"map32", "Thread stacks allocated with MAP_32BIT, as old glibc did, until the low 2 GiB are full.",
+		[]string{"map32", "-n", "1500"}, "failed-syscall-retry"},
+}
+
+func newDemo() *cobra.Command {
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "demo [NAME|all]",
+		Short: "Run the bundled reproductions of real incidents under the doctor",
+		Long: "Builds scenarios/ and runs each reproduction live under `sysray doctor`, printing its findings.\n" +
+			"Names: " + demoNames() + ".",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			want := "all"
+			if len(args) == 1 {
+				want = args[0]
+			}
+			var run []demo
+			for _, d := range demos {
+				if want == "all" || want == d.name {
+					run = append(run, d)
+				}
+			}
+			if len(run) == 0 {
+				return fmt.Errorf("no demo named %q; there are: %s", want, demoNames())
+			}
+			bin := filepath.Join(dir, "bin")
+			if err := buildScenarios(dir); err != nil {
+				return err
+			}
+			var missed []string
+			results := map[string]*doctor.Report{}
+			for _, d := range run {
+				argv := append([]string{filepath.Join(bin, d.argv[0])}, d.argv[1:]...)
+				if !asJSON {
+					fmt.Printf("\n==== demo %s: %s\n$ sysray doctor -- %s\n\n", d.name, d.story, strings.Join(argv, " "))
+				}
+				sel := selection{stacks: true, slow: 10 * time.Millisecond}
+				// The reports own stdout; the scenarios' own output goes to stderr.
+				rep, _, err := doctorLive(&sel, argv, os.Stderr)
+				if err != nil {
+					return fmt.Errorf("demo %s: %w", d.name, err)
+				}
+				results[d.name] = rep
+				if !asJSON {
+					report.Text(os.Stdout, rep)
+				}
+				if len(rep.Findings) == 0 || rep.Findings[0].ID != d.expect {
+					missed = append(missed, d.name)
+				}
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(results); err != nil {
+					return err
+				}
+			}
+			if len(missed) > 0 {
+				return fmt.Errorf("the expected finding did not come first in: %s", strings.Join(missed, ", "))
+			}
+			if !asJSON {
+				fmt.Printf("\nsysray demo: every story found (%d of %d).\n", len(run), len(run))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "scenarios", "scenarios", "directory of the bundled scenarios (built with make)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reports as one JSON document, by demo name")
+	return cmd
+}
+
+func demoNames() string {
+	var n []string
+	for _, d := range demos {
+		n = append(n, d.name)
+	}
+	return strings.Join(n, ", ")
+}
+
+func buildScenarios(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "Makefile")); err != nil {
+		return fmt.Errorf("no scenarios in %s (run sysray demo from a sysray checkout, or pass --scenarios DIR)", dir)
+	}
+	mk := exec.Command("make", "-s", "-C", dir)
+	mk.Stdout, mk.Stderr = os.Stderr, os.Stderr
+	if err := mk.Run(); err != nil {
+		return fmt.Errorf("building the scenarios: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+type finding struct {
+	ID       string         `json:"id"`
+	Severity string         `json:"severity"`
+	Title    string         `json:"title"`
+	Summary  string         `json:"summary"`
+	Evidence map[string]any `json:"evidence"`
+	Fix      string         `json:"fix"`
+}
+
+type doctorReport struct {
+	Findings []finding `json:"findings"`
+	Drops    uint64    `json:"drops"`
+}
+
+// demo runs one bundled reproduction live under the doctor (sysray demo
+// builds scenarios/ itself) and returns its report.
+func demo(t *testing.T, name string) doctorReport {
+	t.Helper()
+	cmd := exec.Command(sysray, "demo", name, "--json", "--scenarios", "../scenarios")
+	out, err := cmd.Output()
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	var all map[string]doctorReport
+	if jerr := json.Unmarshal(out, &all); jerr != nil {
+		t.Fatalf("demo %s: %v; %v\n%s\n%s", name, err, jerr, out, stderr)
+	}
+	rep := all[name]
+	if err != nil {
+		t.Errorf("demo %s failed: %v\n%s\nfindings: %s", name, err, stderr, titles(rep))
+	}
+	if len(rep.Findings) == 0 {
+		t.Fatalf("demo %s: no findings", name)
+	}
+	return rep
+}
+
+func titles(r doctorReport) string {
+	var s []string
+	for _, f := range r.Findings {
+		s = append(s, fmt.Sprintf("%s %s: %s", f.Severity, f.ID, f.Title))
+	}
+	return strings.Join(s, "\n")
+}
+
+func top(t *testing.T, r doctorReport, id, severity string) finding {
+	t.Helper()
+	f := r.Findings[0]
+	if f.ID != id || f.Severity != severity {
+		t.Fatalf("top finding is %s %s, want %s %s:\n%s", f.Severity, f.ID, severity, id, titles(r))
+	}
+	if f.Summary == "" || f.Fix == "" {
+		t.Errorf("finding without summary or fix: %+v", f)
+	}
+	return f
+}
+
+func has(t *testing.T, f finding, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, ok := f.Evidence[k]; !ok {
+			t.Errorf("%s: evidence lacks %q: %v", f.ID, k, f.Evidence)
+		}
+	}
+}
+
+func TestStoryVsyscallCrash(t *testing.T) {
+	requireBPF(t)
+	r := demo(t, "vsyscall-crash")
+	f := top(t, r, "legacy-vsyscall", "critical")
+	has(t, f, "fault_addr", "fault_ip", "fault_flags", "vsyscall_mode", "exit")
+	if a := f.Evidence["fault_addr"].(string); !strings.HasPrefix(a, "0xffffffffff600") {
+		t.Errorf("fault address %s is not in the vsyscall page", a)
+	}
+	if f.Evidence["exit"] != "killed by SIGSEGV" {
+		t.Errorf("exit %v", f.Evidence["exit"])
+	}
+	var fatal bool
+	for _, g := range r.Findings {
+		if g.ID == "fatal-signal" && g.Severity == "critical" && g.Evidence["address_is"] == "the legacy vsyscall page" {
+			fatal = true
+		}
+	}
+	if !fatal {
+		t.Errorf("no fatal-signal finding naming the vsyscall page:\n%s", titles(r))
+	}
+}
+
+func TestStoryVsyscallEmulated(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "vsyscall"), "legacy-vsyscall", "warning")
+	has(t, f, "calls", "by_call", "calls_per_second", "vsyscall_mode", "emulated_ns_per_call", "vdso_ns_per_call", "slowdown")
+	if bc, _ := f.Evidence["by_call"].(map[string]any); bc["time"] == nil {
+		t.Errorf("by_call %v lacks time()", f.Evidence["by_call"])
+	}
+}
+
+func TestStoryFadviseContention(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "fadvise"), "kernel-contention", "warning")
+	has(t, f, "processes", "cgroups", "latency_by_concurrent_callers", "mean_share")
+	if f.Evidence["syscall"] != "fadvise64" {
+		t.Errorf("contended syscall %v, want fadvise64", f.Evidence["syscall"])
+	}
+	if n, _ := f.Evidence["cgroups"].(float64); n < 3 {
+		t.Errorf("%v cgroups, want the writers' own (4)", f.Evidence["cgroups"])
+	}
+	if !strings.Contains(f.Fix, "drop_log_memory") {
+		t.Errorf("fix does not name --drop_log_memory: %s", f.Fix)
+	}
+}
+
+func TestStoryAuditBacklog(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "audit"), "audit-backlog-stall", "critical")
+	has(t, f, "syscalls", "count", "max_ns", "stack", "audit_status")
+	if sc, _ := f.Evidence["syscalls"].(map[string]any); sc["accept4"] == nil {
+		t.Errorf("stalled syscalls %v lack accept4", f.Evidence["syscalls"])
+	}
+	if m, _ := f.Evidence["max_ns"].(float64); m < 1e8 {
+		t.Errorf("max stall %v ns, want hundreds of ms", m)
+	}
+	if st, _ := f.Evidence["audit_status"].(map[string]any); st["backlog_limit"] != float64(16) {
+		t.Errorf("audit status during the stall: %v, want backlog_limit 16", st)
+	}
+	if !strings.Contains(strings.Join(anyStrings(f.Evidence["stack"]), " "), "audit_log_start") {
+		t.Errorf("stack lacks audit_log_start: %v", f.Evidence["stack"])
+	}
+}
+
+func TestStoryMAP32BIT(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "map32"), "failed-syscall-retry", "warning")
+	has(t, f, "count", "errno", "flags_removed", "example_failed", "example_retry")
+	if f.Evidence["syscall"] != "mmap" || f.Evidence["errno"] != "ENOMEM" {
+		t.Errorf("retry of %v with %v, want mmap ENOMEM", f.Evidence["syscall"], f.Evidence["errno"])
+	}
+	if !strings.Contains(strings.Join(anyStrings(f.Evidence["flags_removed"]), " "), "MAP_32BIT") {
+		t.Errorf("flags removed %v lack MAP_32BIT", f.Evidence["flags_removed"])
+	}
+}
+
+// Ordinary work yields nothing at warning or above.
+func TestBenignWorkloads(t *testing.T) {
+	requireBPF(t)
+	dir := t.TempDir()
+	src, _ := os.ReadFile("progs/getppid.c")
+	os.WriteFile(dir+"/a.c", src, 0o644)
+	for name, script := range map[string]string{
+		"compile": "gcc -O2 -c " + dir + "/a.c -o " + dir + "/a.o && gcc -O2 -o " + dir + "/a " + dir + "/a.c",
+		"gzip":    "gzip -c /usr/bin/bash > " + dir + "/b.gz && gzip -dc " + dir + "/b.gz > /dev/null",
+		"find":    "find /usr/include /etc -name '*.h' -o -name '*.conf' | wc -l",
+		"python":  "python3 -c 'import json, os, subprocess; json.dumps(sorted(os.listdir(\"/usr/lib\"))); subprocess.run([\"true\"])'",
+		"idle":    "sleep 1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := t.TempDir() + "/report.json"
+			if b, err := exec.Command(sysray, "doctor", "--json", "-o", rep, "--", "sh", "-c", script).CombinedOutput(); err != nil {
+				t.Fatalf("doctor: %v\n%s", err, b)
+			}
+			out, err := os.ReadFile(rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r doctorReport
+			if err := json.Unmarshal(out, &r); err != nil {
+				t.Fatalf("bad report: %v\n%s", err, out)
+			}
+			for _, f := range r.Findings {
+				if f.Severity != "info" {
+					t.Errorf("%s on ordinary work: %s", f.Severity, f.Title)
+				}
+			}
+		})
+	}
+}
+
+func anyStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
+}
