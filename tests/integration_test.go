@@ -584,11 +584,11 @@ func TestUnfinishedAtStop(t *testing.T) {
 	}
 }
 
-// A thread blocked in nanosleep for 400 ms is reported with the kernel's
+// A thread blocked in nanosleep for 50 ms is reported with the kernel's
 // nanosleep path, the time it slept there, and the timer that woke it.
 func TestSleepStack(t *testing.T) {
 	requireBPF(t)
-	r := runOut(t, "trace", "--json", "--stacks", "--slow", "100ms", "-e", "clock_nanosleep,nanosleep", "--duration", "1s", "--", prog("sleeper"))
+	r := runOut(t, "trace", "--json", "--stacks", "-e", "clock_nanosleep,nanosleep", "--duration", "1s", "--", prog("sleeper"), "50")
 	var found bool
 	for _, e := range parseJSON(t, r.stdout) {
 		if e.Syscall == nil || !strings.HasSuffix(e.Syscall.Name, "nanosleep") || e.Syscall.Unfinished {
@@ -599,8 +599,8 @@ func TestSleepStack(t *testing.T) {
 			t.Fatalf("a 400 ms nanosleep without sleeps: %+v", e.Syscall)
 		}
 		sl := e.Syscall.Sleeps[0]
-		if sl.DurationNS < uint64(390*time.Millisecond) || sl.DurationNS > e.Syscall.LatencyNS {
-			t.Errorf("slept %d ns of a %d ns call, want about 400 ms", sl.DurationNS, e.Syscall.LatencyNS)
+		if sl.DurationNS < uint64(49*time.Millisecond) || sl.DurationNS > uint64(70*time.Millisecond) || sl.DurationNS > e.Syscall.LatencyNS {
+			t.Errorf("slept %d ns of a %d ns call, want about 50 ms", sl.DurationNS, e.Syscall.LatencyNS)
 		}
 		stack := strings.Join(sl.Stack, " ")
 		for _, fn := range []string{"do_nanosleep", "hrtimer_nanosleep", "schedule"} {

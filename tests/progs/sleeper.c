@@ -1,9 +1,11 @@
-/* Sleeps 400 ms at a time, forever: known latencies, and always a sleep in flight. */
+/* Sleeps argv[1] ms (default 400) at a time, forever: known latencies, and always a sleep in flight. */
+#include <stdlib.h>
 #include <time.h>
 
-int main(void)
+int main(int argc, char **argv)
 {
-	struct timespec ts = {0, 400 * 1000 * 1000};
+	long ms = argc > 1 ? atol(argv[1]) : 400;
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000 * 1000};
 	for (;;)
 		nanosleep(&ts, NULL);
 }
