@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/container"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/proc"
@@ -83,7 +86,15 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 	snap, _ := proc.Snapshot()
 	procs := proc.NewTable(snap)
 	_, kernel := host.Uname()
-	d := doctor.New(doctor.Host{Arch: arch, Kernel: kernel, VsyscallMode: host.VsyscallMode(), Live: true}, procs)
+	d := doctor.New(doctor.Host{Arch: arch, Kernel: kernel, VsyscallMode: host.VsyscallMode(), Live: true,
+		Container: func(pid uint32, cg uint64) string { return describe(ctrs.Container(pid, cg)) },
+		Libc: func(pid uint32) string {
+			l, err := container.Libc(int(pid))
+			if err != nil {
+				return ""
+			}
+			return l.String()
+		}}, procs)
 	envv := env{arch: arch, procs: procs, ctrs: ctrs}
 	opts.Stdout = cmdOut
 	res, err := live.Run(opts, func(e *event.Event) error {
@@ -101,6 +112,31 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 	return d.Report(), res.ExitCode, nil
 }
 
+// describe names a container for a report: "web (image, pod ns/pod)".
+func describe(c filter.Container) string {
+	if c.ID == "" {
+		return ""
+	}
+	s := c.Name
+	if s == "" {
+		s = c.ID
+		if len(s) > 12 {
+			s = s[:12]
+		}
+	}
+	var more []string
+	if c.Image != "" {
+		more = append(more, "image "+c.Image)
+	}
+	if c.PodName != "" {
+		more = append(more, "pod "+c.PodNamespace+"/"+c.PodName)
+	}
+	if len(more) > 0 {
+		s += " (" + strings.Join(more, ", ") + ")"
+	}
+	return s
+}
+
 func doctorFile(path string) (*doctor.Report, error) {
 	r, err := capture.Open(path)
 	if err != nil {
@@ -112,6 +148,8 @@ func doctorFile(path string) (*doctor.Report, error) {
 	if hostFacts.Kernel == "" {
 		hostFacts.Kernel = h.Kernel
 	}
+	ctrs := newCapturedContainers(h.Meta[metaContainers])
+	hostFacts.Container = func(pid uint32, cg uint64) string { return describe(ctrs.Container(pid, cg)) }
 	d := doctor.New(hostFacts, proc.NewTable(h.Procs))
 	var e event.Event
 	for {

@@ -51,17 +51,35 @@ type Host struct {
 	VsyscallMode string // emulate, xonly, none
 	Meta         map[string]string
 	Live         bool // findings may probe the host (measure, read audit status)
+	// Container, if set, describes the container a process runs in ("" on
+	// the host), so findings can say which container.
+	Container func(pid uint32, cgroup uint64) string
+	// Libc, if set, reads the C library a live process uses, inside its own
+	// root (its container's image).
+	Libc func(pid uint32) string
 }
 
 // Env is what detectors may consult besides events.
 type Env struct {
-	Host  Host
-	Procs *proc.Table
-	Span  uint64 // ns between the first and last event
+	Host    Host
+	Procs   *proc.Table
+	Span    uint64            // ns between the first and last event
+	cgroups map[uint32]uint64 // each process's cgroup, as its events said
 }
 
-// ProcName names a process for a report: "comm[pid]" plus its command line.
+// ProcName names a process for a report: "comm[pid]" plus its command line
+// and its container.
 func (env *Env) ProcName(pid uint32, comm string) string {
+	name := env.procName(pid, comm)
+	if env.Host.Container != nil {
+		if c := env.Host.Container(pid, env.cgroups[pid]); c != "" {
+			name += " in container " + c
+		}
+	}
+	return name
+}
+
+func (env *Env) procName(pid uint32, comm string) string {
 	if env.Procs != nil {
 		if p, ok := env.Procs.Get(pid); ok {
 			if comm == "" {
@@ -97,9 +115,9 @@ type Doctor struct {
 
 // New returns a doctor with every detector.
 func New(host Host, procs *proc.Table) *Doctor {
-	d := &Doctor{env: &Env{Host: host, Procs: procs}}
+	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}}}
 	d.detectors = []Detector{
-		newVsyscall(),
+		newVsyscall(host.Libc),
 		newFatal(host.Arch),
 		newRetry(host.Arch),
 		newGrowth(host.Arch),
@@ -120,6 +138,9 @@ func (d *Doctor) Observe(e *event.Event) {
 		return
 	}
 	d.events++
+	if _, ok := d.env.cgroups[e.PID]; !ok || e.Kind == event.KindExec {
+		d.env.cgroups[e.PID] = e.Cgroup
+	}
 	if d.first == 0 || e.Time < d.first {
 		d.first = e.Time
 	}

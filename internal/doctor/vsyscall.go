@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/sysray/sysray/internal/event"
 )
@@ -20,6 +21,7 @@ func inVsyscallPage(addr uint64) bool { return addr&^(pageSize-1) == vsyscallPag
 // each call is emulated in a page fault (hundreds of times slower than the
 // vDSO) or refused with SIGSEGV.
 type vsyscall struct {
+	libc  func(pid uint32) string
 	procs map[uint32]*vsysProc
 	// The last fault in the vsyscall page per thread, to tie it to the
 	// SIGSEGV that may follow.
@@ -39,16 +41,21 @@ type vsysProc struct {
 	refusedAt uint64
 	killed    bool
 	status    string
+	libc      string // the C library in the process's root, read while it lived
 }
 
-func newVsyscall() *vsyscall {
-	return &vsyscall{procs: map[uint32]*vsysProc{}, faults: map[uint32]event.Fault{}}
+func newVsyscall(libc func(uint32) string) *vsyscall {
+	return &vsyscall{libc: libc, procs: map[uint32]*vsysProc{}, faults: map[uint32]event.Fault{}}
 }
 
 func (v *vsyscall) proc(e *event.Event) *vsysProc {
 	p := v.procs[e.PID]
 	if p == nil {
 		p = &vsysProc{pid: e.PID, comm: e.Comm, cgroup: e.Cgroup, callers: map[uint64]uint64{}}
+		if v.libc != nil {
+			// Now, while it may still be alive: the old libc is the cause.
+			p.libc = v.libc(e.PID)
+		}
 		v.procs[e.PID] = p
 	}
 	return p
@@ -71,6 +78,7 @@ func (v *vsyscall) Observe(e *event.Event) {
 	case event.KindPageFault:
 		if inVsyscallPage(e.Fault.Addr) || inVsyscallPage(e.Fault.IP) {
 			v.faults[e.TID] = e.Fault
+			v.proc(e)
 		}
 	case event.KindSignalGenerate:
 		if e.Signal.Sig == 11 && e.Signal.TargetTID == e.TID {
@@ -145,13 +153,13 @@ func (v *vsyscall) refusedFinding(env *Env, p *vsysProc, mode string) Finding {
 		Summary: fmt.Sprintf("%s tried to %s the legacy vsyscall page at %#x (ip %#x); %s. %s "+
 			"Old C libraries (glibc before 2.14, as in images built on 2011-era distributions) and old static binaries "+
 			"reach time(), gettimeofday() and getcpu() through fixed addresses in that page; newer kernels disable or emulate it. "+
-			"The container image is older than the kernel it runs on.",
-			env.ProcName(p.pid, p.comm), access(f), f.Addr, f.IP, why, ending),
+			"The userspace is older than the kernel it runs on%s.",
+			env.ProcName(p.pid, p.comm), access(f), f.Addr, f.IP, why, ending, libcText(p.libc, env.Host.Kernel)),
 		Evidence: map[string]any{
 			"pid": p.pid, "comm": p.comm, "cgroup": p.cgroup,
 			"fault_addr": fmt.Sprintf("%#x", f.Addr), "fault_ip": fmt.Sprintf("%#x", f.IP),
 			"fault_flags": event.FaultFlags(f.Error), "signal": "SIGSEGV", "exit": p.status,
-			"vsyscall_mode": mode, "kernel": env.Host.Kernel,
+			"vsyscall_mode": mode, "kernel": env.Host.Kernel, "libc": orUnknown(p.libc),
 		},
 		Fix: "Rebuild the image on a current base (glibc 2.14 or newer uses the vDSO instead of the vsyscall page), " +
 			"or boot the host with vsyscall=emulate (kernel command line; weakens ASLR slightly).",
@@ -192,6 +200,15 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 	}
 	ev := map[string]any{"calls": n, "by_call": byCall, "calls_per_second": int64(rate), "processes": procs,
 		"vsyscall_mode": mode, "kernel": env.Host.Kernel}
+	var libcs []string
+	for _, p := range ps {
+		if p.libc != "" && !contains(libcs, p.libc) {
+			libcs = append(libcs, p.libc)
+		}
+	}
+	if len(libcs) > 0 {
+		ev["libc"] = libcs
+	}
 	cost := ""
 	if env.Host.Live {
 		if c, ok := measureVsyscall(mode); ok {
@@ -219,6 +236,21 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 			"gettimeofday() use the vDSO.",
 		Score: float64(n),
 	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown (the process was gone, or is static)"
+	}
+	return s
+}
+
+func libcText(libc, kernel string) string {
+	if libc == "" {
+		return ""
+	}
+	k, _, _ := strings.Cut(kernel, " ")
+	return fmt.Sprintf(" (its C library: %s; the kernel: %s)", libc, k)
 }
 
 func total(p *vsysProc) uint64 { return p.calls[0] + p.calls[1] + p.calls[2] }
