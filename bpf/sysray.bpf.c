@@ -774,6 +774,18 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	return 0;
 }
 
+/* kernfs_node.parent became __parent in 6.15. */
+struct kernfs_node___old {
+	struct kernfs_node *parent;
+};
+
+static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
+{
+	if (bpf_core_field_exists(kn->__parent))
+		return BPF_CORE_READ(kn, __parent);
+	return BPF_CORE_READ((struct kernfs_node___old *)kn, parent);
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -822,6 +834,15 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	r->alen = 0;
 	if (alen && !bpf_probe_read_user(r->argv, alen, (void *)start))
 		r->alen = alen;
+	struct kernfs_node *kn = BPF_CORE_READ(p, cgroups, dfl_cgrp, kn);
+#pragma unroll
+	for (int i = 0; i < CG_LEVELS; i++) {
+		r->cgroup[i][0] = 0;
+		if (!kn)
+			continue;
+		bpf_probe_read_kernel_str(r->cgroup[i], CG_NAME, BPF_CORE_READ(kn, name));
+		kn = kn_parent(kn);
+	}
 	bpf_ringbuf_submit(r, wake_flags(rb));
 	return 0;
 }

@@ -132,6 +132,9 @@ struct fork_rec {
 	char child_comm[TASK_COMM_LEN];
 };
 
+#define CG_LEVELS 4 /* cgroup path components kept, leaf first */
+#define CG_NAME 80   /* "docker-<64 hex>.scope" fits */
+
 struct exec_rec {
 	struct hdr h;
 	__u32 old_tid;
@@ -139,6 +142,9 @@ struct exec_rec {
 	__u16 alen;
 	char filename[DATA_SLOT];
 	char argv[ARGV_LEN];
+	/* The cgroup's last components, leaf first: a container that dies
+	 * young has no cgroup left to look up by the time anyone asks. */
+	char cgroup[CG_LEVELS][CG_NAME];
 };
 
 struct exit_rec {
@@ -156,7 +162,7 @@ _Static_assert(sizeof(struct fault_rec) == 72, "fault_rec");
 _Static_assert(sizeof(struct vsys_rec) == 64, "vsys_rec");
 _Static_assert(sizeof(struct sig_rec) == 88, "sig_rec");
 _Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");
-_Static_assert(sizeof(struct exec_rec) == 824, "exec_rec");
+_Static_assert(sizeof(struct exec_rec) == 1144, "exec_rec");
 _Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");
 _Static_assert(sizeof(struct sleep) == 48, "sleep");
 _Static_assert(sizeof(struct sleeps) == 200, "sleeps");

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sysray/sysray/internal/container"
+	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/output"
 )
@@ -17,8 +18,15 @@ type containers interface {
 	Container(pid uint32, cgroup uint64) filter.Container
 }
 
-// liveContainers asks the container table, which learns in the background.
-type liveContainers struct{ t *container.Table }
+// liveContainers asks the container table, which learns in the background,
+// and remembers containers named by the cgroup paths of exec events.
+type liveContainers struct {
+	t *container.Table
+	// seen holds containers learnt from exec events, by cgroup id: a
+	// container that dies within milliseconds is gone before any refresh.
+	// Only the event goroutine writes it; readers run after, or on it.
+	seen map[uint64]container.Ref
+}
 
 func newLiveContainers() *liveContainers {
 	t := container.NewTable(container.Options{})
@@ -26,15 +34,39 @@ func newLiveContainers() *liveContainers {
 	case <-t.Ready():
 	case <-time.After(2 * time.Second):
 	}
-	return &liveContainers{t}
+	return &liveContainers{t: t, seen: map[uint64]container.Ref{}}
 }
 
 func (l *liveContainers) Close() { l.t.Close() }
 
+// observe lets the table learn a container the moment its first process
+// execs: a container that dies young may have no cgroup left by the time
+// anyone asks which container it was.
+func (l *liveContainers) observe(e *event.Event) {
+	if e.Kind != event.KindExec {
+		return
+	}
+	if _, ok := l.seen[e.Cgroup]; ok {
+		return
+	}
+	// Remembered even when the table knows it now: the table forgets a
+	// container once its cgroup is gone.
+	if r := container.Parse(e.Proc.CgroupPath); r.IsContainer() {
+		l.seen[e.Cgroup] = r
+		l.t.Meta(r) // start fetching while the runtime still knows it
+	}
+	if _, ok := l.t.ByCgroup(e.Cgroup); !ok {
+		l.t.Kick()
+	}
+}
+
 func (l *liveContainers) Container(pid uint32, cg uint64) filter.Container {
 	r := l.t.Lookup(pid, cg)
 	if !r.IsContainer() {
-		return filter.Container{}
+		var ok bool
+		if r, ok = l.seen[cg]; !ok {
+			return filter.Container{}
+		}
 	}
 	c := filter.Container{ID: r.ID, Runtime: r.Runtime}
 	if m, ok := l.t.Meta(r); ok {

@@ -98,6 +98,7 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 	envv := env{arch: arch, procs: procs, ctrs: ctrs}
 	opts.Stdout = cmdOut
 	res, err := live.Run(opts, func(e *event.Event) error {
+		ctrs.observe(e)
 		if flt != nil && e.Kind != event.KindDrop && !flt.Match(e, envv) {
 			procs.Update(e)
 			return nil

@@ -58,6 +58,7 @@ func newRecord() *cobra.Command {
 			lastFlush := host.Mono()
 			res, err := live.Run(opts, func(e *event.Event) error {
 				procs.Update(e)
+				ctrs.observe(e)
 				if flt != nil && e.Kind != event.KindDrop && !flt.Match(e, envv) {
 					return nil
 				}

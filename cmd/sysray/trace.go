@@ -47,6 +47,7 @@ func newTrace() *cobra.Command {
 			sum := stat.NewSummary(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
 				procs.Update(e)
+				ctrs.observe(e)
 				if flt != nil && !flt.Match(e, envv) {
 					return nil
 				}

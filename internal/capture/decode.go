@@ -234,6 +234,9 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 		if x.bad != "" {
 			break
 		}
+		if tag == extCgroupPath && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
+			e.Proc.CgroupPath = string(v)
+		}
 		if tag == extStacks && e.Kind == event.KindSyscall {
 			y := &blockDecoder{buf: v}
 			y.stacks(&e.Syscall)

@@ -118,6 +118,10 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 		if sc.UserStack != nil || sc.Sleeps != nil {
 			flags |= fExt
 		}
+	case event.KindFork, event.KindExec, event.KindExit:
+		if e.Proc.CgroupPath != "" {
+			flags |= fExt
+		}
 	case event.KindPageFault:
 		if e.Fault.Addr != th.faultAddr {
 			flags |= fAddr
@@ -251,7 +255,10 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 }
 
 // Extension field tags (docs/capture-format.md, "Extension").
-const extStacks = 1
+const (
+	extStacks     = 1
+	extCgroupPath = 2
+)
 
 // appendExt writes the record extension: length-prefixed (tag, length,
 // value) fields, so that a reader skips the tags it does not know.
@@ -262,6 +269,10 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 		ext = appendUvarint(ext, extStacks)
 		ext = appendBytes(ext, v)
 		s.extField = v
+	}
+	if p := &e.Proc; p.CgroupPath != "" && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
+		ext = appendUvarint(ext, extCgroupPath)
+		ext = appendString(ext, p.CgroupPath)
 	}
 	s.ext = ext
 	return appendBytes(b, ext)
@@ -334,7 +345,7 @@ func sizeBound(e *event.Event) int {
 			n += 6*binary.MaxVarintLen64 + 1 + len(sl.WakerComm) + framesBound(sl.Stack) + framesBound(sl.WakerStack)
 		}
 	case event.KindFork, event.KindExec, event.KindExit:
-		n += len(e.Proc.ChildComm) + len(e.Proc.Filename) + 3*binary.MaxVarintLen64
+		n += len(e.Proc.ChildComm) + len(e.Proc.Filename) + len(e.Proc.CgroupPath) + 5*binary.MaxVarintLen64
 		for _, a := range e.Proc.Argv {
 			n += len(a) + binary.MaxVarintLen64
 		}

@@ -105,8 +105,8 @@ func (g *growth) Findings(env *Env) []Finding {
 	var out []Finding
 	for _, p := range g.procs {
 		for nr, sm := range p.samples {
-			if sm.n < 100 || sm.totalNS < 50_000_000 {
-				continue
+			if sm.n < 100 || sm.totalNS < 50_000_000 || pureWaits[event.SyscallName(g.arch, nr)] {
+				continue // a wait's length is the caller's choice
 			}
 			best := -1
 			var ba, bb, br2 float64

@@ -142,6 +142,9 @@ type Proc struct {
 	Filename string
 	Argv     []string
 	OldTID   uint32 // the tid that called execve (differs when a non-leader thread execs)
+	// CgroupPath is the cgroup v2 path at exec (its last few components;
+	// "/" on the host), so the container stays known after its cgroup is gone.
+	CgroupPath string
 
 	// Exit.
 	ExitCode   int32 // raw wait status bits: (code<<8)|sig|0x80 when core dumped

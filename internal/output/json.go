@@ -114,9 +114,10 @@ type ForkJSON struct {
 }
 
 type ExecJSON struct {
-	Filename string   `json:"filename"`
-	Argv     []string `json:"argv"`
-	OldTID   uint32   `json:"old_tid"`
+	Filename   string   `json:"filename"`
+	Argv       []string `json:"argv"`
+	OldTID     uint32   `json:"old_tid"`
+	CgroupPath string   `json:"cgroup_path,omitempty"`
 }
 
 type ExitJSON struct {
@@ -188,7 +189,7 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 	case event.KindFork:
 		r.Fork = &ForkJSON{ChildPID: e.Proc.ChildPID, ChildTID: e.Proc.ChildTID, ChildComm: e.Proc.ChildComm, Thread: e.Proc.Thread}
 	case event.KindExec:
-		r.Exec = &ExecJSON{Filename: e.Proc.Filename, Argv: e.Proc.Argv, OldTID: e.Proc.OldTID}
+		r.Exec = &ExecJSON{Filename: e.Proc.Filename, Argv: e.Proc.Argv, OldTID: e.Proc.OldTID, CgroupPath: e.Proc.CgroupPath}
 	case event.KindExit:
 		code, sig, core := e.Proc.Status()
 		x := &ExitJSON{Status: e.Proc.ExitCode, Code: code, CoreDumped: core, GroupDead: e.Proc.GroupDead}

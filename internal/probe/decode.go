@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/sysray/sysray/internal/event"
 )
@@ -18,7 +19,7 @@ const (
 	vsysSize  = 64
 	sigSize   = 88
 	forkSize  = 72
-	execSize  = 824
+	execSize  = 1144
 	exitSize  = 56
 
 	dataSlot = 256
@@ -174,9 +175,10 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		flen := min(int(le.Uint16(b[52:])), dataSlot)
 		alen := min(int(le.Uint16(b[54:])), argvLen)
 		e.Proc = event.Proc{
-			OldTID:   le.Uint32(b[48:]),
-			Filename: string(b[56 : 56+flen]),
-			Argv:     splitArgv(b[312 : 312+alen]),
+			OldTID:     le.Uint32(b[48:]),
+			Filename:   string(b[56 : 56+flen]),
+			Argv:       splitArgv(b[312 : 312+alen]),
+			CgroupPath: cgroupPath(b[824:1144]),
 		}
 	case event.KindExit:
 		e.Proc = event.Proc{ExitCode: int32(le.Uint32(b[48:])), GroupDead: flags&fGroupDead != 0}
@@ -217,6 +219,28 @@ func decodeSleeps(b []byte, s *event.Syscall, cm *comms, stacks stackFunc) {
 	}
 	// Longest first: that is where the time went.
 	sort.Slice(s.Sleeps, func(i, j int) bool { return s.Sleeps[i].Duration > s.Sleeps[j].Duration })
+}
+
+// cgroupPath joins the cgroup components an exec record carries (leaf
+// first, empty past the root) into "/a/b/leaf". The root's own name is
+// empty, so a path shorter than CG_LEVELS is whole; a longer one is its tail.
+func cgroupPath(b []byte) string {
+	const levels, size = 4, 80
+	var parts []string
+	for i := range levels {
+		n := b[i*size : (i+1)*size]
+		if j := bytes.IndexByte(n, 0); j >= 0 {
+			n = n[:j]
+		}
+		if len(n) == 0 {
+			break
+		}
+		parts = append(parts, string(n))
+	}
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return "/" + strings.Join(parts, "/")
 }
 
 func splitArgv(b []byte) []string {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // buildSysray builds the binary once per test run.
@@ -121,5 +122,55 @@ func TestSysrayAttributesContainerEvents(t *testing.T) {
 	out, err := exec.Command(bin, "trace", "--container", "no-such-container", "--duration", "1s").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "no such container") {
 		t.Errorf("unknown container: err %v, output %q", err, out)
+	}
+}
+
+// Story 000 in a real container: an entrypoint that touches the vsyscall
+// page dies at once. A host-wide doctor names the cause and the container,
+// although the container and its cgroup are gone by the report.
+func TestDoctorNamesDeadContainer(t *testing.T) {
+	require(t)
+	bin := buildSysray(t)
+	if out, err := exec.Command("make", "-s", "-C", "../../scenarios", "bin/vsyscall-crash").CombinedOutput(); err != nil {
+		t.Fatalf("building the scenario: %v\n%s", err, out)
+	}
+	crash, err := filepath.Abs("../../scenarios/bin/vsyscall-crash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "sysray-crash"
+	report := filepath.Join(t.TempDir(), "report.json")
+	doc := exec.Command(bin, "doctor", "--json", "-o", report, "--duration", "6s")
+	if err := doc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // let the doctor attach
+	ctr := exec.Command("ctr", "run", "--rm", "--mount", "type=bind,src="+crash+",dst=/entrypoint,options=rbind:ro",
+		image, name, "/entrypoint")
+	out, err := ctr.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 139 {
+		t.Errorf("container exit: %v (want status 139, SIGSEGV)\n%s", err, out)
+	}
+	if err := doc.Wait(); err != nil {
+		t.Fatalf("doctor: %v", err)
+	}
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Findings []struct {
+			ID, Severity, Title string
+		}
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("bad report: %v\n%s", err, b)
+	}
+	if len(rep.Findings) == 0 {
+		t.Fatal("no findings")
+	}
+	f := rep.Findings[0]
+	if f.ID != "legacy-vsyscall" || f.Severity != "critical" || !strings.Contains(f.Title, "in container "+name) {
+		t.Errorf("top finding %+v, want a critical legacy-vsyscall naming container %s", f, name)
 	}
 }
