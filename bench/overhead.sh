@@ -35,6 +35,7 @@ loop=$work/loop
 declare -A cmds=(
 	[baseline]="$loop $CALLS"
 	[sysray-record]="$sysray record -w $work/s.sysray -- $loop $CALLS"
+	[sysray-stat]="$sysray stat -o $work/stat.txt -- $loop $CALLS"
 	[sysray-record-stacks]="$sysray record --stacks -w $work/s2.sysray -- $loop $CALLS"
 	[perf-record]="perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o $work/perf.data -- $loop $CALLS"
 	[bpftrace-count]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }' -c '$loop $CALLS'"
@@ -43,7 +44,7 @@ declare -A cmds=(
 	[strace-c]="strace -f -c -o $work/strace.txt $loop $SLOW_CALLS"
 	[strace-o]="strace -f -o $work/strace.out $loop $SLOW_CALLS"
 )
-order=(baseline sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+order=(baseline sysray-stat sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
 
 declare -A samples
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -42,6 +42,7 @@ volatile const __u8 cfg_syscalls;    /* only syscalls in sys_mask */
 volatile const __u8 cfg_all_faults;  /* every user page fault, not only the ones that matter */
 volatile const __u64 cfg_min_latency;
 volatile const __u8 cfg_stacks;      /* track where syscalls sleep */
+volatile const __u8 cfg_stat;        /* count syscalls in the kernel instead of emitting them */
 volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least this slow */
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
@@ -528,12 +529,14 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		emit_syscall(st, st->held_ret, st->held_end, 0, NULL);
 	}
 	st->nr = id;
-	st->args[0] = regs->di;
-	st->args[1] = regs->si;
-	st->args[2] = regs->dx;
-	st->args[3] = regs->r10;
-	st->args[4] = regs->r8;
-	st->args[5] = regs->r9;
+	if (!cfg_stat) { /* counting needs no arguments */
+		st->args[0] = regs->di;
+		st->args[1] = regs->si;
+		st->args[2] = regs->dx;
+		st->args[3] = regs->r10;
+		st->args[4] = regs->r8;
+		st->args[5] = regs->r9;
+	}
 	if (cfg_stacks) {
 		st->sl.n = 0;
 		st->sl.ustack = -2; /* not taken yet */
@@ -545,6 +548,106 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	return 0;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 32768);
+	__type(key, struct stat_key);
+	__type(value, struct stat_val);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, struct errno_key);
+	__type(value, __u64);
+} errnos SEC(".maps");
+
+/* Keys the stats map had no room for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} stat_lost SEC(".maps");
+
+/* A new key starts from this (too large for the BPF stack). */
+volatile const struct stat_val stat_zero;
+
+static __always_inline __u32 hist_bucket(__u64 v)
+{
+	if (v < 8)
+		return v;
+	__u32 msb = 0;
+	__u64 x = v;
+	if (x >> 32) {
+		msb += 32;
+		x >>= 32;
+	}
+	if (x >> 16) {
+		msb += 16;
+		x >>= 16;
+	}
+	if (x >> 8) {
+		msb += 8;
+		x >>= 8;
+	}
+	if (x >> 4) {
+		msb += 4;
+		x >>= 4;
+	}
+	if (x >> 2) {
+		msb += 2;
+		x >>= 2;
+	}
+	if (x >> 1)
+		msb += 1;
+	__u32 idx = msb * 4 + ((v >> (msb - 2)) & 3) - 4;
+	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
+}
+
+static __always_inline void stat_account(__u32 nr, long ret, __u64 lat)
+{
+	struct stat_key k = {
+		.cgroup = bpf_get_current_cgroup_id(),
+		.pid = bpf_get_current_pid_tgid() >> 32,
+		.nr = nr,
+	};
+	struct stat_val *v = bpf_map_lookup_elem(&stats, &k);
+	if (!v) {
+		if (bpf_map_update_elem(&stats, &k, (void *)&stat_zero, BPF_NOEXIST) && bpf_map_lookup_elem(&stats, &k) == NULL) {
+			__u32 z = 0;
+			__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
+			if (lost)
+				(*lost)++;
+			return;
+		}
+		v = bpf_map_lookup_elem(&stats, &k);
+		if (!v)
+			return;
+	}
+	/* Per-CPU values: no atomics needed. */
+	v->count++;
+	v->total += lat;
+	if (lat > v->max)
+		v->max = lat;
+	__u32 b = hist_bucket(lat);
+	if (b < HIST_BUCKETS)
+		v->hist[b]++;
+	if (ret < 0 && ret >= -4095) {
+		v->errors++;
+		struct errno_key ek = {.pid = k.pid, .nr = nr, .err = -ret};
+		__u64 *n = bpf_map_lookup_elem(&errnos, &ek);
+		if (n) {
+			(*n)++;
+		} else {
+			__u64 one = 1;
+			bpf_map_update_elem(&errnos, &ek, &one, BPF_NOEXIST);
+		}
+	}
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
@@ -553,6 +656,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	st->active = 0;
 	__u64 now = bpf_ktime_get_ns();
+	if (cfg_stat) {
+		stat_account(st->nr, ret, now - st->ts);
+		return 0;
+	}
 	if (now - st->ts < cfg_min_latency)
 		return 0;
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {

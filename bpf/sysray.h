@@ -99,6 +99,35 @@ struct prof_key {
 	char comm[TASK_COMM_LEN];
 };
 
+/*
+ * Stat mode: syscalls are counted in the kernel, by cgroup, process and
+ * syscall, with a log-linear latency histogram: values below 8 ns exactly,
+ * then 4 buckets per power of two (a bucket is at most 25% of its lower
+ * bound wide: its midpoint is within 12.5% of any value in it).
+ */
+#define HIST_BUCKETS 160
+
+struct stat_key {
+	__u64 cgroup;
+	__u32 pid;
+	__u32 nr;
+};
+
+struct stat_val {
+	__u64 count;
+	__u64 errors;
+	__u64 total; /* ns */
+	__u64 max;   /* ns */
+	__u32 hist[HIST_BUCKETS];
+};
+
+struct errno_key {
+	__u32 pid;
+	__u32 nr;
+	__s32 err; /* positive errno */
+	__u32 pad;
+};
+
 struct fault_rec {
 	struct hdr h;
 	__u64 addr;

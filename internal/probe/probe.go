@@ -28,6 +28,7 @@ type Config struct {
 	AllFaults  bool     // every user page fault, not only the ones that matter
 	Stacks     bool     // follow where syscalls sleep (sched_switch, sched_waking)
 	Slow       uint64   // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
+	Stat       bool     // count syscalls in the kernel (Stats) instead of emitting them
 	// Launch marks the probe as following a command sysray will start:
 	// pids may be added later with Expect.
 	Launch   bool
@@ -339,6 +340,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 		{"cfg_all_faults", b(cfg.AllFaults)},
 		{"cfg_min_latency", cfg.MinLatency},
 		{"cfg_stacks", b(cfg.Stacks)},
+		{"cfg_stat", b(cfg.Stat)},
 		{"cfg_slow", slow},
 		{"cfg_nr_execve", execve},
 		{"cfg_nr_execveat", execveat},

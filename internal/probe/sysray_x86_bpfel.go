@@ -20,6 +20,14 @@ type sysrayCapRule struct {
 	Lenarg [2]uint8
 }
 
+type sysrayErrnoKey struct {
+	_   structs.HostLayout
+	Pid uint32
+	Nr  uint32
+	Err int32
+	Pad uint32
+}
+
 type sysrayProfKey struct {
 	_       structs.HostLayout
 	Pid     uint32
@@ -41,6 +49,22 @@ type sysrayStage struct {
 	Inited uint8
 	Pad    [2]uint8
 	Buf    [4096]uint8
+}
+
+type sysrayStatKey struct {
+	_      structs.HostLayout
+	Cgroup uint64
+	Pid    uint32
+	Nr     uint32
+}
+
+type sysrayStatVal struct {
+	_      structs.HostLayout
+	Count  uint64
+	Errors uint64
+	Total  uint64
+	Max    uint64
+	Hist   [160]uint32
 }
 
 type sysraySysSlow struct {
@@ -138,6 +162,7 @@ type sysrayTaskState struct {
 const (
 	sysrayMapCgroups           = "cgroups"
 	sysrayMapDrops             = "drops"
+	sysrayMapErrnos            = "errnos"
 	sysrayMapPids              = "pids"
 	sysrayMapProfLost          = "prof_lost"
 	sysrayMapProfile           = "profile"
@@ -145,6 +170,8 @@ const (
 	sysrayMapScratch           = "scratch"
 	sysrayMapStacks            = "stacks"
 	sysrayMapStages            = "stages"
+	sysrayMapStatLost          = "stat_lost"
+	sysrayMapStats             = "stats"
 	sysrayMapTstate            = "tstate"
 	sysrayProgEmulateVsyscall  = "emulate_vsyscall"
 	sysrayProgInflight         = "inflight"
@@ -169,8 +196,10 @@ const (
 	sysrayVarCfgSelf           = "cfg_self"
 	sysrayVarCfgSlow           = "cfg_slow"
 	sysrayVarCfgStacks         = "cfg_stacks"
+	sysrayVarCfgStat           = "cfg_stat"
 	sysrayVarCfgSyscalls       = "cfg_syscalls"
 	sysrayVarCfgWakeupBytes    = "cfg_wakeup_bytes"
+	sysrayVarStatZero          = "stat_zero"
 	sysrayVarSysMask           = "sys_mask"
 )
 
@@ -237,6 +266,7 @@ type sysrayProgramSpecs struct {
 type sysrayMapSpecs struct {
 	Cgroups  *ebpf.MapSpec `ebpf:"cgroups"`
 	Drops    *ebpf.MapSpec `ebpf:"drops"`
+	Errnos   *ebpf.MapSpec `ebpf:"errnos"`
 	Pids     *ebpf.MapSpec `ebpf:"pids"`
 	ProfLost *ebpf.MapSpec `ebpf:"prof_lost"`
 	Profile  *ebpf.MapSpec `ebpf:"profile"`
@@ -244,6 +274,8 @@ type sysrayMapSpecs struct {
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
 	Stacks   *ebpf.MapSpec `ebpf:"stacks"`
 	Stages   *ebpf.MapSpec `ebpf:"stages"`
+	StatLost *ebpf.MapSpec `ebpf:"stat_lost"`
+	Stats    *ebpf.MapSpec `ebpf:"stats"`
 	Tstate   *ebpf.MapSpec `ebpf:"tstate"`
 }
 
@@ -261,8 +293,10 @@ type sysrayVariableSpecs struct {
 	CfgSelf        *ebpf.VariableSpec `ebpf:"cfg_self"`
 	CfgSlow        *ebpf.VariableSpec `ebpf:"cfg_slow"`
 	CfgStacks      *ebpf.VariableSpec `ebpf:"cfg_stacks"`
+	CfgStat        *ebpf.VariableSpec `ebpf:"cfg_stat"`
 	CfgSyscalls    *ebpf.VariableSpec `ebpf:"cfg_syscalls"`
 	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	StatZero       *ebpf.VariableSpec `ebpf:"stat_zero"`
 	SysMask        *ebpf.VariableSpec `ebpf:"sys_mask"`
 }
 
@@ -288,6 +322,7 @@ func (o *sysrayObjects) Close() error {
 type sysrayMaps struct {
 	Cgroups  *ebpf.Map `ebpf:"cgroups"`
 	Drops    *ebpf.Map `ebpf:"drops"`
+	Errnos   *ebpf.Map `ebpf:"errnos"`
 	Pids     *ebpf.Map `ebpf:"pids"`
 	ProfLost *ebpf.Map `ebpf:"prof_lost"`
 	Profile  *ebpf.Map `ebpf:"profile"`
@@ -295,6 +330,8 @@ type sysrayMaps struct {
 	Scratch  *ebpf.Map `ebpf:"scratch"`
 	Stacks   *ebpf.Map `ebpf:"stacks"`
 	Stages   *ebpf.Map `ebpf:"stages"`
+	StatLost *ebpf.Map `ebpf:"stat_lost"`
+	Stats    *ebpf.Map `ebpf:"stats"`
 	Tstate   *ebpf.Map `ebpf:"tstate"`
 }
 
@@ -302,6 +339,7 @@ func (m *sysrayMaps) Close() error {
 	return _SysrayClose(
 		m.Cgroups,
 		m.Drops,
+		m.Errnos,
 		m.Pids,
 		m.ProfLost,
 		m.Profile,
@@ -309,6 +347,8 @@ func (m *sysrayMaps) Close() error {
 		m.Scratch,
 		m.Stacks,
 		m.Stages,
+		m.StatLost,
+		m.Stats,
 		m.Tstate,
 	)
 }
@@ -327,8 +367,10 @@ type sysrayVariables struct {
 	CfgSelf        *ebpf.Variable `ebpf:"cfg_self"`
 	CfgSlow        *ebpf.Variable `ebpf:"cfg_slow"`
 	CfgStacks      *ebpf.Variable `ebpf:"cfg_stacks"`
+	CfgStat        *ebpf.Variable `ebpf:"cfg_stat"`
 	CfgSyscalls    *ebpf.Variable `ebpf:"cfg_syscalls"`
 	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	StatZero       *ebpf.Variable `ebpf:"stat_zero"`
 	SysMask        *ebpf.Variable `ebpf:"sys_mask"`
 }
 

@@ -1,0 +1,56 @@
+package probe
+
+import (
+	"github.com/sysray/sysray/internal/stat"
+)
+
+// Stats reads the syscall counts the kernel keeps in stat mode, summed
+// over CPUs, and how many keys found the map full.
+func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
+	errs := map[[2]uint32]map[int]uint64{}
+	var ek sysrayErrnoKey
+	var en []uint64
+	it := p.objs.Errnos.Iterate()
+	for it.Next(&ek, &en) {
+		k := [2]uint32{ek.Pid, ek.Nr}
+		if errs[k] == nil {
+			errs[k] = map[int]uint64{}
+		}
+		for _, n := range en {
+			errs[k][int(ek.Err)] += n
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, 0, err
+	}
+	var (
+		k    sysrayStatKey
+		vals []sysrayStatVal
+		out  []stat.Cell
+	)
+	it = p.objs.Stats.Iterate()
+	for it.Next(&k, &vals) {
+		c := stat.Cell{Key: stat.Key{PID: k.Pid, Nr: k.Nr, Cgroup: k.Cgroup}, Errnos: errs[[2]uint32{k.Pid, k.Nr}]}
+		for _, v := range vals {
+			c.Count += v.Count
+			c.Errors += v.Errors
+			c.Total += v.Total
+			c.Max = max(c.Max, v.Max)
+			for i, n := range v.Hist {
+				c.Hist[i] += uint64(n)
+			}
+		}
+		out = append(out, c)
+	}
+	if err := it.Err(); err != nil {
+		return nil, 0, err
+	}
+	var lost []uint64
+	var total uint64
+	if err := p.objs.StatLost.Lookup(uint32(0), &lost); err == nil {
+		for _, n := range lost {
+			total += n
+		}
+	}
+	return out, total, nil
+}

@@ -1,0 +1,85 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+type statDoc struct {
+	Rows []struct {
+		Name   string `json:"name"`
+		Calls  uint64 `json:"calls"`
+		Errors uint64 `json:"errors"`
+		P50NS  uint64 `json:"p50_ns"`
+		P99NS  uint64 `json:"p99_ns"`
+		MaxNS  uint64 `json:"max_ns"`
+	} `json:"rows"`
+	Drops uint64 `json:"drops"`
+}
+
+func runStat(t *testing.T, args ...string) statDoc {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "stat.json")
+	r := run(t, append([]string{"stat", "--json", "-o", out}, args...)...)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("stat wrote nothing: %v (exit %d, %s)", err, r.code, r.stderr)
+	}
+	var d statDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("bad stat JSON: %v\n%s", err, b)
+	}
+	return d
+}
+
+// Counting in the kernel gives exactly strace -c's counts.
+func TestStatCountsMatchStrace(t *testing.T) {
+	requireBPF(t)
+	for _, cmd := range [][]string{
+		{prog("getppid"), "20000"},
+		{prog("openat"), filepath.Join(t.TempDir(), "f")},
+		{prog("mmapfail")},
+		{prog("segv")},
+	} {
+		t.Run(filepath.Base(cmd[0]), func(t *testing.T) {
+			want := straceCounts(t, cmd...)
+			d := runStat(t, append([]string{"--"}, cmd...)...)
+			if d.Drops != 0 {
+				t.Fatalf("%d syscalls not counted", d.Drops)
+			}
+			got := counts{}
+			for _, r := range d.Rows {
+				got[r.Name] = [2]uint64{r.Calls, r.Errors}
+			}
+			sameCounts(t, "stat", got, want)
+		})
+	}
+}
+
+// Percentiles from the kernel's histogram against a known latency: a
+// process that sleeps 50 ms at a time.
+func TestStatPercentiles(t *testing.T) {
+	requireBPF(t)
+	d := runStat(t, "-e", "clock_nanosleep,nanosleep", "--duration", "1200ms", "--", prog("sleeper"), "50")
+	for _, r := range d.Rows {
+		if r.Name != "clock_nanosleep" && r.Name != "nanosleep" {
+			continue
+		}
+		if r.Calls < 15 {
+			t.Fatalf("%d sleeps of 50 ms in 1.2 s", r.Calls)
+		}
+		// 50 ms plus timer slack and scheduling, within the 12.5% bucket error.
+		lo, hi := uint64(50*time.Millisecond)*7/8, uint64(50*time.Millisecond)*5/4
+		if r.P50NS < lo || r.P50NS > hi {
+			t.Errorf("p50 %d ns, want 50 ms within the histogram's error", r.P50NS)
+		}
+		if r.MaxNS < uint64(50*time.Millisecond) {
+			t.Errorf("max %d ns is below the 50 ms every call sleeps", r.MaxNS)
+		}
+		return
+	}
+	t.Fatalf("no nanosleep row: %+v", d.Rows)
+}
