@@ -564,6 +564,24 @@ struct {
 	__type(value, __u64);
 } errnos SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct pcount);
+} pcounts SEC(".maps");
+
+static __always_inline struct pcount *pcount_of(__u32 pid)
+{
+	struct pcount *c = bpf_map_lookup_elem(&pcounts, &pid);
+	if (c)
+		return c;
+	struct pcount zero = {};
+	bpf_map_update_elem(&pcounts, &pid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&pcounts, &pid);
+}
+
 /* Keys the stats map had no room for. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -690,6 +708,13 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 	__u64 ip = regs->ip;
 	bool vsys = (address & ~0xfffUL) == VSYSCALL_ADDR;
 
+	if (cfg_stat) {
+		struct pcount *c = pcount_of(bpf_get_current_pid_tgid() >> 32);
+		if (c)
+			c->faults++;
+		return 0;
+	}
+
 	if (!cfg_all_faults && !vsys) {
 		/* Keep it; a fault signal will tell whether it mattered. */
 		struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
@@ -724,6 +749,12 @@ int BPF_PROG(emulate_vsyscall, int nr)
 {
 	if (!selected())
 		return 0;
+	if (cfg_stat) {
+		struct pcount *c = pcount_of(bpf_get_current_pid_tgid() >> 32);
+		if (c)
+			c->vsyscalls++;
+		return 0;
+	}
 	void *rb = cpu_ring();
 	if (!rb)
 		return 0;

@@ -121,6 +121,12 @@ struct stat_val {
 	__u32 hist[HIST_BUCKETS];
 };
 
+/* Stat mode: per-process counts of what is not a syscall. */
+struct pcount {
+	__u64 faults;    /* user page faults */
+	__u64 vsyscalls; /* legacy vsyscall emulations */
+};
+
 struct errno_key {
 	__u32 pid;
 	__u32 nr;

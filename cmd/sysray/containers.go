@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sysray/sysray/internal/container"
@@ -24,7 +25,7 @@ type liveContainers struct {
 	t *container.Table
 	// seen holds containers learnt from exec events, by cgroup id: a
 	// container that dies within milliseconds is gone before any refresh.
-	// Only the event goroutine writes it; readers run after, or on it.
+	mu   sync.RWMutex
 	seen map[uint64]container.Ref
 }
 
@@ -46,13 +47,18 @@ func (l *liveContainers) observe(e *event.Event) {
 	if e.Kind != event.KindExec {
 		return
 	}
-	if _, ok := l.seen[e.Cgroup]; ok {
+	l.mu.RLock()
+	_, ok := l.seen[e.Cgroup]
+	l.mu.RUnlock()
+	if ok {
 		return
 	}
 	// Remembered even when the table knows it now: the table forgets a
 	// container once its cgroup is gone.
 	if r := container.Parse(e.Proc.CgroupPath); r.IsContainer() {
+		l.mu.Lock()
 		l.seen[e.Cgroup] = r
+		l.mu.Unlock()
 		l.t.Meta(r) // start fetching while the runtime still knows it
 	}
 	if _, ok := l.t.ByCgroup(e.Cgroup); !ok {
@@ -63,10 +69,13 @@ func (l *liveContainers) observe(e *event.Event) {
 func (l *liveContainers) Container(pid uint32, cg uint64) filter.Container {
 	r := l.t.Lookup(pid, cg)
 	if !r.IsContainer() {
-		var ok bool
-		if r, ok = l.seen[cg]; !ok {
+		l.mu.RLock()
+		seen, ok := l.seen[cg]
+		l.mu.RUnlock()
+		if !ok {
 			return filter.Container{}
 		}
+		r = seen
 	}
 	c := filter.Container{ID: r.ID, Runtime: r.Runtime}
 	if m, ok := l.t.Meta(r); ok {

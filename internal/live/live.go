@@ -30,6 +30,8 @@ type Options struct {
 	Started func(p *probe.Probe) error
 	// Finished, if set, is called after the last event, before the probe closes.
 	Finished func(p *probe.Probe) error
+	// Stop, if set, ends the run when closed.
+	Stop <-chan struct{}
 	// Stdout, if set, receives the command's standard output, so that it
 	// does not mix with a report on sysray's.
 	Stdout io.Writer
@@ -128,6 +130,13 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				if cmd != nil {
 					// The command decides how to end; we follow it to its exit.
 					cmd.Process.Signal(s)
+					continue
+				}
+				cancel()
+				return
+			case <-opts.Stop:
+				if cmd != nil {
+					cmd.Process.Signal(syscall.SIGTERM)
 					continue
 				}
 				cancel()

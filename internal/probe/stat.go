@@ -54,3 +54,25 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 	}
 	return out, total, nil
 }
+
+// Counts are a process's page faults and legacy vsyscall emulations (stat mode).
+type Counts struct {
+	Faults, Vsyscalls uint64
+}
+
+// ProcCounts reads the per-process counts, summed over CPUs.
+func (p *Probe) ProcCounts() (map[uint32]Counts, error) {
+	out := map[uint32]Counts{}
+	var pid uint32
+	var vals []sysrayPcount
+	it := p.objs.Pcounts.Iterate()
+	for it.Next(&pid, &vals) {
+		var c Counts
+		for _, v := range vals {
+			c.Faults += v.Faults
+			c.Vsyscalls += v.Vsyscalls
+		}
+		out[pid] = c
+	}
+	return out, it.Err()
+}

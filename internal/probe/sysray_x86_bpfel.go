@@ -28,6 +28,12 @@ type sysrayErrnoKey struct {
 	Pad uint32
 }
 
+type sysrayPcount struct {
+	_         structs.HostLayout
+	Faults    uint64
+	Vsyscalls uint64
+}
+
 type sysrayProfKey struct {
 	_       structs.HostLayout
 	Pid     uint32
@@ -163,6 +169,7 @@ const (
 	sysrayMapCgroups           = "cgroups"
 	sysrayMapDrops             = "drops"
 	sysrayMapErrnos            = "errnos"
+	sysrayMapPcounts           = "pcounts"
 	sysrayMapPids              = "pids"
 	sysrayMapProfLost          = "prof_lost"
 	sysrayMapProfile           = "profile"
@@ -267,6 +274,7 @@ type sysrayMapSpecs struct {
 	Cgroups  *ebpf.MapSpec `ebpf:"cgroups"`
 	Drops    *ebpf.MapSpec `ebpf:"drops"`
 	Errnos   *ebpf.MapSpec `ebpf:"errnos"`
+	Pcounts  *ebpf.MapSpec `ebpf:"pcounts"`
 	Pids     *ebpf.MapSpec `ebpf:"pids"`
 	ProfLost *ebpf.MapSpec `ebpf:"prof_lost"`
 	Profile  *ebpf.MapSpec `ebpf:"profile"`
@@ -323,6 +331,7 @@ type sysrayMaps struct {
 	Cgroups  *ebpf.Map `ebpf:"cgroups"`
 	Drops    *ebpf.Map `ebpf:"drops"`
 	Errnos   *ebpf.Map `ebpf:"errnos"`
+	Pcounts  *ebpf.Map `ebpf:"pcounts"`
 	Pids     *ebpf.Map `ebpf:"pids"`
 	ProfLost *ebpf.Map `ebpf:"prof_lost"`
 	Profile  *ebpf.Map `ebpf:"profile"`
@@ -340,6 +349,7 @@ func (m *sysrayMaps) Close() error {
 		m.Cgroups,
 		m.Drops,
 		m.Errnos,
+		m.Pcounts,
 		m.Pids,
 		m.ProfLost,
 		m.Profile,

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/live"
+	"github.com/sysray/sysray/internal/probe"
+	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/top"
+)
+
+func newTop() *cobra.Command {
+	var sel selection
+	var once bool
+	var interval time.Duration
+	var level, within, sortBy string
+	cmd := &cobra.Command{
+		Use:   "top [flags]",
+		Short: "Live view of containers, processes and syscalls: rates, time in syscalls, p99, errors",
+		Long: `Counts syscalls, page faults and vsyscall emulations in the kernel and shows,
+every interval, per container (enter: its processes; enter: their syscalls):
+syscalls/s, % of a CPU spent in syscalls, p99 latency, errors/s, vsyscall
+emulations/s and page faults/s. --once prints one snapshot for scripts.`,
+		Example: `  sysray top
+  sysray top --once --level process
+  sysray top --once --level syscall --within 4242`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lv := map[string]int{"container": top.Containers, "process": top.Processes, "syscall": top.Syscalls}
+			l, ok := lv[level]
+			if !ok {
+				return fmt.Errorf("--level %s: want container, process or syscall", level)
+			}
+			if interval < 100*time.Millisecond {
+				return fmt.Errorf("--interval %s: at least 100ms", interval)
+			}
+			ctrs := newLiveContainers()
+			defer ctrs.Close()
+			opts, flt, err := sel.build(args, ctrs)
+			if err != nil {
+				return err
+			}
+			if flt != nil {
+				return fmt.Errorf("top counts in the kernel: select with -p, -e, --cgroup or --container, not -f")
+			}
+			opts.Probe.Stat = true
+			snap, _ := proc.Snapshot()
+			procs := proc.NewTable(snap)
+			ready := make(chan *probe.Probe, 1)
+			stop := make(chan struct{})
+			opts.Stop = stop
+			opts.Started = func(p *probe.Probe) error { ready <- p; return nil }
+			var runErr error
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, runErr = live.Run(opts, func(e *event.Event) error {
+					procs.Update(e)
+					ctrs.observe(e)
+					return nil
+				})
+				close(ready)
+			}()
+			p, ok := <-ready
+			if !ok {
+				wg.Wait()
+				return runErr
+			}
+			src := &top.Source{
+				Arch: event.HostArch(),
+				Read: func() (top.Sample, error) {
+					cells, _, err := p.Stats()
+					if err != nil {
+						return top.Sample{}, err
+					}
+					pc, err := p.ProcCounts()
+					counts := map[uint32]top.ProcCounts{}
+					for pid, c := range pc {
+						counts[pid] = top.ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
+					}
+					return top.Sample{At: time.Now(), Cells: cells, Counts: counts}, err
+				},
+				Process: func(pid uint32) string {
+					if info, ok := procs.Get(pid); ok {
+						return fmt.Sprintf("%s[%d]", info.Comm, pid)
+					}
+					return fmt.Sprintf("[%d]", pid)
+				},
+				Container: func(pid uint32, cg uint64) string { return describe(ctrs.Container(pid, cg)) },
+			}
+			if once {
+				err = top.Once(os.Stdout, src, interval, l, within, sortBy)
+			} else {
+				err = top.Run(src, interval)
+			}
+			close(stop)
+			wg.Wait()
+			if err != nil {
+				return err
+			}
+			return runErr
+		},
+	}
+	sel.register(cmd)
+	cmd.Flags().BoolVar(&once, "once", false, "print one snapshot and exit")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh period")
+	cmd.Flags().StringVar(&level, "level", "container", "with --once: container, process or syscall")
+	cmd.Flags().StringVar(&within, "within", "", "with --once: the container (its name, or host) or process (its pid) to list")
+	cmd.Flags().StringVar(&sortBy, "sort", "time", "with --once: time, calls, p99, errors, vsyscalls or faults")
+	return cmd
+}
