@@ -35,7 +35,9 @@ loop=$work/loop
 declare -A cmds=(
 	[baseline]="$loop $CALLS"
 	[sysray-record]="$sysray record -w $work/s.sysray -- $loop $CALLS"
+	[sysray-floor]="$sysray stat -e sync -o $work/floor.txt -- $loop $CALLS"
 	[sysray-stat]="$sysray stat -o $work/stat.txt -- $loop $CALLS"
+	[sysray-doctor]="$sysray doctor -o $work/doctor.txt -- $loop $CALLS"
 	[sysray-record-stacks]="$sysray record --stacks -w $work/s2.sysray -- $loop $CALLS"
 	[perf-record]="perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o $work/perf.data -- $loop $CALLS"
 	[bpftrace-count]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }' -c '$loop $CALLS'"
@@ -44,7 +46,7 @@ declare -A cmds=(
 	[strace-c]="strace -f -c -o $work/strace.txt $loop $SLOW_CALLS"
 	[strace-o]="strace -f -o $work/strace.out $loop $SLOW_CALLS"
 )
-order=(baseline sysray-stat sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+order=(baseline sysray-floor sysray-stat sysray-doctor sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
 
 declare -A samples
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -43,6 +43,8 @@ volatile const __u8 cfg_all_faults;  /* every user page fault, not only the ones
 volatile const __u64 cfg_min_latency;
 volatile const __u8 cfg_stacks;      /* track where syscalls sleep */
 volatile const __u8 cfg_stat;        /* count syscalls in the kernel instead of emitting them */
+volatile const __u32 cfg_sample;     /* stat mode: still emit failures, the call after one, slow calls
+				      * (>= cfg_slow) and 1 in cfg_sample others (a power of two; 0: none) */
 volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least this slow */
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
@@ -64,7 +66,8 @@ struct task_state {
 	__s32 off_kstack;
 	__u8 off_preempted;
 	__u8 have_waker;
-	__u8 pad2[2];
+	__u8 prev_failed; /* the thread's previous syscall failed: emit this one (retries) */
+	__u8 pad2;
 	__u32 waker_pid;
 	__u32 waker_tid;
 	__s32 waker_kstack;
@@ -529,7 +532,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		emit_syscall(st, st->held_ret, st->held_end, 0, NULL);
 	}
 	st->nr = id;
-	if (!cfg_stat) { /* counting needs no arguments */
+	if (!cfg_stat || cfg_sample) { /* counting alone needs no arguments */
 		st->args[0] = regs->di;
 		st->args[1] = regs->si;
 		st->args[2] = regs->dx;
@@ -589,6 +592,23 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } stat_lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} sample_ctr SEC(".maps");
+
+/* True once every cfg_sample calls on this CPU. */
+static __always_inline bool sample_tick(void)
+{
+	__u32 zero = 0;
+	__u64 *c = bpf_map_lookup_elem(&sample_ctr, &zero);
+	if (!c)
+		return false;
+	return ((*c)++ & (cfg_sample - 1)) == 0;
+}
 
 /* A new key starts from this (too large for the BPF stack). */
 volatile const struct stat_val stat_zero;
@@ -675,8 +695,16 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	st->active = 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (cfg_stat) {
-		stat_account(st->nr, ret, now - st->ts);
-		return 0;
+		__u64 lat = now - st->ts;
+		stat_account(st->nr, ret, lat);
+		if (!cfg_sample)
+			return 0;
+		/* Everything is counted; only what explains something crosses over. */
+		bool failed = ret < 0 && ret >= -4095;
+		bool after_failure = st->prev_failed;
+		st->prev_failed = failed;
+		if (!failed && !after_failure && lat < cfg_slow && !sample_tick())
+			return 0;
 	}
 	if (now - st->ts < cfg_min_latency)
 		return 0;
@@ -712,7 +740,8 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 		struct pcount *c = pcount_of(bpf_get_current_pid_tgid() >> 32);
 		if (c)
 			c->faults++;
-		return 0;
+		if (!cfg_sample)
+			return 0;
 	}
 
 	if (!cfg_all_faults && !vsys) {
@@ -753,7 +782,8 @@ int BPF_PROG(emulate_vsyscall, int nr)
 		struct pcount *c = pcount_of(bpf_get_current_pid_tgid() >> 32);
 		if (c)
 			c->vsyscalls++;
-		return 0;
+		if (!cfg_sample)
+			return 0;
 	}
 	void *rb = cpu_ring();
 	if (!rb)

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 // contention finds one syscall eating the time of many processes at once:
@@ -25,6 +26,7 @@ type span struct {
 }
 
 type procSpan struct {
+	cgroup      uint64
 	comm        string
 	first, last uint64
 	byNr        map[uint32]uint64 // ns inside each syscall
@@ -34,6 +36,20 @@ const maxSpans = 200000
 
 func newContention(arch event.Arch) *contention {
 	return &contention{arch: arch, calls: map[uint32][]span{}, procs: map[uint32]*procSpan{}, slept: map[uint32]map[string]uint64{}}
+}
+
+// counts replaces the time each process spent in each syscall with the
+// kernel's exact figures, when calls were sampled.
+func (c *contention) counts(cells []stat.Cell) {
+	for _, p := range c.procs {
+		p.byNr = map[uint32]uint64{}
+	}
+	for _, cell := range cells {
+		if p := c.procs[cell.PID]; p != nil {
+			p.byNr[cell.Nr] += cell.Total
+			p.cgroup = cell.Cgroup
+		}
+	}
 }
 
 func (c *contention) Observe(e *event.Event) {
@@ -97,6 +113,11 @@ func (c *contention) Findings(env *Env) []Finding {
 		for _, s := range spans {
 			if pids[s.pid] {
 				cgroups[s.cgroup] = true
+			}
+		}
+		for pid := range pids {
+			if p := c.procs[pid]; p.cgroup != 0 {
+				cgroups[p.cgroup] = true
 			}
 		}
 		byLevel := concurrency(spans)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 // Severity orders findings.
@@ -126,6 +127,23 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newErrors(host.Arch),
 	}
 	return d
+}
+
+// counter is a detector that can use the kernel's exact syscall counts
+// when syscall events were sampled.
+type counter interface {
+	counts(cells []stat.Cell)
+}
+
+// Counts hands the detectors the kernel's exact per-process syscall counts,
+// for runs where only failures, slow calls and a sample of the others were
+// recorded as events.
+func (d *Doctor) Counts(cells []stat.Cell) {
+	for _, det := range d.detectors {
+		if c, ok := det.(counter); ok {
+			c.counts(cells)
+		}
+	}
 }
 
 // Observe feeds one event to every detector.

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 // errs counts failing syscalls. Programs fail syscalls all the time on
@@ -23,6 +24,15 @@ type errCount struct {
 
 func newErrors(arch event.Arch) *errs {
 	return &errs{arch: arch, calls: map[uint32]uint64{}, fails: map[[2]uint32]*errCount{}}
+}
+
+// counts replaces the call counts with exact ones: failures are always
+// recorded as events, successes may have been sampled.
+func (x *errs) counts(cells []stat.Cell) {
+	x.calls = map[uint32]uint64{}
+	for _, c := range cells {
+		x.calls[c.Nr] += c.Count
+	}
 }
 
 func (x *errs) Observe(e *event.Event) {

@@ -29,6 +29,9 @@ type Config struct {
 	Stacks     bool     // follow where syscalls sleep (sched_switch, sched_waking)
 	Slow       uint64   // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
 	Stat       bool     // count syscalls in the kernel (Stats) instead of emitting them
+	// Sample, with Stat, still emits failed calls, the call after a failure,
+	// calls slower than Slow, and one in Sample others (a power of two).
+	Sample uint32
 	// Launch marks the probe as following a command sysray will start:
 	// pids may be added later with Expect.
 	Launch   bool
@@ -327,6 +330,9 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 	if slow == 0 {
 		slow = 10_000_000
 	}
+	if cfg.Sample&(cfg.Sample-1) != 0 {
+		return fmt.Errorf("sample rate %d is not a power of two", cfg.Sample)
+	}
 	execve, _ := event.SyscallByName(arch, "execve")
 	execveat, _ := event.SyscallByName(arch, "execveat")
 	for _, kv := range []struct {
@@ -341,6 +347,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 		{"cfg_min_latency", cfg.MinLatency},
 		{"cfg_stacks", b(cfg.Stacks)},
 		{"cfg_stat", b(cfg.Stat)},
+		{"cfg_sample", cfg.Sample},
 		{"cfg_slow", slow},
 		{"cfg_nr_execve", execve},
 		{"cfg_nr_execveat", execveat},

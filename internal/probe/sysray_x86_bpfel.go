@@ -133,7 +133,8 @@ type sysrayTaskState struct {
 	OffKstack    int32
 	OffPreempted uint8
 	HaveWaker    uint8
-	Pad2         [2]uint8
+	PrevFailed   uint8
+	Pad2         uint8
 	WakerPid     uint32
 	WakerTid     uint32
 	WakerKstack  int32
@@ -174,6 +175,7 @@ const (
 	sysrayMapProfLost          = "prof_lost"
 	sysrayMapProfile           = "profile"
 	sysrayMapRings             = "rings"
+	sysrayMapSampleCtr         = "sample_ctr"
 	sysrayMapScratch           = "scratch"
 	sysrayMapStacks            = "stacks"
 	sysrayMapStages            = "stages"
@@ -200,6 +202,7 @@ const (
 	sysrayVarCfgNrExecve       = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat     = "cfg_nr_execveat"
 	sysrayVarCfgPids           = "cfg_pids"
+	sysrayVarCfgSample         = "cfg_sample"
 	sysrayVarCfgSelf           = "cfg_self"
 	sysrayVarCfgSlow           = "cfg_slow"
 	sysrayVarCfgStacks         = "cfg_stacks"
@@ -271,20 +274,21 @@ type sysrayProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayMapSpecs struct {
-	Cgroups  *ebpf.MapSpec `ebpf:"cgroups"`
-	Drops    *ebpf.MapSpec `ebpf:"drops"`
-	Errnos   *ebpf.MapSpec `ebpf:"errnos"`
-	Pcounts  *ebpf.MapSpec `ebpf:"pcounts"`
-	Pids     *ebpf.MapSpec `ebpf:"pids"`
-	ProfLost *ebpf.MapSpec `ebpf:"prof_lost"`
-	Profile  *ebpf.MapSpec `ebpf:"profile"`
-	Rings    *ebpf.MapSpec `ebpf:"rings"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Stacks   *ebpf.MapSpec `ebpf:"stacks"`
-	Stages   *ebpf.MapSpec `ebpf:"stages"`
-	StatLost *ebpf.MapSpec `ebpf:"stat_lost"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	Tstate   *ebpf.MapSpec `ebpf:"tstate"`
+	Cgroups   *ebpf.MapSpec `ebpf:"cgroups"`
+	Drops     *ebpf.MapSpec `ebpf:"drops"`
+	Errnos    *ebpf.MapSpec `ebpf:"errnos"`
+	Pcounts   *ebpf.MapSpec `ebpf:"pcounts"`
+	Pids      *ebpf.MapSpec `ebpf:"pids"`
+	ProfLost  *ebpf.MapSpec `ebpf:"prof_lost"`
+	Profile   *ebpf.MapSpec `ebpf:"profile"`
+	Rings     *ebpf.MapSpec `ebpf:"rings"`
+	SampleCtr *ebpf.MapSpec `ebpf:"sample_ctr"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
+	Stages    *ebpf.MapSpec `ebpf:"stages"`
+	StatLost  *ebpf.MapSpec `ebpf:"stat_lost"`
+	Stats     *ebpf.MapSpec `ebpf:"stats"`
+	Tstate    *ebpf.MapSpec `ebpf:"tstate"`
 }
 
 // sysrayVariableSpecs contains global variables before they are loaded into the kernel.
@@ -298,6 +302,7 @@ type sysrayVariableSpecs struct {
 	CfgNrExecve    *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat  *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
 	CfgPids        *ebpf.VariableSpec `ebpf:"cfg_pids"`
+	CfgSample      *ebpf.VariableSpec `ebpf:"cfg_sample"`
 	CfgSelf        *ebpf.VariableSpec `ebpf:"cfg_self"`
 	CfgSlow        *ebpf.VariableSpec `ebpf:"cfg_slow"`
 	CfgStacks      *ebpf.VariableSpec `ebpf:"cfg_stacks"`
@@ -328,20 +333,21 @@ func (o *sysrayObjects) Close() error {
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayMaps struct {
-	Cgroups  *ebpf.Map `ebpf:"cgroups"`
-	Drops    *ebpf.Map `ebpf:"drops"`
-	Errnos   *ebpf.Map `ebpf:"errnos"`
-	Pcounts  *ebpf.Map `ebpf:"pcounts"`
-	Pids     *ebpf.Map `ebpf:"pids"`
-	ProfLost *ebpf.Map `ebpf:"prof_lost"`
-	Profile  *ebpf.Map `ebpf:"profile"`
-	Rings    *ebpf.Map `ebpf:"rings"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Stacks   *ebpf.Map `ebpf:"stacks"`
-	Stages   *ebpf.Map `ebpf:"stages"`
-	StatLost *ebpf.Map `ebpf:"stat_lost"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	Tstate   *ebpf.Map `ebpf:"tstate"`
+	Cgroups   *ebpf.Map `ebpf:"cgroups"`
+	Drops     *ebpf.Map `ebpf:"drops"`
+	Errnos    *ebpf.Map `ebpf:"errnos"`
+	Pcounts   *ebpf.Map `ebpf:"pcounts"`
+	Pids      *ebpf.Map `ebpf:"pids"`
+	ProfLost  *ebpf.Map `ebpf:"prof_lost"`
+	Profile   *ebpf.Map `ebpf:"profile"`
+	Rings     *ebpf.Map `ebpf:"rings"`
+	SampleCtr *ebpf.Map `ebpf:"sample_ctr"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
+	Stacks    *ebpf.Map `ebpf:"stacks"`
+	Stages    *ebpf.Map `ebpf:"stages"`
+	StatLost  *ebpf.Map `ebpf:"stat_lost"`
+	Stats     *ebpf.Map `ebpf:"stats"`
+	Tstate    *ebpf.Map `ebpf:"tstate"`
 }
 
 func (m *sysrayMaps) Close() error {
@@ -354,6 +360,7 @@ func (m *sysrayMaps) Close() error {
 		m.ProfLost,
 		m.Profile,
 		m.Rings,
+		m.SampleCtr,
 		m.Scratch,
 		m.Stacks,
 		m.Stages,
@@ -374,6 +381,7 @@ type sysrayVariables struct {
 	CfgNrExecve    *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat  *ebpf.Variable `ebpf:"cfg_nr_execveat"`
 	CfgPids        *ebpf.Variable `ebpf:"cfg_pids"`
+	CfgSample      *ebpf.Variable `ebpf:"cfg_sample"`
 	CfgSelf        *ebpf.Variable `ebpf:"cfg_self"`
 	CfgSlow        *ebpf.Variable `ebpf:"cfg_slow"`
 	CfgStacks      *ebpf.Variable `ebpf:"cfg_stacks"`

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# A real workload: redis-server and redis-benchmark on loopback, GET
+# throughput with the whole host traced by each tool in turn. Rounds
+# interleave the tools; the table gives medians.
+#
+#   bash bench/redis.sh [ROUNDS] [REQUESTS]
+#
+# Needs root. Installs redis-server, redis-tools, bpftrace, linux-perf and
+# strace when missing. The server listens on 127.0.0.1 only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-5}
+REQS=${2:-200000}
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-benchmark >/dev/null || need+=(redis-tools)
+command -v bpftrace >/dev/null || need+=(bpftrace)
+command -v perf >/dev/null || need+=(linux-perf)
+command -v strace >/dev/null || need+=(strace)
+if [ ${#need[@]} -gt 0 ]; then
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
+
+work=$(mktemp -d)
+port=16379
+redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --pidfile "$work/redis.pid" --logfile "$work/redis.log"
+trap 'kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
+sleep 0.5
+make -s build
+sysray=$PWD/bin/sysray
+rpid=$(cat "$work/redis.pid")
+
+bench() {
+	redis-benchmark -h 127.0.0.1 -p $port -n "$REQS" -c 50 -t get -q 2>/dev/null | grep -oE '[0-9.]+ requests per second' | grep -oE '^[0-9.]+'
+}
+
+# Each tool traces the whole host (strace can only follow the server).
+tool=
+start_tool() {
+	tool=
+	case $1 in
+	baseline) ;;
+	sysray-floor) $sysray stat -e sync -o "$work/floor.txt" >/dev/null 2>&1 & ;; # programs attached, every syscall filtered out at entry
+	sysray-stat) $sysray stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
+	sysray-record) $sysray record -w "$work/r.sysray" >/dev/null 2>"$work/record.err" & ;;
+	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
+	perf-trace) perf trace -s -a -o "$work/pt.txt" >/dev/null 2>&1 & ;;
+	strace-server) strace -f -c -o "$work/st.txt" -p "$rpid" >/dev/null 2>&1 & ;;
+	esac
+	[ "$1" = baseline ] || tool=$!
+	sleep 2
+}
+
+stop_tool() {
+	[ "$1" = baseline ] && return
+	kill -INT $tool 2>/dev/null || true
+	wait $tool 2>/dev/null || true
+}
+
+order=(baseline sysray-floor sysray-stat sysray-record bpftrace-hist perf-trace strace-server)
+declare -A samples
+for ((r = 1; r <= ROUNDS; r++)); do
+	for m in "${order[@]}"; do
+		start_tool "$m"
+		samples[$m]+="$(bench || echo NaN) "
+		stop_tool "$m"
+		if [ "$m" = sysray-record ] && grep -q "lost" "$work/record.err"; then
+			echo "bench: sysray record dropped events: $(grep -m1 'were lost' "$work/record.err")" >&2
+		fi
+	done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+base=$(echo "${samples[baseline]}" | median)
+echo "## redis GET throughput, $REQS requests x $ROUNDS rounds, 50 clients, loopback, whole host traced; medians"
+echo
+echo "kernel $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%d)"
+echo
+echo "| tool | requests/s | change | samples |"
+echo "|---|---:|---:|---|"
+for m in "${order[@]}"; do
+	med=$(echo "${samples[$m]}" | median)
+	awk -v m="$m" -v med="$med" -v base="$base" -v s="${samples[$m]}" 'BEGIN{printf "| %s | %.0f | %+.1f%% | %s|\n", m, med, 100*(med-base)/base, s}'
+done
