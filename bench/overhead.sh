@@ -8,6 +8,7 @@
 # Needs root. Installs strace, linux-perf and bpftrace when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 ROUNDS=${1:-5}
 CALLS=${2:-2000000}
 SLOW_CALLS=$((CALLS / 20)) # strace and perf trace take ~100x longer per call
@@ -69,7 +70,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 base=$(echo "${samples[baseline]}" | median)
 echo "## getppid loop: $CALLS calls ($SLOW_CALLS for strace and perf trace), $ROUNDS rounds, medians"
 echo

@@ -9,6 +9,7 @@
 # strace when missing. The server listens on 127.0.0.1 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 ROUNDS=${1:-5}
 REQS=${2:-200000}
 
@@ -72,7 +73,6 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 base=$(echo "${samples[baseline]}" | median)
 echo "## redis GET throughput, $REQS requests x $ROUNDS rounds, 50 clients, loopback, whole host traced; medians"
 echo

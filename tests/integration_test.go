@@ -196,11 +196,11 @@ type counts map[string][2]uint64 // calls, errors
 func sysrayCounts(t *testing.T, out string) counts {
 	t.Helper()
 	var doc struct {
-		Syscalls []struct {
-			Name   string `json:"syscall"`
+		Rows []struct {
+			Name   string `json:"name"`
 			Calls  uint64 `json:"calls"`
 			Errors uint64 `json:"errors"`
-		} `json:"syscalls"`
+		} `json:"rows"`
 		Drops uint64 `json:"drops"`
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
@@ -210,7 +210,7 @@ func sysrayCounts(t *testing.T, out string) counts {
 		t.Fatalf("%d events dropped", doc.Drops)
 	}
 	c := counts{}
-	for _, r := range doc.Syscalls {
+	for _, r := range doc.Rows {
 		if r.Calls > 0 {
 			c[r.Name] = [2]uint64{r.Calls, r.Errors}
 		}

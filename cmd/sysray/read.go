@@ -48,7 +48,7 @@ func newRead() *cobra.Command {
 			defer closeOut()
 			pr := output.New(out, h.Arch, h.BootTime, asJSON)
 			pr.Containers = label(ctrs)
-			sum := stat.NewSummary(h.Arch)
+			sum := stat.NewTable(h.Arch)
 			var e event.Event
 			for {
 				err = r.Next(&e)
@@ -60,7 +60,7 @@ func newRead() *cobra.Command {
 					continue
 				}
 				if summary {
-					sum.Add(&e)
+					sum.AddEvent(&e)
 					continue
 				}
 				if err := pr.Print(&e); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -44,7 +43,7 @@ func newTrace() *cobra.Command {
 			defer closeOut()
 			pr := output.New(out, arch, host.BootTime(), asJSON)
 			pr.Containers = label(ctrs)
-			sum := stat.NewSummary(arch)
+			sum := stat.NewTable(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
 				procs.Update(e)
 				ctrs.observe(e)
@@ -52,7 +51,7 @@ func newTrace() *cobra.Command {
 					return nil
 				}
 				if summary {
-					sum.Add(e)
+					sum.AddEvent(e)
 					return nil
 				}
 				return pr.Print(e)
@@ -80,11 +79,14 @@ func newTrace() *cobra.Command {
 	return cmd
 }
 
-func printSummary(w io.Writer, sum *stat.Summary, asJSON bool, drops uint64) error {
+// printSummary prints a strace -c like table of the syscalls seen.
+func printSummary(w io.Writer, sum *stat.Table, asJSON bool, drops uint64) error {
+	rows := sum.Rows(sum.BySyscall)
+	stat.SortRows(rows, "time")
 	if asJSON {
-		return json.NewEncoder(w).Encode(map[string]any{"syscalls": sum.Rows(), "drops": drops})
+		return stat.PrintJSON(w, rows, "syscall", drops)
 	}
-	return sum.Print(w)
+	return stat.PrintRows(w, rows, "syscall")
 }
 
 func reportDrops(res live.Result) {

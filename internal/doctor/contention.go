@@ -6,6 +6,7 @@ import (
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/stat"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // contention finds one syscall eating the time of many processes at once:
@@ -135,7 +136,7 @@ func (c *contention) Findings(env *Env) []Finding {
 				continue
 			}
 			mean := float64(st.total) / float64(st.n)
-			curve = append(curve, fmt.Sprintf("%d concurrent: %s mean over %d calls", l, fmtNS(uint64(mean)), st.n))
+			curve = append(curve, fmt.Sprintf("%d concurrent: %s mean over %d calls", l, units.Duration(uint64(mean)), st.n))
 			if low == 0 {
 				low, lowL = mean, l
 			}
@@ -156,7 +157,7 @@ func (c *contention) Findings(env *Env) []Finding {
 				if i == 4 {
 					break
 				}
-				places = append(places, fmt.Sprintf("%s: %s", k, fmtNS(m[k])))
+				places = append(places, fmt.Sprintf("%s: %s", k, units.Duration(m[k])))
 			}
 			ev["slow_calls_slept_in"] = places
 			whereText = " Its slow calls slept in " + keys[0] + "."
@@ -167,7 +168,7 @@ func (c *contention) Findings(env *Env) []Finding {
 				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s, and a call takes "+
 					"%s with %d caller(s) in it against %s with %d: the callers contend for something inside one shared kernel, "+
 					"which no CPU or memory limit isolates.%s%s",
-					len(pids), len(cgroups), 100*share, name, fmtNS(uint64(low)), lowL, fmtNS(uint64(high)), highL, whereText, hint(name)),
+					len(pids), len(cgroups), 100*share, name, units.Duration(uint64(low)), lowL, units.Duration(uint64(high)), highL, whereText, hint(name)),
 				Evidence: ev, Fix: contentionFix(name), Score: 2 * float64(inside)})
 		} else {
 			// Without a measurable slowdown (on a small host the callers

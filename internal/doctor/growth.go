@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // growth finds a syscall whose latency grows with the state of its process:
@@ -131,15 +132,15 @@ func (g *growth) Findings(env *Env) []Finding {
 			name := event.SyscallName(g.arch, nr)
 			var curve []string
 			for _, b := range bbins {
-				curve = append(curve, fmt.Sprintf("%.0f→%s", b.x, fmtNS(uint64(b.y))))
+				curve = append(curve, fmt.Sprintf("%.0f→%s", b.x, units.Duration(uint64(b.y))))
 			}
 			out = append(out, Finding{ID: "latency-grows-with-count", Severity: Warning,
 				Title: fmt.Sprintf("%s in %s gets slower as the process's %s grow", name, env.ProcName(p.pid, p.comm), dims[best]),
 				Summary: fmt.Sprintf("In %s, %s latency rises with the number of %s: from about %s at %.0f to %s at %.0f "+
 					"(%s more per unit, fit R²=%.2f over %d calls, %s in all). The kernel walks a structure that grows with the process; "+
 					"each new %s makes the next call slower.",
-					env.ProcName(p.pid, p.comm), name, dims[best], fmtNS(uint64(y0)), x0, fmtNS(uint64(y1)), x1,
-					fmtNS(uint64(bb)), br2, sm.n, fmtNS(sm.totalNS), dimSingular[best]),
+					env.ProcName(p.pid, p.comm), name, dims[best], units.Duration(uint64(y0)), x0, units.Duration(uint64(y1)), x1,
+					units.Duration(uint64(bb)), br2, sm.n, units.Duration(sm.totalNS), dimSingular[best]),
 				Evidence: map[string]any{"syscall": name, "pid": p.pid, "grows_with": dims[best], "slope_ns_per_unit": bb,
 					"intercept_ns": ba, "r2": br2, "calls": sm.n, "total_ns": sm.totalNS, "curve": curve},
 				Fix:   growthFix[best],

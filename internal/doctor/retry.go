@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // retry finds syscalls that fail and are at once called again by the same
@@ -145,7 +146,7 @@ func (r *retry) Findings(env *Env) []Finding {
 			Summary: fmt.Sprintf("%d times, %s failed with %s (%s) and the same thread called it again at once %s. "+
 				"The failing calls took %s in all, the retries %s. A fallback taken on every call is a cost paid on a hot path: "+
 				"the first attempt can never succeed once the condition behind %s holds.",
-				p.count, name, errno, event.ErrnoDesc(p.errno), change, fmtNS(p.failedNS), fmtNS(p.retryNS), errno),
+				p.count, name, errno, event.ErrnoDesc(p.errno), change, units.Duration(p.failedNS), units.Duration(p.retryNS), errno),
 			Evidence: map[string]any{"syscall": name, "errno": errno, "count": p.count, "argument": p.arg,
 				"flags_removed": p.removed, "flags_added": p.added, "failed_ns": p.failedNS, "retry_ns": p.retryNS,
 				"example_failed": p.example[0], "example_retry": p.example[1], "processes": procs},
@@ -177,16 +178,4 @@ func contains(ss []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func fmtNS(ns uint64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2f s", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.1f ms", float64(ns)/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.1f µs", float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%d ns", ns)
 }

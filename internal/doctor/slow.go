@@ -7,6 +7,7 @@ import (
 
 	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // slow groups syscalls that took long by where they slept (with --stacks,
@@ -168,7 +169,7 @@ func (s *slow) Observe(e *event.Event) {
 	g.sleptNS += slept
 	if sc.Latency > g.maxNS {
 		g.maxNS = sc.Latency
-		g.example = event.FormatSyscall(s.arch, sc) + fmt.Sprintf(" <%s>", fmtNS(sc.Latency))
+		g.example = event.FormatSyscall(s.arch, sc) + fmt.Sprintf(" <%s>", units.Duration(sc.Latency))
 		if len(stack) > 0 {
 			g.stack = stack
 		}
@@ -230,9 +231,9 @@ func (s *slow) Findings(env *Env) []Finding {
 			sev = Warning
 		}
 		out = append(out, Finding{ID: "slow-syscall", Severity: sev,
-			Title: fmt.Sprintf("%d slow %s, up to %s, sleeping in %s", g.n, callList(g.calls), fmtNS(g.maxNS), orDash(g.where)),
+			Title: fmt.Sprintf("%d slow %s, up to %s, sleeping in %s", g.n, callList(g.calls), units.Duration(g.maxNS), orDash(g.where)),
 			Summary: fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each%s. These are not calls that wait by design, "+
-				"so the time is a stall the program did not ask for.", g.n, callList(g.calls), fmtNS(g.totalNS), fmtNS(g.maxNS),
+				"so the time is a stall the program did not ask for.", g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS),
 				sleptWhere(g)),
 			Evidence: g.evidence(env),
 			Fix:      "Follow the stack: it names the kernel path the thread waited in (a lock, I/O, memory reclaim). Record with --stacks if it is missing.",
@@ -314,7 +315,7 @@ func (s *slow) auditFinding(env *Env) Finding {
 			daemonText += fmt.Sprintf(" The registered audit daemon was %s[%d], which %s.", d.Comm, d.PID, state)
 			if d.NrThrottled > 0 {
 				daemonText += fmt.Sprintf(" Its cgroup was CPU-throttled in %d of %d periods (%s in all, cpu.max %s).",
-					d.NrThrottled, d.NrPeriods, fmtNS(d.ThrottledUsec*1000), d.CPUMax)
+					d.NrThrottled, d.NrPeriods, units.Duration(d.ThrottledUsec*1000), d.CPUMax)
 			}
 		} else if st.Enabled != 0 {
 			daemonText += " No audit daemon was registered."
@@ -323,11 +324,11 @@ func (s *slow) auditFinding(env *Env) Finding {
 		ev["audit_status_error"] = s.auditErr.Error()
 	}
 	return Finding{ID: "audit-backlog-stall", Severity: sev,
-		Title: fmt.Sprintf("%d syscalls stalled up to %s waiting for room in the audit backlog", g.n, fmtNS(g.maxNS)),
+		Title: fmt.Sprintf("%d syscalls stalled up to %s waiting for room in the audit backlog", g.n, units.Duration(g.maxNS)),
 		Summary: fmt.Sprintf("%d calls to %s slept %s in all, up to %s each, in audit_log_start: the kernel's audit backlog was full, "+
 			"so every audited syscall waited (schedule_timeout) for the audit daemon to drain it.%s%s "+
 			"Applications see this as unexplained gaps: a non-blocking call that takes hundreds of milliseconds.",
-			g.n, callList(g.calls), fmtNS(g.totalNS), fmtNS(g.maxNS), daemonText, nonblockText(g)),
+			g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), daemonText, nonblockText(g)),
 		Evidence: ev, Fix: fix, Score: float64(g.totalNS) * 10}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // Printer writes events to w. Call Flush when done.
@@ -166,7 +167,7 @@ func appendSleeps(b []byte, s *event.Syscall) []byte {
 		if sl.Preempted {
 			how = "runnable, waiting for a CPU"
 		}
-		b = fmt.Appendf(b, "    off CPU %s in %d switch(es), %s", fmtDur(sl.Duration), sl.Count, how)
+		b = fmt.Appendf(b, "    off CPU %s in %d switch(es), %s", units.Duration(sl.Duration), sl.Count, how)
 		if sl.WakerPID != 0 || sl.WakerComm != "" {
 			b = fmt.Appendf(b, "; woken by %s(%d:%d)", sl.WakerComm, sl.WakerPID, sl.WakerTID)
 		}
@@ -206,18 +207,6 @@ func FrameText(f event.Frame) string {
 		return f.Name
 	}
 	return fmt.Sprintf("%#x", f.Addr)
-}
-
-func fmtDur(ns uint64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.3fs", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.3fms", float64(ns)/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.1fus", float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%dns", ns)
 }
 
 // ExitText says how a thread ended: "status=0", "killed by SIGSEGV (core dumped)".

@@ -1,3 +1,6 @@
+// Package stat counts syscalls: calls, errors, time and latency
+// histograms per process, cgroup and syscall, from the kernel's counters
+// or from events, and prints them as strace -c does.
 package stat
 
 import "math/bits"

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // Key is what the kernel counts by.
@@ -158,13 +158,13 @@ func PrintRows(w io.Writer, rows []StatRow, what string) error {
 			errs = fmt.Sprint(r.Errors)
 		}
 		fmt.Fprintf(tw, "%.2f\t%.6f\t%d\t%s\t%s\t%s\t%s\t %s\t\n", r.Percent, float64(r.TotalNS)/1e9, r.Calls, errs,
-			dur(r.P50NS), dur(r.P99NS), dur(r.MaxNS), r.Name)
+			units.Duration(r.P50NS), units.Duration(r.P99NS), units.Duration(r.MaxNS), r.Name)
 		tot.Calls += r.Calls
 		tot.Errors += r.Errors
 		tot.TotalNS += r.TotalNS
 		tot.MaxNS = max(tot.MaxNS, r.MaxNS)
 	}
-	fmt.Fprintf(tw, "100.00\t%.6f\t%d\t%d\t\t\t%s\t %s\t\n", float64(tot.TotalNS)/1e9, tot.Calls, tot.Errors, dur(tot.MaxNS), "total")
+	fmt.Fprintf(tw, "100.00\t%.6f\t%d\t%d\t\t\t%s\t %s\t\n", float64(tot.TotalNS)/1e9, tot.Calls, tot.Errors, units.Duration(tot.MaxNS), "total")
 	return tw.Flush()
 }
 
@@ -172,16 +172,4 @@ func PrintRows(w io.Writer, rows []StatRow, what string) error {
 func PrintJSON(w io.Writer, rows []StatRow, by string, drops uint64) error {
 	return json.NewEncoder(w).Encode(map[string]any{"by": by, "rows": rows, "drops": drops,
 		"percentile_max_relative_error": MaxRelError})
-}
-
-func dur(ns uint64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2fs", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.2fms", float64(ns)/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.1fus", float64(ns)/1e3)
-	}
-	return strings.TrimSpace(fmt.Sprintf("%dns", ns))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/stat"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // Sample is one read of the kernel's counts.
@@ -179,23 +180,11 @@ func Render(w io.Writer, level int, within string, rows []Row, sortBy string, cu
 		if len(name) > 36 {
 			name = name[:33] + "..."
 		}
-		fmt.Fprintf(w, "%s%-36s %12.0f %8.1f%% %10s %10.0f %11.0f %10.0f\n", mark, name, r.Calls, r.TimePct, dur(r.P99), r.Errors, r.Vsyscalls, r.Faults)
+		fmt.Fprintf(w, "%s%-36s %12.0f %8.1f%% %10s %10.0f %11.0f %10.0f\n", mark, name, r.Calls, r.TimePct, units.Duration(r.P99), r.Errors, r.Vsyscalls, r.Faults)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "  (no syscalls in the last interval)")
 	}
-}
-
-func dur(ns uint64) string {
-	switch {
-	case ns >= 1e9:
-		return fmt.Sprintf("%.2fs", float64(ns)/1e9)
-	case ns >= 1e6:
-		return fmt.Sprintf("%.2fms", float64(ns)/1e6)
-	case ns >= 1e3:
-		return fmt.Sprintf("%.1fus", float64(ns)/1e3)
-	}
-	return fmt.Sprintf("%dns", ns)
 }
 
 // model is the bubbletea program state.
