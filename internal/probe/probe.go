@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
@@ -397,10 +396,4 @@ func roundRing(n int) int {
 		size <<= 1
 	}
 	return size
-}
-
-// KernelHasBTF is used by tests to decide whether privileged tests can run.
-func KernelHasBTF() bool {
-	_, err := btf.LoadKernelSpec()
-	return err == nil
 }

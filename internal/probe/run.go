@@ -348,6 +348,3 @@ func monoNow() uint64 {
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return uint64(ts.Nano())
 }
-
-// MonoNow is the current CLOCK_MONOTONIC time, the clock of Event.Time.
-func MonoNow() uint64 { return monoNow() }
