@@ -47,7 +47,9 @@ declare -A cmds=(
 	[strace-c]="strace -f -c -o $work/strace.txt $loop $SLOW_CALLS"
 	[strace-o]="strace -f -o $work/strace.out $loop $SLOW_CALLS"
 )
-order=(baseline sysray-floor sysray-stat sysray-doctor sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+# MODES="baseline sysray-stat" picks some modes (and skips the sampling part).
+default_order=(baseline sysray-floor sysray-stat sysray-doctor sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+read -r -a order <<<"${MODES:-${default_order[*]}}"
 
 declare -A samples
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -84,6 +86,8 @@ done
 echo
 echo "Capture size per syscall: sysray $(echo "${samples[sysray-bytes]}" | median) bytes (one event per syscall);" \
 	"perf.data $(echo "${samples[perf-bytes]}" | median) bytes (enter+exit records)."
+
+[ -n "${MODES:-}" ] && exit 0
 
 # CPU-bound throughput under sampling: the cost of `sysray profile` at 99 Hz.
 gcc -O2 -static -o "$work/spin" bench/spin.c
