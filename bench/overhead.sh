@@ -84,8 +84,8 @@ for m in "${order[@]}"; do
 	awk -v m="$m" -v med="$med" -v base="$base" -v s="${samples[$m]}" 'BEGIN{printf "| %s | %.0f | %+.0f | %.1fx | %s|\n", m, med, med-base, med/base, s}'
 done
 echo
-echo "Capture size per syscall: sysray $(echo "${samples[sysray-bytes]}" | median) bytes (one event per syscall);" \
-	"perf.data $(echo "${samples[perf-bytes]}" | median) bytes (enter+exit records)."
+echo "Capture size per syscall: sysray $(echo "${samples[sysray-bytes]:-}" | median) bytes (one event per syscall);" \
+	"perf.data $(echo "${samples[perf-bytes]:-}" | median) bytes (enter+exit records)."
 
 [ -n "${MODES:-}" ] && exit 0
 
