@@ -32,8 +32,12 @@ test: build lint
 demo: build
 	./bin/sysray demo all
 
+# Every table in BENCHMARKS.md: syscall overhead and sampling, redis, and
+# the accuracy of stat's percentiles.
 bench: build
 	bash bench/overhead.sh
+	bash bench/redis.sh
+	bash bench/accuracy.sh
 
 clean:
 	rm -rf bin
