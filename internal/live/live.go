@@ -106,6 +106,7 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		}()
 	}
 	go func() {
+		stop := opts.Stop
 		var timeout <-chan time.Time
 		if opts.Duration > 0 {
 			t := time.NewTimer(opts.Duration)
@@ -134,9 +135,10 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				}
 				cancel()
 				return
-			case <-opts.Stop:
+			case <-stop:
 				if cmd != nil {
 					cmd.Process.Signal(syscall.SIGTERM)
+					stop = nil // closed: it would fire again at once
 					continue
 				}
 				cancel()
