@@ -125,6 +125,7 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newSlow(host.Arch, host.Live),
 		newContention(host.Arch),
 		newErrors(host.Arch),
+		newExecFail(host.Arch),
 	}
 	return d
 }

@@ -172,3 +172,27 @@ func TestBinnedFit(t *testing.T) {
 		t.Errorf("fit a=%.1f b=%.2f r2=%.3f", a, b, r2)
 	}
 }
+
+func TestExecFailure(t *testing.T) {
+	const nrExecve = 59
+	enoent := int64(-2)
+	failedRun := []event.Event{
+		sys(20, 100, nrExecve, enoent, 5000, 0x1000),
+		{Kind: event.KindExit, Time: 200, PID: 20, TID: 20, Comm: "sh", Proc: event.Proc{ExitCode: 127 << 8, GroupDead: true}},
+	}
+	f := byID(findings(failedRun), "exec-failure")
+	if f == nil || f.Severity != Warning {
+		t.Fatalf("finding %+v", f)
+	}
+	// A $PATH search: two misses, then the program runs.
+	search := []event.Event{
+		sys(21, 100, nrExecve, enoent, 5000, 0x1000),
+		sys(21, 110, nrExecve, enoent, 5000, 0x2000),
+		{Kind: event.KindExec, Time: 120, PID: 21, TID: 21, Comm: "ls"},
+		sys(21, 120, nrExecve, 0, 5000, 0x3000),
+		{Kind: event.KindExit, Time: 200, PID: 21, TID: 21, Comm: "ls", Proc: event.Proc{ExitCode: 2 << 8, GroupDead: true}},
+	}
+	if f := byID(findings(search), "exec-failure"); f != nil {
+		t.Errorf("a PATH search that found its program reported: %+v", f)
+	}
+}
