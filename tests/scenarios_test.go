@@ -198,3 +198,37 @@ func anyStrings(v any) []string {
 	}
 	return out
 }
+
+// A process over its cgroup's memory limit is killed by the OOM killer; the
+// doctor says so, not just "SIGKILL".
+func TestOOMKill(t *testing.T) {
+	requireBPF(t)
+	// cgroup v1's memory controller on hybrid hosts, v2's memory.max otherwise.
+	dir, limit, procs := "/sys/fs/cgroup/memory/sysray-test-oom", "memory.limit_in_bytes", "cgroup.procs"
+	if _, err := os.Stat("/sys/fs/cgroup/memory"); err != nil {
+		dir, limit = "/sys/fs/cgroup/sysray-test-oom", "memory.max"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("making a memory cgroup: %v", err)
+	}
+	defer os.Remove(dir)
+	if err := os.WriteFile(dir+"/"+limit, []byte("67108864"), 0o644); err != nil {
+		t.Fatalf("setting the memory limit: %v", err)
+	}
+	out := t.TempDir() + "/report.json"
+	script := "echo $$ > " + dir + "/" + procs + "; exec " + prog("hog")
+	r := run(t, "doctor", "--json", "-o", out, "--", "sh", "-c", script)
+	if r.code != 128+9 {
+		t.Errorf("doctor exited %d, want 137 (the command's SIGKILL)", r.code)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("bad report: %v\n%s", err, b)
+	}
+	f := top(t, rep, "oom-kill", "critical")
+	has(t, f, "oom_kills", "signal", "last_syscalls")
+}

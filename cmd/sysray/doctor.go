@@ -89,6 +89,7 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 	_, kernel := host.Uname()
 	d := doctor.New(doctor.Host{Arch: arch, Kernel: kernel, VsyscallMode: host.VsyscallMode(), Live: true,
 		Container: func(pid uint32, cg uint64) string { return describe(ctrs.Container(pid, cg)) },
+		OOMKills:  host.OOMKills,
 		Libc: func(pid uint32) string {
 			l, err := container.Libc(int(pid))
 			if err != nil {

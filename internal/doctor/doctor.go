@@ -58,6 +58,9 @@ type Host struct {
 	// Libc, if set, reads the C library a live process uses, inside its own
 	// root (its container's image).
 	Libc func(pid uint32) string
+	// OOMKills, if set, reads the kernel's count of OOM kills (/proc/vmstat
+	// oom_kill): the doctor compares it before and after.
+	OOMKills func() uint64
 }
 
 // Env is what detectors may consult besides events.
@@ -119,7 +122,7 @@ func New(host Host, procs *proc.Table) *Doctor {
 	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}}}
 	d.detectors = []Detector{
 		newVsyscall(host.Libc),
-		newFatal(host.Arch),
+		newFatal(host.Arch, host.OOMKills),
 		newRetry(host.Arch),
 		newGrowth(host.Arch),
 		newSlow(host.Arch, host.Live),

@@ -11,11 +11,13 @@ import (
 // access was and what the address is; for every kill, the last syscalls
 // and the exit status.
 type fatal struct {
-	arch    event.Arch
-	recent  map[uint32]*ring // per thread: last syscalls
-	faults  map[uint32]event.Fault
-	signals map[uint32]event.Signal // per thread: last fatal-looking signal generated for it
-	deaths  []death
+	arch     event.Arch
+	oomKills func() uint64
+	oomAt0   uint64           // the kernel's OOM kill count when the doctor started
+	recent   map[uint32]*ring // per thread: last syscalls
+	faults   map[uint32]event.Fault
+	signals  map[uint32]event.Signal // per thread: last fatal-looking signal generated for it
+	deaths   []death
 }
 
 type death struct {
@@ -52,8 +54,13 @@ func (r *ring) list(arch event.Arch) []string {
 	return out
 }
 
-func newFatal(arch event.Arch) *fatal {
-	return &fatal{arch: arch, recent: map[uint32]*ring{}, faults: map[uint32]event.Fault{}, signals: map[uint32]event.Signal{}}
+func newFatal(arch event.Arch, oomKills func() uint64) *fatal {
+	f := &fatal{arch: arch, oomKills: oomKills, recent: map[uint32]*ring{}, faults: map[uint32]event.Fault{},
+		signals: map[uint32]event.Signal{}}
+	if oomKills != nil {
+		f.oomAt0 = oomKills()
+	}
+	return f
 }
 
 func faultSignal(sig int32) bool {
@@ -147,6 +154,11 @@ func (f *fatal) Findings(env *Env) []Finding {
 			}
 			what = fmt.Sprintf("a %s at %#x, instruction %#x, in %s%s: %s", accessNoun(d.fault),
 				d.fault.Addr, d.fault.IP, where, code, event.FaultFlags(d.fault.Error))
+		case d.sig == 9 && d.signal != nil && d.signal.Code == 0x80 && f.oomKilled():
+			// SIGKILL from the kernel itself while the kernel counted an OOM kill.
+			sev = Critical
+			ev["oom_kills"] = f.oomKills() - f.oomAt0
+			what = "SIGKILL from the kernel's out-of-memory killer (the kernel counted OOM kills while the doctor watched)"
 		case d.signal != nil && d.signal.SenderPID != 0 && d.signal.SenderPID != d.pid:
 			sev = Info // someone sent it: a deliberate kill
 			ev["sender_pid"] = d.signal.SenderPID
@@ -165,15 +177,24 @@ func (f *fatal) Findings(env *Env) []Finding {
 			summary += " Its last syscalls: " + strings.Join(d.last, "; ") + "."
 		}
 		fix := "Look at the code at the faulting instruction (addr2line -e BINARY " + ipOf(d.fault) + ", or a core dump)."
-		if d.fault != nil && inVsyscallPage(d.fault.Addr) {
+		id := "fatal-signal"
+		if _, ok := ev["oom_kills"]; ok {
+			id = "oom-kill"
+			fix = "Give the process (its cgroup or container) more memory, or find what grows: the kernel killed it " +
+				"because its memory limit, or the host's memory, ran out. dmesg shows the OOM report with the limit."
+		} else if d.fault != nil && inVsyscallPage(d.fault.Addr) {
 			fix = "See the legacy-vsyscall finding: rebuild on a newer base image, or boot with vsyscall=emulate."
 		} else if sev == Info {
 			fix = "Nothing to fix if the kill was intended."
 		} else if d.fault == nil {
 			fix = "Find out why the signal was raised: abort() and assertion failures print to stderr; the kernel logs OOM kills (dmesg)."
 		}
-		out = append(out, Finding{ID: "fatal-signal", Severity: sev,
-			Title: fmt.Sprintf("%s was %s", env.ProcName(d.pid, d.comm), status), Summary: summary,
+		title := fmt.Sprintf("%s was %s", env.ProcName(d.pid, d.comm), status)
+		if id == "oom-kill" {
+			title = fmt.Sprintf("%s was killed by the out-of-memory killer", env.ProcName(d.pid, d.comm))
+		}
+		out = append(out, Finding{ID: id, Severity: sev,
+			Title: title, Summary: summary,
 			Evidence: ev, Fix: fix, Score: 1e9})
 	}
 	return out
@@ -187,6 +208,11 @@ func accessNoun(f *event.Fault) string {
 		return "write"
 	}
 	return "read"
+}
+
+// oomKilled reports whether the kernel counted OOM kills since the doctor started.
+func (f *fatal) oomKilled() bool {
+	return f.oomKills != nil && f.oomKills() > f.oomAt0
 }
 
 func ipOf(f *event.Fault) string {

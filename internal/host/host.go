@@ -5,6 +5,7 @@ package host
 import (
 	"bufio"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,4 +66,20 @@ func Facts() map[string]string {
 		"kernel":        kernel,
 		"vsyscall_mode": VsyscallMode(),
 	}
+}
+
+// OOMKills is the kernel's count of processes killed for lack of memory
+// since boot (/proc/vmstat oom_kill).
+func OOMKills() uint64 {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.ParseUint(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
