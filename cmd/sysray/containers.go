@@ -140,6 +140,21 @@ func newCapturedContainers(meta string) *capturedContainers {
 	return c
 }
 
+// observe learns the containers that started after the capture began from
+// the cgroup paths of their exec events: their id and runtime, if not their
+// image (that was only asked of the runtime at the start).
+func (c *capturedContainers) observe(e *event.Event) {
+	if e.Kind != event.KindExec {
+		return
+	}
+	if _, ok := c.byCgroup[e.Cgroup]; ok {
+		return
+	}
+	if r := container.Parse(e.Proc.CgroupPath); r.IsContainer() {
+		c.byCgroup[e.Cgroup] = filter.Container{ID: r.ID, Runtime: r.Runtime}
+	}
+}
+
 func (c *capturedContainers) Container(pid uint32, cg uint64) filter.Container {
 	if x, ok := c.byCgroup[cg]; ok {
 		return x

@@ -174,6 +174,7 @@ func doctorFile(path string) (*doctor.Report, error) {
 		if err != nil {
 			break
 		}
+		ctrs.observe(&e)
 		d.Observe(&e)
 	}
 	if errors.Is(err, capture.ErrTruncated) {

@@ -56,6 +56,7 @@ func newRead() *cobra.Command {
 					break
 				}
 				procs.Update(&e)
+				ctrs.observe(&e)
 				if flt != nil && !flt.Match(&e, envv) {
 					continue
 				}

@@ -79,7 +79,8 @@ per syscall. With -r FILE, counts the syscalls of a capture exactly instead.`,
 				defer r.Close()
 				h := r.Header()
 				procs = proc.NewTable(h.Procs)
-				ctrs = newCapturedContainers(h.Meta[metaContainers])
+				cc := newCapturedContainers(h.Meta[metaContainers])
+				ctrs = cc
 				t = stat.NewTable(h.Arch)
 				var e event.Event
 				for {
@@ -87,6 +88,7 @@ per syscall. With -r FILE, counts the syscalls of a capture exactly instead.`,
 						break
 					}
 					procs.Update(&e)
+					cc.observe(&e)
 					t.AddEvent(&e)
 				}
 				if errors.Is(err, capture.ErrTruncated) {
