@@ -2,14 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/container"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
@@ -155,31 +152,19 @@ func describe(c filter.Container) string {
 }
 
 func doctorFile(path string) (*doctor.Report, error) {
-	r, err := capture.Open(path)
+	c, err := openCapture(path)
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	h := r.Header()
+	defer c.Close()
+	h := c.h
 	hostFacts := doctor.Host{Arch: h.Arch, Kernel: h.Meta["kernel"], VsyscallMode: h.Meta["vsyscall_mode"], Meta: h.Meta}
 	if hostFacts.Kernel == "" {
 		hostFacts.Kernel = h.Kernel
 	}
-	ctrs := newCapturedContainers(h.Meta[metaContainers])
-	hostFacts.Container = func(pid uint32, cg uint64) string { return describe(ctrs.Container(pid, cg)) }
-	d := doctor.New(hostFacts, proc.NewTable(h.Procs))
-	var e event.Event
-	for {
-		err = r.Next(&e)
-		if err != nil {
-			break
-		}
-		ctrs.observe(&e)
-		d.Observe(&e)
-	}
-	if errors.Is(err, capture.ErrTruncated) {
-		fmt.Fprintf(os.Stderr, "sysray: warning: %v\n", err)
-	} else if err != nil && !errors.Is(err, io.EOF) {
+	hostFacts.Container = func(pid uint32, cg uint64) string { return describe(c.ctrs.Container(pid, cg)) }
+	d := doctor.New(hostFacts, c.procs)
+	if _, err := c.each(func(e *event.Event) error { d.Observe(e); return nil }); err != nil {
 		return nil, err
 	}
 	return d.Report(), nil

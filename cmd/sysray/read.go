@@ -1,18 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/output"
-	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -32,60 +28,39 @@ func newRead() *cobra.Command {
 					return err
 				}
 			}
-			r, err := capture.Open(args[0])
+			c, err := openCapture(args[0])
 			if err != nil {
 				return err
 			}
-			defer r.Close()
-			h := r.Header()
-			procs := proc.NewTable(h.Procs)
-			ctrs := newCapturedContainers(h.Meta[metaContainers])
-			envv := env{arch: h.Arch, procs: procs, ctrs: ctrs}
+			defer c.Close()
+			h := c.h
+			envv := env{arch: h.Arch, procs: c.procs, ctrs: c.ctrs}
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
 			defer closeOut()
 			pr := output.New(out, h.Arch, h.BootTime, asJSON)
-			pr.Containers = label(ctrs)
+			pr.Containers = label(c.ctrs)
 			sum := stat.NewTable(h.Arch)
-			var e event.Event
-			for {
-				err = r.Next(&e)
-				if err != nil {
-					break
-				}
-				procs.Update(&e)
-				ctrs.observe(&e)
-				if flt != nil && !flt.Match(&e, envv) {
-					continue
+			drops, err := c.each(func(e *event.Event) error {
+				if flt != nil && !flt.Match(e, envv) {
+					return nil
 				}
 				if summary {
-					sum.AddEvent(&e)
-					continue
+					sum.AddEvent(e)
+					return nil
 				}
-				if err := pr.Print(&e); err != nil {
-					return err
-				}
-			}
+				return pr.Print(e)
+			})
 			pr.Flush()
-			var drops uint64
-			if t := r.Trailer(); t != nil {
-				for _, d := range t.Drops {
-					drops += d
-				}
+			if err != nil {
+				return err
 			}
 			if summary {
-				if perr := printSummary(out, sum, asJSON, drops); perr != nil {
-					return perr
+				if err := printSummary(out, sum, asJSON, drops); err != nil {
+					return err
 				}
-			}
-			if errors.Is(err, capture.ErrTruncated) {
-				fmt.Fprintf(os.Stderr, "sysray: warning: %v\n", err)
-				return nil
-			}
-			if err != nil && !errors.Is(err, io.EOF) {
-				return err
 			}
 			if drops > 0 {
 				fmt.Fprintf(os.Stderr, "sysray: %d events were lost in the kernel during this capture\n", drops)

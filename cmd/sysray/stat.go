@@ -3,12 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
@@ -72,34 +70,15 @@ per syscall. With -r FILE, counts the syscalls of a capture exactly instead.`,
 				if len(args) > 0 {
 					return errors.New("stat -r reads a capture; it does not run a command")
 				}
-				r, err := capture.Open(file)
+				c, err := openCapture(file)
 				if err != nil {
 					return err
 				}
-				defer r.Close()
-				h := r.Header()
-				procs = proc.NewTable(h.Procs)
-				cc := newCapturedContainers(h.Meta[metaContainers])
-				ctrs = cc
-				t = stat.NewTable(h.Arch)
-				var e event.Event
-				for {
-					if err = r.Next(&e); err != nil {
-						break
-					}
-					procs.Update(&e)
-					cc.observe(&e)
-					t.AddEvent(&e)
-				}
-				if errors.Is(err, capture.ErrTruncated) {
-					fmt.Fprintf(os.Stderr, "sysray: warning: %v\n", err)
-				} else if !errors.Is(err, io.EOF) {
+				defer c.Close()
+				procs, ctrs = c.procs, c.ctrs
+				t = stat.NewTable(c.h.Arch)
+				if drops, err = c.each(func(e *event.Event) error { t.AddEvent(e); return nil }); err != nil {
 					return err
-				}
-				if tr := r.Trailer(); tr != nil {
-					for _, d := range tr.Drops {
-						drops += d
-					}
 				}
 			} else {
 				lc := newLiveContainers()
