@@ -172,31 +172,28 @@ func appendSleeps(b []byte, s *event.Syscall) []byte {
 			b = fmt.Appendf(b, "; woken by %s(%d:%d)", sl.WakerComm, sl.WakerPID, sl.WakerTID)
 		}
 		b = append(b, ":\n"...)
-		for _, f := range sl.Stack {
-			b = append(b, "        "...)
-			b = append(b, FrameText(f)...)
-			b = append(b, '\n')
-		}
+		b = appendFrames(b, sl.Stack, len(sl.Stack))
 		if len(sl.WakerStack) > 0 {
 			b = append(b, "      waker:\n"...)
-			for i, f := range sl.WakerStack {
-				if i == wakerFrames {
-					b = fmt.Appendf(b, "        ... %d more\n", len(sl.WakerStack)-i)
-					break
-				}
-				b = append(b, "        "...)
-				b = append(b, FrameText(f)...)
-				b = append(b, '\n')
-			}
+			b = appendFrames(b, sl.WakerStack, wakerFrames)
 		}
 	}
 	if len(s.UserStack) > 0 {
 		b = append(b, "    user stack:\n"...)
-		for _, f := range s.UserStack {
-			b = append(b, "        "...)
-			b = append(b, FrameText(f)...)
-			b = append(b, '\n')
+		b = appendFrames(b, s.UserStack, len(s.UserStack))
+	}
+	return b
+}
+
+// appendFrames writes up to n frames, one per indented line.
+func appendFrames(b []byte, fs []event.Frame, n int) []byte {
+	for i, f := range fs {
+		if i == n {
+			return fmt.Appendf(b, "        ... %d more\n", len(fs)-i)
 		}
+		b = append(b, "        "...)
+		b = append(b, FrameText(f)...)
+		b = append(b, '\n')
 	}
 	return b
 }
