@@ -49,6 +49,7 @@ volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least 
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
 volatile const __u32 cfg_nr_execveat;
+volatile const __u32 cfg_nr_rt_sigreturn;
 volatile const __u64 sys_mask[MAX_SYSCALL / 64];
 volatile const struct cap_rule cap_rules[MAX_SYSCALL];
 
@@ -68,6 +69,11 @@ struct task_state {
 	__u8 have_waker;
 	__u8 prev_failed; /* the thread's previous syscall failed: emit this one (retries) */
 	__u8 pad2;
+	__u32 tick;      /* lean mode: calls seen, for 1-in-cfg_sample sampling */
+	__u32 tgid;      /* cached for the stats key while cg_gen is current */
+	__u64 cg;        /* cgroup id, likewise */
+	__u64 cg_gen;    /* cgroup_gen when tgid and cg were read; 0: never */
+	__u64 sl_owner;  /* ts of the syscall the sleep slots belong to */
 	__u32 waker_pid;
 	__u32 waker_tid;
 	__s32 waker_kstack;
@@ -79,6 +85,13 @@ struct task_state {
 	__u64 fault_ip;
 	__u64 fault_err;
 };
+
+/*
+ * Bumped whenever a task changes cgroup. Reading the cgroup id costs a helper
+ * call and four pointer loads per syscall; a task caches it with the
+ * generation it read it in, and reads it again only after a move.
+ */
+volatile __u64 cgroup_gen = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -532,7 +545,12 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		emit_syscall(st, st->held_ret, st->held_end, 0, NULL);
 	}
 	st->nr = id;
-	if (!cfg_stat || cfg_sample) { /* counting alone needs no arguments */
+	/*
+	 * Stat mode reads the arguments at exit, and only for the calls it
+	 * emits: the registers still hold them then (signal restarts are set
+	 * up after the sys_exit tracepoint).
+	 */
+	if (!cfg_stat) {
 		st->args[0] = regs->di;
 		st->args[1] = regs->si;
 		st->args[2] = regs->dx;
@@ -540,12 +558,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		st->args[4] = regs->r8;
 		st->args[5] = regs->r9;
 	}
-	if (cfg_stacks) {
-		st->sl.n = 0;
-		st->sl.ustack = -2; /* not taken yet */
-		st->off_ts = 0;
-		st->have_waker = 0;
-	}
+	/* The sleep slots are reset by the first switch-out of this call (sl_owner). */
 	st->active = 1;
 	st->ts = bpf_ktime_get_ns();
 	return 0;
@@ -593,21 +606,24 @@ struct {
 	__type(value, __u64);
 } stat_lost SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} sample_ctr SEC(".maps");
-
-/* True once every cfg_sample calls on this CPU. */
-static __always_inline bool sample_tick(void)
+/* True once every cfg_sample calls of the thread. */
+static __always_inline bool sample_tick(struct task_state *st)
 {
-	__u32 zero = 0;
-	__u64 *c = bpf_map_lookup_elem(&sample_ctr, &zero);
-	if (!c)
-		return false;
-	return ((*c)++ & (cfg_sample - 1)) == 0;
+	return (st->tick++ & (cfg_sample - 1)) == 0;
+}
+
+/* Lean mode: the arguments of a call about to be emitted, from its registers. */
+static __always_inline void late_args(struct task_state *st, struct pt_regs *regs, long ret)
+{
+	/* A successful execve or a sigreturn replaced the registers; sigreturn has no arguments. */
+	if ((ret == 0 && (st->nr == cfg_nr_execve || st->nr == cfg_nr_execveat)) ||
+	    st->nr == cfg_nr_rt_sigreturn) {
+#pragma unroll
+		for (int i = 0; i < 6; i++)
+			st->args[i] = 0;
+		return;
+	}
+	load_args(st, regs);
 }
 
 /* A new key starts from this (too large for the BPF stack). */
@@ -645,11 +661,18 @@ static __always_inline __u32 hist_bucket(__u64 v)
 	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
 }
 
-static __always_inline void stat_account(__u32 nr, long ret, __u64 lat)
+static __always_inline void stat_account(struct task_state *st, long ret, __u64 lat)
 {
+	__u64 gen = cgroup_gen;
+	if (st->cg_gen != gen) {
+		st->cg = bpf_get_current_cgroup_id();
+		st->tgid = bpf_get_current_pid_tgid() >> 32;
+		st->cg_gen = gen;
+	}
+	__u32 nr = st->nr;
 	struct stat_key k = {
-		.cgroup = bpf_get_current_cgroup_id(),
-		.pid = bpf_get_current_pid_tgid() >> 32,
+		.cgroup = st->cg,
+		.pid = st->tgid,
 		.nr = nr,
 	};
 	struct stat_val *v = bpf_map_lookup_elem(&stats, &k);
@@ -696,15 +719,16 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	__u64 now = bpf_ktime_get_ns();
 	if (cfg_stat) {
 		__u64 lat = now - st->ts;
-		stat_account(st->nr, ret, lat);
+		stat_account(st, ret, lat);
 		if (!cfg_sample)
 			return 0;
 		/* Everything is counted; only what explains something crosses over. */
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->prev_failed;
 		st->prev_failed = failed;
-		if (!failed && !after_failure && lat < cfg_slow && !sample_tick())
+		if (!failed && !after_failure && lat < cfg_slow && !sample_tick(st))
 			return 0;
+		late_args(st, regs, ret);
 	}
 	if (now - st->ts < cfg_min_latency)
 		return 0;
@@ -719,7 +743,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		st->held_end = now;
 		return 0;
 	}
-	if (cfg_stacks && st->sl.n && now - st->ts >= cfg_slow) {
+	if (cfg_stacks && st->sl_owner == st->ts && st->sl.n && now - st->ts >= cfg_slow) {
 		emit_slow(st, ret, now);
 		return 0;
 	}
@@ -1024,6 +1048,8 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	/* exit and exit_group never return; neither does a syscall cut off by a fatal signal. */
 	if (st && (st->active || st->held)) {
+		if (cfg_stat && st->active)
+			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
 		st->active = 0;
 		st->held = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, NULL);
@@ -1073,6 +1099,8 @@ int inflight(struct bpf_iter__task *ctx)
 		st->held = 0;
 		emit_syscall(st, st->held_ret, st->held_end, 0, task);
 	} else {
+		if (cfg_stat)
+			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
 		st->active = 0;
 		emit_syscall(st, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
 	}
@@ -1130,6 +1158,20 @@ static __always_inline void account_sleep(struct task_state *st, __u64 dur)
 	}
 }
 
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(cgroup_attach_task, struct cgroup *dst, const char *path, struct task_struct *task, bool threadgroup)
+{
+	__sync_fetch_and_add(&cgroup_gen, 1);
+	return 0;
+}
+
+SEC("tp_btf/cgroup_transfer_tasks")
+int BPF_PROG(cgroup_transfer_tasks, struct cgroup *dst, const char *path, struct task_struct *task, bool threadgroup)
+{
+	__sync_fetch_and_add(&cgroup_gen, 1);
+	return 0;
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
@@ -1137,6 +1179,12 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u64 now = 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, prev, 0, 0);
 	if (st && st->active) {
+		if (st->sl_owner != st->ts) {
+			/* first switch-out of this syscall: the slots held an earlier one's */
+			st->sl_owner = st->ts;
+			st->sl.n = 0;
+			st->sl.ustack = -2; /* not taken yet */
+		}
 		/* prev is current here: its stacks show the way into schedule(). */
 		now = bpf_ktime_get_ns();
 		st->off_ts = now;

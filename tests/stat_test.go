@@ -2,10 +2,14 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sysray/sysray/internal/proc"
 )
 
 type statDoc struct {
@@ -82,4 +86,34 @@ func TestStatPercentiles(t *testing.T) {
 		return
 	}
 	t.Fatalf("no nanosleep row: %+v", d.Rows)
+}
+
+// A process that moves to another cgroup is counted in the new one from
+// then on: the kernel side caches each task's cgroup id between moves.
+func TestStatFollowsCgroupMove(t *testing.T) {
+	requireBPF(t)
+	// A Docker-style scope, so --by container names it apart from the host.
+	id := fmt.Sprintf("%016x", time.Now().UnixNano()) + strings.Repeat("5a", 24)
+	dir := filepath.Join(proc.CgroupV2Mount(), "sysray-test", "docker-"+id+".scope")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("creating cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		os.Remove(dir)
+		os.Remove(filepath.Dir(dir))
+	})
+	d := runStat(t, "--by", "container", "-e", "getppid", "--", prog("cgmove"), dir, "3000", "5000")
+	got := map[string]uint64{}
+	for _, r := range d.Rows {
+		got[r.Name] += r.Calls
+	}
+	var inside uint64
+	for name, n := range got {
+		if strings.Contains(name, id[:12]) {
+			inside += n
+		}
+	}
+	if got["host"] != 3000 || inside != 5000 {
+		t.Fatalf("getppid by cgroup: %v; want 3000 on the host and 5000 in %s", got, id[:12])
+	}
 }

@@ -55,6 +55,9 @@ var features = []struct {
 }{
 	{"sys_enter", "syscalls", false},
 	{"sys_exit", "syscalls", false},
+	// Tasks cache their cgroup id until one of these says a task moved.
+	{"cgroup_attach_task", "syscalls", false},
+	{"cgroup_transfer_tasks", "syscalls", false},
 	{"page_fault_user", "page faults", false},
 	{"emulate_vsyscall", "vsyscall emulation", false},
 	{"signal_generate", "signals", false},
@@ -192,17 +195,19 @@ func (p *Probe) Arch() event.Arch { return p.arch }
 
 func (p *Probe) attach() error {
 	progs := map[string]*ebpf.Program{
-		"sys_enter":          p.objs.SysEnter,
-		"sys_exit":           p.objs.SysExit,
-		"page_fault_user":    p.objs.PageFaultUser,
-		"emulate_vsyscall":   p.objs.EmulateVsyscall,
-		"signal_generate":    p.objs.SignalGenerate,
-		"signal_deliver":     p.objs.SignalDeliver,
-		"sched_process_fork": p.objs.SchedProcessFork,
-		"sched_process_exec": p.objs.SchedProcessExec,
-		"sched_process_exit": p.objs.SchedProcessExit,
-		"sched_switch":       p.objs.SchedSwitch,
-		"sched_waking":       p.objs.SchedWaking,
+		"sys_enter":             p.objs.SysEnter,
+		"sys_exit":              p.objs.SysExit,
+		"page_fault_user":       p.objs.PageFaultUser,
+		"emulate_vsyscall":      p.objs.EmulateVsyscall,
+		"signal_generate":       p.objs.SignalGenerate,
+		"signal_deliver":        p.objs.SignalDeliver,
+		"sched_process_fork":    p.objs.SchedProcessFork,
+		"sched_process_exec":    p.objs.SchedProcessExec,
+		"sched_process_exit":    p.objs.SchedProcessExit,
+		"sched_switch":          p.objs.SchedSwitch,
+		"sched_waking":          p.objs.SchedWaking,
+		"cgroup_attach_task":    p.objs.CgroupAttachTask,
+		"cgroup_transfer_tasks": p.objs.CgroupTransferTasks,
 	}
 	for _, f := range features {
 		if f.stacks && !p.stacksOn {
@@ -334,6 +339,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 	}
 	execve, _ := event.SyscallByName(arch, "execve")
 	execveat, _ := event.SyscallByName(arch, "execveat")
+	sigreturn, _ := event.SyscallByName(arch, "rt_sigreturn")
 	for _, kv := range []struct {
 		name string
 		v    any
@@ -350,6 +356,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 		{"cfg_slow", slow},
 		{"cfg_nr_execve", execve},
 		{"cfg_nr_execveat", execveat},
+		{"cfg_nr_rt_sigreturn", sigreturn},
 		{"sys_mask", mask},
 		{"cap_rules", rules},
 	} {

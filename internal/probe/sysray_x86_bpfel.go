@@ -135,6 +135,11 @@ type sysrayTaskState struct {
 	HaveWaker    uint8
 	PrevFailed   uint8
 	Pad2         uint8
+	Tick         uint32
+	Tgid         uint32
+	Cg           uint64
+	CgGen        uint64
+	SlOwner      uint64
 	WakerPid     uint32
 	WakerTid     uint32
 	WakerKstack  int32
@@ -167,50 +172,53 @@ type sysrayTaskState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sysrayMapCgroups           = "cgroups"
-	sysrayMapDrops             = "drops"
-	sysrayMapErrnos            = "errnos"
-	sysrayMapPcounts           = "pcounts"
-	sysrayMapPids              = "pids"
-	sysrayMapProfLost          = "prof_lost"
-	sysrayMapProfile           = "profile"
-	sysrayMapRings             = "rings"
-	sysrayMapSampleCtr         = "sample_ctr"
-	sysrayMapScratch           = "scratch"
-	sysrayMapStacks            = "stacks"
-	sysrayMapStages            = "stages"
-	sysrayMapStatLost          = "stat_lost"
-	sysrayMapStats             = "stats"
-	sysrayMapTstate            = "tstate"
-	sysrayProgEmulateVsyscall  = "emulate_vsyscall"
-	sysrayProgInflight         = "inflight"
-	sysrayProgOnCpu            = "on_cpu"
-	sysrayProgPageFaultUser    = "page_fault_user"
-	sysrayProgSchedProcessExec = "sched_process_exec"
-	sysrayProgSchedProcessExit = "sched_process_exit"
-	sysrayProgSchedProcessFork = "sched_process_fork"
-	sysrayProgSchedSwitch      = "sched_switch"
-	sysrayProgSchedWaking      = "sched_waking"
-	sysrayProgSignalDeliver    = "signal_deliver"
-	sysrayProgSignalGenerate   = "signal_generate"
-	sysrayProgSysEnter         = "sys_enter"
-	sysrayProgSysExit          = "sys_exit"
-	sysrayVarCapRules          = "cap_rules"
-	sysrayVarCfgAllFaults      = "cfg_all_faults"
-	sysrayVarCfgCgroups        = "cfg_cgroups"
-	sysrayVarCfgMinLatency     = "cfg_min_latency"
-	sysrayVarCfgNrExecve       = "cfg_nr_execve"
-	sysrayVarCfgNrExecveat     = "cfg_nr_execveat"
-	sysrayVarCfgPids           = "cfg_pids"
-	sysrayVarCfgSample         = "cfg_sample"
-	sysrayVarCfgSelf           = "cfg_self"
-	sysrayVarCfgSlow           = "cfg_slow"
-	sysrayVarCfgStacks         = "cfg_stacks"
-	sysrayVarCfgStat           = "cfg_stat"
-	sysrayVarCfgSyscalls       = "cfg_syscalls"
-	sysrayVarCfgWakeupBytes    = "cfg_wakeup_bytes"
-	sysrayVarStatZero          = "stat_zero"
-	sysrayVarSysMask           = "sys_mask"
+	sysrayMapCgroups              = "cgroups"
+	sysrayMapDrops                = "drops"
+	sysrayMapErrnos               = "errnos"
+	sysrayMapPcounts              = "pcounts"
+	sysrayMapPids                 = "pids"
+	sysrayMapProfLost             = "prof_lost"
+	sysrayMapProfile              = "profile"
+	sysrayMapRings                = "rings"
+	sysrayMapScratch              = "scratch"
+	sysrayMapStacks               = "stacks"
+	sysrayMapStages               = "stages"
+	sysrayMapStatLost             = "stat_lost"
+	sysrayMapStats                = "stats"
+	sysrayMapTstate               = "tstate"
+	sysrayProgCgroupAttachTask    = "cgroup_attach_task"
+	sysrayProgCgroupTransferTasks = "cgroup_transfer_tasks"
+	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
+	sysrayProgInflight            = "inflight"
+	sysrayProgOnCpu               = "on_cpu"
+	sysrayProgPageFaultUser       = "page_fault_user"
+	sysrayProgSchedProcessExec    = "sched_process_exec"
+	sysrayProgSchedProcessExit    = "sched_process_exit"
+	sysrayProgSchedProcessFork    = "sched_process_fork"
+	sysrayProgSchedSwitch         = "sched_switch"
+	sysrayProgSchedWaking         = "sched_waking"
+	sysrayProgSignalDeliver       = "signal_deliver"
+	sysrayProgSignalGenerate      = "signal_generate"
+	sysrayProgSysEnter            = "sys_enter"
+	sysrayProgSysExit             = "sys_exit"
+	sysrayVarCapRules             = "cap_rules"
+	sysrayVarCfgAllFaults         = "cfg_all_faults"
+	sysrayVarCfgCgroups           = "cfg_cgroups"
+	sysrayVarCfgMinLatency        = "cfg_min_latency"
+	sysrayVarCfgNrExecve          = "cfg_nr_execve"
+	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
+	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
+	sysrayVarCfgPids              = "cfg_pids"
+	sysrayVarCfgSample            = "cfg_sample"
+	sysrayVarCfgSelf              = "cfg_self"
+	sysrayVarCfgSlow              = "cfg_slow"
+	sysrayVarCfgStacks            = "cfg_stacks"
+	sysrayVarCfgStat              = "cfg_stat"
+	sysrayVarCfgSyscalls          = "cfg_syscalls"
+	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
+	sysrayVarCgroupGen            = "cgroup_gen"
+	sysrayVarStatZero             = "stat_zero"
+	sysrayVarSysMask              = "sys_mask"
 )
 
 // loadSysray returns the embedded CollectionSpec for sysray.
@@ -255,62 +263,65 @@ type sysraySpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayProgramSpecs struct {
-	EmulateVsyscall  *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
-	Inflight         *ebpf.ProgramSpec `ebpf:"inflight"`
-	OnCpu            *ebpf.ProgramSpec `ebpf:"on_cpu"`
-	PageFaultUser    *ebpf.ProgramSpec `ebpf:"page_fault_user"`
-	SchedProcessExec *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
-	SchedProcessExit *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
-	SchedProcessFork *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
-	SchedSwitch      *ebpf.ProgramSpec `ebpf:"sched_switch"`
-	SchedWaking      *ebpf.ProgramSpec `ebpf:"sched_waking"`
-	SignalDeliver    *ebpf.ProgramSpec `ebpf:"signal_deliver"`
-	SignalGenerate   *ebpf.ProgramSpec `ebpf:"signal_generate"`
-	SysEnter         *ebpf.ProgramSpec `ebpf:"sys_enter"`
-	SysExit          *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	CgroupAttachTask    *ebpf.ProgramSpec `ebpf:"cgroup_attach_task"`
+	CgroupTransferTasks *ebpf.ProgramSpec `ebpf:"cgroup_transfer_tasks"`
+	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
+	Inflight            *ebpf.ProgramSpec `ebpf:"inflight"`
+	OnCpu               *ebpf.ProgramSpec `ebpf:"on_cpu"`
+	PageFaultUser       *ebpf.ProgramSpec `ebpf:"page_fault_user"`
+	SchedProcessExec    *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
+	SchedProcessExit    *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
+	SchedProcessFork    *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
+	SchedSwitch         *ebpf.ProgramSpec `ebpf:"sched_switch"`
+	SchedWaking         *ebpf.ProgramSpec `ebpf:"sched_waking"`
+	SignalDeliver       *ebpf.ProgramSpec `ebpf:"signal_deliver"`
+	SignalGenerate      *ebpf.ProgramSpec `ebpf:"signal_generate"`
+	SysEnter            *ebpf.ProgramSpec `ebpf:"sys_enter"`
+	SysExit             *ebpf.ProgramSpec `ebpf:"sys_exit"`
 }
 
 // sysrayMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayMapSpecs struct {
-	Cgroups   *ebpf.MapSpec `ebpf:"cgroups"`
-	Drops     *ebpf.MapSpec `ebpf:"drops"`
-	Errnos    *ebpf.MapSpec `ebpf:"errnos"`
-	Pcounts   *ebpf.MapSpec `ebpf:"pcounts"`
-	Pids      *ebpf.MapSpec `ebpf:"pids"`
-	ProfLost  *ebpf.MapSpec `ebpf:"prof_lost"`
-	Profile   *ebpf.MapSpec `ebpf:"profile"`
-	Rings     *ebpf.MapSpec `ebpf:"rings"`
-	SampleCtr *ebpf.MapSpec `ebpf:"sample_ctr"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
-	Stacks    *ebpf.MapSpec `ebpf:"stacks"`
-	Stages    *ebpf.MapSpec `ebpf:"stages"`
-	StatLost  *ebpf.MapSpec `ebpf:"stat_lost"`
-	Stats     *ebpf.MapSpec `ebpf:"stats"`
-	Tstate    *ebpf.MapSpec `ebpf:"tstate"`
+	Cgroups  *ebpf.MapSpec `ebpf:"cgroups"`
+	Drops    *ebpf.MapSpec `ebpf:"drops"`
+	Errnos   *ebpf.MapSpec `ebpf:"errnos"`
+	Pcounts  *ebpf.MapSpec `ebpf:"pcounts"`
+	Pids     *ebpf.MapSpec `ebpf:"pids"`
+	ProfLost *ebpf.MapSpec `ebpf:"prof_lost"`
+	Profile  *ebpf.MapSpec `ebpf:"profile"`
+	Rings    *ebpf.MapSpec `ebpf:"rings"`
+	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Stacks   *ebpf.MapSpec `ebpf:"stacks"`
+	Stages   *ebpf.MapSpec `ebpf:"stages"`
+	StatLost *ebpf.MapSpec `ebpf:"stat_lost"`
+	Stats    *ebpf.MapSpec `ebpf:"stats"`
+	Tstate   *ebpf.MapSpec `ebpf:"tstate"`
 }
 
 // sysrayVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayVariableSpecs struct {
-	CapRules       *ebpf.VariableSpec `ebpf:"cap_rules"`
-	CfgAllFaults   *ebpf.VariableSpec `ebpf:"cfg_all_faults"`
-	CfgCgroups     *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
-	CfgMinLatency  *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
-	CfgNrExecve    *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
-	CfgNrExecveat  *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
-	CfgPids        *ebpf.VariableSpec `ebpf:"cfg_pids"`
-	CfgSample      *ebpf.VariableSpec `ebpf:"cfg_sample"`
-	CfgSelf        *ebpf.VariableSpec `ebpf:"cfg_self"`
-	CfgSlow        *ebpf.VariableSpec `ebpf:"cfg_slow"`
-	CfgStacks      *ebpf.VariableSpec `ebpf:"cfg_stacks"`
-	CfgStat        *ebpf.VariableSpec `ebpf:"cfg_stat"`
-	CfgSyscalls    *ebpf.VariableSpec `ebpf:"cfg_syscalls"`
-	CfgWakeupBytes *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
-	StatZero       *ebpf.VariableSpec `ebpf:"stat_zero"`
-	SysMask        *ebpf.VariableSpec `ebpf:"sys_mask"`
+	CapRules         *ebpf.VariableSpec `ebpf:"cap_rules"`
+	CfgAllFaults     *ebpf.VariableSpec `ebpf:"cfg_all_faults"`
+	CfgCgroups       *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
+	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
+	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
+	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
+	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
+	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
+	CfgSample        *ebpf.VariableSpec `ebpf:"cfg_sample"`
+	CfgSelf          *ebpf.VariableSpec `ebpf:"cfg_self"`
+	CfgSlow          *ebpf.VariableSpec `ebpf:"cfg_slow"`
+	CfgStacks        *ebpf.VariableSpec `ebpf:"cfg_stacks"`
+	CfgStat          *ebpf.VariableSpec `ebpf:"cfg_stat"`
+	CfgSyscalls      *ebpf.VariableSpec `ebpf:"cfg_syscalls"`
+	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
+	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
+	StatZero         *ebpf.VariableSpec `ebpf:"stat_zero"`
+	SysMask          *ebpf.VariableSpec `ebpf:"sys_mask"`
 }
 
 // sysrayObjects contains all objects after they have been loaded into the kernel.
@@ -333,21 +344,20 @@ func (o *sysrayObjects) Close() error {
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayMaps struct {
-	Cgroups   *ebpf.Map `ebpf:"cgroups"`
-	Drops     *ebpf.Map `ebpf:"drops"`
-	Errnos    *ebpf.Map `ebpf:"errnos"`
-	Pcounts   *ebpf.Map `ebpf:"pcounts"`
-	Pids      *ebpf.Map `ebpf:"pids"`
-	ProfLost  *ebpf.Map `ebpf:"prof_lost"`
-	Profile   *ebpf.Map `ebpf:"profile"`
-	Rings     *ebpf.Map `ebpf:"rings"`
-	SampleCtr *ebpf.Map `ebpf:"sample_ctr"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
-	Stacks    *ebpf.Map `ebpf:"stacks"`
-	Stages    *ebpf.Map `ebpf:"stages"`
-	StatLost  *ebpf.Map `ebpf:"stat_lost"`
-	Stats     *ebpf.Map `ebpf:"stats"`
-	Tstate    *ebpf.Map `ebpf:"tstate"`
+	Cgroups  *ebpf.Map `ebpf:"cgroups"`
+	Drops    *ebpf.Map `ebpf:"drops"`
+	Errnos   *ebpf.Map `ebpf:"errnos"`
+	Pcounts  *ebpf.Map `ebpf:"pcounts"`
+	Pids     *ebpf.Map `ebpf:"pids"`
+	ProfLost *ebpf.Map `ebpf:"prof_lost"`
+	Profile  *ebpf.Map `ebpf:"profile"`
+	Rings    *ebpf.Map `ebpf:"rings"`
+	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Stacks   *ebpf.Map `ebpf:"stacks"`
+	Stages   *ebpf.Map `ebpf:"stages"`
+	StatLost *ebpf.Map `ebpf:"stat_lost"`
+	Stats    *ebpf.Map `ebpf:"stats"`
+	Tstate   *ebpf.Map `ebpf:"tstate"`
 }
 
 func (m *sysrayMaps) Close() error {
@@ -360,7 +370,6 @@ func (m *sysrayMaps) Close() error {
 		m.ProfLost,
 		m.Profile,
 		m.Rings,
-		m.SampleCtr,
 		m.Scratch,
 		m.Stacks,
 		m.Stages,
@@ -374,45 +383,51 @@ func (m *sysrayMaps) Close() error {
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayVariables struct {
-	CapRules       *ebpf.Variable `ebpf:"cap_rules"`
-	CfgAllFaults   *ebpf.Variable `ebpf:"cfg_all_faults"`
-	CfgCgroups     *ebpf.Variable `ebpf:"cfg_cgroups"`
-	CfgMinLatency  *ebpf.Variable `ebpf:"cfg_min_latency"`
-	CfgNrExecve    *ebpf.Variable `ebpf:"cfg_nr_execve"`
-	CfgNrExecveat  *ebpf.Variable `ebpf:"cfg_nr_execveat"`
-	CfgPids        *ebpf.Variable `ebpf:"cfg_pids"`
-	CfgSample      *ebpf.Variable `ebpf:"cfg_sample"`
-	CfgSelf        *ebpf.Variable `ebpf:"cfg_self"`
-	CfgSlow        *ebpf.Variable `ebpf:"cfg_slow"`
-	CfgStacks      *ebpf.Variable `ebpf:"cfg_stacks"`
-	CfgStat        *ebpf.Variable `ebpf:"cfg_stat"`
-	CfgSyscalls    *ebpf.Variable `ebpf:"cfg_syscalls"`
-	CfgWakeupBytes *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
-	StatZero       *ebpf.Variable `ebpf:"stat_zero"`
-	SysMask        *ebpf.Variable `ebpf:"sys_mask"`
+	CapRules         *ebpf.Variable `ebpf:"cap_rules"`
+	CfgAllFaults     *ebpf.Variable `ebpf:"cfg_all_faults"`
+	CfgCgroups       *ebpf.Variable `ebpf:"cfg_cgroups"`
+	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
+	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
+	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`
+	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
+	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
+	CfgSample        *ebpf.Variable `ebpf:"cfg_sample"`
+	CfgSelf          *ebpf.Variable `ebpf:"cfg_self"`
+	CfgSlow          *ebpf.Variable `ebpf:"cfg_slow"`
+	CfgStacks        *ebpf.Variable `ebpf:"cfg_stacks"`
+	CfgStat          *ebpf.Variable `ebpf:"cfg_stat"`
+	CfgSyscalls      *ebpf.Variable `ebpf:"cfg_syscalls"`
+	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
+	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
+	StatZero         *ebpf.Variable `ebpf:"stat_zero"`
+	SysMask          *ebpf.Variable `ebpf:"sys_mask"`
 }
 
 // sysrayPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayPrograms struct {
-	EmulateVsyscall  *ebpf.Program `ebpf:"emulate_vsyscall"`
-	Inflight         *ebpf.Program `ebpf:"inflight"`
-	OnCpu            *ebpf.Program `ebpf:"on_cpu"`
-	PageFaultUser    *ebpf.Program `ebpf:"page_fault_user"`
-	SchedProcessExec *ebpf.Program `ebpf:"sched_process_exec"`
-	SchedProcessExit *ebpf.Program `ebpf:"sched_process_exit"`
-	SchedProcessFork *ebpf.Program `ebpf:"sched_process_fork"`
-	SchedSwitch      *ebpf.Program `ebpf:"sched_switch"`
-	SchedWaking      *ebpf.Program `ebpf:"sched_waking"`
-	SignalDeliver    *ebpf.Program `ebpf:"signal_deliver"`
-	SignalGenerate   *ebpf.Program `ebpf:"signal_generate"`
-	SysEnter         *ebpf.Program `ebpf:"sys_enter"`
-	SysExit          *ebpf.Program `ebpf:"sys_exit"`
+	CgroupAttachTask    *ebpf.Program `ebpf:"cgroup_attach_task"`
+	CgroupTransferTasks *ebpf.Program `ebpf:"cgroup_transfer_tasks"`
+	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
+	Inflight            *ebpf.Program `ebpf:"inflight"`
+	OnCpu               *ebpf.Program `ebpf:"on_cpu"`
+	PageFaultUser       *ebpf.Program `ebpf:"page_fault_user"`
+	SchedProcessExec    *ebpf.Program `ebpf:"sched_process_exec"`
+	SchedProcessExit    *ebpf.Program `ebpf:"sched_process_exit"`
+	SchedProcessFork    *ebpf.Program `ebpf:"sched_process_fork"`
+	SchedSwitch         *ebpf.Program `ebpf:"sched_switch"`
+	SchedWaking         *ebpf.Program `ebpf:"sched_waking"`
+	SignalDeliver       *ebpf.Program `ebpf:"signal_deliver"`
+	SignalGenerate      *ebpf.Program `ebpf:"signal_generate"`
+	SysEnter            *ebpf.Program `ebpf:"sys_enter"`
+	SysExit             *ebpf.Program `ebpf:"sys_exit"`
 }
 
 func (p *sysrayPrograms) Close() error {
 	return _SysrayClose(
+		p.CgroupAttachTask,
+		p.CgroupTransferTasks,
 		p.EmulateVsyscall,
 		p.Inflight,
 		p.OnCpu,
