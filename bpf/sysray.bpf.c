@@ -45,6 +45,7 @@ volatile const __u8 cfg_stacks;      /* track where syscalls sleep */
 volatile const __u8 cfg_stat;        /* count syscalls in the kernel instead of emitting them */
 volatile const __u32 cfg_sample;     /* stat mode: still emit failures, the call after one, slow calls
 				      * (>= cfg_slow) and 1 in cfg_sample others (a power of two; 0: none) */
+volatile const __u64 cfg_sample_gap; /* and at most one such sample per thread per this many ns */
 volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least this slow */
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
@@ -74,6 +75,7 @@ struct task_state {
 	__u64 cg;        /* cgroup id, likewise */
 	__u64 cg_gen;    /* cgroup_gen when tgid and cg were read; 0: never */
 	__u64 sl_owner;  /* ts of the syscall the sleep slots belong to */
+	__u64 sampled_at; /* lean mode: when the thread's last sampled call ended */
 	__u32 waker_pid;
 	__u32 waker_tid;
 	__s32 waker_kstack;
@@ -606,10 +608,18 @@ struct {
 	__type(value, __u64);
 } stat_lost SEC(".maps");
 
-/* True once every cfg_sample calls of the thread. */
-static __always_inline bool sample_tick(struct task_state *st)
+/*
+ * True once every cfg_sample calls of the thread, at most once per
+ * cfg_sample_gap: a thread in a tight loop would otherwise send the reader
+ * tens of thousands of samples a second, and on a small host the reader's
+ * CPU is the traced program's.
+ */
+static __always_inline bool sample_tick(struct task_state *st, __u64 now)
 {
-	return (st->tick++ & (cfg_sample - 1)) == 0;
+	if ((st->tick++ & (cfg_sample - 1)) != 0 || now - st->sampled_at < cfg_sample_gap)
+		return false;
+	st->sampled_at = now;
+	return true;
 }
 
 /* Lean mode: the arguments of a call about to be emitted, from its registers. */
@@ -726,7 +736,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->prev_failed;
 		st->prev_failed = failed;
-		if (!failed && !after_failure && lat < cfg_slow && !sample_tick(st))
+		if (!failed && !after_failure && lat < cfg_slow && !sample_tick(st, now))
 			return 0;
 		late_args(st, regs, ret);
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -97,11 +98,13 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 	envv := env{arch: arch, procs: procs, ctrs: ctrs}
 	opts.Stdout = cmdOut
 	// The kernel counts every syscall; only failures, the call after one,
-	// slow calls and one in 64 others cross over as events. That keeps the
-	// doctor's cost near stat's while every detector gets what it needs.
+	// slow calls and one in 64 others (at most one a millisecond per
+	// thread) cross over as events. That keeps the doctor's cost near
+	// stat's while every detector gets what it needs.
 	if flt == nil {
 		opts.Probe.Stat = true
 		opts.Probe.Sample = 64
+		opts.Probe.SampleGap = uint64(time.Millisecond)
 		opts.Finished = func(p *probe.Probe) error {
 			cells, _, err := p.Stats()
 			if err == nil {

@@ -31,6 +31,9 @@ type Config struct {
 	// Sample, with Stat, still emits failed calls, the call after a failure,
 	// calls slower than Slow, and one in Sample others (a power of two).
 	Sample uint32
+	// SampleGap, with Sample, keeps a thread's sampled calls at least this
+	// many ns apart.
+	SampleGap uint64
 	// Launch marks the probe as following a command sysray will start:
 	// pids may be added later with Expect.
 	Launch   bool
@@ -353,6 +356,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 		{"cfg_stacks", b(cfg.Stacks)},
 		{"cfg_stat", b(cfg.Stat)},
 		{"cfg_sample", cfg.Sample},
+		{"cfg_sample_gap", cfg.SampleGap},
 		{"cfg_slow", slow},
 		{"cfg_nr_execve", execve},
 		{"cfg_nr_execveat", execveat},

@@ -140,6 +140,7 @@ type sysrayTaskState struct {
 	Cg           uint64
 	CgGen        uint64
 	SlOwner      uint64
+	SampledAt    uint64
 	WakerPid     uint32
 	WakerTid     uint32
 	WakerKstack  int32
@@ -210,6 +211,7 @@ const (
 	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
 	sysrayVarCfgPids              = "cfg_pids"
 	sysrayVarCfgSample            = "cfg_sample"
+	sysrayVarCfgSampleGap         = "cfg_sample_gap"
 	sysrayVarCfgSelf              = "cfg_self"
 	sysrayVarCfgSlow              = "cfg_slow"
 	sysrayVarCfgStacks            = "cfg_stacks"
@@ -313,6 +315,7 @@ type sysrayVariableSpecs struct {
 	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
 	CfgSample        *ebpf.VariableSpec `ebpf:"cfg_sample"`
+	CfgSampleGap     *ebpf.VariableSpec `ebpf:"cfg_sample_gap"`
 	CfgSelf          *ebpf.VariableSpec `ebpf:"cfg_self"`
 	CfgSlow          *ebpf.VariableSpec `ebpf:"cfg_slow"`
 	CfgStacks        *ebpf.VariableSpec `ebpf:"cfg_stacks"`
@@ -392,6 +395,7 @@ type sysrayVariables struct {
 	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
 	CfgSample        *ebpf.Variable `ebpf:"cfg_sample"`
+	CfgSampleGap     *ebpf.Variable `ebpf:"cfg_sample_gap"`
 	CfgSelf          *ebpf.Variable `ebpf:"cfg_self"`
 	CfgSlow          *ebpf.Variable `ebpf:"cfg_slow"`
 	CfgStacks        *ebpf.Variable `ebpf:"cfg_stacks"`
