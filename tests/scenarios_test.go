@@ -113,9 +113,17 @@ func TestStoryFadviseContention(t *testing.T) {
 	// Contention when the latency curve shows it; on a 2-CPU host the
 	// callers often just queue for a CPU, and the hotspot is what remains.
 	f := top(t, demo(t, "fadvise"), "kernel-contention|kernel-hotspot", "warning")
-	has(t, f, "processes", "cgroups", "latency_by_concurrent_callers", "mean_share")
+	has(t, f, "processes", "cgroups", "latency_by_concurrent_callers", "mean_share", "on_cpu_kernel_stack")
 	if f.Evidence["syscall"] != "fadvise64" {
 		t.Errorf("contended syscall %v, want fadvise64", f.Evidence["syscall"])
+	}
+	// The writers run one, then two, then four at a time: the curve has levels.
+	if c := anyStrings(f.Evidence["latency_by_concurrent_callers"]); len(c) < 2 {
+		t.Errorf("latency by callers %v: want at least two levels", c)
+	}
+	// Sampled on the CPU, the kernel was in fadvise's own path.
+	if s := strings.Join(anyStrings(f.Evidence["on_cpu_kernel_stack"]), " "); !strings.Contains(s, "fadvise") {
+		t.Errorf("on-CPU kernel stack %q does not pass through fadvise", s)
 	}
 	if n, _ := f.Evidence["cgroups"].(float64); n < 3 {
 		t.Errorf("%v cgroups, want the writers' own (4)", f.Evidence["cgroups"])

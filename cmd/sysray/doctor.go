@@ -2,11 +2,14 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/sysray/sysray/internal/container"
 	"github.com/sysray/sysray/internal/doctor"
@@ -17,6 +20,7 @@ import (
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/report"
+	"github.com/sysray/sysray/internal/symbol"
 )
 
 func newDoctor() *cobra.Command {
@@ -105,10 +109,36 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 		opts.Probe.Stat = true
 		opts.Probe.Sample = 64
 		opts.Probe.SampleGap = uint64(time.Millisecond)
+		series := doctor.NewSeries()
+		var (
+			sampling *probe.Sampling
+			stop     = make(chan struct{})
+			done     = make(chan struct{})
+		)
+		opts.Started = func(p *probe.Probe) error {
+			// Where the CPUs are, for the contention detectors: the sampler
+			// costs microseconds per sample, not per syscall.
+			var err error
+			if sampling, err = p.StartSampling(doctorHz); err != nil {
+				fmt.Fprintf(os.Stderr, "sysray: on-CPU stacks are off: %v\n", err)
+			}
+			go readSeries(p, series, stop, done)
+			return nil
+		}
 		opts.Finished = func(p *probe.Probe) error {
+			close(stop)
+			<-done
+			if sampling != nil {
+				sampling.Close()
+				if samples, _, err := p.Samples(); err == nil {
+					d.OnCPU(kernelSamples(samples))
+				}
+			}
 			cells, _, err := p.Stats()
 			if err == nil {
+				series.Add(monotonic(), cells)
 				d.Counts(cells)
+				d.Series(series)
 			}
 			return err
 		}
@@ -171,4 +201,55 @@ func doctorFile(path string) (*doctor.Report, error) {
 		return nil, err
 	}
 	return d.Report(), nil
+}
+
+// doctorHz samples the CPUs often enough to see a kernel path that takes a
+// tenth of a CPU within a few seconds.
+const doctorHz = 199
+
+// seriesEvery is how often the doctor reads the kernel's counts.
+const seriesEvery = 250 * time.Millisecond
+
+// readSeries reads the kernel's counts every seriesEvery until stop closes.
+func readSeries(p *probe.Probe, s *doctor.Series, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(seriesEvery)
+	defer t.Stop()
+	for {
+		if cells, _, err := p.Stats(); err == nil {
+			s.Add(monotonic(), cells)
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func monotonic() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// kernelSamples names the kernel frames of on-CPU samples.
+func kernelSamples(samples []probe.Sample) []doctor.CPUSample {
+	kernel, err := symbol.LoadKernel()
+	if err != nil {
+		return nil
+	}
+	out := make([]doctor.CPUSample, 0, len(samples))
+	for _, s := range samples {
+		cs := doctor.CPUSample{PID: s.PID, Syscall: s.Syscall, Count: s.Count}
+		for _, a := range s.Kernel {
+			n := live.FuncName(kernel.Resolve(a))
+			if n == "" {
+				n = fmt.Sprintf("%#x", a)
+			}
+			cs.Kernel = append(cs.Kernel, n)
+		}
+		out = append(out, cs)
+	}
+	return out
 }

@@ -14,10 +14,12 @@ import (
 // path that serialises (a global lock, a drain of every CPU's lists) makes
 // each caller slower the more of them call it together.
 type contention struct {
-	arch  event.Arch
-	calls map[uint32][]span // by syscall
-	procs map[uint32]*procSpan
-	slept map[uint32]map[string]uint64 // by syscall: where slow calls slept, ns
+	arch   event.Arch
+	calls  map[uint32][]span // by syscall
+	procs  map[uint32]*procSpan
+	slept  map[uint32]map[string]uint64 // by syscall: where slow calls slept, ns
+	series *Series                      // live runs: the kernel's counts over time
+	oncpu  []CPUSample                  // live runs: where the CPU was, sampled
 }
 
 type span struct {
@@ -121,30 +123,28 @@ func (c *contention) Findings(env *Env) []Finding {
 				cgroups[p.cgroup] = true
 			}
 		}
-		byLevel := concurrency(spans)
-		levels := make([]int, 0, len(byLevel))
-		for l := range byLevel {
-			levels = append(levels, l)
+		// Live, the kernel's counts over time say how many processes were
+		// calling it in each interval; from events alone, how many calls
+		// were in flight together.
+		// An interval in which callers came or went mixes two levels: a
+		// level needs a tenth of the calls to count.
+		cv := latencyCurve(c.series.byCallers(nr), "calling it", 10)
+		if len(cv.lines) < 2 {
+			cv = latencyCurve(concurrency(spans), "concurrent", 50)
 		}
-		sort.Ints(levels)
-		var curve []string
-		var low, high float64
-		var lowL, highL int
-		for _, l := range levels {
-			st := byLevel[l]
-			if st.n < uint64(len(spans)/50) { // ignore levels seen in under 2% of calls
-				continue
-			}
-			mean := float64(st.total) / float64(st.n)
-			curve = append(curve, fmt.Sprintf("%d concurrent: %s mean over %d calls", l, units.Duration(uint64(mean)), st.n))
-			if low == 0 {
-				low, lowL = mean, l
-			}
-			high, highL = mean, l
-		}
+		low, lowL, high, highL := cv.low, cv.lowL, cv.high, cv.highL
 		sort.Strings(heavy)
 		ev := map[string]any{"syscall": name, "processes": heavy, "cgroups": len(cgroups), "mean_share": share,
-			"latency_by_concurrent_callers": curve}
+			"latency_by_concurrent_callers": cv.lines}
+		onCPU := ""
+		if n, funcs, stack := c.hotKernel(nr); n > 0 {
+			ev["on_cpu_samples"] = n
+			ev["on_cpu_kernel_functions"] = funcs
+			ev["on_cpu_kernel_stack"] = stack
+			if len(funcs) > 0 {
+				onCPU = " Sampled on the CPU inside " + name + ", the kernel was most often in " + funcs[0] + "."
+			}
+		}
 		whereText := ""
 		if m := c.slept[nr]; len(m) > 0 {
 			keys := make([]string, 0, len(m))
@@ -167,8 +167,8 @@ func (c *contention) Findings(env *Env) []Finding {
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d processes and slows as they call it together", name, 100*share, len(pids)),
 				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s, and a call takes "+
 					"%s with %d caller(s) in it against %s with %d: the callers contend for something inside one shared kernel, "+
-					"which no CPU or memory limit isolates.%s%s",
-					len(pids), len(cgroups), 100*share, name, units.Duration(uint64(low)), lowL, units.Duration(uint64(high)), highL, whereText, hint(name)),
+					"which no CPU or memory limit isolates.%s%s%s",
+					len(pids), len(cgroups), 100*share, name, units.Duration(uint64(low)), lowL, units.Duration(uint64(high)), highL, onCPU, whereText, hint(name)),
 				Evidence: ev, Fix: contentionFix(name), Score: 2 * float64(inside)})
 		} else {
 			// Without a measurable slowdown (on a small host the callers
@@ -182,15 +182,56 @@ func (c *contention) Findings(env *Env) []Finding {
 			out = append(out, Finding{ID: "kernel-hotspot", Severity: sev,
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d processes in %d cgroups", name, 100*share, len(pids), len(cgroups)),
 				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s: one kernel path "+
-					"dominates them all, and cgroup limits do not isolate it.%s%s",
-					len(pids), len(cgroups), 100*share, name, whereText, hint(name)),
+					"dominates them all, and cgroup limits do not isolate it.%s%s%s",
+					len(pids), len(cgroups), 100*share, name, onCPU, whereText, hint(name)),
 				Evidence: ev, Fix: contentionFix(name), Score: float64(inside)})
 		}
 	}
 	return out
 }
 
-type levelStat struct{ n, total uint64 }
+type levelStat struct {
+	n, total uint64
+	busy     uint64 // ns of windows at this level (series only)
+}
+
+type curve struct {
+	lines       []string
+	low, high   float64 // mean latency at the lowest and highest level
+	lowL, highL int
+}
+
+// latencyCurve describes mean latency by level, leaving out levels with
+// under 1/minPart of the calls.
+func latencyCurve(byLevel map[int]*levelStat, noun string, minPart uint64) curve {
+	var c curve
+	var all uint64
+	levels := make([]int, 0, len(byLevel))
+	for l, st := range byLevel {
+		levels = append(levels, l)
+		all += st.n
+	}
+	sort.Ints(levels)
+	for _, l := range levels {
+		st := byLevel[l]
+		if st.n == 0 || st.n < all/minPart {
+			continue
+		}
+		mean := float64(st.total) / float64(st.n)
+		line := fmt.Sprintf("%d %s: %s mean over %d calls", l, noun, units.Duration(uint64(mean)), st.n)
+		if st.busy > 0 {
+			// Little's law: time inside the call over wall time is how many
+			// calls were in flight on average.
+			line += fmt.Sprintf(", %.2f in flight on average", float64(st.total)/float64(st.busy))
+		}
+		c.lines = append(c.lines, line)
+		if len(c.lines) == 1 {
+			c.low, c.lowL = mean, l
+		}
+		c.high, c.highL = mean, l
+	}
+	return c
+}
 
 // concurrency groups calls by how many calls of the same syscall (including
 // itself) were in flight at its midpoint.
@@ -239,8 +280,9 @@ func mid(s span) uint64 { return s.start + (s.end-s.start)/2 }
 func hint(name string) string {
 	switch name {
 	case "fadvise64":
-		return " posix_fadvise(POSIX_FADV_DONTNEED) drops page cache and drains the per-CPU LRU lists of every CPU; " +
-			"logging libraries call it after each write (glog's --drop_log_memory)."
+		return " posix_fadvise(POSIX_FADV_DONTNEED) walks the file's page cache to drop it, under the mapping's locks, " +
+			"and drains the LRU lists of every CPU when pages are still busy; logging libraries call it after each write " +
+			"(glog's --drop_log_memory)."
 	}
 	return ""
 }

@@ -1,0 +1,56 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/stat"
+)
+
+func cell(pid, nr uint32, count, total uint64) stat.Cell {
+	return stat.Cell{Key: stat.Key{PID: pid, Nr: nr, Cgroup: uint64(pid)}, Count: count, Total: total}
+}
+
+// Windows hold the calls that ended in each interval, by how many
+// processes made them; the first read is only a starting point.
+func TestSeriesWindows(t *testing.T) {
+	s := NewSeries()
+	const ms = 1_000_000
+	s.Add(0, []stat.Cell{cell(1, 221, 10, 100)})
+	// 250 ms: one caller, 100 calls of 10 µs.
+	s.Add(250*ms, []stat.Cell{cell(1, 221, 110, 100+100*10_000)})
+	// 500 ms: two callers, 200 calls of 40 µs; pid 3 is new (counted from 0).
+	s.Add(500*ms, []stat.Cell{cell(1, 221, 210, 100+100*10_000+100*40_000), cell(3, 221, 100, 100*40_000)})
+	// 750 ms: nothing new.
+	s.Add(750*ms, []stat.Cell{cell(1, 221, 210, 100+100*10_000+100*40_000), cell(3, 221, 100, 100*40_000)})
+	lv := s.byCallers(221)
+	if len(lv) != 2 || lv[1] == nil || lv[2] == nil {
+		t.Fatalf("levels %v, want 1 and 2 callers", lv)
+	}
+	if lv[1].n != 100 || lv[1].total != 100*10_000 || lv[1].busy != 250*ms {
+		t.Errorf("1 caller: %+v", *lv[1])
+	}
+	if lv[2].n != 200 || lv[2].total != 200*40_000 || lv[2].busy != 250*ms {
+		t.Errorf("2 callers: %+v", *lv[2])
+	}
+	c := latencyCurve(lv, "calling it", 10)
+	if c.lowL != 1 || c.highL != 2 || c.low != 10_000 || c.high != 40_000 {
+		t.Errorf("curve %+v", c)
+	}
+	// Little's law: 8 ms of calls in 250 ms is 0.03 in flight.
+	if len(c.lines) != 2 || !strings.Contains(c.lines[1], "40.0µs mean over 200 calls, 0.03 in flight") {
+		t.Errorf("curve lines %q", c.lines)
+	}
+	if s.byCallers(0) == nil || len(s.byCallers(0)) != 0 {
+		t.Errorf("a syscall nobody called has levels")
+	}
+}
+
+// Levels with few calls (intervals in which callers came or went) are left out.
+func TestCurveSkipsThinLevels(t *testing.T) {
+	lv := map[int]*levelStat{1: {n: 1000, total: 1000 * 5}, 3: {n: 50, total: 50 * 500}, 4: {n: 1000, total: 1000 * 9}}
+	c := latencyCurve(lv, "calling it", 10)
+	if len(c.lines) != 2 || c.highL != 4 || c.high != 9 {
+		t.Errorf("curve %+v", c)
+	}
+}
