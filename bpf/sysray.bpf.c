@@ -86,6 +86,7 @@ struct task_state {
 	__u64 fault_addr;
 	__u64 fault_ip;
 	__u64 fault_err;
+	__u64 fault_sp;
 };
 
 /*
@@ -787,6 +788,7 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 			st->fault_addr = address;
 			st->fault_ip = ip;
 			st->fault_err = error_code;
+			st->fault_sp = regs->sp;
 		}
 		return 0;
 	}
@@ -803,6 +805,7 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 	r->addr = address;
 	r->ip = ip;
 	r->error = error_code;
+	r->sp = regs->sp;
 	bpf_ringbuf_submit(r, wake_flags(rb));
 	return 0;
 }
@@ -858,6 +861,7 @@ static __always_inline void emit_kept_fault(struct task_state *st)
 	r->addr = st->fault_addr;
 	r->ip = st->fault_ip;
 	r->error = st->fault_err;
+	r->sp = st->fault_sp;
 	bpf_ringbuf_submit(r, wake_flags(rb));
 }
 

@@ -139,6 +139,7 @@ struct fault_rec {
 	__u64 addr;
 	__u64 ip;
 	__u64 error;
+	__u64 sp; /* user stack pointer: a fault just below it is a stack overflow */
 };
 
 struct vsys_rec {
@@ -193,7 +194,7 @@ struct exit_rec {
 /* internal/probe/decode.go hard-codes these sizes and the field offsets. */
 _Static_assert(sizeof(struct hdr) == 48, "hdr");
 _Static_assert(sizeof(struct sys_rec) == 128, "sys_rec");
-_Static_assert(sizeof(struct fault_rec) == 72, "fault_rec");
+_Static_assert(sizeof(struct fault_rec) == 80, "fault_rec");
 _Static_assert(sizeof(struct vsys_rec) == 64, "vsys_rec");
 _Static_assert(sizeof(struct sig_rec) == 88, "sig_rec");
 _Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");

@@ -240,3 +240,39 @@ func TestOOMKill(t *testing.T) {
 	f := top(t, rep, "oom-kill", "critical")
 	has(t, f, "oom_kills", "signal", "last_syscalls")
 }
+
+// A stack overflow is named as one, on the main thread's stack (nothing
+// mapped below it) and on a thread's (a PROT_NONE guard page), and the
+// process is reported with the thread that overflowed.
+func TestStackOverflow(t *testing.T) {
+	requireBPF(t)
+	for _, mode := range []string{"main", "thread"} {
+		t.Run(mode, func(t *testing.T) {
+			out := t.TempDir() + "/report.json"
+			r := run(t, "doctor", "--json", "-o", out, "--", prog("overflow"), mode)
+			if r.code != 128+11 {
+				t.Errorf("doctor exited %d, want 139 (the command's SIGSEGV)", r.code)
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep doctorReport
+			if err := json.Unmarshal(b, &rep); err != nil {
+				t.Fatalf("bad report: %v\n%s", err, b)
+			}
+			f := top(t, rep, "fatal-signal", "critical")
+			has(t, f, "fault_addr", "stack_pointer", "si_code")
+			if s, _ := f.Evidence["address_is"].(string); !strings.Contains(s, "stack overflow") {
+				t.Errorf("address is %q, want a stack overflow", s)
+			}
+			want := map[string]string{"main": "SEGV_MAPERR", "thread": "SEGV_ACCERR"}[mode]
+			if f.Evidence["si_code"] != want {
+				t.Errorf("si_code %v, want %s", f.Evidence["si_code"], want)
+			}
+			if mode == "thread" && f.Evidence["tid"] == f.Evidence["pid"] {
+				t.Errorf("reported thread %v is the main thread, not the one that overflowed", f.Evidence["tid"])
+			}
+		})
+	}
+}

@@ -38,7 +38,7 @@ func TestRoundTripKinds(t *testing.T) {
 		{"syscall truncated without data", event.Event{Kind: event.KindSyscall, Time: 7, TID: 9,
 			Syscall: event.Syscall{Nr: 42, Truncated: [6]bool{true}}}},
 		{"page fault", event.Event{Kind: event.KindPageFault, Time: 8, CPU: 1, PID: 5, TID: 5, Comm: "a",
-			Fault: event.Fault{Addr: 0xdeadbeef000, IP: 0x401000, Error: 6}}},
+			Fault: event.Fault{Addr: 0xdeadbeef000, IP: 0x401000, Error: 6, SP: 0x7ffc12345678}}},
 		{"page fault max", event.Event{Kind: event.KindPageFault, Time: 8, TID: 5,
 			Fault: event.Fault{Addr: math.MaxUint64, IP: 1, Error: math.MaxUint64}}},
 		{"vsyscall", event.Event{Kind: event.KindVsyscall, Time: 9, TID: 5, Vsyscall: event.Vsyscall{Nr: 2, CallerIP: 0x400abc}}},

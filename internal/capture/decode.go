@@ -153,7 +153,7 @@ func (d *blockDecoder) next(e *event.Event) error {
 		d.syscall(e, th, flags)
 	case event.KindPageFault:
 		f := &e.Fault
-		f.Addr, f.IP, f.Error = th.faultAddr, th.faultIP, th.faultErr
+		f.Addr, f.IP, f.Error, f.SP = th.faultAddr, th.faultIP, th.faultErr, 0
 		if flags&fAddr != 0 {
 			f.Addr += uint64(unzigzag(d.uvarint()))
 		}
@@ -236,6 +236,13 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 		}
 		if tag == extCgroupPath && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
 			e.Proc.CgroupPath = string(v)
+		}
+		if tag == extFaultSP && e.Kind == event.KindPageFault {
+			y := &blockDecoder{buf: v}
+			e.Fault.SP = y.uvarint()
+			if y.bad != "" {
+				d.fail("fault stack pointer: " + y.bad)
+			}
 		}
 		if tag == extStacks && e.Kind == event.KindSyscall {
 			y := &blockDecoder{buf: v}

@@ -123,6 +123,9 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 			flags |= fExt
 		}
 	case event.KindPageFault:
+		if e.Fault.SP != 0 {
+			flags |= fExt
+		}
 		if e.Fault.Addr != th.faultAddr {
 			flags |= fAddr
 		}
@@ -258,6 +261,7 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 const (
 	extStacks     = 1
 	extCgroupPath = 2
+	extFaultSP    = 3
 )
 
 // appendExt writes the record extension: length-prefixed (tag, length,
@@ -273,6 +277,10 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 	if p := &e.Proc; p.CgroupPath != "" && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
 		ext = appendUvarint(ext, extCgroupPath)
 		ext = appendString(ext, p.CgroupPath)
+	}
+	if e.Kind == event.KindPageFault && e.Fault.SP != 0 {
+		ext = appendUvarint(ext, extFaultSP)
+		ext = appendBytes(ext, appendUvarint(s.extField[:0], e.Fault.SP))
 	}
 	s.ext = ext
 	return appendBytes(b, ext)

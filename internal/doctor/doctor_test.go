@@ -97,7 +97,7 @@ func TestFatalSegvNullPage(t *testing.T) {
 	if f == nil || f.Severity != Critical {
 		t.Fatalf("finding %+v", f)
 	}
-	if f.Evidence["address_is"] != whatIs(&event.Fault{Addr: 0x10, Error: 6}) || !strings.Contains(f.Evidence["address_is"].(string), "NULL") {
+	if f.Evidence["address_is"] != whatIs(&event.Fault{Addr: 0x10, Error: 6}, 0) || !strings.Contains(f.Evidence["address_is"].(string), "NULL") {
 		t.Errorf("address_is %v", f.Evidence["address_is"])
 	}
 	if f.Evidence["si_code"] != "SEGV_MAPERR" || f.Evidence["exit_status"] != 139 {

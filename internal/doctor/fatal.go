@@ -18,6 +18,14 @@ type fatal struct {
 	faults   map[uint32]event.Fault
 	signals  map[uint32]event.Signal // per thread: last fatal-looking signal generated for it
 	deaths   []death
+	culprits map[uint32]culprit // by process: a thread that died of a signal before the rest
+}
+
+type culprit struct {
+	tid    uint32
+	signal *event.Signal
+	fault  *event.Fault
+	last   []string
 }
 
 type death struct {
@@ -56,7 +64,7 @@ func (r *ring) list(arch event.Arch) []string {
 
 func newFatal(arch event.Arch, oomKills func() uint64) *fatal {
 	f := &fatal{arch: arch, oomKills: oomKills, recent: map[uint32]*ring{}, faults: map[uint32]event.Fault{},
-		signals: map[uint32]event.Signal{}}
+		signals: map[uint32]event.Signal{}, culprits: map[uint32]culprit{}}
 	if oomKills != nil {
 		f.oomAt0 = oomKills()
 	}
@@ -88,28 +96,54 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 	case event.KindExit:
 		_, sig, core := e.Proc.Status()
-		if sig != 0 && e.Proc.GroupDead {
-			d := death{pid: e.PID, tid: e.TID, comm: e.Comm, cgroup: e.Cgroup, sig: sig, core: core, at: e.Time}
-			if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
-				d.signal = &s
-			}
-			if flt, ok := f.faults[e.TID]; ok && faultSignal(int32(sig)) {
-				d.fault = &flt
-			}
-			if r := f.recent[e.TID]; r != nil {
-				d.last = r.list(f.arch)
-			}
-			f.deaths = append(f.deaths, d)
+		if sig == 0 {
+			break
 		}
+		// The thread that took the signal, with what it was doing. When it
+		// is not the last to go, the process's death is reported with it.
+		c := culprit{tid: e.TID}
+		if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
+			c.signal = &s
+		}
+		if flt, ok := f.faults[e.TID]; ok && faultSignal(int32(sig)) {
+			c.fault = &flt
+		}
+		if r := f.recent[e.TID]; r != nil {
+			c.last = r.list(f.arch)
+		}
+		if prev, ok := f.culprits[e.PID]; ok && c.signal == nil && c.fault == nil {
+			c = prev
+		}
+		if !e.Proc.GroupDead {
+			if c.signal != nil || c.fault != nil {
+				f.culprits[e.PID] = c
+			}
+			break
+		}
+		delete(f.culprits, e.PID)
+		f.deaths = append(f.deaths, death{pid: e.PID, tid: c.tid, comm: e.Comm, cgroup: e.Cgroup, sig: sig, core: core,
+			at: e.Time, signal: c.signal, fault: c.fault, last: c.last})
 		delete(f.recent, e.TID)
 		delete(f.faults, e.TID)
 		delete(f.signals, e.TID)
 	}
 }
 
-// whatIs says what kind of address a fault hit.
-func whatIs(f *event.Fault) string {
+// stackReach is how far from the stack pointer an access still counts as
+// the stack's own: a function's frame, or a page probe of a large one.
+const stackReach = 64 << 10
+
+// SIGSEGV si_codes.
+const (
+	segvMapErr = 1 // no mapping at the address
+	segvAccErr = 2 // a mapping that forbids the access
+)
+
+// whatIs says what kind of address a fault hit; code is the SIGSEGV si_code,
+// 0 when unknown.
+func whatIs(f *event.Fault, code int32) string {
 	a := f.Addr
+	notPresent := f.Error&1 == 0
 	switch {
 	case inVsyscallPage(a):
 		return "the legacy vsyscall page"
@@ -117,14 +151,32 @@ func whatIs(f *event.Fault) string {
 		return "the NULL page (a null pointer, or a small offset from one)"
 	case a >= 0xffff800000000000:
 		return "kernel memory"
+	case f.SP != 0 && notPresent && a+stackReach >= f.SP && a <= f.SP+stackReach:
+		// Nothing mapped (the main stack's guard gap) or a PROT_NONE guard
+		// page (a thread's), right at the stack pointer: the stack ran out.
+		return fmt.Sprintf("the stack guard: a stack overflow (the stack pointer was at %#x, %s from the address)",
+			f.SP, byteDist(a, f.SP))
 	case f.Error&1 != 0 && f.Error&0x10 != 0:
 		return "a mapping that is not executable"
 	case f.Error&1 != 0 && f.Error&2 != 0:
 		return "a read-only mapping"
 	case f.Error&1 != 0:
 		return "a mapping without read permission"
+	case code == segvAccErr:
+		return "a mapping that allows no access (PROT_NONE, such as a guard page)"
 	}
 	return "an unmapped address"
+}
+
+func byteDist(a, b uint64) string {
+	d := a - b
+	if b > a {
+		d = b - a
+	}
+	if d < 1024 {
+		return fmt.Sprintf("%d bytes", d)
+	}
+	return fmt.Sprintf("%d KiB", d>>10)
 }
 
 func (f *fatal) Findings(env *Env) []Finding {
@@ -142,7 +194,14 @@ func (f *fatal) Findings(env *Env) []Finding {
 		switch {
 		case d.fault != nil && faultSignal(int32(d.sig)):
 			sev = Critical
-			where := whatIs(d.fault)
+			var siCode int32
+			if d.signal != nil && d.signal.Sig == 11 {
+				siCode = d.signal.Code
+			}
+			where := whatIs(d.fault, siCode)
+			if d.fault.SP != 0 {
+				ev["stack_pointer"] = fmt.Sprintf("%#x", d.fault.SP)
+			}
 			ev["fault_addr"] = fmt.Sprintf("%#x", d.fault.Addr)
 			ev["fault_ip"] = fmt.Sprintf("%#x", d.fault.IP)
 			ev["fault_flags"] = event.FaultFlags(d.fault.Error)
@@ -177,6 +236,11 @@ func (f *fatal) Findings(env *Env) []Finding {
 			summary += " Its last syscalls: " + strings.Join(d.last, "; ") + "."
 		}
 		fix := "Look at the code at the faulting instruction (addr2line -e BINARY " + ipOf(d.fault) + ", or a core dump)."
+		if d.fault != nil && strings.HasPrefix(whatIs(d.fault, 0), "the stack guard") {
+			fix = "Find the deep or unbounded recursion, or the large arrays on the stack (a core dump's backtrace shows " +
+				"the repeating frames); if the depth is legitimate, raise the stack: ulimit -s for the main thread, " +
+				"pthread_attr_setstacksize for threads."
+		}
 		id := "fatal-signal"
 		if _, ok := ev["oom_kills"]; ok {
 			id = "oom-kill"

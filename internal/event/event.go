@@ -109,6 +109,7 @@ type Fault struct {
 	Addr  uint64
 	IP    uint64
 	Error uint64 // x86 page-fault error code (see FaultFlags)
+	SP    uint64 // user stack pointer at the fault; 0 when unknown (older captures)
 }
 
 // Vsyscall is one kernel emulation of a call into the legacy vsyscall page.

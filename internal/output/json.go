@@ -84,6 +84,7 @@ type FaultJSON struct {
 	IP    uint64 `json:"ip"`
 	Error uint64 `json:"error"`
 	Flags string `json:"flags"`
+	SP    uint64 `json:"sp,omitempty"`
 }
 
 type VsysJSON struct {
@@ -175,7 +176,7 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 		r.Type = sj.Name
 		r.Syscall = sj
 	case event.KindPageFault:
-		r.Fault = &FaultJSON{Addr: e.Fault.Addr, IP: e.Fault.IP, Error: e.Fault.Error, Flags: event.FaultFlags(e.Fault.Error)}
+		r.Fault = &FaultJSON{Addr: e.Fault.Addr, IP: e.Fault.IP, Error: e.Fault.Error, Flags: event.FaultFlags(e.Fault.Error), SP: e.Fault.SP}
 	case event.KindVsyscall:
 		r.Vsys = &VsysJSON{Call: event.VsyscallName(e.Vsyscall.Nr), Nr: e.Vsyscall.Nr, CallerIP: e.Vsyscall.CallerIP}
 	case event.KindSignalGenerate, event.KindSignalDeliver:

@@ -15,7 +15,7 @@ import (
 const (
 	hdrSize   = 48
 	sysSize   = 128
-	faultSize = 72
+	faultSize = 80
 	vsysSize  = 64
 	sigSize   = 88
 	forkSize  = 72
@@ -149,7 +149,7 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 			off += n
 		}
 	case event.KindPageFault:
-		e.Fault = event.Fault{Addr: le.Uint64(b[48:]), IP: le.Uint64(b[56:]), Error: le.Uint64(b[64:])}
+		e.Fault = event.Fault{Addr: le.Uint64(b[48:]), IP: le.Uint64(b[56:]), Error: le.Uint64(b[64:]), SP: le.Uint64(b[72:])}
 	case event.KindVsyscall:
 		e.Vsyscall = event.Vsyscall{CallerIP: le.Uint64(b[48:]), Nr: le.Uint32(b[56:])}
 	case event.KindSignalGenerate, event.KindSignalDeliver:

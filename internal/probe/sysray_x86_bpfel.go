@@ -167,6 +167,7 @@ type sysrayTaskState struct {
 	FaultAddr uint64
 	FaultIp   uint64
 	FaultErr  uint64
+	FaultSp   uint64
 }
 
 // Names of all BPF objects in the ELF.
