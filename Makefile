@@ -38,6 +38,7 @@ bench: build
 	bash bench/overhead.sh
 	bash bench/redis.sh
 	bash bench/accuracy.sh
+	bash bench/doctor-vs-stat.sh
 
 clean:
 	rm -rf bin

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# What the doctor costs over stat on a tight getppid loop, head to head:
+# baseline, stat, doctor and doctor --stacks=false run interleaved, and each
+# round's difference is taken before the median, so drift cancels.
+#
+#   bash bench/doctor-vs-stat.sh [ROUNDS] [CALLS]
+#
+# Needs root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. bench/lib.sh
+ROUNDS=${1:-11}
+CALLS=${2:-2000000}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+gcc -O2 -static -o "$work/loop" bench/getppid_loop.c
+make -s build
+s=$PWD/bin/sysray
+ns() { "$@" 2>/dev/null | grep -E '^[0-9.]+$' | tail -1; }
+: >"$work/rows"
+for ((r = 1; r <= ROUNDS; r++)); do
+	echo "$(ns "$work/loop" "$CALLS") $(ns "$s" stat -o /dev/null -- "$work/loop" "$CALLS")" \
+		"$(ns "$s" doctor -o /dev/null -- "$work/loop" "$CALLS")" \
+		"$(ns "$s" doctor --stacks=false -o /dev/null -- "$work/loop" "$CALLS")" >>"$work/rows"
+done
+echo "## doctor against stat: getppid loop, $CALLS calls, $ROUNDS rounds, medians of per-round differences"
+echo
+echo "| mode | added ns/call | over stat |"
+echo "|---|---:|---:|"
+for col in 2:stat 3:doctor 4:doctor-no-stacks; do
+	i=${col%%:*} name=${col#*:}
+	added=$(awk -v i="$i" '{print $i - $1}' "$work/rows" | median)
+	over=$(awk -v i="$i" '{print $i - $2}' "$work/rows" | median)
+	printf '| %s | %+.0f | %+.0f |\n' "$name" "$added" "$over"
+done
+echo
+echo "Rounds (ns/call: baseline, stat, doctor, doctor --stacks=false):"
+sed 's/^/    /' "$work/rows"
