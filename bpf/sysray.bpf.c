@@ -76,6 +76,10 @@ struct task_state {
 	__u64 cg_gen;    /* cgroup_gen when tgid and cg were read; 0: never */
 	__u64 sl_owner;  /* ts of the syscall the sleep slots belong to */
 	__u64 sampled_at; /* lean mode: when the thread's last sampled call ended */
+	/* lean mode: the thread's last calls, for a death by signal (most are not emitted) */
+	__u32 nrecent;
+	__u32 pad3;
+	struct recent_call recent[RECENT];
 	__u32 waker_pid;
 	__u32 waker_tid;
 	__s32 waker_kstack;
@@ -733,6 +737,11 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		stat_account(st, ret, lat);
 		if (!cfg_sample)
 			return 0;
+		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];
+		rc->ts = st->ts;
+		rc->latency = lat;
+		rc->ret = ret;
+		rc->nr = st->nr;
 		/* Everything is counted; only what explains something crosses over. */
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->prev_failed;
@@ -1053,6 +1062,29 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	return 0;
 }
 
+static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 now)
+{
+	struct recent_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return;
+	}
+	fill_hdr(&r->h, K_RECENT, sizeof(*r), now);
+	__u32 total = st->nrecent;
+	__u32 n = total < RECENT ? total : RECENT;
+	r->n = n;
+	r->pad = 0;
+#pragma unroll
+	for (int i = 0; i < RECENT; i++) {
+		__u32 idx = (total - n + i) & (RECENT - 1);
+		if (i < n)
+			r->c[i] = st->recent[idx];
+		else
+			__builtin_memset(&r->c[i], 0, sizeof(r->c[i]));
+	}
+	bpf_ringbuf_submit(r, wake_flags(rb));
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 {
@@ -1070,6 +1102,9 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	}
 
 	void *rb = cpu_ring();
+	/* Killed by a signal in lean mode: what it last did, since few calls were emitted. */
+	if (rb && cfg_sample && st && st->nrecent && (BPF_CORE_READ(task, exit_code) & 0x7f))
+		emit_recent(rb, st, now);
 	if (rb) {
 		struct exit_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
 		if (r) {

@@ -22,6 +22,8 @@ enum kind {
 	K_FORK = 6,
 	K_EXEC = 7,
 	K_EXIT = 8,
+	/* 9 is a drop, made in user space */
+	K_RECENT = 10, /* lean mode: a thread's last syscalls, just before its exit record */
 };
 
 /* hdr.flags */
@@ -189,6 +191,24 @@ struct exit_rec {
 	__u32 pad;
 };
 
+#define RECENT 8 /* a power of two */
+
+struct recent_call {
+	__u64 ts;
+	__u64 latency;
+	__s64 ret;
+	__u32 nr;
+	__u32 pad;
+};
+
+/* Oldest first. */
+struct recent_rec {
+	struct hdr h;
+	__u32 n;
+	__u32 pad;
+	struct recent_call c[RECENT];
+};
+
 
 
 /* internal/probe/decode.go hard-codes these sizes and the field offsets. */
@@ -200,6 +220,7 @@ _Static_assert(sizeof(struct sig_rec) == 88, "sig_rec");
 _Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");
 _Static_assert(sizeof(struct exec_rec) == 1144, "exec_rec");
 _Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");
+_Static_assert(sizeof(struct recent_rec) == 312, "recent_rec");
 _Static_assert(sizeof(struct sleep) == 48, "sleep");
 _Static_assert(sizeof(struct sleeps) == 200, "sleeps");
 #endif

@@ -270,6 +270,12 @@ func TestStackOverflow(t *testing.T) {
 			if f.Evidence["si_code"] != want {
 				t.Errorf("si_code %v, want %s", f.Evidence["si_code"], want)
 			}
+			// The kernel kept the thread's last calls, though the doctor
+			// records few of them as events.
+			last := anyStrings(f.Evidence["last_syscalls"])
+			if n := strings.Count(strings.Join(last, ";"), "getppid("); n != 3 {
+				t.Errorf("last syscalls %q: want the three getppid calls made just before", last)
+			}
 			if mode == "thread" && f.Evidence["tid"] == f.Evidence["pid"] {
 				t.Errorf("reported thread %v is the main thread, not the one that overflowed", f.Evidence["tid"])
 			}

@@ -196,3 +196,20 @@ func TestExecFailure(t *testing.T) {
 		t.Errorf("a PATH search that found its program reported: %+v", f)
 	}
 }
+
+// The kernel's list of a thread's last calls is shown with arguments where
+// the same call also came as an event.
+func TestRecentList(t *testing.T) {
+	var r ring
+	open := sys(1, 200, nrOpenat, 3, 10)
+	open.Syscall.Args[0] = uint64(0xffffff9c) // AT_FDCWD
+	open.Syscall.Data[1] = []byte("/etc/hosts")
+	r.add(&open.Syscall, open.Time)
+	got := recentList(host.Arch, []event.RecentCall{
+		{Time: 100, Nr: nrMmap, Ret: -12},
+		{Time: 200, Nr: nrOpenat, Ret: 3},
+	}, &r)
+	if len(got) != 2 || got[0] != "mmap(…) = -1 ENOMEM (Cannot allocate memory)" || !strings.Contains(got[1], `"/etc/hosts"`) {
+		t.Fatalf("recent list %q", got)
+	}
+}

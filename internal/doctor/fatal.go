@@ -44,12 +44,42 @@ const recentCalls = 5
 
 type ring struct {
 	calls [recentCalls]event.Syscall
+	times [recentCalls]uint64
 	n     int
 }
 
-func (r *ring) add(s *event.Syscall) {
+func (r *ring) add(s *event.Syscall, t uint64) {
 	r.calls[r.n%recentCalls] = *s
+	r.times[r.n%recentCalls] = t
 	r.n++
+}
+
+// byTime is the call that entered at t, if the ring has it.
+func (r *ring) byTime(t uint64) *event.Syscall {
+	for i := max(0, r.n-recentCalls); i < r.n; i++ {
+		if r.times[i%recentCalls] == t {
+			return &r.calls[i%recentCalls]
+		}
+	}
+	return nil
+}
+
+// recentList formats the kernel's list of a thread's last calls. Their
+// arguments were not read, except for the calls that also came as events.
+func recentList(arch event.Arch, rc []event.RecentCall, seen *ring) []string {
+	rc = rc[max(0, len(rc)-recentCalls):]
+	out := make([]string, 0, len(rc))
+	for _, c := range rc {
+		if seen != nil {
+			if s := seen.byTime(c.Time); s != nil && s.Nr == c.Nr {
+				out = append(out, event.FormatSyscall(arch, s))
+				continue
+			}
+		}
+		s := event.Syscall{Nr: c.Nr, Ret: c.Ret}
+		out = append(out, fmt.Sprintf("%s(…) = %s", event.SyscallName(arch, c.Nr), event.FormatReturn(arch, &s)))
+	}
+	return out
 }
 
 func (r *ring) list(arch event.Arch) []string {
@@ -87,7 +117,7 @@ func (f *fatal) Observe(e *event.Event) {
 			r = &ring{}
 			f.recent[e.TID] = r
 		}
-		r.add(&e.Syscall)
+		r.add(&e.Syscall, e.Time)
 	case event.KindPageFault:
 		f.faults[e.TID] = e.Fault
 	case event.KindSignalGenerate:
@@ -110,6 +140,11 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 		if r := f.recent[e.TID]; r != nil {
 			c.last = r.list(f.arch)
+		}
+		if rc := e.Proc.Recent; len(rc) > 0 {
+			// Live, the kernel kept every call the thread made last; the
+			// events above are only the ones that crossed over.
+			c.last = recentList(f.arch, rc, f.recent[e.TID])
 		}
 		if prev, ok := f.culprits[e.PID]; ok && c.signal == nil && c.fault == nil {
 			c = prev

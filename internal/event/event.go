@@ -13,6 +13,10 @@ const (
 	KindExec           Kind = 7 // a successful execve/execveat
 	KindExit           Kind = 8 // a thread exited
 	KindDrop           Kind = 9 // the kernel lost Drop.Count events on CPU
+	// KindRecent carries a thread's last syscalls (Proc.Recent) from the
+	// kernel to the probe's reader, which folds them into the thread's exit
+	// event: consumers never see one.
+	KindRecent Kind = 10
 )
 
 var kindNames = [...]string{
@@ -151,6 +155,18 @@ type Proc struct {
 	ExitCode   int32 // raw wait status bits: (code<<8)|sig|0x80 when core dumped
 	GroupDead  bool  // last thread of the process
 	Unfinished bool  // set when an in-flight syscall was emitted with the exit
+	// Recent are the thread's last syscalls, oldest first, when it was
+	// killed by a signal while the doctor sampled calls (live only; their
+	// arguments were not read).
+	Recent []RecentCall
+}
+
+// RecentCall is a syscall remembered without its arguments.
+type RecentCall struct {
+	Time    uint64 // entry, ns
+	Nr      uint32
+	Ret     int64
+	Latency uint64
 }
 
 // Drop reports events the kernel could not hand to user space.

@@ -163,6 +163,9 @@ func shownArgs(spec *Spec, s *Syscall) int {
 	return n
 }
 
+// FormatReturn is a syscall's return value as FormatSyscall writes it.
+func FormatReturn(a Arch, s *Syscall) string { return formatRet(Lookup(a, s.Nr), s) }
+
 func formatRet(spec *Spec, s *Syscall) string {
 	switch {
 	case s.Unfinished:

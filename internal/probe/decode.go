@@ -13,14 +13,16 @@ import (
 // Record layouts from bpf/sysray.h. Decoding by hand is several times faster
 // than encoding/binary on this path, which runs for every event.
 const (
-	hdrSize   = 48
-	sysSize   = 128
-	faultSize = 80
-	vsysSize  = 64
-	sigSize   = 88
-	forkSize  = 72
-	execSize  = 1144
-	exitSize  = 56
+	hdrSize    = 48
+	sysSize    = 128
+	faultSize  = 80
+	vsysSize   = 64
+	sigSize    = 88
+	forkSize   = 72
+	execSize   = 1144
+	exitSize   = 56
+	recentSize = 312
+	recentMax  = 8
 
 	dataSlot = 256
 	argvLen  = 512
@@ -44,7 +46,7 @@ var le = binary.LittleEndian
 var recSize = [...]int{
 	event.KindSyscall: sysSize, event.KindPageFault: faultSize, event.KindVsyscall: vsysSize,
 	event.KindSignalGenerate: sigSize, event.KindSignalDeliver: sigSize, event.KindFork: forkSize,
-	event.KindExec: execSize, event.KindExit: exitSize,
+	event.KindExec: execSize, event.KindExit: exitSize, event.KindRecent: recentSize,
 }
 
 // comms turns the kernel's fixed 16-byte comm into a string without
@@ -182,6 +184,14 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		}
 	case event.KindExit:
 		e.Proc = event.Proc{ExitCode: int32(le.Uint32(b[48:])), GroupDead: flags&fGroupDead != 0}
+	case event.KindRecent:
+		n := min(int(le.Uint32(b[48:])), recentMax)
+		e.Proc.Recent = make([]event.RecentCall, n)
+		for i := range n {
+			c := b[56+32*i:]
+			e.Proc.Recent[i] = event.RecentCall{Time: le.Uint64(c), Latency: le.Uint64(c[8:]),
+				Ret: int64(le.Uint64(c[16:])), Nr: le.Uint32(c[24:])}
+		}
 	}
 	return nil
 }

@@ -133,3 +133,40 @@ func TestDecodeSleeps(t *testing.T) {
 		t.Errorf("a missing waker stack decoded as %+v", s.Sleeps[1].WakerStack)
 	}
 }
+
+// A thread's last calls (bpf/sysray.h struct recent_rec): oldest first.
+func TestDecodeRecent(t *testing.T) {
+	b := make([]byte, recentSize)
+	b[0] = byte(event.KindRecent)
+	le.PutUint16(b[2:], recentSize)
+	le.PutUint32(b[12:], 7)
+	le.PutUint32(b[48:], 2)
+	for i, c := range []event.RecentCall{{Time: 10, Latency: 3, Ret: -12, Nr: 9}, {Time: 20, Latency: 4, Ret: 3, Nr: 257}} {
+		o := b[56+32*i:]
+		le.PutUint64(o, c.Time)
+		le.PutUint64(o[8:], c.Latency)
+		le.PutUint64(o[16:], uint64(c.Ret))
+		le.PutUint32(o[24:], c.Nr)
+	}
+	var e event.Event
+	if err := decode(b, &e, &comms{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []event.RecentCall{{Time: 10, Latency: 3, Ret: -12, Nr: 9}, {Time: 20, Latency: 4, Ret: 3, Nr: 257}}
+	if e.Kind != event.KindRecent || e.TID != 7 || len(e.Proc.Recent) != 2 || e.Proc.Recent[0] != want[0] || e.Proc.Recent[1] != want[1] {
+		t.Fatalf("decoded %+v", e)
+	}
+	// The merger folds the list into the thread's exit and passes nothing else on.
+	var got []event.Event
+	m := newMerger(1, func(e *event.Event) error { got = append(got, *e); return nil })
+	exit := event.Event{Kind: event.KindExit, TID: 7, PID: 7}
+	if err := m.emit(&e); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.emit(&exit); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Kind != event.KindExit || len(got[0].Proc.Recent) != 2 {
+		t.Fatalf("merger passed on %+v", got)
+	}
+}

@@ -239,13 +239,14 @@ type merger struct {
 	fn     func(*event.Event) error
 	extra  []event.Event // injected events (drops)
 	execs  map[uint32]string
+	recent map[uint32][]event.RecentCall // by tid, until the thread's exit event
 	arch   event.Arch
 	execNr [2]uint32
 }
 
 func newMerger(n int, fn func(*event.Event) error) *merger {
 	arch := event.HostArch()
-	m := &merger{queues: make([][]*batch, n), marks: make([]uint64, n), fn: fn, execs: map[uint32]string{}, arch: arch}
+	m := &merger{queues: make([][]*batch, n), marks: make([]uint64, n), fn: fn, execs: map[uint32]string{}, recent: map[uint32][]event.RecentCall{}, arch: arch}
 	m.execNr[0], _ = event.SyscallByName(arch, "execve")
 	m.execNr[1], _ = event.SyscallByName(arch, "execveat")
 	return m
@@ -323,6 +324,14 @@ func (m *merger) emitReady(all bool) error {
 
 func (m *merger) emit(e *event.Event) error {
 	switch e.Kind {
+	case event.KindRecent:
+		m.recent[e.TID] = e.Proc.Recent
+		return nil
+	case event.KindExit:
+		if r, ok := m.recent[e.TID]; ok {
+			e.Proc.Recent = r
+			delete(m.recent, e.TID)
+		}
 	case event.KindExec:
 		m.execs[e.TID] = e.Proc.Filename
 	case event.KindSyscall:

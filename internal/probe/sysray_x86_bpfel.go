@@ -141,12 +141,22 @@ type sysrayTaskState struct {
 	CgGen        uint64
 	SlOwner      uint64
 	SampledAt    uint64
-	WakerPid     uint32
-	WakerTid     uint32
-	WakerKstack  int32
-	WakerComm    [16]int8
-	_            [4]byte
-	Sl           struct {
+	Nrecent      uint32
+	Pad3         uint32
+	Recent       [8]struct {
+		_       structs.HostLayout
+		Ts      uint64
+		Latency uint64
+		Ret     int64
+		Nr      uint32
+		Pad     uint32
+	}
+	WakerPid    uint32
+	WakerTid    uint32
+	WakerKstack int32
+	WakerComm   [16]int8
+	_           [4]byte
+	Sl          struct {
 		_      structs.HostLayout
 		Ustack int32
 		N      uint32
