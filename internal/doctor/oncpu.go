@@ -74,9 +74,5 @@ func (c *contention) hotKernel(nr uint32) (uint64, []string, []string) {
 			top, topN = k, v
 		}
 	}
-	stack := strings.Split(top, "\x00")
-	if len(stack) > 32 {
-		stack = stack[:32]
-	}
-	return n, funcs, stack
+	return n, funcs, strings.Split(top, "\x00")
 }
