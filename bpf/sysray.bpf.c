@@ -76,6 +76,7 @@ struct task_state {
 	__u64 cg_gen;    /* cgroup_gen when tgid and cg were read; 0: never */
 	__u64 sl_owner;  /* ts of the syscall the sleep slots belong to */
 	__u64 sampled_at; /* lean mode: when the thread's last sampled call ended */
+	__u64 runq;       /* ns the call in flight spent preempted (valid while sl_owner == ts) */
 	/* lean mode: the thread's last calls, for a death by signal (most are not emitted) */
 	__u32 nrecent;
 	__u32 pad3;
@@ -706,6 +707,8 @@ static __always_inline void stat_account(struct task_state *st, long ret, __u64 
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
 	v->total += lat;
+	if (cfg_stacks && st->sl_owner == st->ts)
+		v->runq += st->runq;
 	if (lat > v->max)
 		v->max = lat;
 	__u32 b = hist_bucket(lat);
@@ -1233,6 +1236,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			st->sl_owner = st->ts;
 			st->sl.n = 0;
 			st->sl.ustack = -2; /* not taken yet */
+			st->runq = 0;
 		}
 		/* prev is current here: its stacks show the way into schedule(). */
 		now = bpf_ktime_get_ns();
@@ -1248,6 +1252,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		if (!now)
 			now = bpf_ktime_get_ns();
 		account_sleep(st, now - st->off_ts);
+		if (st->off_preempted)
+			st->runq += now - st->off_ts;
 		st->off_ts = 0;
 	}
 	return 0;

@@ -120,6 +120,7 @@ struct stat_val {
 	__u64 errors;
 	__u64 total; /* ns */
 	__u64 max;   /* ns */
+	__u64 runq;  /* ns of total spent preempted, waiting for a CPU (with stacks) */
 	__u32 hist[HIST_BUCKETS];
 };
 

@@ -162,13 +162,31 @@ func (c *contention) Findings(env *Env) []Finding {
 			ev["slow_calls_slept_in"] = places
 			whereText = " Its slow calls slept in " + keys[0] + "."
 		}
-		if highL > lowL && high >= 1.5*low {
+		grows := highL > lowL && high >= 1.5*low
+		// Time preempted inside the call is queueing for a CPU, which more
+		// callers cause on any small host; only what grows without it is
+		// contention inside the kernel.
+		inKernel := grows && cv.highCPU >= 1.5*cv.lowCPU
+		queued := ""
+		if grows && !inKernel {
+			queued = fmt.Sprintf(" A call takes %s with %d caller(s) in it against %s with %d, but without the time spent "+
+				"waiting for a CPU it takes %s against %s: the callers queue for CPUs rather than for something in the kernel.",
+				units.Duration(uint64(low)), lowL, units.Duration(uint64(high)), highL,
+				units.Duration(uint64(cv.lowCPU)), units.Duration(uint64(cv.highCPU)))
+		}
+		if inKernel {
+			cpuText := ""
+			if cv.highCPU < high {
+				cpuText = fmt.Sprintf(" (%s against %s without the time spent waiting for a CPU)",
+					units.Duration(uint64(cv.lowCPU)), units.Duration(uint64(cv.highCPU)))
+			}
 			out = append(out, Finding{ID: "kernel-contention", Severity: Warning,
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d processes and slows as they call it together", name, 100*share, len(pids)),
 				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s, and a call takes "+
-					"%s with %d caller(s) in it against %s with %d: the callers contend for something inside one shared kernel, "+
+					"%s with %d caller(s) in it against %s with %d%s: the callers contend for something inside one shared kernel, "+
 					"which no CPU or memory limit isolates.%s%s%s",
-					len(pids), len(cgroups), 100*share, name, units.Duration(uint64(low)), lowL, units.Duration(uint64(high)), highL, onCPU, whereText, hint(name)),
+					len(pids), len(cgroups), 100*share, name, units.Duration(uint64(low)), lowL, units.Duration(uint64(high)), highL,
+					cpuText, onCPU, whereText, hint(name)),
 				Evidence: ev, Fix: contentionFix(name), Score: 2 * float64(inside)})
 		} else {
 			// Without a measurable slowdown (on a small host the callers
@@ -182,8 +200,8 @@ func (c *contention) Findings(env *Env) []Finding {
 			out = append(out, Finding{ID: "kernel-hotspot", Severity: sev,
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d processes in %d cgroups", name, 100*share, len(pids), len(cgroups)),
 				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s: one kernel path "+
-					"dominates them all, and cgroup limits do not isolate it.%s%s%s",
-					len(pids), len(cgroups), 100*share, name, onCPU, whereText, hint(name)),
+					"dominates them all, and cgroup limits do not isolate it.%s%s%s%s",
+					len(pids), len(cgroups), 100*share, name, queued, onCPU, whereText, hint(name)),
 				Evidence: ev, Fix: contentionFix(name), Score: float64(inside)})
 		}
 	}
@@ -192,6 +210,7 @@ func (c *contention) Findings(env *Env) []Finding {
 
 type levelStat struct {
 	n, total uint64
+	runq     uint64 // of total, ns preempted waiting for a CPU (series only)
 	busy     uint64 // ns of windows at this level (series only)
 }
 
@@ -199,6 +218,9 @@ type curve struct {
 	lines       []string
 	low, high   float64 // mean latency at the lowest and highest level
 	lowL, highL int
+	// The same means without the time spent waiting for a CPU: what is
+	// left grows only if the callers slow each other inside the kernel.
+	lowCPU, highCPU float64
 }
 
 // latencyCurve describes mean latency by level, leaving out levels with
@@ -218,7 +240,11 @@ func latencyCurve(byLevel map[int]*levelStat, noun string, minPart uint64) curve
 			continue
 		}
 		mean := float64(st.total) / float64(st.n)
+		cpu := float64(st.total-min(st.runq, st.total)) / float64(st.n)
 		line := fmt.Sprintf("%d %s: %s mean over %d calls", l, noun, units.Duration(uint64(mean)), st.n)
+		if st.runq > 0 {
+			line += fmt.Sprintf(" (%s of it waiting for a CPU)", units.Duration(uint64(mean-cpu)))
+		}
 		if st.busy > 0 {
 			// Little's law: time inside the call over wall time is how many
 			// calls were in flight on average.
@@ -226,9 +252,9 @@ func latencyCurve(byLevel map[int]*levelStat, noun string, minPart uint64) curve
 		}
 		c.lines = append(c.lines, line)
 		if len(c.lines) == 1 {
-			c.low, c.lowL = mean, l
+			c.low, c.lowL, c.lowCPU = mean, l, cpu
 		}
-		c.high, c.highL = mean, l
+		c.high, c.highL, c.highCPU = mean, l, cpu
 	}
 	return c
 }

@@ -18,7 +18,7 @@ type Series struct {
 	windows []window
 }
 
-type cum struct{ count, total uint64 }
+type cum struct{ count, total, runq uint64 }
 
 type window struct {
 	dur  uint64 // ns
@@ -27,7 +27,8 @@ type window struct {
 
 type winStat struct {
 	calls, total uint64
-	callers      int // processes with calls ending in the window
+	runq         uint64 // of total, ns preempted waiting for a CPU
+	callers      int    // processes with calls ending in the window
 }
 
 // NewSeries returns an empty series.
@@ -41,7 +42,7 @@ func (s *Series) Add(at uint64, cells []stat.Cell) {
 	next := make(map[stat.Key]cum, len(cells))
 	w := window{byNr: map[uint32]*winStat{}}
 	for _, c := range cells {
-		next[c.Key] = cum{c.Count, c.Total}
+		next[c.Key] = cum{c.Count, c.Total, c.Runq}
 		p := s.prev[c.Key]
 		if s.prev == nil || c.Count <= p.count {
 			continue
@@ -53,6 +54,7 @@ func (s *Series) Add(at uint64, cells []stat.Cell) {
 		}
 		ws.calls += c.Count - p.count
 		ws.total += c.Total - p.total
+		ws.runq += c.Runq - p.runq
 		ws.callers++ // a process in two cgroups counts twice; rare enough
 	}
 	if s.prev != nil && at > s.lastAt {
@@ -83,6 +85,7 @@ func (s *Series) byCallers(nr uint32) map[int]*levelStat {
 		}
 		l.n += ws.calls
 		l.total += ws.total
+		l.runq += ws.runq
 		l.busy += w.dur
 	}
 	return out

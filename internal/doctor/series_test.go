@@ -54,3 +54,47 @@ func TestCurveSkipsThinLevels(t *testing.T) {
 		t.Errorf("curve %+v", c)
 	}
 }
+
+// Three processes spend half their time in one syscall. Its latency triples
+// from one caller to three: contention, unless the extra time was spent
+// waiting for a CPU, which is queueing, and only a hotspot.
+func TestContentionExcludesCPUWait(t *testing.T) {
+	const nrFadvise, us, ms = 221, 1000, 1_000_000
+	for _, queued := range []bool{false, true} {
+		d := New(host, nil)
+		for pid := uint32(1); pid <= 3; pid++ {
+			for i := uint64(0); i < 1000; i++ {
+				e := sys(pid, i*100*us, nrFadvise, 0, 50*us)
+				d.Observe(&e)
+			}
+		}
+		s := NewSeries()
+		var runq uint64
+		if queued {
+			runq = 20 * ms // 20 µs a call of the 30
+		}
+		s.Add(0, nil)
+		s.Add(250*ms, []stat.Cell{cell(1, nrFadvise, 1000, 10*ms)})
+		s.Add(500*ms, []stat.Cell{
+			{Key: stat.Key{PID: 1, Nr: nrFadvise, Cgroup: 1}, Count: 2000, Total: 40 * ms, Runq: runq},
+			{Key: stat.Key{PID: 2, Nr: nrFadvise, Cgroup: 2}, Count: 1000, Total: 30 * ms, Runq: runq},
+			{Key: stat.Key{PID: 3, Nr: nrFadvise, Cgroup: 3}, Count: 1000, Total: 30 * ms, Runq: runq},
+		})
+		d.Series(s)
+		fs := d.Report().Findings
+		want := "kernel-contention"
+		if queued {
+			want = "kernel-hotspot"
+		}
+		f := byID(fs, want)
+		if f == nil {
+			t.Fatalf("queued=%v: no %s in %v", queued, want, fs)
+		}
+		if queued && !strings.Contains(f.Summary, "queue for CPUs") {
+			t.Errorf("hotspot does not say the growth is CPU queueing: %s", f.Summary)
+		}
+		if !queued && !strings.Contains(f.Summary, "10.0µs with 1 caller(s) in it against 30.0µs with 3") {
+			t.Errorf("contention summary: %s", f.Summary)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 			c.Count += v.Count
 			c.Errors += v.Errors
 			c.Total += v.Total
+			c.Runq += v.Runq
 			c.Max = max(c.Max, v.Max)
 			for i, n := range v.Hist {
 				c.Hist[i] += uint64(n)

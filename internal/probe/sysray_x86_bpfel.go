@@ -70,6 +70,7 @@ type sysrayStatVal struct {
 	Errors uint64
 	Total  uint64
 	Max    uint64
+	Runq   uint64
 	Hist   [160]uint32
 }
 
@@ -141,6 +142,7 @@ type sysrayTaskState struct {
 	CgGen        uint64
 	SlOwner      uint64
 	SampledAt    uint64
+	Runq         uint64
 	Nrecent      uint32
 	Pad3         uint32
 	Recent       [8]struct {

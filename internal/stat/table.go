@@ -22,8 +22,11 @@ type Key struct {
 type Cell struct {
 	Key
 	Count, Errors, Total, Max uint64
-	Hist                      Hist
-	Errnos                    map[int]uint64 // failures by errno
+	// Runq is the part of Total the calls spent preempted, waiting for a
+	// CPU (known live with sleep tracking on; 0 otherwise).
+	Runq   uint64
+	Hist   Hist
+	Errnos map[int]uint64 // failures by errno
 }
 
 // Table accumulates cells, from the kernel or from events.
