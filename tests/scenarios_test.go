@@ -47,6 +47,26 @@ func demo(t *testing.T, name string) doctorReport {
 	return rep
 }
 
+// doctorCmd runs the doctor on a command that must exit with code, and
+// returns its JSON report.
+func doctorCmd(t *testing.T, code int, argv ...string) doctorReport {
+	t.Helper()
+	out := t.TempDir() + "/report.json"
+	r := run(t, append([]string{"doctor", "--json", "-o", out, "--"}, argv...)...)
+	if r.code != code {
+		t.Errorf("doctor exited %d, want %d (the command's status)", r.code, code)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("bad report: %v\n%s", err, b)
+	}
+	return rep
+}
+
 func titles(r doctorReport) string {
 	var s []string
 	for _, f := range r.Findings {
@@ -223,20 +243,8 @@ func TestOOMKill(t *testing.T) {
 	if err := os.WriteFile(dir+"/"+limit, []byte("67108864"), 0o644); err != nil {
 		t.Fatalf("setting the memory limit: %v", err)
 	}
-	out := t.TempDir() + "/report.json"
 	script := "echo $$ > " + dir + "/" + procs + "; exec " + prog("hog")
-	r := run(t, "doctor", "--json", "-o", out, "--", "sh", "-c", script)
-	if r.code != 128+9 {
-		t.Errorf("doctor exited %d, want 137 (the command's SIGKILL)", r.code)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep doctorReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("bad report: %v\n%s", err, b)
-	}
+	rep := doctorCmd(t, 128+9, "sh", "-c", script)
 	f := top(t, rep, "oom-kill", "critical")
 	has(t, f, "oom_kills", "signal", "last_syscalls")
 }
@@ -248,19 +256,7 @@ func TestStackOverflow(t *testing.T) {
 	requireBPF(t)
 	for _, mode := range []string{"main", "thread"} {
 		t.Run(mode, func(t *testing.T) {
-			out := t.TempDir() + "/report.json"
-			r := run(t, "doctor", "--json", "-o", out, "--", prog("overflow"), mode)
-			if r.code != 128+11 {
-				t.Errorf("doctor exited %d, want 139 (the command's SIGSEGV)", r.code)
-			}
-			b, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var rep doctorReport
-			if err := json.Unmarshal(b, &rep); err != nil {
-				t.Fatalf("bad report: %v\n%s", err, b)
-			}
+			rep := doctorCmd(t, 128+11, prog("overflow"), mode)
 			f := top(t, rep, "fatal-signal", "critical")
 			has(t, f, "fault_addr", "stack_pointer", "si_code")
 			if s, _ := f.Evidence["address_is"].(string); !strings.Contains(s, "stack overflow") {
