@@ -64,6 +64,7 @@ func (c *contention) Observe(e *event.Event) {
 		p = &procSpan{comm: e.Comm, first: e.Time, byNr: map[uint32]uint64{}}
 		c.procs[e.PID] = p
 	}
+	p.comm = e.Comm // the name after its last exec
 	if end := e.End(); end > p.last {
 		p.last = end
 	}

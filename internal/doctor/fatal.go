@@ -77,7 +77,11 @@ func recentList(arch event.Arch, rc []event.RecentCall, seen *ring) []string {
 			}
 		}
 		s := event.Syscall{Nr: c.Nr, Ret: c.Ret}
-		out = append(out, fmt.Sprintf("%s(…) = %s", event.SyscallName(arch, c.Nr), event.FormatReturn(arch, &s)))
+		args := "…"
+		if spec := event.Lookup(arch, c.Nr); spec != nil && len(spec.Args) == 0 {
+			args = ""
+		}
+		out = append(out, fmt.Sprintf("%s(%s) = %s", event.SyscallName(arch, c.Nr), args, event.FormatReturn(arch, &s)))
 	}
 	return out
 }
