@@ -125,10 +125,9 @@ func (c *contention) Findings(env *Env) []Finding {
 			}
 		}
 		// Live, the kernel's counts over time say how many processes were
-		// calling it in each interval; from events alone, how many calls
-		// were in flight together.
-		// An interval in which callers came or went mixes two levels: a
-		// level needs a tenth of the calls to count.
+		// calling it in each interval (an interval in which callers came or
+		// went mixes two levels, so a level needs a tenth of the calls);
+		// from events alone, how many calls were in flight together.
 		cv := latencyCurve(c.series.byCallers(nr), "calling it", 10)
 		if len(cv.lines) < 2 {
 			cv = latencyCurve(concurrency(spans), "concurrent", 50)
