@@ -237,6 +237,21 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 		if tag == extCgroupPath && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
 			e.Proc.CgroupPath = string(v)
 		}
+		if tag == extRecent && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
+			y := &blockDecoder{buf: v}
+			if n, ok := y.count(); ok {
+				e.Proc.Recent = make([]event.RecentCall, 0, n)
+				for range n {
+					c := event.RecentCall{Time: y.uvarint(), Nr: uint32(y.uvarint())}
+					c.Ret = unzigzag(y.uvarint())
+					c.Latency = y.uvarint()
+					e.Proc.Recent = append(e.Proc.Recent, c)
+				}
+			}
+			if y.bad != "" {
+				d.fail("recent calls: " + y.bad)
+			}
+		}
 		if tag == extFaultSP && e.Kind == event.KindPageFault {
 			y := &blockDecoder{buf: v}
 			e.Fault.SP = y.uvarint()

@@ -119,7 +119,7 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 			flags |= fExt
 		}
 	case event.KindFork, event.KindExec, event.KindExit:
-		if e.Proc.CgroupPath != "" {
+		if e.Proc.CgroupPath != "" || e.Proc.Recent != nil {
 			flags |= fExt
 		}
 	case event.KindPageFault:
@@ -262,6 +262,7 @@ const (
 	extStacks     = 1
 	extCgroupPath = 2
 	extFaultSP    = 3
+	extRecent     = 4
 )
 
 // appendExt writes the record extension: length-prefixed (tag, length,
@@ -277,6 +278,18 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 	if p := &e.Proc; p.CgroupPath != "" && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
 		ext = appendUvarint(ext, extCgroupPath)
 		ext = appendString(ext, p.CgroupPath)
+	}
+	if p := &e.Proc; p.Recent != nil && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
+		v := appendCount(s.extField[:0], len(p.Recent), false)
+		for _, c := range p.Recent {
+			v = appendUvarint(v, c.Time)
+			v = appendUvarint(v, uint64(c.Nr))
+			v = appendUvarint(v, zigzag(c.Ret))
+			v = appendUvarint(v, c.Latency)
+		}
+		ext = appendUvarint(ext, extRecent)
+		ext = appendBytes(ext, v)
+		s.extField = v
 	}
 	if e.Kind == event.KindPageFault && e.Fault.SP != 0 {
 		ext = appendUvarint(ext, extFaultSP)
@@ -357,6 +370,7 @@ func sizeBound(e *event.Event) int {
 		for _, a := range e.Proc.Argv {
 			n += len(a) + binary.MaxVarintLen64
 		}
+		n += 2*binary.MaxVarintLen64 + 4*binary.MaxVarintLen64*len(e.Proc.Recent)
 	}
 	return n
 }
