@@ -195,6 +195,8 @@ func TestBenignWorkloads(t *testing.T) {
 		"find":    "find /usr/include /etc -name '*.h' -o -name '*.conf' | wc -l",
 		"python":  "python3 -c 'import json, os, subprocess; json.dumps(sorted(os.listdir(\"/usr/lib\"))); subprocess.run([\"true\"])'",
 		"idle":    "sleep 1",
+		// yes and seq die of SIGPIPE when head stops reading: ordinary.
+		"pipeline": "yes | head -1 > /dev/null && seq 1000000 | head -3 > /dev/null",
 	} {
 		t.Run(name, func(t *testing.T) {
 			rep := t.TempDir() + "/report.json"

@@ -126,10 +126,15 @@ func (c *contention) Findings(env *Env) []Finding {
 		}
 		// Live, the kernel's counts over time say how many processes were
 		// calling it in each interval (an interval in which callers came or
-		// went mixes two levels, so a level needs a tenth of the calls);
-		// from events alone, how many calls were in flight together.
-		cv := latencyCurve(c.series.byCallers(nr), "calling it", 10)
-		if len(cv.lines) < 2 {
+		// went mixes two levels, so a level needs a tenth of the calls).
+		// From a capture, where every call is an event, how many calls
+		// were in flight together. Not from live events: slow calls all
+		// cross over and fast ones are sampled, so slow calls would seem to
+		// come together.
+		var cv curve
+		if c.series != nil {
+			cv = latencyCurve(c.series.byCallers(nr), "calling it", 10)
+		} else {
 			cv = latencyCurve(concurrency(spans), "concurrent", 50)
 		}
 		low, lowL, high, highL := cv.low, cv.lowL, cv.high, cv.highL

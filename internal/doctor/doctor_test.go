@@ -213,3 +213,21 @@ func TestRecentList(t *testing.T) {
 		t.Fatalf("recent list %q", got)
 	}
 }
+
+// SIGPIPE from writing to stdout after the reader left is a pipeline's
+// normal end; from writing to a socket it is a server bug.
+func TestSIGPIPE(t *testing.T) {
+	const nrWrite = 1
+	for fd, want := range map[uint64]Severity{1: Info, 5: Warning} {
+		write := sys(9, 100, nrWrite, -32, 1000, fd, 0x1000, 4096)
+		evs := []event.Event{
+			write,
+			{Kind: event.KindSignalGenerate, Time: 150, PID: 9, TID: 9, Signal: event.Signal{Sig: 13, TargetPID: 9, TargetTID: 9}},
+			{Kind: event.KindExit, Time: 200, PID: 9, TID: 9, Comm: "yes", Proc: event.Proc{ExitCode: 13, GroupDead: true}},
+		}
+		f := byID(findings(evs), "fatal-signal")
+		if f == nil || f.Severity != want {
+			t.Fatalf("fd %d: finding %+v, want severity %v", fd, f, want)
+		}
+	}
+}

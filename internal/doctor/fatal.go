@@ -26,6 +26,7 @@ type culprit struct {
 	signal *event.Signal
 	fault  *event.Fault
 	last   []string
+	pipeFD int // the fd of its last write that failed with EPIPE; -1 for none
 }
 
 type death struct {
@@ -38,6 +39,7 @@ type death struct {
 	fault    *event.Fault
 	last     []string
 	at       uint64
+	pipeFD   int
 }
 
 const recentCalls = 5
@@ -52,6 +54,17 @@ func (r *ring) add(s *event.Syscall, t uint64) {
 	r.calls[r.n%recentCalls] = *s
 	r.times[r.n%recentCalls] = t
 	r.n++
+}
+
+// lastEPIPE is the fd of the latest call in the ring that failed with EPIPE
+// (a write to a pipe or socket whose reader is gone), or -1.
+func (r *ring) lastEPIPE() int {
+	for i := r.n - 1; i >= max(0, r.n-recentCalls); i-- {
+		if c := &r.calls[i%recentCalls]; c.Ret == -32 {
+			return int(c.Args[0])
+		}
+	}
+	return -1
 }
 
 // byTime is the call that entered at t, if the ring has it.
@@ -135,7 +148,7 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 		// The thread that took the signal, with what it was doing. When it
 		// is not the last to go, the process's death is reported with it.
-		c := culprit{tid: e.TID}
+		c := culprit{tid: e.TID, pipeFD: -1}
 		if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
 			c.signal = &s
 		}
@@ -144,6 +157,7 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 		if r := f.recent[e.TID]; r != nil {
 			c.last = r.list(f.arch)
+			c.pipeFD = r.lastEPIPE()
 		}
 		if rc := e.Proc.Recent; len(rc) > 0 {
 			// Live, the kernel kept every call the thread made last; the
@@ -161,7 +175,7 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 		delete(f.culprits, e.PID)
 		f.deaths = append(f.deaths, death{pid: e.PID, tid: c.tid, comm: e.Comm, cgroup: e.Cgroup, sig: sig, core: core,
-			at: e.Time, signal: c.signal, fault: c.fault, last: c.last})
+			at: e.Time, signal: c.signal, fault: c.fault, last: c.last, pipeFD: c.pipeFD})
 		delete(f.recent, e.TID)
 		delete(f.faults, e.TID)
 		delete(f.signals, e.TID)
@@ -257,6 +271,12 @@ func (f *fatal) Findings(env *Env) []Finding {
 			sev = Critical
 			ev["oom_kills"] = f.oomKills() - f.oomAt0
 			what = "SIGKILL from the kernel's out-of-memory killer (the kernel counted OOM kills while the doctor watched)"
+		case d.sig == 13 && d.pipeFD >= 0 && d.pipeFD <= 2:
+			// `producer | head`: the reader stopped early, as it may.
+			sev = Info
+			ev["fd"] = d.pipeFD
+			what = fmt.Sprintf("SIGPIPE: it wrote to its standard %s after the reader had gone, as a producer in `… | head` does",
+				map[int]string{0: "input", 1: "output", 2: "error"}[d.pipeFD])
 		case d.signal != nil && d.signal.SenderPID != 0 && d.signal.SenderPID != d.pid:
 			sev = Info // someone sent it: a deliberate kill
 			ev["sender_pid"] = d.signal.SenderPID
@@ -287,6 +307,9 @@ func (f *fatal) Findings(env *Env) []Finding {
 				"because its memory limit, or the host's memory, ran out. dmesg shows the OOM report with the limit."
 		} else if d.fault != nil && inVsyscallPage(d.fault.Addr) {
 			fix = "See the legacy-vsyscall finding: rebuild on a newer base image, or boot with vsyscall=emulate."
+		} else if _, ok := ev["fd"]; ok && sev == Info {
+			fix = "Nothing to fix: a pipeline's reader may stop early. A program that must finish its output ignores " +
+				"SIGPIPE and handles EPIPE."
 		} else if sev == Info {
 			fix = "Nothing to fix if the kill was intended."
 		} else if d.fault == nil {
