@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# What the doctor costs over stat on a tight getppid loop, head to head:
-# baseline, stat, doctor and doctor --stacks=false run interleaved, and each
-# round's difference is taken before the median, so drift cancels.
+# What the doctor costs against stat on a tight getppid loop, head to head:
+# baseline, stat, doctor (lean timing) and doctor --stacks=false (every call
+# timed by the clock) run interleaved, and each round's difference is taken
+# before the median, so drift cancels.
 #
 #   bash bench/doctor-vs-stat.sh [ROUNDS] [CALLS]
 #
@@ -27,7 +28,7 @@ echo "## doctor against stat: getppid loop, $CALLS calls, $ROUNDS rounds, median
 echo
 echo "| mode | added ns/call | over stat |"
 echo "|---|---:|---:|"
-for col in 2:stat 3:doctor 4:doctor-no-stacks; do
+for col in 2:stat 3:doctor 4:doctor--stacks=false; do
 	i=${col%%:*} name=${col#*:}
 	added=$(awk -v i="$i" '{print $i - $1}' "$work/rows" | median)
 	over=$(awk -v i="$i" '{print $i - $2}' "$work/rows" | median)

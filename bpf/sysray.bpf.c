@@ -46,6 +46,7 @@ volatile const __u8 cfg_stat;        /* count syscalls in the kernel instead of 
 volatile const __u32 cfg_sample;     /* stat mode: still emit failures, the call after one, slow calls
 				      * (>= cfg_slow) and 1 in cfg_sample others (a power of two; 0: none) */
 volatile const __u64 cfg_sample_gap; /* and at most one such sample per thread per this many ns */
+volatile const __u64 cfg_tick_ns;    /* lean timing: one jiffy; 0 times every call with the clock */
 volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least this slow */
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
@@ -74,9 +75,13 @@ struct task_state {
 	__u32 tgid;      /* cached for the stats key while cg_gen is current */
 	__u64 cg;        /* cgroup id, likewise */
 	__u64 cg_gen;    /* cgroup_gen when tgid and cg were read; 0: never */
-	__u64 sl_owner;  /* ts of the syscall the sleep slots belong to */
+	__u64 seq;       /* syscalls entered: names the call in flight */
+	__u64 sl_owner;  /* seq of the syscall the sleep slots belong to */
+	__u64 jts;       /* lean timing: jiffies at entry */
+	__u64 p1;        /* lean timing: clock at the call's first switch-out */
+	__u64 j1;        /* lean timing: jiffies then */
 	__u64 sampled_at; /* lean mode: when the thread's last sampled call ended */
-	__u64 runq;       /* ns the call in flight spent preempted (valid while sl_owner == ts) */
+	__u64 runq;       /* ns the call in flight spent preempted (valid while sl_owner == seq) */
 	/* lean mode: the thread's last calls, for a death by signal (most are not emitted) */
 	__u32 nrecent;
 	__u32 pad3;
@@ -290,6 +295,12 @@ static __always_inline bool task_selected(struct task_struct *t)
 	return true;
 }
 
+/* Lean timing: the doctor's stat mode with sleep tracking and a known tick. */
+static __always_inline bool lean_timing(void)
+{
+	return cfg_stat && cfg_sample && cfg_stacks && cfg_tick_ns;
+}
+
 static __always_inline bool syscall_wanted(__u32 nr)
 {
 	if (!cfg_syscalls)
@@ -501,7 +512,7 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 }
 
 /* Emits a slow syscall with the places it slept. */
-static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now)
+static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now, __u8 flags)
 {
 	void *rb = cpu_ring();
 	__u32 zero = 0;
@@ -522,7 +533,7 @@ static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now
 	if (size > sizeof(*b))
 		size = sizeof(*b);
 	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
-	b->r.h.flags = F_SLEEPS;
+	b->r.h.flags = F_SLEEPS | flags;
 	fill_sys(&b->r, st, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
 		count_drop();
@@ -568,6 +579,18 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	}
 	/* The sleep slots are reset by the first switch-out of this call (sl_owner). */
 	st->active = 1;
+	st->seq++;
+	if (lean_timing()) {
+		/*
+		 * The clock costs more than everything else here put together.
+		 * Time one call in cfg_sample with it; the rest by jiffies, which
+		 * sum to the right total, and by the clock from their first
+		 * switch-out on if they sleep.
+		 */
+		st->jts = bpf_jiffies64();
+		st->ts = (st->tick++ & (cfg_sample - 1)) == 0 ? bpf_ktime_get_ns() : 0;
+		return 0;
+	}
 	st->ts = bpf_ktime_get_ns();
 	return 0;
 }
@@ -614,6 +637,15 @@ struct {
 	__type(value, __u64);
 } stat_lost SEC(".maps");
 
+/* Lean timing: a call timed by the clock is sampled if the last was cfg_sample_gap ago. */
+static __always_inline bool sample_gap(struct task_state *st, __u64 now)
+{
+	if (now - st->sampled_at < cfg_sample_gap)
+		return false;
+	st->sampled_at = now;
+	return true;
+}
+
 /*
  * True once every cfg_sample calls of the thread, at most once per
  * cfg_sample_gap: a thread in a tight loop would otherwise send the reader
@@ -626,6 +658,13 @@ static __always_inline bool sample_tick(struct task_state *st, __u64 now)
 		return false;
 	st->sampled_at = now;
 	return true;
+}
+
+/* Lean timing: a call in flight that the clock did not time gets an entry time from jiffies. */
+static __always_inline void untimed_entry(struct task_state *st, __u64 now)
+{
+	if (lean_timing() && !st->ts)
+		st->ts = now - (bpf_jiffies64() - st->jts) * cfg_tick_ns;
 }
 
 /* Lean mode: the arguments of a call about to be emitted, from its registers. */
@@ -677,7 +716,7 @@ static __always_inline __u32 hist_bucket(__u64 v)
 	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
 }
 
-static __always_inline void stat_account(struct task_state *st, long ret, __u64 lat)
+static __always_inline void stat_account(struct task_state *st, long ret, __u64 lat, bool exact)
 {
 	__u64 gen = cgroup_gen;
 	if (st->cg_gen != gen) {
@@ -707,13 +746,15 @@ static __always_inline void stat_account(struct task_state *st, long ret, __u64 
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
 	v->total += lat;
-	if (cfg_stacks && st->sl_owner == st->ts)
+	if (cfg_stacks && st->sl_owner == st->seq)
 		v->runq += st->runq;
 	if (lat > v->max)
 		v->max = lat;
-	__u32 b = hist_bucket(lat);
-	if (b < HIST_BUCKETS)
-		v->hist[b]++;
+	if (exact) { /* lean timing: the histogram is of the calls timed by the clock */
+		__u32 b = hist_bucket(lat);
+		if (b < HIST_BUCKETS)
+			v->hist[b]++;
+	}
 	if (ret < 0 && ret >= -4095) {
 		v->errors++;
 		struct errno_key ek = {.pid = k.pid, .nr = nr, .err = -ret};
@@ -734,10 +775,27 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	if (!st || !st->active)
 		return 0;
 	st->active = 0;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = 0;
+	__u8 flags = 0;
 	if (cfg_stat) {
-		__u64 lat = now - st->ts;
-		stat_account(st, ret, lat);
+		__u64 lat;
+		bool timed = true;
+		if (!lean_timing() || st->ts) {
+			now = bpf_ktime_get_ns();
+			lat = now - st->ts;
+		} else if (st->sl_owner == st->seq) {
+			/* It slept: the clock from its first switch-out, jiffies before. */
+			now = bpf_ktime_get_ns();
+			__u64 before = (st->j1 - st->jts) * cfg_tick_ns;
+			lat = now - st->p1 + before;
+			timed = before == 0;
+		} else {
+			lat = (bpf_jiffies64() - st->jts) * cfg_tick_ns;
+			timed = false;
+		}
+		if (!timed)
+			flags = F_APPROX;
+		stat_account(st, ret, lat, timed);
 		if (!cfg_sample)
 			return 0;
 		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];
@@ -749,9 +807,16 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->prev_failed;
 		st->prev_failed = failed;
-		if (!failed && !after_failure && lat < cfg_slow && !sample_tick(st, now))
+		bool sampled = lean_timing() ? st->ts && sample_gap(st, now) : sample_tick(st, now);
+		if (!failed && !after_failure && lat < cfg_slow && !sampled)
 			return 0;
 		late_args(st, regs, ret);
+		if (!now)
+			now = bpf_ktime_get_ns();
+		st->ts = now - lat; /* the entry, as near as it is known */
+		rc->ts = st->ts;    /* names the event this call becomes */
+	} else {
+		now = bpf_ktime_get_ns();
 	}
 	if (now - st->ts < cfg_min_latency)
 		return 0;
@@ -766,11 +831,11 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		st->held_end = now;
 		return 0;
 	}
-	if (cfg_stacks && st->sl_owner == st->ts && st->sl.n && now - st->ts >= cfg_slow) {
-		emit_slow(st, ret, now);
+	if (cfg_stacks && st->sl_owner == st->seq && st->sl.n && now - st->ts >= cfg_slow) {
+		emit_slow(st, ret, now, flags);
 		return 0;
 	}
-	emit_syscall(st, ret, now, 0, NULL);
+	emit_syscall(st, ret, now, flags, NULL);
 	return 0;
 }
 
@@ -1025,6 +1090,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 				st->nr = BPF_CORE_READ(regs, orig_ax);
 				load_args(st, regs);
 				st->ts = now;
+				st->seq++;
 				st->active = syscall_wanted(st->nr);
 			}
 		}
@@ -1097,8 +1163,10 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	/* exit and exit_group never return; neither does a syscall cut off by a fatal signal. */
 	if (st && (st->active || st->held)) {
-		if (cfg_stat && st->active)
+		if (cfg_stat && st->active) {
 			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
+			untimed_entry(st, now);
+		}
 		st->active = 0;
 		st->held = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, NULL);
@@ -1151,10 +1219,13 @@ int inflight(struct bpf_iter__task *ctx)
 		st->held = 0;
 		emit_syscall(st, st->held_ret, st->held_end, 0, task);
 	} else {
-		if (cfg_stat)
+		__u64 now = bpf_ktime_get_ns();
+		if (cfg_stat) {
 			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
+			untimed_entry(st, now);
+		}
 		st->active = 0;
-		emit_syscall(st, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
+		emit_syscall(st, 0, now, F_UNFINISHED, task);
 	}
 	return 0;
 }
@@ -1231,15 +1302,17 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 	__u64 now = 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, prev, 0, 0);
 	if (st && st->active) {
-		if (st->sl_owner != st->ts) {
+		now = bpf_ktime_get_ns();
+		if (st->sl_owner != st->seq) {
 			/* first switch-out of this syscall: the slots held an earlier one's */
-			st->sl_owner = st->ts;
+			st->sl_owner = st->seq;
 			st->sl.n = 0;
 			st->sl.ustack = -2; /* not taken yet */
 			st->runq = 0;
+			st->p1 = now; /* lean timing: the clock from here on */
+			st->j1 = bpf_jiffies64();
 		}
 		/* prev is current here: its stacks show the way into schedule(). */
-		now = bpf_ktime_get_ns();
 		st->off_ts = now;
 		st->off_kstack = bpf_get_stackid(ctx, &stacks, 0);
 		st->off_preempted = preempt || prev_state == 0;

@@ -32,6 +32,7 @@ enum kind {
 #define F_GROUP_DEAD 4 /* exit: last thread of the process */
 #define F_GROUP 8      /* signal: sent to the thread group */
 #define F_SLEEPS 16    /* syscall: a struct sleeps block follows the record */
+#define F_APPROX 32    /* syscall: latency estimated to within one kernel tick (lean timing) */
 
 struct hdr {
 	__u8 kind;

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sysray/sysray/internal/launch"
 )
 
 var (
@@ -25,6 +27,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Tests that run live.Run in-process launch commands through this
+	// binary, as sysray does through its own.
+	launch.MaybeHelper()
 	dir, err := os.MkdirTemp("", "sysray-tests")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

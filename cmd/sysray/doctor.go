@@ -109,6 +109,11 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 		opts.Probe.Stat = true
 		opts.Probe.Sample = 64
 		opts.Probe.SampleGap = uint64(time.Millisecond)
+		if hz := host.HZ(); hz > 0 {
+			// Lean timing: the clock for one call in 64 and for the calls
+			// that sleep, jiffies for the rest (docs/doctor.md).
+			opts.Probe.TickNS = uint64(time.Second) / uint64(hz)
+		}
 		series := doctor.NewSeries()
 		var (
 			sampling *probe.Sampling

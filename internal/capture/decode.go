@@ -252,6 +252,9 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 				d.fail("recent calls: " + y.bad)
 			}
 		}
+		if tag == extApprox && e.Kind == event.KindSyscall {
+			e.Syscall.Approx = true
+		}
 		if tag == extFaultSP && e.Kind == event.KindPageFault {
 			y := &blockDecoder{buf: v}
 			e.Fault.SP = y.uvarint()

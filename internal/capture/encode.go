@@ -115,7 +115,7 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 		if dataMask != 0 {
 			flags |= fData
 		}
-		if sc.UserStack != nil || sc.Sleeps != nil {
+		if sc.UserStack != nil || sc.Sleeps != nil || sc.Approx {
 			flags |= fExt
 		}
 	case event.KindFork, event.KindExec, event.KindExit:
@@ -263,6 +263,7 @@ const (
 	extCgroupPath = 2
 	extFaultSP    = 3
 	extRecent     = 4
+	extApprox     = 5
 )
 
 // appendExt writes the record extension: length-prefixed (tag, length,
@@ -290,6 +291,10 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 		ext = appendUvarint(ext, extRecent)
 		ext = appendBytes(ext, v)
 		s.extField = v
+	}
+	if e.Kind == event.KindSyscall && e.Syscall.Approx {
+		ext = appendUvarint(ext, extApprox)
+		ext = appendBytes(ext, nil)
 	}
 	if e.Kind == event.KindPageFault && e.Fault.SP != 0 {
 		ext = appendUvarint(ext, extFaultSP)

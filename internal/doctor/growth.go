@@ -76,9 +76,13 @@ func (g *growth) Observe(e *event.Event) {
 			sm = &samples{}
 			p.samples[s.Nr] = sm
 		}
-		sm.n++
-		sm.totalNS += s.Latency
-		if len(sm.threads) < maxSamples {
+		// A latency known only to a kernel tick is no point for a fit; the
+		// call still changes the process's state below.
+		if !s.Approx {
+			sm.n++
+			sm.totalNS += s.Latency
+		}
+		if len(sm.threads) < maxSamples && !s.Approx {
 			y := float64(s.Latency)
 			sm.threads = append(sm.threads, point{float64(p.threads), y})
 			sm.maps = append(sm.maps, point{float64(p.maps), y})

@@ -169,7 +169,11 @@ func (s *slow) Observe(e *event.Event) {
 	g.sleptNS += slept
 	if sc.Latency > g.maxNS {
 		g.maxNS = sc.Latency
-		g.example = event.FormatSyscall(s.arch, sc) + fmt.Sprintf(" <%s>", units.Duration(sc.Latency))
+		approx := ""
+		if sc.Approx {
+			approx = "~"
+		}
+		g.example = event.FormatSyscall(s.arch, sc) + fmt.Sprintf(" <%s%s>", approx, units.Duration(sc.Latency))
 		if len(stack) > 0 {
 			g.stack = stack
 		}

@@ -76,6 +76,9 @@ type Syscall struct {
 	Ret        int64
 	Latency    uint64 // ns from entry to exit; for unfinished calls, entry to cut-off
 	Unfinished bool   // the thread died or the capture stopped inside the call
+	// Approx marks a latency known to within a kernel tick, not timed by
+	// the clock (the doctor's lean timing; see docs/doctor.md).
+	Approx bool
 	// Data holds bytes the kernel copied for argument i: a path or other
 	// string (without its NUL), or a socket address. Nil when not captured.
 	Data [6][]byte

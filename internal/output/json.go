@@ -47,6 +47,7 @@ type SyscallJSON struct {
 	Errno      string      `json:"errno,omitempty"`
 	LatencyNS  uint64      `json:"latency_ns"`
 	Unfinished bool        `json:"unfinished,omitempty"`
+	Approx     bool        `json:"latency_approx,omitempty"`
 	UserStack  []string    `json:"user_stack,omitempty"`
 	Sleeps     []SleepJSON `json:"sleeps,omitempty"`
 }
@@ -150,7 +151,7 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 	switch e.Kind {
 	case event.KindSyscall:
 		s := &e.Syscall
-		sj := &SyscallJSON{Name: event.SyscallName(arch, s.Nr), Nr: s.Nr, Ret: s.Ret, LatencyNS: s.Latency, Unfinished: s.Unfinished, Args: []ArgJSON{}}
+		sj := &SyscallJSON{Name: event.SyscallName(arch, s.Nr), Nr: s.Nr, Ret: s.Ret, LatencyNS: s.Latency, Unfinished: s.Unfinished, Approx: s.Approx, Args: []ArgJSON{}}
 		if s.Failed() {
 			sj.Errno = event.ErrnoName(int(-s.Ret))
 		}

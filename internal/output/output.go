@@ -108,6 +108,9 @@ func Body(e *event.Event, arch event.Arch) string {
 	case event.KindSyscall:
 		s := &e.Syscall
 		lat := fmt.Sprintf(" <%d.%06d>", s.Latency/1e9, s.Latency%1e9/1e3)
+		if s.Approx {
+			lat = fmt.Sprintf(" <~%d.%06d>", s.Latency/1e9, s.Latency%1e9/1e3)
+		}
 		if s.Unfinished {
 			lat = fmt.Sprintf(" <unfinished %d.%06d>", s.Latency/1e9, s.Latency%1e9/1e3)
 		}

@@ -38,6 +38,7 @@ const (
 	fGroupDead  = 4
 	fGroup      = 8
 	fSleeps     = 16
+	fApprox     = 32
 )
 
 var le = binary.LittleEndian
@@ -124,6 +125,7 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		}
 		s.Nr = le.Uint32(b[112:])
 		s.Unfinished = flags&fUnfinished != 0
+		s.Approx = flags&fApprox != 0
 		if s.Unfinished {
 			s.Ret = 0
 		}

@@ -34,6 +34,10 @@ type Config struct {
 	// SampleGap, with Sample, keeps a thread's sampled calls at least this
 	// many ns apart.
 	SampleGap uint64
+	// TickNS, with Sample and Stacks, is the kernel's jiffy in ns: the
+	// clock then times one call in Sample, the calls that sleep from their
+	// first switch-out, and jiffies the rest (Syscall.Approx).
+	TickNS uint64
 	// Launch marks the probe as following a command sysray will start:
 	// pids may be added later with Expect.
 	Launch   bool
@@ -357,6 +361,7 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 		{"cfg_stat", b(cfg.Stat)},
 		{"cfg_sample", cfg.Sample},
 		{"cfg_sample_gap", cfg.SampleGap},
+		{"cfg_tick_ns", cfg.TickNS},
 		{"cfg_slow", slow},
 		{"cfg_nr_execve", execve},
 		{"cfg_nr_execveat", execveat},

@@ -140,7 +140,11 @@ type sysrayTaskState struct {
 	Tgid         uint32
 	Cg           uint64
 	CgGen        uint64
+	Seq          uint64
 	SlOwner      uint64
+	Jts          uint64
+	P1           uint64
+	J1           uint64
 	SampledAt    uint64
 	Runq         uint64
 	Nrecent      uint32
@@ -230,6 +234,7 @@ const (
 	sysrayVarCfgStacks            = "cfg_stacks"
 	sysrayVarCfgStat              = "cfg_stat"
 	sysrayVarCfgSyscalls          = "cfg_syscalls"
+	sysrayVarCfgTickNs            = "cfg_tick_ns"
 	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sysrayVarCgroupGen            = "cgroup_gen"
 	sysrayVarStatZero             = "stat_zero"
@@ -334,6 +339,7 @@ type sysrayVariableSpecs struct {
 	CfgStacks        *ebpf.VariableSpec `ebpf:"cfg_stacks"`
 	CfgStat          *ebpf.VariableSpec `ebpf:"cfg_stat"`
 	CfgSyscalls      *ebpf.VariableSpec `ebpf:"cfg_syscalls"`
+	CfgTickNs        *ebpf.VariableSpec `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
 	StatZero         *ebpf.VariableSpec `ebpf:"stat_zero"`
@@ -414,6 +420,7 @@ type sysrayVariables struct {
 	CfgStacks        *ebpf.Variable `ebpf:"cfg_stacks"`
 	CfgStat          *ebpf.Variable `ebpf:"cfg_stat"`
 	CfgSyscalls      *ebpf.Variable `ebpf:"cfg_syscalls"`
+	CfgTickNs        *ebpf.Variable `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
 	StatZero         *ebpf.Variable `ebpf:"stat_zero"`
