@@ -280,3 +280,18 @@ func TestStackOverflow(t *testing.T) {
 		})
 	}
 }
+
+// A syscall that runs long on the CPU (getrandom of 32 MiB, ~0.1 s) is slow
+// whether or not it was preempted on the way, and is said to be running,
+// not sleeping.
+func TestSlowOnCPU(t *testing.T) {
+	requireBPF(t)
+	rep := doctorCmd(t, 0, prog("slowcpu"), "4")
+	f := top(t, rep, "slow-syscall", "warning")
+	if n, _ := f.Evidence["count"].(float64); n != 4 {
+		t.Errorf("%v slow calls, want the 4 getrandom calls: %s", f.Evidence["count"], f.Summary)
+	}
+	if !strings.Contains(f.Title, "getrandom") || !strings.Contains(f.Title, "running in the kernel") {
+		t.Errorf("title %q", f.Title)
+	}
+}

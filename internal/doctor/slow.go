@@ -136,12 +136,19 @@ func (s *slow) Observe(e *event.Event) {
 				waits = false
 			}
 		}
-		if stacked {
-			waiting = waits
-		}
 		key, stack = where(sc.Sleeps[0].Stack)
 		if key == "" {
 			key = name
+		}
+		if stacked {
+			waiting = waits
+			// Preempted is not waiting when the call itself ran long: a
+			// call that spent the threshold on the CPU is slow, and where
+			// it was preempted says nothing of why.
+			if waits && sc.Latency-min(slept, sc.Latency) >= slowMin {
+				waiting = false
+				key, stack = name, nil
+			}
 		}
 	}
 	if sc.Unfinished || (waiting || pureWaits[name]) && !isAudit {
@@ -234,14 +241,23 @@ func (s *slow) Findings(env *Env) []Finding {
 		if g.maxNS >= slowWarn {
 			sev = Warning
 		}
-		out = append(out, Finding{ID: "slow-syscall", Severity: sev,
+		f := Finding{ID: "slow-syscall", Severity: sev,
 			Title: fmt.Sprintf("%d slow %s, up to %s, sleeping in %s", g.n, callList(g.calls), units.Duration(g.maxNS), orDash(g.where)),
 			Summary: fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each%s. These are not calls that wait by design, "+
 				"so the time is a stall the program did not ask for.", g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS),
 				sleptWhere(g)),
 			Evidence: g.evidence(env),
 			Fix:      "Follow the stack: it names the kernel path the thread waited in (a lock, I/O, memory reclaim). Record with --stacks if it is missing.",
-			Score:    float64(g.totalNS)})
+			Score:    float64(g.totalNS)}
+		if g.sleptNS*2 < g.totalNS {
+			// Mostly on the CPU: the kernel was working, not waiting.
+			f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel", g.n, callList(g.calls), units.Duration(g.maxNS))
+			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, most of it on the CPU inside the kernel "+
+				"rather than asleep: the work the calls asked for is large (a big buffer, many pages, a long list).",
+				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS))
+			f.Fix = "Ask for less per call, or less often; `sysray profile -- CMD` shows the kernel functions the time goes to."
+		}
+		out = append(out, f)
 	}
 	return out
 }
