@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/sysray/sysray/internal/container"
 	"github.com/sysray/sysray/internal/doctor"
@@ -141,7 +140,7 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 			}
 			cells, _, err := p.Stats()
 			if err == nil {
-				series.Add(monotonic(), cells)
+				series.Add(host.Mono(), cells)
 				d.Counts(cells)
 				d.Series(series)
 			}
@@ -222,7 +221,7 @@ func readSeries(p *probe.Probe, s *doctor.Series, stop <-chan struct{}, done cha
 	defer t.Stop()
 	for {
 		if cells, _, err := p.Stats(); err == nil {
-			s.Add(monotonic(), cells)
+			s.Add(host.Mono(), cells)
 		}
 		select {
 		case <-stop:
@@ -230,12 +229,6 @@ func readSeries(p *probe.Probe, s *doctor.Series, stop <-chan struct{}, done cha
 		case <-t.C:
 		}
 	}
-}
-
-func monotonic() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
 }
 
 // kernelSamples names the kernel frames of on-CPU samples.
