@@ -637,7 +637,7 @@ struct {
 	__type(value, __u64);
 } stat_lost SEC(".maps");
 
-/* Lean timing: a call timed by the clock is sampled if the last was cfg_sample_gap ago. */
+/* A sample crosses over only if the thread's last one did cfg_sample_gap ago. */
 static __always_inline bool sample_gap(struct task_state *st, __u64 now)
 {
 	if (now - st->sampled_at < cfg_sample_gap)
@@ -654,17 +654,20 @@ static __always_inline bool sample_gap(struct task_state *st, __u64 now)
  */
 static __always_inline bool sample_tick(struct task_state *st, __u64 now)
 {
-	if ((st->tick++ & (cfg_sample - 1)) != 0 || now - st->sampled_at < cfg_sample_gap)
-		return false;
-	st->sampled_at = now;
-	return true;
+	return (st->tick++ & (cfg_sample - 1)) == 0 && sample_gap(st, now);
+}
+
+/* Lean timing: how long the call in flight has run, in whole jiffies. */
+static __always_inline __u64 jiffy_latency(struct task_state *st)
+{
+	return (bpf_jiffies64() - st->jts) * cfg_tick_ns;
 }
 
 /* Lean timing: a call in flight that the clock did not time gets an entry time from jiffies. */
 static __always_inline void untimed_entry(struct task_state *st, __u64 now)
 {
 	if (lean_timing() && !st->ts)
-		st->ts = now - (bpf_jiffies64() - st->jts) * cfg_tick_ns;
+		st->ts = now - jiffy_latency(st);
 }
 
 /* Lean mode: the arguments of a call about to be emitted, from its registers. */
@@ -790,7 +793,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			lat = now - st->p1 + before;
 			timed = before == 0;
 		} else {
-			lat = (bpf_jiffies64() - st->jts) * cfg_tick_ns;
+			lat = jiffy_latency(st);
 			timed = false;
 		}
 		if (!timed)
