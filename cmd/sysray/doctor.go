@@ -241,11 +241,7 @@ func kernelSamples(samples []probe.Sample) []doctor.CPUSample {
 	for _, s := range samples {
 		cs := doctor.CPUSample{PID: s.PID, Syscall: s.Syscall, Count: s.Count}
 		for _, a := range s.Kernel {
-			n := live.FuncName(kernel.Resolve(a))
-			if n == "" {
-				n = fmt.Sprintf("%#x", a)
-			}
-			cs.Kernel = append(cs.Kernel, n)
+			cs.Kernel = append(cs.Kernel, name(live.FuncName(kernel.Resolve(a)), a))
 		}
 		out = append(out, cs)
 	}

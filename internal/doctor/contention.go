@@ -14,12 +14,10 @@ import (
 // path that serialises (a global lock, a drain of every CPU's lists) makes
 // each caller slower the more of them call it together.
 type contention struct {
-	arch   event.Arch
-	calls  map[uint32][]span // by syscall
-	procs  map[uint32]*procSpan
-	slept  map[uint32]map[string]uint64 // by syscall: where slow calls slept, ns
-	series *Series                      // live runs: the kernel's counts over time
-	oncpu  []CPUSample                  // live runs: where the CPU was, sampled
+	arch  event.Arch
+	calls map[uint32][]span // by syscall
+	procs map[uint32]*procSpan
+	slept map[uint32]map[string]uint64 // by syscall: where slow calls slept, ns
 }
 
 type span struct {
@@ -132,8 +130,8 @@ func (c *contention) Findings(env *Env) []Finding {
 		// cross over and fast ones are sampled, so slow calls would seem to
 		// come together.
 		var cv curve
-		if c.series != nil {
-			cv = latencyCurve(c.series.byCallers(nr), "calling it", 10)
+		if env.series != nil {
+			cv = latencyCurve(env.series.byCallers(nr), "calling it", 10)
 		} else {
 			cv = latencyCurve(concurrency(spans), "concurrent", 50)
 		}
@@ -142,7 +140,7 @@ func (c *contention) Findings(env *Env) []Finding {
 		ev := map[string]any{"syscall": name, "processes": heavy, "cgroups": len(cgroups), "mean_share": share,
 			"latency_by_concurrent_callers": cv.lines}
 		onCPU := ""
-		if n, funcs, stack := c.hotKernel(nr); n > 0 {
+		if n, funcs, stack := hotKernel(env.oncpu, nr); n > 0 {
 			ev["on_cpu_samples"] = n
 			ev["on_cpu_kernel_functions"] = funcs
 			ev["on_cpu_kernel_stack"] = stack

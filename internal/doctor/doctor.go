@@ -69,6 +69,8 @@ type Env struct {
 	Procs   *proc.Table
 	Span    uint64            // ns between the first and last event
 	cgroups map[uint32]uint64 // each process's cgroup, as its events said
+	series  *Series           // live: the kernel's counts over time
+	oncpu   []CPUSample       // live: where the CPUs were, sampled
 }
 
 // ProcName names a process for a report: "comm[pid]" plus its command line

@@ -15,31 +15,19 @@ type CPUSample struct {
 }
 
 // OnCPU hands the detectors where the CPUs were during a live run.
-func (d *Doctor) OnCPU(samples []CPUSample) {
-	for _, det := range d.detectors {
-		if c, ok := det.(*contention); ok {
-			c.oncpu = samples
-		}
-	}
-}
+func (d *Doctor) OnCPU(samples []CPUSample) { d.env.oncpu = samples }
 
 // Series hands the detectors the kernel's counts read over a live run.
-func (d *Doctor) Series(s *Series) {
-	for _, det := range d.detectors {
-		if c, ok := det.(*contention); ok {
-			c.series = s
-		}
-	}
-}
+func (d *Doctor) Series(s *Series) { d.env.series = s }
 
 // hotKernel says where the kernel was when sampled inside syscall nr: the
 // number of samples, the innermost functions by share, and the stack seen
 // most often (innermost first).
-func (c *contention) hotKernel(nr uint32) (uint64, []string, []string) {
+func hotKernel(samples []CPUSample, nr uint32) (uint64, []string, []string) {
 	var n uint64
 	leaf := map[string]uint64{}
 	stacks := map[string]uint64{}
-	for _, s := range c.oncpu {
+	for _, s := range samples {
 		if s.Syscall != int32(nr) || len(s.Kernel) == 0 {
 			continue
 		}

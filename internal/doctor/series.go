@@ -67,9 +67,6 @@ func (s *Series) Add(at uint64, cells []stat.Cell) {
 // byCallers groups nr's windows by how many processes called it, with the
 // calls and time of each group.
 func (s *Series) byCallers(nr uint32) map[int]*levelStat {
-	if s == nil {
-		return nil
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[int]*levelStat{}
