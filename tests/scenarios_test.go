@@ -199,18 +199,7 @@ func TestBenignWorkloads(t *testing.T) {
 		"pipeline": "yes | head -1 > /dev/null && seq 1000000 | head -3 > /dev/null",
 	} {
 		t.Run(name, func(t *testing.T) {
-			rep := t.TempDir() + "/report.json"
-			if b, err := exec.Command(sysray, "doctor", "--json", "-o", rep, "--", "sh", "-c", script).CombinedOutput(); err != nil {
-				t.Fatalf("doctor: %v\n%s", err, b)
-			}
-			out, err := os.ReadFile(rep)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r doctorReport
-			if err := json.Unmarshal(out, &r); err != nil {
-				t.Fatalf("bad report: %v\n%s", err, out)
-			}
+			r := doctorCmd(t, 0, "sh", "-c", script)
 			for _, f := range r.Findings {
 				if f.Severity != "info" {
 					t.Errorf("%s on ordinary work: %s", f.Severity, f.Title)
