@@ -393,6 +393,17 @@ static __always_inline void fill_sys(struct sys_rec *r, struct task_state *st, l
 #pragma unroll
 	for (int i = 0; i < 6; i++)
 		r->args[i] = st->args[i];
+	/*
+	 * The doctor fits latency against the process's mappings; counting the
+	 * mmap calls it sees would miss the ones it did not sample. Only calls
+	 * that cross over pay for the read, and only in lean mode.
+	 */
+	r->maps = 0;
+	if (lean_timing()) {
+		struct task_struct *t = bpf_get_current_task_btf();
+		if (t->mm)
+			r->maps = t->mm->map_count;
+	}
 }
 
 static __always_inline bool has_captures(__u32 nr)
@@ -486,6 +497,8 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), st->ts);
 		r->h.flags = flags;
 		fill_sys(r, st, ret, now);
+		if (task)
+			r->maps = 0; /* fill_sys read the current task's, not this one's */
 		r->dlen[0] = 0;
 		r->dlen[1] = 0;
 		r->dtrunc = 0;
@@ -719,7 +732,14 @@ static __always_inline __u32 hist_bucket(__u64 v)
 	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
 }
 
-static __always_inline void stat_account(struct task_state *st, long ret, __u64 lat, bool exact)
+/*
+ * Counts the call; returns true for the first calls of its syscall in its
+ * process on this CPU (the 1st, 2nd, 4th, 8th... up to the 64th), which
+ * lean mode emits besides its 1-in-cfg_sample sample, so that a syscall a
+ * process makes 30 times still shows how its latency moves (a fork that
+ * slows as mappings grow), at a cost bounded by log2 per process.
+ */
+static __always_inline bool stat_account(struct task_state *st, long ret, __u64 lat, bool exact)
 {
 	__u64 gen = cgroup_gen;
 	if (st->cg_gen != gen) {
@@ -740,11 +760,11 @@ static __always_inline void stat_account(struct task_state *st, long ret, __u64 
 			__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
 			if (lost)
 				(*lost)++;
-			return;
+			return false;
 		}
 		v = bpf_map_lookup_elem(&stats, &k);
 		if (!v)
-			return;
+			return false;
 	}
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
@@ -769,6 +789,8 @@ static __always_inline void stat_account(struct task_state *st, long ret, __u64 
 			bpf_map_update_elem(&errnos, &ek, &one, BPF_NOEXIST);
 		}
 	}
+	__u64 c = v->count;
+	return c <= 64 && (c & (c - 1)) == 0;
 }
 
 SEC("tp_btf/sys_exit")
@@ -798,7 +820,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		}
 		if (!timed)
 			flags = F_APPROX;
-		stat_account(st, ret, lat, timed);
+		bool first = stat_account(st, ret, lat, timed);
 		if (!cfg_sample)
 			return 0;
 		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];
@@ -810,7 +832,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->prev_failed;
 		st->prev_failed = failed;
-		bool sampled = lean_timing() ? st->ts && sample_gap(st, now) : sample_tick(st, now);
+		bool sampled = lean_timing() ? (st->ts && sample_gap(st, now)) || first : sample_tick(st, now);
 		if (!failed && !after_failure && lat < cfg_slow && !sampled)
 			return 0;
 		late_args(st, regs, ret);

@@ -67,6 +67,7 @@ struct sys_rec {
 	__u8 darg[DATA_SLOTS];  /* argument index of each slot */
 	__u8 dtrunc;            /* bit i: slot i was cut at DATA_SLOT */
 	__u8 dset;              /* bit i: slot i holds data (an empty string has dlen 0) */
+	__u32 maps;             /* lean mode: the process's memory mappings at exit (mm->map_count); 0: not read */
 	/* followed by dlen[0] bytes, then dlen[1] bytes */
 };
 

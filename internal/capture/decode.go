@@ -255,6 +255,13 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 		if tag == extApprox && e.Kind == event.KindSyscall {
 			e.Syscall.Approx = true
 		}
+		if tag == extMaps && e.Kind == event.KindSyscall {
+			y := &blockDecoder{buf: v}
+			e.Syscall.Maps = uint32(y.uvarint())
+			if y.bad != "" {
+				d.fail("mappings: " + y.bad)
+			}
+		}
 		if tag == extFaultSP && e.Kind == event.KindPageFault {
 			y := &blockDecoder{buf: v}
 			e.Fault.SP = y.uvarint()

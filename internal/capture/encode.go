@@ -115,7 +115,7 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 		if dataMask != 0 {
 			flags |= fData
 		}
-		if sc.UserStack != nil || sc.Sleeps != nil || sc.Approx {
+		if sc.UserStack != nil || sc.Sleeps != nil || sc.Approx || sc.Maps != 0 {
 			flags |= fExt
 		}
 	case event.KindFork, event.KindExec, event.KindExit:
@@ -264,6 +264,7 @@ const (
 	extFaultSP    = 3
 	extRecent     = 4
 	extApprox     = 5
+	extMaps       = 6
 )
 
 // appendExt writes the record extension: length-prefixed (tag, length,
@@ -295,6 +296,10 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 	if e.Kind == event.KindSyscall && e.Syscall.Approx {
 		ext = appendUvarint(ext, extApprox)
 		ext = appendBytes(ext, nil)
+	}
+	if e.Kind == event.KindSyscall && e.Syscall.Maps != 0 {
+		ext = appendUvarint(ext, extMaps)
+		ext = appendBytes(ext, appendUvarint(s.extField[:0], uint64(e.Syscall.Maps)))
 	}
 	if e.Kind == event.KindPageFault && e.Fault.SP != 0 {
 		ext = appendUvarint(ext, extFaultSP)

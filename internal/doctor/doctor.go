@@ -33,6 +33,21 @@ func (s Severity) String() string {
 // MarshalJSON writes the severity as its name.
 func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
+// UnmarshalJSON reads a severity's name, so reports can be read back.
+func (s *Severity) UnmarshalJSON(b []byte) error {
+	var name string
+	if err := json.Unmarshal(b, &name); err != nil {
+		return err
+	}
+	for _, v := range []Severity{Info, Warning, Critical} {
+		if v.String() == name {
+			*s = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown severity %q", name)
+}
+
 // Finding is one conclusion with its evidence and fix.
 type Finding struct {
 	ID       string         `json:"id"`
@@ -129,6 +144,7 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newGrowth(host.Arch),
 		newSlow(host.Arch, host.Live),
 		newContention(host.Arch),
+		newHot(host.Arch),
 		newErrors(host.Arch),
 		newExecFail(host.Arch),
 	}

@@ -79,6 +79,10 @@ type Syscall struct {
 	// Approx marks a latency known to within a kernel tick, not timed by
 	// the clock (the doctor's lean timing; see docs/doctor.md).
 	Approx bool
+	// Maps is the number of memory mappings the process had when the call
+	// returned, where the kernel read it (the doctor's lean mode); 0
+	// otherwise.
+	Maps uint32
 	// Data holds bytes the kernel copied for argument i: a path or other
 	// string (without its NUL), or a socket address. Nil when not captured.
 	Data [6][]byte

@@ -124,6 +124,7 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 			s.Args[i] = le.Uint64(b[64+8*i:])
 		}
 		s.Nr = le.Uint32(b[112:])
+		s.Maps = le.Uint32(b[124:])
 		s.Unfinished = flags&fUnfinished != 0
 		s.Approx = flags&fApprox != 0
 		if s.Unfinished {

@@ -98,7 +98,7 @@ type sysraySysSlow struct {
 		Darg    [2]uint8
 		Dtrunc  uint8
 		Dset    uint8
-		_       [4]byte
+		Maps    uint32
 	}
 	Sl struct {
 		_      structs.HostLayout
