@@ -165,7 +165,7 @@ func TestBinnedFit(t *testing.T) {
 		if x%50 == 0 {
 			y += 100000 // outliers must not move a fit through medians
 		}
-		pts = append(pts, point{float64(x), y})
+		pts = append(pts, point{x: float64(x), y: y})
 	}
 	a, b, r2, _ := binnedFit(pts)
 	if b < 1.9 || b > 2.1 || r2 < 0.99 || a < -50 || a > 60 {

@@ -5,11 +5,20 @@ import (
 	"sort"
 )
 
-type point struct{ x, y float64 }
+// point is one call: x is the state of its process, y its latency. approx
+// marks a latency known only to a kernel tick.
+type point struct {
+	x, y   float64
+	approx bool
+}
 
-// binnedFit fits y = a + b·x through the medians of y in up to 20 bins of
-// x: medians shrug off the outliers (an interrupt, a preemption) that would
-// swamp a fit of raw latencies. r2 is the fit quality over the bins.
+// binnedFit fits y = a + b·x through one value of y per bin of x, in up to
+// 20 bins and about 2 calls a bin (at least 6 bins). A bin of exactly timed
+// calls gives its median, which shrugs off the outliers (an interrupt, a
+// preemption) that would swamp a fit of raw latencies. A bin holding calls
+// timed in ticks gives its mean: one such latency is off by up to a tick,
+// but its expected value is the call's length, so the mean is unbiased
+// where a median would snap to a tick. r2 is the fit quality over the bins.
 func binnedFit(pts []point) (a, b, r2 float64, bins []point) {
 	if len(pts) < 2 {
 		return 0, 0, 0, nil
@@ -19,18 +28,27 @@ func binnedFit(pts []point) (a, b, r2 float64, bins []point) {
 	if hi <= lo {
 		return 0, 0, 0, nil
 	}
-	const nbins = 20
-	width := (hi - lo) / nbins
+	nbins := min(20, max(6, len(pts)/2))
+	width := (hi - lo) / float64(nbins)
 	var cur []float64
-	curBin := 0
+	curBin, approx := 0, false
 	flush := func() {
 		if len(cur) == 0 {
 			return
 		}
-		sort.Float64s(cur)
 		x := lo + (float64(curBin)+0.5)*width
-		bins = append(bins, point{x, cur[len(cur)/2]})
-		cur = cur[:0]
+		y := 0.0
+		if approx {
+			for _, v := range cur {
+				y += v
+			}
+			y /= float64(len(cur))
+		} else {
+			sort.Float64s(cur)
+			y = cur[len(cur)/2]
+		}
+		bins = append(bins, point{x: x, y: y})
+		cur, approx = cur[:0], false
 	}
 	for _, p := range pts {
 		bin := min(int((p.x-lo)/width), nbins-1)
@@ -39,6 +57,7 @@ func binnedFit(pts []point) (a, b, r2 float64, bins []point) {
 			curBin = bin
 		}
 		cur = append(cur, p.y)
+		approx = approx || p.approx
 	}
 	flush()
 	if len(bins) < 5 {

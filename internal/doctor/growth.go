@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/units"
@@ -25,13 +26,17 @@ type growthProc struct {
 	threads int
 	maps    int
 	fds     int
-	samples map[uint32]*samples // by syscall
+	// kernelMaps: maps comes from the kernel's count carried by the
+	// events, not from the mmap calls seen.
+	kernelMaps bool
+	samples    map[uint32]*samples // by syscall
 }
 
 type samples struct {
 	threads, maps, fds []point
 	totalNS            uint64
 	n                  uint64
+	approx             uint64 // of n, timed in ticks
 }
 
 const maxSamples = 50000
@@ -71,30 +76,46 @@ func (g *growth) Observe(e *event.Event) {
 			return
 		}
 		p := g.proc(e)
+		if s.Maps != 0 {
+			// The kernel's own count beats counting the mmap calls seen,
+			// which lean mode samples.
+			p.maps = int(s.Maps)
+			p.kernelMaps = true
+		}
 		sm := p.samples[s.Nr]
 		if sm == nil {
 			sm = &samples{}
 			p.samples[s.Nr] = sm
 		}
-		// A latency known only to a kernel tick is no point for a fit; the
-		// call still changes the process's state below.
-		if !s.Approx {
-			sm.n++
-			sm.totalNS += s.Latency
+		sm.n++
+		sm.totalNS += s.Latency
+		if s.Approx {
+			sm.approx++
 		}
-		if len(sm.threads) < maxSamples && !s.Approx {
-			y := float64(s.Latency)
-			sm.threads = append(sm.threads, point{float64(p.threads), y})
-			sm.maps = append(sm.maps, point{float64(p.maps), y})
-			sm.fds = append(sm.fds, point{float64(p.fds), y})
+		// A latency known only to a kernel tick is still a point: its
+		// expected value is the call's length, and the fit averages such
+		// points instead of taking their median.
+		if len(sm.threads) < maxSamples {
+			// Time preempted inside the call is the CPUs' queue, which
+			// grows with the host's load, not with the process.
+			lat := s.Latency
+			for _, sl := range s.Sleeps {
+				if sl.Preempted {
+					lat -= min(sl.Duration, lat)
+				}
+			}
+			y := float64(lat)
+			sm.threads = append(sm.threads, point{float64(p.threads), y, s.Approx})
+			sm.maps = append(sm.maps, point{float64(p.maps), y, s.Approx})
+			sm.fds = append(sm.fds, point{float64(p.fds), y, s.Approx})
 		}
 		if s.Failed() {
 			return
 		}
 		switch {
-		case s.Nr == g.mmapNr:
+		case s.Nr == g.mmapNr && !p.kernelMaps:
 			p.maps++
-		case s.Nr == g.munmap:
+		case s.Nr == g.munmap && !p.kernelMaps:
 			p.maps--
 		case s.Nr == g.closeNr:
 			p.fds--
@@ -110,7 +131,7 @@ func (g *growth) Findings(env *Env) []Finding {
 	var out []Finding
 	for _, p := range g.procs {
 		for nr, sm := range p.samples {
-			if sm.n < 100 || sm.totalNS < 50_000_000 || pureWaits[event.SyscallName(g.arch, nr)] {
+			if sm.n < growthMinCalls || sm.totalNS < growthMinNS || pureWaits[event.SyscallName(g.arch, nr)] {
 				continue // a wait's length is the caller's choice
 			}
 			best := -1
@@ -118,19 +139,31 @@ func (g *growth) Findings(env *Env) []Finding {
 			var bbins []point
 			for i, pts := range [][]point{sm.threads, sm.maps, sm.fds} {
 				a, b, r2, bins := binnedFit(pts)
-				if len(bins) < 8 || b <= 0 || bins[len(bins)-1].x-bins[0].x < 32 {
+				if len(bins) < growthMinBins || b <= 0 || bins[len(bins)-1].x-bins[0].x < growthMinRange {
 					continue
 				}
 				if r2 > br2 {
 					best, ba, bb, br2, bbins = i, a, b, r2, bins
 				}
 			}
-			if best < 0 || br2 < 0.7 {
+			if best < 0 || !significant(br2, len(bbins)) {
 				continue
 			}
 			x0, x1 := bbins[0].x, bbins[len(bbins)-1].x
 			y0, y1 := ba+bb*x0, ba+bb*x1
-			if y0 <= 0 || y1 < 3*y0 {
+			// A fit through tick-timed calls may start below zero: the
+			// smallest bin is then the honest floor.
+			if y0 <= 0 {
+				y0 = bbins[0].y
+				for _, b := range bbins {
+					y0 = min(y0, b.y)
+				}
+			}
+			// The latency must triple over the range seen, or, seen only
+			// late (sysray attached to a process already grown), rise by
+			// half while the line says that most of it comes from the
+			// state: with none of it, a call would take under a third.
+			if y1 < growthFactor*y0 && (y1 < 1.5*y0 || ba > y1/growthFactor) {
 				continue
 			}
 			name := event.SyscallName(g.arch, nr)
@@ -141,17 +174,55 @@ func (g *growth) Findings(env *Env) []Finding {
 			out = append(out, Finding{ID: "latency-grows-with-count", Severity: Warning,
 				Title: fmt.Sprintf("%s in %s gets slower as the process's %s grow", name, env.ProcName(p.pid, p.comm), dims[best]),
 				Summary: fmt.Sprintf("In %s, %s latency rises with the number of %s: from about %s at %.0f to %s at %.0f "+
-					"(%s more per unit, fit R²=%.2f over %d calls, %s in all). The kernel walks a structure that grows with the process; "+
+					"(%s more per unit, fit R²=%.2f over %d calls%s, %s in all). The kernel walks a structure that grows with the process; "+
 					"each new %s makes the next call slower.",
 					env.ProcName(p.pid, p.comm), name, dims[best], units.Duration(uint64(y0)), x0, units.Duration(uint64(y1)), x1,
-					units.Duration(uint64(bb)), br2, sm.n, units.Duration(sm.totalNS), dimSingular[best]),
+					units.Duration(uint64(bb)), br2, sm.n, tickNote(sm), units.Duration(sm.totalNS), dimSingular[best]),
 				Evidence: map[string]any{"syscall": name, "pid": p.pid, "grows_with": dims[best], "slope_ns_per_unit": bb,
-					"intercept_ns": ba, "r2": br2, "calls": sm.n, "total_ns": sm.totalNS, "curve": curve},
+					"intercept_ns": ba, "r2": br2, "calls": sm.n, "calls_timed_in_ticks": sm.approx, "total_ns": sm.totalNS, "curve": curve},
 				Fix:   growthFix[best],
 				Score: float64(sm.totalNS)})
 		}
 	}
 	return out
+}
+
+// The growth rule (docs/doctor.md gives the reasoning):
+//   - growthMinNS: the calls must cost something worth fixing, 50 ms in all.
+//   - growthMinCalls: 12 calls make the 6 bins of the smallest fit, 2 each.
+//   - growthFactor: the fitted latency must at least triple across the range
+//     seen; a kernel walk of a growing list does (dup_mmap copying 48k
+//     mappings takes ~40x what 1.6k do), jitter and caches do not. Seen
+//     only late, a rise by half counts if the line puts under a third of
+//     the latency outside the state (intercept ≤ y1/3).
+//   - growthMinBins, growthMinRange: at least 6 points over at least 32 units
+//     of state, so two clusters cannot make a line.
+//   - significant: the line must explain most of the spread (R² ≥ 0.7), and
+//     a slope that good must be unlikely from noise: p < 0.001 on the
+//     bins' t statistic. Many calls give many bins, where 0.7 suffices;
+//     12 calls give 6 bins, where it takes R² ≥ 0.95. So few calls are
+//     enough when the growth is large and the fit tight.
+const (
+	growthMinCalls = 12
+	growthMinNS    = 50_000_000
+	growthFactor   = 3
+	growthMinBins  = 6
+	growthMinRange = 32
+)
+
+// tCrit is Student's t for a two-sided p of 0.001, by degrees of freedom.
+var tCrit = []float64{4: 8.610, 5: 6.869, 6: 5.959, 7: 5.408, 8: 5.041, 9: 4.781, 10: 4.587,
+	11: 4.437, 12: 4.318, 13: 4.221, 14: 4.140, 15: 4.073, 16: 4.015, 17: 3.965, 18: 3.922}
+
+func significant(r2 float64, bins int) bool {
+	df := bins - 2
+	if r2 < 0.7 || df < 4 {
+		return false
+	}
+	if r2 >= 1 {
+		return true
+	}
+	return math.Sqrt(r2*float64(df)/(1-r2)) >= tCrit[min(df, len(tCrit)-1)]
 }
 
 var dimSingular = []string{"thread", "mapping", "file descriptor"}
@@ -162,4 +233,11 @@ var growthFix = []string{
 	"Keep fewer mappings: merge allocations, use larger arenas, avoid fork() in a process with many mappings " +
 		"(use posix_spawn or vfork).",
 	"Close file descriptors you no longer need, or keep them in a smaller table.",
+}
+
+func tickNote(sm *samples) string {
+	if sm.approx == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d timed to a kernel tick, averaged)", sm.approx)
 }
