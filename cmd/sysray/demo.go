@@ -39,17 +39,22 @@ var demos = []demo{
 
 func newDemo() *cobra.Command {
 	var dir string
-	var asJSON bool
+	var asJSON, withVariants bool
 	cmd := &cobra.Command{
 		Use:   "demo [NAME|all]",
 		Short: "Run the bundled reproductions of real incidents under the doctor",
 		Long: "Builds scenarios/ and runs each reproduction live under `sysray doctor`, printing its findings.\n" +
-			"Names: " + demoNames() + ".",
+			"Names: " + demoNames() + ".\n\n" +
+			"With --variants, runs the variants suite instead (scenarios/variants): the same mechanisms in other\n" +
+			"shapes, each with the finding it must produce. NAME is then a variant, a detector or a glob.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			want := "all"
 			if len(args) == 1 {
 				want = args[0]
+			}
+			if withVariants {
+				return runVariants(want, dir, asJSON)
 			}
 			var run []demo
 			for _, d := range demos {
@@ -103,6 +108,7 @@ func newDemo() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "scenarios", "scenarios", "directory of the bundled scenarios (built with make)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the reports as one JSON document, by demo name")
+	cmd.Flags().BoolVar(&withVariants, "variants", false, "run the variants suite (docs/doctor.md) instead of the demos")
 	return cmd
 }
 

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/report"
+	"github.com/sysray/sysray/scenarios/variants"
+)
+
+// variantResult is one variant's outcome in `demo --variants --json`.
+type variantResult struct {
+	Differs string         `json:"differs"`
+	Mode    variants.Mode  `json:"mode"`
+	Expect  string         `json:"expect"`
+	Pass    bool           `json:"pass"`
+	Error   string         `json:"error,omitempty"`
+	Report  *doctor.Report `json:"report,omitempty"`
+}
+
+// runVariants runs the variants that match pattern under the doctor and
+// says which found what they expect.
+func runVariants(pattern, dir string, asJSON bool) error {
+	vs, err := variants.Match(pattern)
+	if err != nil {
+		return err
+	}
+	if err := buildScenarios(dir); err != nil {
+		return err
+	}
+	bin, err := filepath.Abs(filepath.Join(dir, "bin"))
+	if err != nil {
+		return err
+	}
+	results := map[string]*variantResult{}
+	var failed []string
+	for _, v := range vs {
+		if !asJSON {
+			fmt.Printf("\n==== variant %s (%s): %s\n", v.Name, v.Mode, v.Differs)
+		}
+		res := &variantResult{Differs: v.Differs, Mode: v.Mode, Expect: v.Expect.String()}
+		results[v.Name] = res
+		rep, err := runVariant(v, bin)
+		if err == nil {
+			res.Report = rep
+			_, err = v.Check(rep)
+		}
+		res.Pass = err == nil
+		if err != nil {
+			res.Error = err.Error()
+			failed = append(failed, v.Name)
+		}
+		if !asJSON {
+			if rep != nil {
+				report.Text(os.Stdout, rep)
+			}
+			if err != nil {
+				fmt.Printf("FAIL %v\n", err)
+			} else {
+				fmt.Printf("PASS %s: %s\n", v.Name, v.Expect)
+			}
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(results); err != nil {
+			return err
+		}
+	} else {
+		fmt.Printf("\nsysray demo --variants: %d passed, %d failed\n", len(vs)-len(failed), len(failed))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("variants without their expected finding: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// runVariant runs one variant's workload and the doctor the way the variant
+// says: around the command, or after the workload has started.
+func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
+	tmp, err := os.MkdirTemp("", "sysray-variant-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	argv := make([]string, len(v.Argv))
+	for i, a := range v.Argv {
+		argv[i] = strings.ReplaceAll(a, "{tmp}", tmp)
+	}
+	argv[0] = filepath.Join(bin, argv[0])
+	sel := selection{stacks: true, slow: 10 * time.Millisecond}
+	if v.Mode == variants.Cmd {
+		rep, _, err := doctorLive(&sel, argv, os.Stderr)
+		return rep, err
+	}
+	w := exec.Command(argv[0], argv[1:]...)
+	w.Stdout, w.Stderr = os.Stderr, os.Stderr
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- w.Wait() }()
+	defer func() {
+		// The workload may outlive the trace; it is asked to stop (the
+		// scenarios restore what they changed on SIGTERM), then killed.
+		w.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			w.Process.Kill()
+			<-exited
+		}
+	}()
+	time.Sleep(v.Lead)
+	sel.duration = v.For
+	if v.Mode == variants.PID {
+		sel.pids = []int{w.Process.Pid}
+		sel.children = true
+	}
+	rep, _, err := doctorLive(&sel, nil, os.Stderr)
+	return rep, err
+}

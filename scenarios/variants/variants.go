@@ -1,0 +1,124 @@
+package variants
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+// Mode is how sysray is pointed at a variant's workload.
+type Mode string
+
+const (
+	// Cmd runs `sysray doctor -- CMD`.
+	Cmd Mode = "cmd"
+	// PID starts the workload first, then runs `sysray doctor -p PID
+	// --children --duration D`: the trouble began before sysray did.
+	PID Mode = "pid"
+	// Host starts the workload first, then runs `sysray doctor --duration D`
+	// over the whole host.
+	Host Mode = "host"
+)
+
+// Expect is the finding a variant must produce.
+type Expect struct {
+	// IDs lists acceptable finding ids ("kernel-contention|kernel-hotspot"
+	// where the data decides between two names of one mechanism).
+	IDs []string
+	// Severity is the lowest acceptable severity.
+	Severity doctor.Severity
+	// Words must all appear in the finding's title or summary.
+	Words []string
+}
+
+// Variant is one reproduction and what the doctor must say about it.
+type Variant struct {
+	Name    string // detector/what-differs
+	Differs string // what differs from the bundled demo, for people
+	Mode    Mode
+	Argv    []string      // argv[0] is relative to the scenarios' bin directory
+	Lead    time.Duration // PID and Host: how long the workload runs before sysray starts
+	For     time.Duration // PID and Host: how long sysray traces
+	Expect  Expect
+	// Long variants take more than ~20 s; tests run them only with
+	// SYSRAY_LONG_VARIANTS=1.
+	Long bool
+}
+
+// Detector is the detector a variant is about: its name up to the slash.
+func (v Variant) Detector() string { d, _, _ := strings.Cut(v.Name, "/"); return d }
+
+// Match returns the variants whose name matches pattern (a path.Match
+// glob, or "all").
+func Match(pattern string) ([]Variant, error) {
+	var out []Variant
+	for _, v := range All {
+		ok := pattern == "all" || pattern == v.Name || pattern == v.Detector()
+		if !ok {
+			m, err := path.Match(pattern, v.Name)
+			if err != nil {
+				return nil, fmt.Errorf("variant pattern %q: %w", pattern, err)
+			}
+			ok = m
+		}
+		if ok {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no variant matches %q", pattern)
+	}
+	return out, nil
+}
+
+// Check returns the finding that meets the expectation, or an error that
+// lists what the report said instead.
+func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		if !contains(v.Expect.IDs, f.ID) || f.Severity < v.Expect.Severity {
+			continue
+		}
+		text := strings.ToLower(f.Title + " " + f.Summary)
+		missing := ""
+		for _, w := range v.Expect.Words {
+			if !strings.Contains(text, strings.ToLower(w)) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return f, nil
+		}
+	}
+	var got []string
+	for _, f := range r.Findings {
+		got = append(got, fmt.Sprintf("%s %s: %s", f.Severity, f.ID, f.Title))
+	}
+	if len(got) == 0 {
+		got = append(got, "no findings")
+	}
+	return nil, fmt.Errorf("%s: want %s at least %s with %q; got:\n  %s", v.Name,
+		strings.Join(v.Expect.IDs, "|"), v.Expect.Severity, v.Expect.Words, strings.Join(got, "\n  "))
+}
+
+// Want describes the expectation in a line, for docs and output.
+func (e Expect) String() string {
+	s := strings.Join(e.IDs, "|") + " ≥ " + e.Severity.String()
+	if len(e.Words) > 0 {
+		s += fmt.Sprintf(" %q", e.Words)
+	}
+	return s
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
