@@ -1,0 +1,142 @@
+package doctor
+
+import (
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
+)
+
+const tick = 4_000_000 // HZ=250
+
+// jiffies rounds a latency the way lean timing measures it: the number of
+// tick boundaries crossed, for an entry at a random phase of the tick.
+func jiffies(rng *rand.Rand, lat uint64) uint64 {
+	phase := uint64(rng.Int63n(tick))
+	return ((phase + lat) / tick) * tick
+}
+
+// Thirty forks, each after 1,600 more mappings, timed in ticks as lean mode
+// times most calls: the growth is found (issue #10: it needed 100 exact
+// calls). Mappings come from the kernel's count on each event.
+func TestGrowthFewTickTimedCalls(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 30 {
+		maps := 1600 * (i + 1)
+		lat := uint64(maps) * 1700 // ~1.7 µs a mapping: 2.7 ms to 82 ms
+		e := sys(5, tm, nrClone, int64(1000+i), jiffies(rng, lat))
+		e.Syscall.Approx, e.Syscall.Maps = true, uint32(maps)
+		evs = append(evs, e)
+		tm += 100_000_000
+	}
+	f := byID(findings(evs), "latency-grows-with-count")
+	if f == nil {
+		t.Fatal("no latency-grows-with-count finding for 30 tick-timed forks")
+	}
+	if f.Evidence["grows_with"] != "memory mappings" || f.Evidence["calls_timed_in_ticks"] != uint64(30) {
+		t.Errorf("evidence %v", f.Evidence)
+	}
+	if s := f.Evidence["slope_ns_per_unit"].(float64); s < 1200 || s > 2200 {
+		t.Errorf("slope %.0f ns per mapping, want about 1700", s)
+	}
+}
+
+// The same thirty calls with a flat latency, as noisy: nothing.
+func TestFlatFewCallsDoNotGrow(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 30 {
+		e := sys(5, tm, nrClone, int64(1000+i), jiffies(rng, 20_000_000))
+		e.Syscall.Approx, e.Syscall.Maps = true, uint32(1600*(i+1))
+		evs = append(evs, e)
+		tm += 100_000_000
+	}
+	if f := byID(findings(evs), "latency-grows-with-count"); f != nil {
+		t.Errorf("flat latency reported as growing: %s", f.Summary)
+	}
+}
+
+func TestSignificant(t *testing.T) {
+	for _, c := range []struct {
+		r2   float64
+		bins int
+		want bool
+	}{{0.96, 6, true}, {0.93, 6, false}, {0.75, 20, true}, {0.65, 20, false}, {0.99, 5, false}} {
+		if got := significant(c.r2, c.bins); got != c.want {
+			t.Errorf("significant(%.2f, %d) = %v", c.r2, c.bins, got)
+		}
+	}
+}
+
+const nrGetppid = 110
+
+// A million getppid calls a second for 2 s, counted by the kernel, with
+// one event a millisecond: hot-syscall, a warning, names the fix.
+func TestHotSyscall(t *testing.T) {
+	d := New(host, nil)
+	tm := uint64(1e9)
+	for range 2000 {
+		e := sys(9, tm, nrGetppid, 8, 300)
+		d.Observe(&e)
+		tm += 1_000_000
+	}
+	d.Counts([]stat.Cell{{Key: stat.Key{PID: 9, Nr: nrGetppid}, Count: 2_000_000, Total: 2_000_000 * 450}})
+	f := byID(d.Report().Findings, "hot-syscall")
+	if f == nil || f.Severity != Warning {
+		t.Fatalf("finding %+v", f)
+	}
+	if !strings.Contains(f.Summary, "does not change") || f.Evidence["calls"] != uint64(2_000_000) {
+		t.Errorf("finding %s %v", f.Summary, f.Evidence)
+	}
+	if s := f.Evidence["share_of_time"].(float64); s < 0.4 || s > 0.5 {
+		t.Errorf("share %.2f, want 0.45", s)
+	}
+}
+
+// Calls that do real work in the kernel (50 µs each) are not hot-syscall's
+// however many there are; and a few thousand cheap calls are start-up.
+func TestHotSyscallNeedsCheapAndMany(t *testing.T) {
+	for name, c := range map[string]struct{ n, mean uint64 }{"costly": {40_000, 50_000}, "few": {5_000, 300}} {
+		d := New(host, nil)
+		tm := uint64(1e9)
+		for range 2000 {
+			e := sys(9, tm, nrGetppid, 8, c.mean)
+			d.Observe(&e)
+			tm += 1_000_000
+		}
+		d.Counts([]stat.Cell{{Key: stat.Key{PID: 9, Nr: nrGetppid}, Count: c.n, Total: c.n * c.mean}})
+		if f := byID(d.Report().Findings, "hot-syscall"); f != nil {
+			t.Errorf("%s: %s", name, f.Title)
+		}
+	}
+}
+
+const nrFadvise = 221
+
+// One process in one cgroup spending 40% of its time in a syscall that
+// takes 20 µs a call: kernel-hotspot, a warning (issue #10: it was info
+// below two cgroups and three processes).
+func TestHotspotOneProcessOneCgroup(t *testing.T) {
+	d := New(host, nil)
+	tm := uint64(1e9)
+	for range 1000 {
+		e := sys(4, tm, nrFadvise, 0, 20000, 3, 0, 0, 4)
+		e.Cgroup = 77
+		d.Observe(&e)
+		tm += 1_000_000
+	}
+	// 1 s of thread time, 20,000 calls of 20 µs: 0.4 s inside fadvise64.
+	d.Counts([]stat.Cell{{Key: stat.Key{Cgroup: 77, PID: 4, Nr: nrFadvise}, Count: 20000, Total: 400_000_000}})
+	f := byID(d.Report().Findings, "kernel-hotspot")
+	if f == nil || f.Severity != Warning {
+		t.Fatalf("finding %+v", f)
+	}
+	if strings.Contains(f.Summary, "cgroup limit") {
+		t.Errorf("one cgroup, yet the summary speaks of cgroup limits: %s", f.Summary)
+	}
+}
