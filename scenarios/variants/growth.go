@@ -1,0 +1,25 @@
+package variants
+
+import (
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+var growthVariants = []Variant{
+	// latency-grows-with-count: fork copies every mapping, so it slows as
+	// the process maps more. The demo had thousands of mmap calls.
+	{Name: "latency-grows-with-count/30-forks", Differs: "30 forks, 1,600 more mappings before each (issue #10's case)",
+		Mode: Cmd, Argv: []string{"forkgrow", "-n", "30", "-m", "1600"}, Expect: grows("clone")},
+	{Name: "latency-grows-with-count/fork-syscall", Differs: "the fork syscall instead of clone, 20 forks",
+		Mode: Cmd, Argv: []string{"forkgrow", "-s", "fork", "-n", "20", "-m", "2400"}, Expect: grows("fork")},
+	{Name: "latency-grows-with-count/200-forks", Differs: "200 forks, 240 more mappings before each",
+		Mode: Cmd, Argv: []string{"forkgrow", "-n", "200", "-m", "240"}, Expect: grows("clone")},
+	{Name: "latency-grows-with-count/pid", Differs: "forking every 100 ms for 4 s; sysray attaches with -p after 1 s, for 3 s",
+		Mode: PID, Argv: []string{"forkgrow", "-n", "40", "-m", "1200", "-i", "100"},
+		Lead: time.Second, For: 3 * time.Second, Expect: grows("clone")},
+}
+
+func grows(call string) Expect {
+	return Expect{IDs: []string{"latency-grows-with-count"}, Severity: doctor.Warning, Words: []string{call, "mappings"}}
+}

@@ -1,0 +1,30 @@
+package variants
+
+import (
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+var hotspotVariants = []Variant{
+	// kernel-contention / kernel-hotspot: one syscall's kernel path takes a
+	// large share of the time of the processes that call it. The demo runs
+	// 1, 2, 4 writers in 4 cgroups with 4 KiB writes.
+	{Name: "kernel-hotspot/one-cgroup", Differs: "4 writers in one cgroup, 200-byte lines (issue #10's case)",
+		Mode: Cmd, Argv: []string{"fadvise", "-writers", "4", "-cgroups=false", "-write-size", "200", "-d", "2s"},
+		Expect: hotspot},
+	{Name: "kernel-hotspot/one-writer", Differs: "a single writer: nobody to contend with",
+		Mode: Cmd, Argv: []string{"fadvise", "-writers", "1", "-cgroups=false", "-d", "2s"}, Expect: hotspot},
+	{Name: "kernel-hotspot/eight-writers", Differs: "8 writers, each in its own cgroup, for 1 s",
+		Mode: Cmd, Argv: []string{"fadvise", "-writers", "8", "-d", "1s"}, Expect: hotspot},
+	{Name: "kernel-hotspot/half-second", Differs: "2 writers for 0.5 s",
+		Mode: Cmd, Argv: []string{"fadvise", "-writers", "2", "-cgroups=false", "-d", "500ms"}, Expect: hotspot},
+	{Name: "kernel-hotspot/pid", Differs: "one writer already running; sysray attaches with -p for 2 s",
+		Mode: PID, Argv: []string{"fadvise-writer", "-f", "{tmp}/w.log", "-s", "200", "-d", "5"},
+		Lead: time.Second, For: 2 * time.Second, Expect: hotspot},
+	{Name: "kernel-hotspot/host", Differs: "2 writers already running; sysray traces the whole host for 2 s",
+		Mode: Host, Argv: []string{"fadvise", "-writers", "2", "-cgroups=false", "-d", "5s"},
+		Lead: time.Second, For: 2 * time.Second, Expect: hotspot},
+}
+
+var hotspot = Expect{IDs: []string{"kernel-contention", "kernel-hotspot"}, Severity: doctor.Warning, Words: []string{"fadvise64"}}
