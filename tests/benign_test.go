@@ -1,0 +1,293 @@
+package tests
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benignWorkload is real work written by others (compilers, compressors,
+// databases, test suites, package tools), run under the doctor as
+// `sh -c script sh DIR REPO SHARED [ARGS...]`: $1 is a fresh directory, $2 the
+// root of this repository, $3 a directory the whole corpus shares (the Go
+// build cache), ARGS what prep returned. The script's output goes to
+// $1/out.log.
+type benignWorkload struct {
+	name   string
+	tools  []string // must be on PATH (or absolute paths that exist)
+	check  []string // a command that must succeed for the workload to run here
+	prep   func(t *testing.T, dir string) []string
+	script string
+}
+
+var benignCorpus = []benignWorkload{
+	{
+		// An empty build cache, so the compiler really compiles (the
+		// standard library too); a few packages, not all of sysray, to
+		// stay within ~20 s on two CPUs. The module cache is warm.
+		name:  "go-build",
+		tools: []string{"go"},
+		script: `cd "$2" && GOCACHE="$3/gocache" GOPROXY=off CGO_ENABLED=0 go build ` +
+			`./internal/capture ./internal/stat ./internal/symbol ./internal/output`,
+	},
+	{
+		// The cache go-build filled: the standard library is built, the
+		// tests and the testing packages are not.
+		name:  "go-test",
+		tools: []string{"go"},
+		script: `cd "$2" && GOCACHE="$3/gocache" GOPROXY=off CGO_ENABLED=0 go test -count=1 ` +
+			`./internal/filter ./internal/event`,
+	},
+	{
+		// 64 MiB of shared libraries and other files from /usr/lib,
+		// compressed, tested and decompressed by both.
+		name:  "xz-gzip",
+		tools: []string{"xz", "gzip", "cmp"},
+		prep:  makeBigFile,
+		script: `cd "$1" && xz -T2 -1 -k big && xz -t big.xz && xz -dc big.xz | cmp - big && ` +
+			`gzip -6 -k big && gzip -t big.gz && gzip -dc big.gz | cmp - big && ls -l big*`,
+	},
+	{
+		// head stops reading: find dies of SIGPIPE (an info finding).
+		name:   "find-sha256sum",
+		tools:  []string{"find", "head", "xargs", "sha256sum"},
+		script: `find /usr -type f -print0 | head -z -n 20000 | xargs -0 sha256sum > /dev/null`,
+	},
+	{
+		name:  "tar",
+		tools: []string{"tar", "wc"},
+		script: `cd "$1" && tar -C / -cf - usr/share/doc | wc -c && ` +
+			`tar -C / -cf doc.tar usr/share/doc && tar -tvf doc.tar | wc -l && ` +
+			`mkdir x && tar -C x -xf doc.tar && du -sh x`,
+	},
+	{
+		// CPython's own regression tests, from Debian's
+		// libpython3.X-testsuite, on Debian's python3 (not one on PATH).
+		name:  "python-testsuite",
+		tools: []string{"/usr/bin/python3"},
+		check: []string{"/usr/bin/python3", "-c", "import test.support, test.test_json, test.test_tarfile"},
+		script: `cd "$1" && /usr/bin/python3 -m test test_json test_csv test_difflib test_re ` +
+			`test_tempfile test_shutil test_glob test_zlib test_collections test_pathlib test_tarfile test_gzip`,
+	},
+	{
+		name:  "git",
+		tools: []string{"git", "seq"},
+		script: `set -e
+export GIT_CONFIG_NOSYSTEM=1 HOME="$1" GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.com GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@example.com
+git init -q -b main "$1/r"
+cd "$1/r"
+i=0
+while [ $i -lt 30 ]; do
+	seq $i 5000 > f$((i % 7)).txt
+	git add -A
+	git commit -q -m "commit $i"
+	i=$((i+1))
+done
+git gc -q
+git clone -q "$1/r" "$1/r2"
+git -C "$1/r2" log --oneline | wc -l
+git clone -q --no-local "$2" "$1/c"
+git -C "$1/c" log --stat --oneline | wc -l
+git -C "$1/c" fsck --no-progress
+git -C "$1/c" status --short | wc -l
+git -C "$1/c" log -p -n 20 | wc -c`,
+	},
+	{
+		// The server and the benchmark both under the doctor; the server
+		// stops on SHUTDOWN and exits 0.
+		name:  "redis",
+		tools: []string{"redis-server", "redis-cli", "redis-benchmark"},
+		prep:  freePort,
+		script: `set -e
+port=$4
+redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --dir "$1" --logfile "$1/redis.log" &
+srv=$!
+i=0
+until redis-cli -p $port ping > /dev/null 2>&1; do
+	i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.1
+done
+redis-benchmark -p $port -n 20000 -q -t set,get,incr,lpush,lpop,hset,mset
+redis-benchmark -p $port -n 20000 -P 16 -q -t set,get
+redis-cli -p $port dbsize
+redis-cli -p $port shutdown nosave || true
+wait $srv`,
+	},
+	{
+		// Inserts in one transaction, then one transaction (and fsync)
+		// each, in rollback-journal and WAL databases.
+		name:  "sqlite3",
+		tools: []string{"sqlite3", "seq", "sed"},
+		script: `set -e
+cd "$1"
+for mode in delete wal; do
+	{
+		echo "PRAGMA journal_mode=$mode; CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, n INTEGER); BEGIN;"
+		seq 5000 | sed "s/.*/INSERT INTO t(name, n) VALUES ('row&', &);/"
+		echo "COMMIT;"
+	} | sqlite3 $mode.db
+	{
+		seq 500 | sed "s/.*/INSERT INTO t(name, n) VALUES ('auto&', &);/"
+		echo "CREATE INDEX t_n ON t(n); UPDATE t SET n = n + 1 WHERE id % 7 = 0; DELETE FROM t WHERE id % 11 = 0;"
+		echo "SELECT count(*), sum(n) FROM t; VACUUM; PRAGMA integrity_check;"
+	} | sqlite3 $mode.db
+done`,
+	},
+	{
+		// Read-only package queries against the local database and
+		// cache; apt-get only simulates (-s), which takes no lock and
+		// downloads nothing.
+		name:  "dpkg-apt",
+		tools: []string{"dpkg", "dpkg-query", "apt-cache", "apt-get"},
+		script: `set -e
+n=0
+for p in $(dpkg-query -W -f '${Package}\n'); do
+	dpkg -L "$p" > /dev/null
+	n=$((n+1))
+	[ $n -lt 400 ] || break
+done
+echo "$n packages listed"
+dpkg -S /usr/bin/sha256sum
+dpkg --verify coreutils dpkg
+apt-cache policy bash coreutils dpkg > /dev/null
+apt-cache show dpkg > /dev/null
+apt-cache depends --recurse --no-recommends --no-suggests dpkg | wc -l
+apt-cache search --names-only '^lib.*-dev$' | wc -l
+apt-cache stats
+apt-get -s install --reinstall gzip > /dev/null`,
+	},
+}
+
+// Real work that nobody in this project wrote yields nothing at warning or
+// above. Every info finding is logged, for a person to judge.
+func TestBenignCorpus(t *testing.T) {
+	requireBPF(t)
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := t.TempDir()
+	for _, w := range benignCorpus {
+		t.Run(w.name, func(t *testing.T) {
+			haveTools(t, w)
+			dir := t.TempDir()
+			args := []string{"sh", "-c", `exec > "$1/out.log" 2>&1` + "\n" + w.script, "sh", dir, repo, shared}
+			if w.prep != nil {
+				args = append(args, w.prep(t, dir)...)
+			}
+			start := time.Now()
+			rep := doctorCmd(t, 0, args...)
+			took := time.Since(start)
+			if t.Failed() {
+				out, _ := os.ReadFile(filepath.Join(dir, "out.log"))
+				t.Logf("workload output (tail):\n%s", tail(string(out), 3000))
+			}
+			t.Logf("%s: %v, %d findings, %d events dropped", w.name, took.Round(time.Millisecond), len(rep.Findings), rep.Drops)
+			for _, f := range rep.Findings {
+				if f.Severity == "info" {
+					ev, _ := json.Marshal(f.Evidence)
+					t.Logf("info %s: %s\n\t%s\n\tevidence: %s", f.ID, f.Title, f.Summary, clip(string(ev), 1500))
+					continue
+				}
+				b, _ := json.MarshalIndent(f, "\t", "  ")
+				t.Errorf("%s %s on ordinary work: %s\n\t%s", f.Severity, f.ID, f.Title, b)
+			}
+		})
+	}
+}
+
+// haveTools skips a workload whose tools are missing, or fails it when CI
+// (SYSRAY_REQUIRE_BPF=1, .ci/run installs them) must run it.
+func haveTools(t *testing.T, w benignWorkload) {
+	t.Helper()
+	var missing []string
+	for _, tool := range w.tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) == 0 && w.check != nil {
+		if out, err := exec.Command(w.check[0], w.check[1:]...).CombinedOutput(); err != nil {
+			missing = append(missing, strings.Join(w.check, " ")+": "+strings.TrimSpace(tail(string(out), 300)))
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if os.Getenv("SYSRAY_REQUIRE_BPF") == "1" {
+		t.Fatalf("%s cannot run, missing %s (.ci/run installs it)", w.name, strings.Join(missing, ", "))
+	}
+	t.Skipf("%s: missing %s", w.name, strings.Join(missing, ", "))
+}
+
+// makeBigFile writes dir/big: 64 MiB of the files under /usr/lib (libraries,
+// Python modules, locale data), topped up with random bytes if short.
+func makeBigFile(t *testing.T, dir string) []string {
+	t.Helper()
+	const size = 64 << 20
+	out, err := os.Create(filepath.Join(dir, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	var n int64
+	filepath.WalkDir("/usr/lib", func(path string, d fs.DirEntry, err error) error {
+		if n >= size {
+			return filepath.SkipAll
+		}
+		if err != nil || !d.Type().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		m, _ := io.Copy(out, io.LimitReader(f, size-n))
+		n += m
+		return nil
+	})
+	if n < size {
+		if _, err := io.CopyN(out, rand.Reader, size-n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return nil
+}
+
+// freePort returns a TCP port on 127.0.0.1 nobody listens on (as $4).
+func freePort(t *testing.T, dir string) []string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return []string{strconv.Itoa(port)}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
