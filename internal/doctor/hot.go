@@ -198,8 +198,10 @@ func (h *hot) Findings(env *Env) []Finding {
 			continue
 		}
 		name := event.SyscallName(h.arch, k.nr)
+		// A warning needs a cheaper path to point to; for a call of no
+		// known class the finding can only say how often it was made.
 		sev := Info
-		if share >= hotShare {
+		if share >= hotShare && hotClass(name) != classOther {
 			sev = Warning
 		}
 		why, fix, ev := h.explain(name, c, env)

@@ -22,13 +22,12 @@ type cum struct{ count, total, runq uint64 }
 
 type window struct {
 	dur  uint64 // ns
-	byNr map[uint32]*winStat
+	byNr map[uint32]map[uint32]*winStat // by syscall, then by process
 }
 
 type winStat struct {
 	calls, total uint64
 	runq         uint64 // of total, ns preempted waiting for a CPU
-	callers      int    // processes with calls ending in the window
 }
 
 // NewSeries returns an empty series.
@@ -40,22 +39,26 @@ func (s *Series) Add(at uint64, cells []stat.Cell) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := make(map[stat.Key]cum, len(cells))
-	w := window{byNr: map[uint32]*winStat{}}
+	w := window{byNr: map[uint32]map[uint32]*winStat{}}
 	for _, c := range cells {
 		next[c.Key] = cum{c.Count, c.Total, c.Runq}
 		p := s.prev[c.Key]
 		if s.prev == nil || c.Count <= p.count {
 			continue
 		}
-		ws := w.byNr[c.Nr]
+		byPID := w.byNr[c.Nr]
+		if byPID == nil {
+			byPID = map[uint32]*winStat{}
+			w.byNr[c.Nr] = byPID
+		}
+		ws := byPID[c.PID]
 		if ws == nil {
 			ws = &winStat{}
-			w.byNr[c.Nr] = ws
+			byPID[c.PID] = ws
 		}
 		ws.calls += c.Count - p.count
 		ws.total += c.Total - p.total
 		ws.runq += c.Runq - p.runq
-		ws.callers++ // a process in two cgroups counts twice; rare enough
 	}
 	if s.prev != nil && at > s.lastAt {
 		w.dur = at - s.lastAt
@@ -64,25 +67,37 @@ func (s *Series) Add(at uint64, cells []stat.Cell) {
 	s.prev, s.lastAt = next, at
 }
 
-// byCallers groups nr's windows by how many processes called it, with the
-// calls and time of each group.
-func (s *Series) byCallers(nr uint32) map[int]*levelStat {
+// byCallers groups nr's windows by how many of the processes in pids (all,
+// if nil) called it, with those processes' calls and time in each group:
+// other processes on the host that happen to make the same syscall are
+// neither the callers in question nor their competition for its path.
+func (s *Series) byCallers(nr uint32, pids map[uint32]bool) map[int]*levelStat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[int]*levelStat{}
 	for _, w := range s.windows {
-		ws := w.byNr[nr]
-		if ws == nil {
+		var callers int
+		var sum winStat
+		for pid, ws := range w.byNr[nr] {
+			if pids != nil && !pids[pid] {
+				continue
+			}
+			callers++
+			sum.calls += ws.calls
+			sum.total += ws.total
+			sum.runq += ws.runq
+		}
+		if callers == 0 {
 			continue
 		}
-		l := out[ws.callers]
+		l := out[callers]
 		if l == nil {
 			l = &levelStat{}
-			out[ws.callers] = l
+			out[callers] = l
 		}
-		l.n += ws.calls
-		l.total += ws.total
-		l.runq += ws.runq
+		l.n += sum.calls
+		l.total += sum.total
+		l.runq += sum.runq
 		l.busy += w.dur
 	}
 	return out

@@ -23,7 +23,7 @@ func TestSeriesWindows(t *testing.T) {
 	s.Add(500*ms, []stat.Cell{cell(1, 221, 210, 100+100*10_000+100*40_000), cell(3, 221, 100, 100*40_000)})
 	// 750 ms: nothing new.
 	s.Add(750*ms, []stat.Cell{cell(1, 221, 210, 100+100*10_000+100*40_000), cell(3, 221, 100, 100*40_000)})
-	lv := s.byCallers(221)
+	lv := s.byCallers(221, nil)
 	if len(lv) != 2 || lv[1] == nil || lv[2] == nil {
 		t.Fatalf("levels %v, want 1 and 2 callers", lv)
 	}
@@ -41,7 +41,7 @@ func TestSeriesWindows(t *testing.T) {
 	if len(c.lines) != 2 || !strings.Contains(c.lines[1], "40.0µs mean over 200 calls, 0.03 in flight") {
 		t.Errorf("curve lines %q", c.lines)
 	}
-	if s.byCallers(0) == nil || len(s.byCallers(0)) != 0 {
+	if s.byCallers(0, nil) == nil || len(s.byCallers(0, nil)) != 0 {
 		t.Errorf("a syscall nobody called has levels")
 	}
 }
