@@ -231,3 +231,23 @@ func TestSIGPIPE(t *testing.T) {
 		}
 	}
 }
+
+// Live, a thread's last syscall events are staged per CPU and may arrive
+// after its exit event: the EPIPE write that explains a SIGPIPE still
+// counts (the benign corpus once saw `find | head` as a warning).
+func TestSIGPIPEWriteAfterExit(t *testing.T) {
+	const nrWrite = 1
+	evs := []event.Event{
+		{Kind: event.KindSignalGenerate, Time: 150, PID: 9, TID: 9, Signal: event.Signal{Sig: 13, TargetPID: 9, TargetTID: 9}},
+		{Kind: event.KindExit, Time: 200, PID: 9, TID: 9, Comm: "find", Proc: event.Proc{ExitCode: 13, GroupDead: true,
+			Recent: []event.RecentCall{{Time: 100, Nr: nrWrite, Ret: -32, Latency: 1000}}}},
+		sys(9, 100, nrWrite, -32, 1000, 1, 0x1000, 4096),
+	}
+	f := byID(findings(evs), "fatal-signal")
+	if f == nil || f.Severity != Info {
+		t.Fatalf("finding %+v, want info", f)
+	}
+	if l := f.Evidence["last_syscalls"].([]string); len(l) != 1 || !strings.HasPrefix(l[0], "write(1,") {
+		t.Errorf("last syscalls %q lack the write's arguments", l)
+	}
+}

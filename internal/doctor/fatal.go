@@ -25,8 +25,28 @@ type culprit struct {
 	tid    uint32
 	signal *event.Signal
 	fault  *event.Fault
-	last   []string
-	pipeFD int // the fd of its last write that failed with EPIPE; -1 for none
+	// Its last calls: the events seen for it, and live the kernel's own
+	// list. Both are read at report time: a thread's last events may
+	// arrive after its exit (they are staged per CPU and come in batches).
+	ring   *ring
+	recent []event.RecentCall
+}
+
+// last lists the thread's last syscalls, and the fd of its last write
+// that failed with EPIPE (-1 for none).
+func (c *culprit) last(arch event.Arch) ([]string, int) {
+	var last []string
+	pipeFD := -1
+	if c.ring != nil {
+		last = c.ring.list(arch)
+		pipeFD = c.ring.lastEPIPE()
+	}
+	if len(c.recent) > 0 {
+		// Live, the kernel kept every call the thread made last; the
+		// events are only the ones that crossed over.
+		last = recentList(arch, c.recent, c.ring)
+	}
+	return last, pipeFD
 }
 
 type death struct {
@@ -37,9 +57,8 @@ type death struct {
 	core     bool
 	signal   *event.Signal
 	fault    *event.Fault
-	last     []string
+	thread   culprit
 	at       uint64
-	pipeFD   int
 }
 
 const recentCalls = 5
@@ -148,21 +167,17 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 		// The thread that took the signal, with what it was doing. When it
 		// is not the last to go, the process's death is reported with it.
-		c := culprit{tid: e.TID, pipeFD: -1}
+		r := f.recent[e.TID]
+		if r == nil {
+			r = &ring{} // for its last events, if they come after this
+			f.recent[e.TID] = r
+		}
+		c := culprit{tid: e.TID, ring: r, recent: e.Proc.Recent}
 		if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
 			c.signal = &s
 		}
 		if flt, ok := f.faults[e.TID]; ok && faultSignal(int32(sig)) {
 			c.fault = &flt
-		}
-		if r := f.recent[e.TID]; r != nil {
-			c.last = r.list(f.arch)
-			c.pipeFD = r.lastEPIPE()
-		}
-		if rc := e.Proc.Recent; len(rc) > 0 {
-			// Live, the kernel kept every call the thread made last; the
-			// events above are only the ones that crossed over.
-			c.last = recentList(f.arch, rc, f.recent[e.TID])
 		}
 		if prev, ok := f.culprits[e.PID]; ok && c.signal == nil && c.fault == nil {
 			c = prev
@@ -175,8 +190,8 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 		delete(f.culprits, e.PID)
 		f.deaths = append(f.deaths, death{pid: e.PID, tid: c.tid, comm: e.Comm, cgroup: e.Cgroup, sig: sig, core: core,
-			at: e.Time, signal: c.signal, fault: c.fault, last: c.last, pipeFD: c.pipeFD})
-		delete(f.recent, e.TID)
+			at: e.Time, signal: c.signal, fault: c.fault, thread: c})
+		// The thread's ring stays: its last events may still come.
 		delete(f.faults, e.TID)
 		delete(f.signals, e.TID)
 	}
@@ -235,13 +250,14 @@ func byteDist(a, b uint64) string {
 func (f *fatal) Findings(env *Env) []Finding {
 	var out []Finding
 	for _, d := range f.deaths {
+		last, pipeFD := d.thread.last(f.arch)
 		sigName := event.SignalName(d.sig)
 		status := "killed by " + sigName
 		if d.core {
 			status += " (core dumped)"
 		}
 		ev := map[string]any{"pid": d.pid, "tid": d.tid, "comm": d.comm, "cgroup": d.cgroup, "signal": sigName,
-			"exit_status": 128 + d.sig, "core_dumped": d.core, "last_syscalls": d.last}
+			"exit_status": 128 + d.sig, "core_dumped": d.core, "last_syscalls": last}
 		sev := Warning
 		var what string
 		switch {
@@ -271,12 +287,12 @@ func (f *fatal) Findings(env *Env) []Finding {
 			sev = Critical
 			ev["oom_kills"] = f.oomKills() - f.oomAt0
 			what = "SIGKILL from the kernel's out-of-memory killer (the kernel counted OOM kills while the doctor watched)"
-		case d.sig == 13 && d.pipeFD >= 0 && d.pipeFD <= 2:
+		case d.sig == 13 && pipeFD >= 0 && pipeFD <= 2:
 			// `producer | head`: the reader stopped early, as it may.
 			sev = Info
-			ev["fd"] = d.pipeFD
+			ev["fd"] = pipeFD
 			what = fmt.Sprintf("SIGPIPE: it wrote to its standard %s after the reader had gone, as a producer in `… | head` does",
-				map[int]string{0: "input", 1: "output", 2: "error"}[d.pipeFD])
+				map[int]string{0: "input", 1: "output", 2: "error"}[pipeFD])
 		case d.signal != nil && d.signal.SenderPID != 0 && d.signal.SenderPID != d.pid:
 			sev = Info // someone sent it: a deliberate kill
 			ev["sender_pid"] = d.signal.SenderPID
@@ -291,8 +307,8 @@ func (f *fatal) Findings(env *Env) []Finding {
 			what = sigName
 		}
 		summary := fmt.Sprintf("%s was %s after %s.", env.ProcName(d.pid, d.comm), status, what)
-		if len(d.last) > 0 {
-			summary += " Its last syscalls: " + strings.Join(d.last, "; ") + "."
+		if len(last) > 0 {
+			summary += " Its last syscalls: " + strings.Join(last, "; ") + "."
 		}
 		fix := "Look at the code at the faulting instruction (addr2line -e BINARY " + ipOf(d.fault) + ", or a core dump)."
 		if d.fault != nil && strings.HasPrefix(whatIs(d.fault, 0), "the stack guard") {
