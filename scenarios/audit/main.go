@@ -61,8 +61,12 @@ func main() {
 		err = restoreCmd(args)
 	case "reader":
 		err = readerCmd(args)
+	case "sick":
+		err = sickCmd(args)
+	case "fill":
+		err = fillCmd(args)
 	default:
-		fmt.Fprintf(os.Stderr, "usage: audit [run|status|restore] [flags]\n")
+		fmt.Fprintf(os.Stderr, "usage: audit [run|sick|status|restore] [flags]\n")
 		os.Exit(2)
 	}
 	if err != nil {

@@ -98,6 +98,9 @@ type message struct {
 func (c *conn) recv() ([]message, error) {
 	buf := make([]byte, 1<<16)
 	n, _, err := unix.Recvfrom(c.fd, buf, 0)
+	for errors.Is(err, unix.EINTR) {
+		n, _, err = unix.Recvfrom(c.fd, buf, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -205,20 +208,42 @@ func (c *conn) listRules() ([][]byte, error) {
 // accept4Rule builds "-a always,exit -F arch=b64 -S accept4", narrowed to one
 // process when pid > 0 ("-F pid=PID").
 func accept4Rule(pid int) []byte {
+	var fs []ruleField
+	if pid > 0 {
+		fs = append(fs, ruleField{field: unix.AUDIT_PID, value: uint32(pid)})
+	}
+	return syscallRule(unix.SYS_ACCEPT4, fs...)
+}
+
+// ruleField is one "-F field=value" of a rule; str, when set, is the value
+// of a string field (exe, dir, path) and value is ignored.
+type ruleField struct {
+	field uint32
+	value uint32
+	str   string
+}
+
+// syscallRule builds "-a always,exit -F arch=b64 -S nr [-F ...]" as a
+// struct audit_rule_data.
+func syscallRule(nr int, fields ...ruleField) []byte {
 	const (
 		words    = unix.AUDIT_BITMASK_SIZE
-		fields   = unix.AUDIT_MAX_FIELDS
+		maxF     = unix.AUDIT_MAX_FIELDS
 		offMask  = 12
 		offField = offMask + 4*words
-		offValue = offField + 4*fields
-		offFlags = offValue + 4*fields
-		offBuf   = offFlags + 4*fields
+		offValue = offField + 4*maxF
+		offFlags = offValue + 4*maxF
+		offBufl  = offFlags + 4*maxF
+		offBuf   = offBufl + 4
 	)
-	b := make([]byte, offBuf+4) // buflen 0, no strings
+	var strs []byte
+	for _, f := range fields {
+		strs = append(strs, f.str...)
+	}
+	b := make([]byte, offBuf+len(strs))
 	put := func(off int, v uint32) { binary.NativeEndian.PutUint32(b[off:], v) }
 	put(0, unix.AUDIT_FILTER_EXIT)
 	put(4, unix.AUDIT_ALWAYS)
-	nr := unix.SYS_ACCEPT4
 	put(offMask+4*(nr/32), 1<<(nr%32))
 	n := 0
 	add := func(field, value uint32) {
@@ -228,9 +253,17 @@ func accept4Rule(pid int) []byte {
 		n++
 	}
 	add(unix.AUDIT_ARCH, unix.AUDIT_ARCH_X86_64)
-	if pid > 0 {
-		add(unix.AUDIT_PID, uint32(pid))
+	for _, f := range fields {
+		if f.str != "" {
+			// String fields carry their length as the value; the
+			// strings follow one another in buf.
+			add(f.field, uint32(len(f.str)))
+		} else {
+			add(f.field, f.value)
+		}
 	}
 	put(8, uint32(n))
+	put(offBufl, uint32(len(strs)))
+	copy(b[offBuf:], strs)
 	return b
 }
