@@ -14,3 +14,28 @@ func TestConfigHZ(t *testing.T) {
 		t.Errorf("HZ %d from an empty value, want 0", got)
 	}
 }
+
+func TestHzOfTick(t *testing.T) {
+	for hz, tick := range map[int]int64{100: 10_000_000, 250: 4_000_000, 300: 3_333_333, 1000: 1_000_000, 24: 41_666_667} {
+		if got := hzOfTick(tick); got != hz {
+			t.Errorf("tick %d ns: HZ %d, want %d", tick, got, hz)
+		}
+	}
+	// A clock with nanosecond resolution says nothing about the tick.
+	for _, tick := range []int64{1, 0, 3_333_000} {
+		if got := hzOfTick(tick); got != 0 {
+			t.Errorf("tick %d ns: HZ %d, want 0", tick, got)
+		}
+	}
+}
+
+// Both ways of telling HZ agree where both work.
+func TestHZAgreesWithConfig(t *testing.T) {
+	cfg, tick := configFileHZ(), tickHZ()
+	if cfg == 0 || tick == 0 {
+		t.Skipf("config HZ %d, tick HZ %d: cannot compare", cfg, tick)
+	}
+	if cfg != tick {
+		t.Errorf("HZ %d from the coarse clock, %d from the kernel config", tick, cfg)
+	}
+}
