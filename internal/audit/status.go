@@ -12,7 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -37,26 +40,89 @@ const (
 	statusFields = 11
 )
 
+// Full says the backlog is at its limit: every audited syscall on the host
+// now waits in audit_log_start (for up to backlog_wait_time) for the audit
+// daemon to make room.
+func (s *Status) Full() bool {
+	return s != nil && s.Enabled != 0 && s.BacklogLimit > 0 && s.Backlog >= s.BacklogLimit
+}
+
+// statusTimeout bounds a status read: the kernel answers from a kernel
+// thread at once, but nothing promises it.
+const statusTimeout = 2 * time.Second
+
 // GetStatus asks the kernel for its audit status.
+//
+// While the backlog is over its limit the kernel puts whoever sends it a
+// request to sleep after handling it (audit_receive: "penalize the
+// sender"), for up to backlog_wait_time, which is 60 s by default. The
+// reply does not wait for that: a kernel thread sends it as soon as the
+// request is handled. So the request is sent from its own goroutine (whose
+// thread may sleep on) and the reply is read here. The thread that sent it
+// keeps the process from exiting until it wakes.
 func GetStatus() (*Status, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
 	if err != nil {
 		return nil, fmt.Errorf("audit netlink socket: %w", err)
 	}
-	defer unix.Close(fd)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
 		return nil, err
 	}
-	tv := unix.Timeval{Sec: 1}
+	tv := unix.NsecToTimeval(statusTimeout.Nanoseconds())
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	// Closed once both the sender and the reader are done with it.
+	var users sync.WaitGroup
+	users.Add(2)
+	go func() {
+		users.Wait()
+		unix.Close(fd)
+	}()
 	req := make([]byte, unix.NLMSG_HDRLEN)
 	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
 	binary.NativeEndian.PutUint16(req[4:], auditGet)
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST)
 	binary.NativeEndian.PutUint32(req[8:], 1)
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, fmt.Errorf("asking for the audit status: %w", err)
+	sent := make(chan error, 1)
+	sending.Add(1)
+	go func() {
+		defer users.Done()
+		defer sending.Add(-1)
+		sent <- unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+	}()
+	type reply struct {
+		st  *Status
+		err error
 	}
+	got := make(chan reply, 1)
+	go func() {
+		defer users.Done()
+		st, err := readStatus(fd)
+		got <- reply{st, err}
+	}()
+	for {
+		select {
+		case err := <-sent:
+			if err != nil {
+				// Nothing will come; the reader times out on its own.
+				return nil, fmt.Errorf("asking for the audit status: %w", err)
+			}
+			sent = nil
+		case r := <-got:
+			return r.st, r.err
+		}
+	}
+}
+
+// sending counts status requests whose sender has not come back from the
+// kernel (asleep there while the backlog is full).
+var sending atomic.Int32
+
+// Sending says a status request's sender is still asleep in the kernel:
+// another request now would only add a sleeper.
+func Sending() bool { return sending.Load() > 0 }
+
+func readStatus(fd int) (*Status, error) {
 	buf := make([]byte, 8192)
 	for range 4 {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
@@ -107,34 +173,58 @@ type Daemon struct {
 // Reading says whether the daemon seems to keep up: its socket is not full.
 func (d *Daemon) Reading() bool { return d.Queued < 64<<10 && d.Dropped == 0 }
 
-// ReadDaemon gathers what /proc and the cgroup files say about pid.
-func ReadDaemon(pid uint32) *Daemon {
-	d := &Daemon{PID: pid}
+// ReadDaemon gathers what /proc and the cgroup files say about pid. The
+// files are read at once rather than one after another: on a host whose
+// audit backlog is full an audited open waits, and waits overlap.
+func ReadDaemon(pid uint32) *Daemon { return readDaemon(pid, "") }
+
+// readDaemon is ReadDaemon with its name already read ("" if not).
+func readDaemon(pid uint32, comm string) *Daemon {
+	d := &Daemon{PID: pid, Comm: comm}
 	dir := fmt.Sprintf("/proc/%d", pid)
-	if b, err := os.ReadFile(dir + "/comm"); err == nil {
-		d.Comm = strings.TrimSpace(string(b))
+	var wg sync.WaitGroup
+	var cgroups []byte
+	wg.Add(2)
+	if comm == "" {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.Comm = Comm(pid) }()
 	}
-	d.Queued, d.Dropped = auditSocket(dir, pid)
-	if b, err := os.ReadFile(dir + "/cgroup"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			parts := strings.SplitN(line, ":", 3)
-			if len(parts) != 3 {
-				continue
-			}
-			if parts[0] == "0" {
-				d.Cgroup = parts[2]
-				readCPUStat(d, findV2(parts[2]))
-			} else if strings.Contains(parts[1], "cpu") && d.NrPeriods == 0 {
-				for _, mnt := range []string{"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"} {
-					if _, err := os.Stat(mnt); err == nil {
-						readCPUStat(d, filepath.Join(mnt, parts[2]))
-						break
-					}
+	go func() { defer wg.Done(); d.Queued, d.Dropped = auditSocket(dir, pid) }()
+	go func() { defer wg.Done(); cgroups, _ = os.ReadFile(dir + "/cgroup") }()
+	wg.Wait()
+	var v2, v1 string
+	for _, line := range strings.Split(string(cgroups), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" {
+			d.Cgroup = parts[2]
+			v2 = findV2(parts[2])
+		} else if strings.Contains(parts[1], "cpu") && v1 == "" {
+			for _, mnt := range []string{"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"} {
+				if _, err := os.Stat(mnt); err == nil {
+					v1 = filepath.Join(mnt, parts[2])
+					break
 				}
 			}
 		}
 	}
+	// v2 first; a hybrid host binds cpu to v1, where the quota then is.
+	readCPUStat(d, v2)
+	if d.CPUMax == "" {
+		readCPUStat(d, v1)
+	}
 	return d
+}
+
+// Comm is the name of process pid, "" if it is gone.
+func Comm(pid uint32) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func findV2(path string) string {
@@ -146,24 +236,45 @@ func findV2(path string) string {
 	return ""
 }
 
+// readCPUStat reads the CPU limit and throttling of the cgroup at dir:
+// cpu.max on v2, cpu.cfs_quota_us and cpu.cfs_period_us on v1, and
+// cpu.stat. Only files that exist are opened (a stat costs no open, and a
+// failed open waits like any other on a host whose audit backlog is full),
+// all at once.
 func readCPUStat(d *Daemon, dir string) {
 	if dir == "" {
 		return
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "cpu.max")); err == nil {
-		d.CPUMax = strings.TrimSpace(string(b))
-	} else if q, err := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us")); err == nil {
-		p, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
-		d.CPUMax = strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p))
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(dir, name))
+		return err == nil
 	}
-	f, err := os.Open(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		return
+	var names []string
+	switch {
+	case exists("cpu.max"):
+		names = []string{"cpu.max", "cpu.stat"}
+	case exists("cpu.cfs_quota_us"):
+		names = []string{"cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.stat"}
+	default:
+		return // no cpu controller here
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), " ")
+	files := make([][]byte, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			files[i], _ = os.ReadFile(filepath.Join(dir, name))
+		}()
+	}
+	wg.Wait()
+	if names[0] == "cpu.max" {
+		d.CPUMax = strings.TrimSpace(string(files[0]))
+	} else {
+		d.CPUMax = strings.TrimSpace(string(files[0])) + " " + strings.TrimSpace(string(files[1]))
+	}
+	for _, line := range strings.Split(string(files[len(files)-1]), "\n") {
+		k, v, _ := strings.Cut(line, " ")
 		n, _ := strconv.ParseUint(v, 10, 64)
 		switch k {
 		case "nr_periods":

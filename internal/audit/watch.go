@@ -1,0 +1,283 @@
+package audit
+
+import (
+	"sync"
+	"time"
+)
+
+// Sample is the audit status at one moment (CLOCK_MONOTONIC ns).
+type Sample struct {
+	At     uint64 `json:"at_ns"`
+	Status Status `json:"status"`
+}
+
+// Sleeper is a task found asleep in audit_log_start: waiting for room in a
+// full audit backlog.
+type Sleeper struct {
+	PID     uint32   `json:"pid"`
+	TID     uint32   `json:"tid"`
+	Comm    string   `json:"comm"`
+	Syscall string   `json:"syscall,omitempty"` // the call it is in, when it is in one
+	Stack   []string `json:"stack,omitempty"`
+	Seen    int      `json:"seen"` // looks that found it there
+	First   uint64   `json:"first_ns"`
+	Last    uint64   `json:"last_ns"`
+}
+
+// Window is what the kernel's audit counters said over a live run: the
+// status at its start and end and in between, the registered daemon, and
+// the tasks found waiting for room in the backlog.
+type Window struct {
+	Start    *Sample   `json:"start,omitempty"`
+	End      *Sample   `json:"end,omitempty"`
+	Samples  []Sample  `json:"-"` // Start, the periodic reads, End
+	Daemon   *Daemon   `json:"daemon,omitempty"`
+	Sleepers []Sleeper `json:"sleepers,omitempty"`
+	Looks    int       `json:"looks"`    // times the tasks were looked at
+	Every    uint64    `json:"every_ns"` // between looks
+	HZ       int       `json:"hz"`       // jiffies per second, for backlog_wait_time(_actual)
+	Err      string    `json:"error,omitempty"`
+}
+
+// Waited is how long tasks waited in all for room in the backlog during the
+// window, in jiffies (backlog_wait_time_actual's growth from the first read
+// to the last).
+func (w *Window) Waited() uint32 {
+	a, b := w.span()
+	if a == nil {
+		return 0
+	}
+	return b.BacklogWaitTimeActual - a.BacklogWaitTimeActual
+}
+
+// Lost is how many audit records the kernel dropped during the window.
+func (w *Window) Lost() uint32 {
+	a, b := w.span()
+	if a == nil {
+		return 0
+	}
+	return b.Lost - a.Lost
+}
+
+func (w *Window) span() (first, last *Status) {
+	if w == nil || len(w.Samples) < 2 {
+		return nil, nil
+	}
+	return &w.Samples[0].Status, &w.Samples[len(w.Samples)-1].Status
+}
+
+// FullSamples counts the status reads that found the backlog at its limit,
+// and the largest backlog read.
+func (w *Window) FullSamples() (full, of int, maxBacklog uint32) {
+	if w == nil {
+		return 0, 0, 0
+	}
+	for _, s := range w.Samples {
+		if s.Status.Full() {
+			full++
+		}
+		maxBacklog = max(maxBacklog, s.Status.Backlog)
+	}
+	return full, len(w.Samples), maxBacklog
+}
+
+// Watcher follows the audit status over a live run.
+type Watcher struct {
+	mu       sync.Mutex
+	w        Window
+	byTID    map[uint32]int // index in w.Sleepers
+	stop     chan struct{}
+	done     chan struct{}
+	sleepers func() []Sleeper
+	now      func() uint64
+	status   func() (*Status, error) // GetStatus; tests replace it
+	// The registered daemon, described from its files in the background
+	// (one description at a time).
+	describing  bool
+	described   uint32 // pid
+	daemonReady chan struct{}
+	running     bool
+}
+
+// How often the watcher looks for tasks asleep in audit_log_start.
+const watchTick = 250 * time.Millisecond
+
+// NewWatcher starts a watch from first (already read; nil if it could not
+// be). now stamps samples; sleepers, if not nil, lists the tasks asleep in
+// audit_log_start now (a BPF task iterator: no file per task). Nothing is
+// read until Run.
+func NewWatcher(first *Status, now func() uint64, sleepers func() []Sleeper) *Watcher {
+	w := &Watcher{byTID: map[uint32]int{}, stop: make(chan struct{}), done: make(chan struct{}),
+		sleepers: sleepers, now: now, status: GetStatus}
+	w.w.Every = uint64(watchTick)
+	if first != nil {
+		s := Sample{At: now(), Status: *first}
+		w.w.Start = &s
+		w.w.Samples = append(w.w.Samples, s)
+	}
+	return w
+}
+
+// Record adds a status read elsewhere.
+func (w *Watcher) Record(st *Status) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.w.Samples = append(w.w.Samples, Sample{At: w.now(), Status: *st})
+}
+
+// Run follows the audit status until Stop: the status every statusEvery
+// (each request makes the kernel put the sender to sleep while the backlog
+// is full, so not often, and never two at once), the tasks asleep in
+// audit_log_start every watchTick while audit is on, and the registered
+// daemon from its files, in the background.
+func (w *Watcher) Run(statusEvery time.Duration) {
+	w.mu.Lock()
+	on := false
+	if w.w.Start != nil {
+		w.describe(&w.w.Start.Status)
+		on = w.w.Start.Status.Enabled != 0
+	}
+	w.running = true
+	w.mu.Unlock()
+	go w.run(on, max(1, int(statusEvery/watchTick)))
+}
+
+// describe reads the registered daemon's files in the background when it
+// is new, or again while the backlog is full (its socket and its CPU
+// throttling then say why). Called with mu held.
+func (w *Watcher) describe(st *Status) {
+	if st.PID == 0 || w.describing || (st.PID == w.described && !st.Full()) {
+		return
+	}
+	w.describing, w.described = true, st.PID
+	ready := make(chan struct{})
+	w.daemonReady = ready
+	go func() {
+		// Its name first (one file): on a sick host the rest may not be
+		// read by the end.
+		d := &Daemon{PID: st.PID, Comm: Comm(st.PID)}
+		w.mu.Lock()
+		if w.w.Daemon == nil || w.w.Daemon.PID != st.PID {
+			w.w.Daemon = d
+		}
+		w.mu.Unlock()
+		d = readDaemon(st.PID, d.Comm)
+		w.mu.Lock()
+		w.w.Daemon, w.describing = d, false
+		w.mu.Unlock()
+		close(ready)
+	}()
+}
+
+func (w *Watcher) run(on bool, statusEvery int) {
+	defer close(w.done)
+	t := time.NewTicker(watchTick)
+	defer t.Stop()
+	for tick := 1; ; tick++ {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+		}
+		if tick%statusEvery == 0 {
+			if st := w.read(); st != nil {
+				on = st.Enabled != 0
+			}
+		}
+		if on && w.sleepers != nil {
+			w.look(w.sleepers())
+		}
+	}
+}
+
+// read takes one status sample, unless the last request's sender is still
+// asleep in the kernel.
+func (w *Watcher) read() *Status {
+	if Sending() {
+		return nil
+	}
+	st, err := w.status()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.w.Err = err.Error()
+		return nil
+	}
+	w.w.Samples = append(w.w.Samples, Sample{At: w.now(), Status: *st})
+	w.describe(st)
+	return st
+}
+
+func (w *Watcher) look(found []Sleeper) {
+	at := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.w.Looks++
+	for _, s := range found {
+		i, ok := w.byTID[s.TID]
+		if !ok {
+			s.Seen, s.First = 0, at
+			w.w.Sleepers = append(w.w.Sleepers, s)
+			i = len(w.w.Sleepers) - 1
+			w.byTID[s.TID] = i
+		}
+		p := &w.w.Sleepers[i]
+		p.Seen++
+		p.Last = at
+		if p.Syscall == "" {
+			p.Syscall = s.Syscall
+		}
+	}
+}
+
+// Stop ends the watch with a last status read and returns the window. It
+// waits at most wait for the last read and the daemon's description.
+func (w *Watcher) Stop(wait time.Duration) *Window {
+	close(w.stop)
+	w.mu.Lock()
+	running := w.running
+	w.mu.Unlock()
+	if running {
+		<-w.done
+	}
+	if w.sleepers != nil && w.w.Start != nil && w.w.Start.Status.Enabled != 0 {
+		w.look(w.sleepers())
+	}
+	deadline := time.After(wait)
+	end := make(chan *Status, 1)
+	go func() {
+		st, err := w.status()
+		if err != nil {
+			w.mu.Lock()
+			w.w.Err = err.Error()
+			w.mu.Unlock()
+		}
+		end <- st
+	}()
+	select {
+	case st := <-end:
+		if st != nil {
+			s := Sample{At: w.now(), Status: *st}
+			w.mu.Lock()
+			w.w.End = &s
+			w.w.Samples = append(w.w.Samples, s)
+			w.mu.Unlock()
+		}
+	case <-deadline:
+	}
+	w.mu.Lock()
+	ready := w.daemonReady
+	w.mu.Unlock()
+	if ready != nil {
+		select {
+		case <-ready:
+		case <-deadline:
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.w
+	out.Samples = append([]Sample(nil), w.w.Samples...)
+	out.Sleepers = append([]Sleeper(nil), w.w.Sleepers...)
+	return &out
+}

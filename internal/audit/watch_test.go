@@ -1,0 +1,78 @@
+package audit
+
+import (
+	"testing"
+	"time"
+)
+
+func TestFull(t *testing.T) {
+	for _, c := range []struct {
+		st   Status
+		want bool
+	}{
+		{Status{Enabled: 1, BacklogLimit: 8, Backlog: 9}, true},
+		{Status{Enabled: 1, BacklogLimit: 8, Backlog: 8}, true},
+		{Status{Enabled: 1, BacklogLimit: 8, Backlog: 7}, false},
+		{Status{Enabled: 0, BacklogLimit: 8, Backlog: 9}, false}, // off: nothing waits
+		{Status{Enabled: 1, BacklogLimit: 0, Backlog: 9}, false}, // no limit: nothing waits
+	} {
+		if got := c.st.Full(); got != c.want {
+			t.Errorf("%+v: Full %v, want %v", c.st, got, c.want)
+		}
+	}
+	var none *Status
+	if none.Full() {
+		t.Error("a status that could not be read is not full")
+	}
+}
+
+func TestWindowCounters(t *testing.T) {
+	w := &Window{Samples: []Sample{
+		{At: 1, Status: Status{Enabled: 1, BacklogLimit: 8, Backlog: 3, Lost: 100, BacklogWaitTimeActual: 1000}},
+		{At: 2, Status: Status{Enabled: 1, BacklogLimit: 8, Backlog: 9, Lost: 120, BacklogWaitTimeActual: 1400}},
+		{At: 3, Status: Status{Enabled: 1, BacklogLimit: 8, Backlog: 8, Lost: 130, BacklogWaitTimeActual: 1500}},
+	}}
+	if got := w.Waited(); got != 500 {
+		t.Errorf("waited %d jiffies, want 500", got)
+	}
+	if got := w.Lost(); got != 30 {
+		t.Errorf("lost %d, want 30", got)
+	}
+	full, of, maxBacklog := w.FullSamples()
+	if full != 2 || of != 3 || maxBacklog != 9 {
+		t.Errorf("full %d of %d, max backlog %d; want 2 of 3, 9", full, of, maxBacklog)
+	}
+	// One read says nothing about growth.
+	one := &Window{Samples: w.Samples[:1]}
+	if one.Waited() != 0 || one.Lost() != 0 {
+		t.Errorf("one read: waited %d, lost %d", one.Waited(), one.Lost())
+	}
+	var none *Window
+	if none.Waited() != 0 || none.Lost() != 0 {
+		t.Error("no window: no waits")
+	}
+}
+
+func TestWatcherSleepers(t *testing.T) {
+	now := uint64(0)
+	w := NewWatcher(&Status{Enabled: 1, BacklogLimit: 8, Backlog: 9}, func() uint64 { now++; return now }, nil)
+	w.look([]Sleeper{{PID: 1, TID: 1, Comm: "a", Syscall: "openat"}, {PID: 2, TID: 3, Comm: "b"}})
+	w.look([]Sleeper{{PID: 1, TID: 1, Comm: "a", Syscall: "openat"}})
+	w.Record(&Status{Enabled: 1, BacklogLimit: 8, Backlog: 9, BacklogWaitTimeActual: 5})
+	w.status = func() (*Status, error) {
+		return &Status{Enabled: 1, BacklogLimit: 8, Backlog: 2, BacklogWaitTimeActual: 7, Lost: 4}, nil
+	}
+	win := w.Stop(time.Second) // not running: no loop to wait for
+	if win.End == nil || win.End.Status.Backlog != 2 {
+		t.Fatalf("end %+v, want the last read", win.End)
+	}
+	if win.Looks != 2 || len(win.Sleepers) != 2 {
+		t.Fatalf("looks %d, sleepers %+v", win.Looks, win.Sleepers)
+	}
+	if s := win.Sleepers[0]; s.TID != 1 || s.Seen != 2 || s.Syscall != "openat" {
+		t.Errorf("first sleeper %+v, want tid 1 seen twice in openat", s)
+	}
+	if win.Waited() != 7 || win.Lost() != 4 {
+		t.Errorf("waited %d, lost %d; want 7 and 4 from the first read to the last", win.Waited(), win.Lost())
+	}
+}
