@@ -76,6 +76,10 @@ type Host struct {
 	// OOMKills, if set, reads the kernel's count of OOM kills (/proc/vmstat
 	// oom_kill): the doctor compares it before and after.
 	OOMKills func() uint64
+	// Audit, if set, returns what the kernel's audit counters said over the
+	// live run (read once, at report time): audit-backlog-stall reports a
+	// full backlog from them even when no traced call waited.
+	Audit func() *AuditWindow
 }
 
 // Env is what detectors may consult besides events.

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/units"
 )
@@ -14,18 +13,12 @@ import (
 // the kernel stack; otherwise the syscall). Calls that exist to wait (poll,
 // a blocking read of a pipe, nanosleep, futex) are left out: waiting is
 // their job. Syscalls that slept in the audit subsystem get their own
-// finding: audit-backlog-stall.
+// finding, audit-backlog-stall (audit.go), which also reads the kernel's
+// audit counters.
 type slow struct {
 	arch   event.Arch
 	groups map[string]*slowGroup
-	audit  *slowGroup
-	// The audit state while the stalls happen: by the report, whoever
-	// caused them may have put it back.
-	live        bool
-	auditStatus *audit.Status
-	auditDaemon *audit.Daemon
-	auditErr    error
-	auditAt     uint64
+	audit  *auditStall
 }
 
 type slowGroup struct {
@@ -48,8 +41,9 @@ const slowMin = 10_000_000
 // At this a single call is a visible stall (a request, a frame, a tick).
 const slowWarn = 100_000_000
 
+// live no longer matters here: the audit status comes from Host.Audit.
 func newSlow(arch event.Arch, live bool) *slow {
-	return &slow{arch: arch, groups: map[string]*slowGroup{}, live: live}
+	return &slow{arch: arch, groups: map[string]*slowGroup{}, audit: &auditStall{arch: arch}}
 }
 
 // Frames of the scheduler itself say nothing about why a thread slept.
@@ -156,13 +150,7 @@ func (s *slow) Observe(e *event.Event) {
 	}
 	var g *slowGroup
 	if isAudit {
-		if s.audit == nil {
-			s.audit = newGroup(key, stack)
-		}
-		g = s.audit
-		if s.live && (s.auditStatus == nil || e.Time-s.auditAt > 1e9) {
-			s.readAudit(e.Time)
-		}
+		g = s.audit.group(key, stack)
 	} else {
 		g = s.groups[key]
 		if g == nil {
@@ -198,19 +186,6 @@ func (s *slow) Observe(e *event.Event) {
 	}
 }
 
-// readAudit keeps the audit status and daemon as they are during a stall.
-func (s *slow) readAudit(at uint64) {
-	st, err := audit.GetStatus()
-	if err != nil {
-		s.auditErr = err
-		return
-	}
-	s.auditStatus, s.auditAt, s.auditErr = st, at, nil
-	if st.PID != 0 {
-		s.auditDaemon = audit.ReadDaemon(st.PID)
-	}
-}
-
 func newGroup(key string, stack []string) *slowGroup {
 	return &slowGroup{where: key, stack: stack, calls: map[string]uint64{}, wakers: map[string]uint64{}, procs: map[uint32]string{}}
 }
@@ -232,10 +207,7 @@ func nonBlocking(arch event.Arch, sc *event.Syscall) bool {
 }
 
 func (s *slow) Findings(env *Env) []Finding {
-	var out []Finding
-	if s.audit != nil {
-		out = append(out, s.auditFinding(env))
-	}
+	out := s.audit.Findings(env)
 	for _, g := range s.groups {
 		sev := Info
 		if g.maxNS >= slowWarn {
@@ -303,58 +275,4 @@ func callList(m map[string]uint64) string {
 	}
 	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
 	return strings.Join(keys, ", ")
-}
-
-func (s *slow) auditFinding(env *Env) Finding {
-	g := s.audit
-	ev := g.evidence(env)
-	sev := Warning
-	if g.maxNS >= slowWarn {
-		sev = Critical
-	}
-	daemonText := ""
-	fix := "Give the audit daemon enough CPU to drain the backlog (raise its cgroup CPU limit), raise the backlog " +
-		"(auditctl -b 8192), or let syscalls proceed when it is full (auditctl --backlog_wait_time 0); " +
-		"and audit fewer syscalls (narrow the rules)."
-	if st := s.auditStatus; st != nil {
-		ev["audit_status"] = st
-		daemonText = fmt.Sprintf(" During the stalls the audit backlog held %d of at most %d records (backlog_wait_time %d jiffies, %d records lost).",
-			st.Backlog, st.BacklogLimit, st.BacklogWaitTime, st.Lost)
-		if d := s.auditDaemon; d != nil {
-			ev["audit_daemon"] = d
-			state := "seemed to keep up"
-			switch {
-			case st.BacklogLimit > 0 && st.Backlog >= st.BacklogLimit:
-				state = "was not draining it: the backlog was full"
-				if d.Queued > 0 {
-					state += fmt.Sprintf(", and %d bytes waited unread in its socket", d.Queued)
-				}
-			case !d.Reading():
-				state = fmt.Sprintf("was not keeping up: %d bytes waited unread in its socket, %d dropped", d.Queued, d.Dropped)
-			}
-			daemonText += fmt.Sprintf(" The registered audit daemon was %s[%d], which %s.", d.Comm, d.PID, state)
-			if d.NrThrottled > 0 {
-				daemonText += fmt.Sprintf(" Its cgroup was CPU-throttled in %d of %d periods (%s in all, cpu.max %s).",
-					d.NrThrottled, d.NrPeriods, units.Duration(d.ThrottledUsec*1000), d.CPUMax)
-			}
-		} else if st.Enabled != 0 {
-			daemonText += " No audit daemon was registered."
-		}
-	} else if s.auditErr != nil {
-		ev["audit_status_error"] = s.auditErr.Error()
-	}
-	return Finding{ID: "audit-backlog-stall", Severity: sev,
-		Title: fmt.Sprintf("%d syscalls stalled up to %s waiting for room in the audit backlog", g.n, units.Duration(g.maxNS)),
-		Summary: fmt.Sprintf("%d calls to %s slept %s in all, up to %s each, in audit_log_start: the kernel's audit backlog was full, "+
-			"so every audited syscall waited (schedule_timeout) for the audit daemon to drain it.%s%s "+
-			"Applications see this as unexplained gaps: a non-blocking call that takes hundreds of milliseconds.",
-			g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), daemonText, nonblockText(g)),
-		Evidence: ev, Fix: fix, Score: float64(g.totalNS) * 10}
-}
-
-func nonblockText(g *slowGroup) string {
-	if g.nonblock == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" %d of them were non-blocking calls.", g.nonblock)
 }
