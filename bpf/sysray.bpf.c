@@ -33,6 +33,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define SEL_ACTIVE 1
 #define SEL_FOLLOW 2  /* new processes forked by this one are selected too */
 #define SEL_PENDING 4 /* selected from its next execve on (sysray's own child) */
+#define SEL_LAUNCH 8  /* on sysray's own tgid while it starts the command: its child is SEL_PENDING */
 
 /* Set by the loader before load; constants let the verifier drop dead branches. */
 volatile const __u32 cfg_self;       /* sysray's own tgid, never traced */
@@ -1060,6 +1061,14 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		if (v && (*v & SEL_FOLLOW) && (*v & SEL_ACTIVE)) {
 			__u8 nv = SEL_ACTIVE | SEL_FOLLOW;
 			bpf_map_update_elem(&pids, &ctgid, &nv, BPF_ANY);
+		} else if (v && (*v & SEL_LAUNCH)) {
+			/*
+			 * sysray forks the command it runs: trace the child from its
+			 * execve on. No helper process has to wait for sysray to
+			 * select it, so the command starts at once.
+			 */
+			__u8 nv = SEL_PENDING | SEL_FOLLOW;
+			bpf_map_update_elem(&pids, &ctgid, &nv, BPF_ANY);
 		}
 	}
 	if (!selected())
@@ -1252,6 +1261,59 @@ int inflight(struct bpf_iter__task *ctx)
 		st->active = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, task);
 	}
+	return 0;
+}
+
+/* task_struct.state became __state in 5.14. */
+struct task_struct___old {
+	long state;
+};
+
+static __always_inline unsigned int task_state_of(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->__state))
+		return BPF_CORE_READ(t, __state);
+	return BPF_CORE_READ((struct task_struct___old *)t, state);
+}
+
+#define TASK_UNINTERRUPTIBLE 2
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct blocked_rec);
+} blocked_scratch SEC(".maps");
+
+/*
+ * Run on demand (the doctor, a few times a second while audit is on): every
+ * task in uninterruptible sleep, with its kernel stack and the syscall it is
+ * in. The doctor looks there for audit_log_start: the tasks waiting for room
+ * in a full audit backlog, traced or not, found without a file per task.
+ */
+SEC("iter/task")
+int blocked(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task || task_state_of(task) != TASK_UNINTERRUPTIBLE)
+		return 0;
+	__u32 zero = 0;
+	struct blocked_rec *r = bpf_map_lookup_elem(&blocked_scratch, &zero);
+	if (!r)
+		return 0;
+	long n = bpf_get_task_stack(task, r->ips, sizeof(r->ips), 0);
+	if (n <= 0)
+		return 0;
+	r->nframes = n / sizeof(r->ips[0]);
+	r->pid = BPF_CORE_READ(task, tgid);
+	r->tid = BPF_CORE_READ(task, pid);
+	r->nr = -1;
+	if (BPF_CORE_READ(task, mm)) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		r->nr = BPF_CORE_READ(regs, orig_ax);
+	}
+	BPF_CORE_READ_STR_INTO(&r->comm, task, comm);
+	bpf_seq_write(ctx->meta->seq, r, sizeof(*r));
 	return 0;
 }
 

@@ -213,6 +213,15 @@ struct recent_rec {
 };
 
 
+/* A task in uninterruptible sleep (the blocked iterator). */
+struct blocked_rec {
+	__u32 pid;
+	__u32 tid;
+	__s32 nr;      /* syscall in progress; -1 for a kernel thread */
+	__u32 nframes; /* of ips */
+	char comm[TASK_COMM_LEN];
+	__u64 ips[STACK_DEPTH]; /* kernel stack, innermost first */
+};
 
 /* internal/probe/decode.go hard-codes these sizes and the field offsets. */
 _Static_assert(sizeof(struct hdr) == 48, "hdr");
@@ -226,4 +235,5 @@ _Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");
 _Static_assert(sizeof(struct recent_rec) == 312, "recent_rec");
 _Static_assert(sizeof(struct sleep) == 48, "sleep");
 _Static_assert(sizeof(struct sleeps) == 200, "sleeps");
+_Static_assert(sizeof(struct blocked_rec) == 544, "blocked_rec");
 #endif

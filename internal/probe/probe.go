@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
@@ -39,9 +38,14 @@ type Config struct {
 	// first switch-out, and jiffies the rest (Syscall.Approx).
 	TickNS uint64
 	// Launch marks the probe as following a command sysray will start:
-	// pids may be added later with Expect.
+	// pids may be added later with Expect or StartChild.
 	Launch   bool
 	RingSize int // bytes per CPU ring; 0 picks one from the CPU count
+	// SlowOpens says opening a file may take long on this host (its audit
+	// backlog is full: every audited open waits, and waits queue up). The
+	// kernel's types are then read through the bpf syscall rather than
+	// from /sys/kernel/btf, and the caller reads fewer files.
+	SlowOpens bool
 }
 
 // Probe is the loaded and attached set of BPF programs.
@@ -142,7 +146,15 @@ func Open(cfg Config) (*Probe, error) {
 	}
 
 	p := &Probe{arch: arch, stacksOn: cfg.Stacks}
-	if err := spec.LoadAndAssign(&p.objs, nil); err != nil {
+	var opts ebpf.CollectionOptions
+	if cfg.SlowOpens {
+		// CO-RE then needs no listing of /sys/kernel/btf for modules
+		// (attach targets still read /sys/kernel/btf/vmlinux once).
+		if types, err := kernelTypes(); err == nil {
+			opts.Programs.KernelTypes = types
+		}
+	}
+	if err := spec.LoadAndAssign(&p.objs, &opts); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel rejected sysray's BPF program: %+v", ve)
@@ -288,6 +300,19 @@ func (p *Probe) Drops() ([]uint64, error) {
 	return per, nil
 }
 
+// CloseMaps detaches and frees the rings, leaving the programs and maps
+// loaded until Close or the process's exit.
+func (p *Probe) CloseMaps() {
+	for _, l := range p.links {
+		l.Close()
+	}
+	p.links = nil
+	for _, m := range p.rings {
+		m.Close()
+	}
+	p.rings = nil
+}
+
 // Close detaches and frees everything.
 func (p *Probe) Close() error {
 	for _, l := range p.links {
@@ -381,27 +406,22 @@ const maxSyscall = 512
 // stageFlush is comfortably more than STAGE_NS in bpf/sysray.bpf.c.
 const stageFlush = 5 * time.Millisecond
 
-func possibleCPUs() (int, error) {
-	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
+// kernelTypes reads the kernel's BTF from the kernel itself (a BTF object
+// handle), not from a file.
+func kernelTypes() (*btf.Spec, error) {
+	h, err := btf.FindHandle(func(i *btf.HandleInfo) bool { return i.IsVmlinux() })
 	if err != nil {
-		return runtime.NumCPU(), nil
+		return nil, err
 	}
-	// Format: "0-3" or "0,2-5".
-	max := 0
-	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
-		lo, hi, found := strings.Cut(part, "-")
-		if !found {
-			hi = lo
-		}
-		var n int
-		if _, err := fmt.Sscanf(hi, "%d", &n); err != nil {
-			return 0, fmt.Errorf("parsing /sys/devices/system/cpu/possible %q: %w", b, err)
-		}
-		if n+1 > max {
-			max = n + 1
-		}
-	}
-	return max, nil
+	defer h.Close()
+	return h.Spec(nil)
+}
+
+// possibleCPUs is the number of CPU ids the kernel may use. cilium/ebpf
+// reads /sys/devices/system/cpu/possible once and keeps it: every open on
+// the start-up path may wait when the host's audit backlog is full.
+func possibleCPUs() (int, error) {
+	return ebpf.PossibleCPU()
 }
 
 // roundRing returns a power of two multiple of the page size, as the kernel requires.

@@ -13,6 +13,16 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sysrayBlockedRec struct {
+	_       structs.HostLayout
+	Pid     uint32
+	Tid     uint32
+	Nr      int32
+	Nframes uint32
+	Comm    [16]int8
+	Ips     [64]uint64
+}
+
 type sysrayCapRule struct {
 	_      structs.HostLayout
 	Kind   [2]uint8
@@ -190,6 +200,7 @@ type sysrayTaskState struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	sysrayMapBlockedScratch       = "blocked_scratch"
 	sysrayMapCgroups              = "cgroups"
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
@@ -204,6 +215,7 @@ const (
 	sysrayMapStatLost             = "stat_lost"
 	sysrayMapStats                = "stats"
 	sysrayMapTstate               = "tstate"
+	sysrayProgBlocked             = "blocked"
 	sysrayProgCgroupAttachTask    = "cgroup_attach_task"
 	sysrayProgCgroupTransferTasks = "cgroup_transfer_tasks"
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
@@ -283,6 +295,7 @@ type sysraySpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayProgramSpecs struct {
+	Blocked             *ebpf.ProgramSpec `ebpf:"blocked"`
 	CgroupAttachTask    *ebpf.ProgramSpec `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.ProgramSpec `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
@@ -304,20 +317,21 @@ type sysrayProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayMapSpecs struct {
-	Cgroups  *ebpf.MapSpec `ebpf:"cgroups"`
-	Drops    *ebpf.MapSpec `ebpf:"drops"`
-	Errnos   *ebpf.MapSpec `ebpf:"errnos"`
-	Pcounts  *ebpf.MapSpec `ebpf:"pcounts"`
-	Pids     *ebpf.MapSpec `ebpf:"pids"`
-	ProfLost *ebpf.MapSpec `ebpf:"prof_lost"`
-	Profile  *ebpf.MapSpec `ebpf:"profile"`
-	Rings    *ebpf.MapSpec `ebpf:"rings"`
-	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
-	Stacks   *ebpf.MapSpec `ebpf:"stacks"`
-	Stages   *ebpf.MapSpec `ebpf:"stages"`
-	StatLost *ebpf.MapSpec `ebpf:"stat_lost"`
-	Stats    *ebpf.MapSpec `ebpf:"stats"`
-	Tstate   *ebpf.MapSpec `ebpf:"tstate"`
+	BlockedScratch *ebpf.MapSpec `ebpf:"blocked_scratch"`
+	Cgroups        *ebpf.MapSpec `ebpf:"cgroups"`
+	Drops          *ebpf.MapSpec `ebpf:"drops"`
+	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
+	Pcounts        *ebpf.MapSpec `ebpf:"pcounts"`
+	Pids           *ebpf.MapSpec `ebpf:"pids"`
+	ProfLost       *ebpf.MapSpec `ebpf:"prof_lost"`
+	Profile        *ebpf.MapSpec `ebpf:"profile"`
+	Rings          *ebpf.MapSpec `ebpf:"rings"`
+	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
+	Stacks         *ebpf.MapSpec `ebpf:"stacks"`
+	Stages         *ebpf.MapSpec `ebpf:"stages"`
+	StatLost       *ebpf.MapSpec `ebpf:"stat_lost"`
+	Stats          *ebpf.MapSpec `ebpf:"stats"`
+	Tstate         *ebpf.MapSpec `ebpf:"tstate"`
 }
 
 // sysrayVariableSpecs contains global variables before they are loaded into the kernel.
@@ -366,24 +380,26 @@ func (o *sysrayObjects) Close() error {
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayMaps struct {
-	Cgroups  *ebpf.Map `ebpf:"cgroups"`
-	Drops    *ebpf.Map `ebpf:"drops"`
-	Errnos   *ebpf.Map `ebpf:"errnos"`
-	Pcounts  *ebpf.Map `ebpf:"pcounts"`
-	Pids     *ebpf.Map `ebpf:"pids"`
-	ProfLost *ebpf.Map `ebpf:"prof_lost"`
-	Profile  *ebpf.Map `ebpf:"profile"`
-	Rings    *ebpf.Map `ebpf:"rings"`
-	Scratch  *ebpf.Map `ebpf:"scratch"`
-	Stacks   *ebpf.Map `ebpf:"stacks"`
-	Stages   *ebpf.Map `ebpf:"stages"`
-	StatLost *ebpf.Map `ebpf:"stat_lost"`
-	Stats    *ebpf.Map `ebpf:"stats"`
-	Tstate   *ebpf.Map `ebpf:"tstate"`
+	BlockedScratch *ebpf.Map `ebpf:"blocked_scratch"`
+	Cgroups        *ebpf.Map `ebpf:"cgroups"`
+	Drops          *ebpf.Map `ebpf:"drops"`
+	Errnos         *ebpf.Map `ebpf:"errnos"`
+	Pcounts        *ebpf.Map `ebpf:"pcounts"`
+	Pids           *ebpf.Map `ebpf:"pids"`
+	ProfLost       *ebpf.Map `ebpf:"prof_lost"`
+	Profile        *ebpf.Map `ebpf:"profile"`
+	Rings          *ebpf.Map `ebpf:"rings"`
+	Scratch        *ebpf.Map `ebpf:"scratch"`
+	Stacks         *ebpf.Map `ebpf:"stacks"`
+	Stages         *ebpf.Map `ebpf:"stages"`
+	StatLost       *ebpf.Map `ebpf:"stat_lost"`
+	Stats          *ebpf.Map `ebpf:"stats"`
+	Tstate         *ebpf.Map `ebpf:"tstate"`
 }
 
 func (m *sysrayMaps) Close() error {
 	return _SysrayClose(
+		m.BlockedScratch,
 		m.Cgroups,
 		m.Drops,
 		m.Errnos,
@@ -431,6 +447,7 @@ type sysrayVariables struct {
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayPrograms struct {
+	Blocked             *ebpf.Program `ebpf:"blocked"`
 	CgroupAttachTask    *ebpf.Program `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.Program `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
@@ -450,6 +467,7 @@ type sysrayPrograms struct {
 
 func (p *sysrayPrograms) Close() error {
 	return _SysrayClose(
+		p.Blocked,
 		p.CgroupAttachTask,
 		p.CgroupTransferTasks,
 		p.EmulateVsyscall,
