@@ -5,6 +5,7 @@ package live
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,7 +39,19 @@ type Options struct {
 	// Symbols, if set, names user frames (with Probe.Stacks); the caller
 	// keeps it, so Run does not forget processes that exit.
 	Symbols *symbol.Resolver
+	// UserFrames, if set, says whether to name user frames at all (asked
+	// once tracing is on): naming them reads each process's maps and
+	// binaries, which a host whose audit backlog is full makes wait.
+	UserFrames func() bool
 }
+
+type namerResult struct {
+	nm  *namer
+	err error
+}
+
+// namerWait is how long a command waits for the kernel's symbols to be read.
+const namerWait = 500 * time.Millisecond
 
 // Result is how a run ended.
 type Result struct {
@@ -58,11 +71,46 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	if len(opts.Command) > 0 {
 		cfg.Launch = true
 	}
+	// Naming stack frames needs the kernel's symbols, which take a while to
+	// read: read them while the probe loads, or with Probe.SlowOpens once it
+	// has (opens that wait in parallel wait for each other's turn); then the
+	// command does not wait for them.
+	var names chan namerResult
+	namerStarted := false
+	startNamer := func() {
+		namerStarted = true
+		go func() {
+			users := opts.UserFrames == nil || opts.UserFrames()
+			nm, err := newNamer(opts.Symbols, users)
+			names <- namerResult{nm, err}
+		}()
+	}
+	if cfg.Stacks {
+		names = make(chan namerResult, 1)
+		if !cfg.SlowOpens {
+			startNamer()
+		}
+	}
 	p, err := probe.Open(cfg)
 	if err != nil {
+		if namerStarted {
+			go func() {
+				if r := <-names; r.nm != nil {
+					r.nm.close()
+				}
+			}()
+		}
 		return res, err
 	}
-	defer p.Close()
+	if cfg.SlowOpens {
+		// Unloading a BPF program is audited, which makes the close that
+		// unloads it wait like an open while the audit backlog is full.
+		// Tracing stops when Run detaches; the programs go when the
+		// process exits, with no syscall left to wait.
+		defer p.CloseMaps()
+	} else {
+		defer p.Close()
+	}
 	for _, w := range p.Warnings {
 		warn(w)
 	}
@@ -71,20 +119,46 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 			return res, err
 		}
 	}
+	if cfg.Stacks && cfg.SlowOpens {
+		startNamer()
+	}
 
-	// Ready before the command runs: loading symbols takes a while, and
-	// events would wait for it.
+	// Ready before the command runs if it can be (events wait for it, and
+	// a short-lived process's maps may be gone by then), but the command
+	// does not wait long for it.
 	consume := fn
 	if cfg.Stacks {
-		nm, err := newNamer(opts.Symbols)
-		if err != nil {
-			warn("stack frames will not be named: " + err.Error())
-		} else {
-			defer nm.close()
-			consume = func(e *event.Event) error {
-				nm.name(e)
-				return fn(e)
+		var nm *namer
+		got := false
+		take := func(r namerResult) {
+			got, nm = true, r.nm
+			if r.err != nil {
+				warn("stack frames will not be named: " + r.err.Error())
 			}
+		}
+		if !cfg.SlowOpens {
+			select {
+			case r := <-names:
+				take(r)
+			case <-time.After(namerWait):
+			}
+		}
+		defer func() {
+			if !got {
+				take(<-names)
+			}
+			if nm != nil {
+				nm.close()
+			}
+		}()
+		consume = func(e *event.Event) error {
+			if !got {
+				take(<-names)
+			}
+			if nm != nil {
+				nm.name(e)
+			}
+			return fn(e)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -96,7 +170,7 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	var cmd *exec.Cmd
 	done := make(chan struct{})
 	if len(opts.Command) > 0 {
-		cmd, err = launch.Start(opts.Command, opts.Stdout, p.Expect)
+		cmd, err = startCommand(opts.Command, opts.Stdout, p)
 		if err != nil {
 			return res, err
 		}
@@ -168,4 +242,28 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		err = opts.Finished(p)
 	}
 	return res, err
+}
+
+// startCommand forks and execs argv; the kernel selects the child from its
+// execve on, with its descendants (probe.StartChild), so nothing of the fork
+// is traced and the execve is. No helper process waits in between: on a
+// host where every open waits (a full audit backlog), a second start of
+// sysray's own binary costs seconds before the command even runs.
+func startCommand(argv []string, stdout io.Writer, p *probe.Probe) (*exec.Cmd, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("no command to run")
+	}
+	// Resolved here so "not found" is a clear error.
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("cannot run %s: %w", argv[0], err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	if err := p.StartChild(cmd.Start); err != nil {
+		return nil, err
+	}
+	return cmd, nil
 }

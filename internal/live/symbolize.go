@@ -25,10 +25,14 @@ type namer struct {
 	keep   bool // the resolver is the caller's: remember processes after they exit
 }
 
-func newNamer(user *symbol.Resolver) (*namer, error) {
+// newNamer names kernel frames, and user frames too when users is true.
+func newNamer(user *symbol.Resolver, users bool) (*namer, error) {
 	k, err := symbol.LoadKernel()
 	if err != nil {
 		return nil, err
+	}
+	if !users {
+		return &namer{kernel: k, cache: map[uint64]string{}}, nil
 	}
 	keep := user != nil
 	if user == nil {
@@ -39,7 +43,7 @@ func newNamer(user *symbol.Resolver) (*namer, error) {
 }
 
 func (n *namer) close() {
-	if !n.keep {
+	if n.user != nil && !n.keep {
 		n.user.Close()
 	}
 }
@@ -47,6 +51,16 @@ func (n *namer) close() {
 const protExec = 4
 
 func (n *namer) name(e *event.Event) {
+	if n.user == nil {
+		if e.Kind == event.KindSyscall {
+			for i := range e.Syscall.Sleeps {
+				s := &e.Syscall.Sleeps[i]
+				s.Stack = n.kernelFrames(s.Stack)
+				s.WakerStack = n.kernelFrames(s.WakerStack)
+			}
+		}
+		return
+	}
 	if n.stale[e.PID] && e.Kind != event.KindExit {
 		delete(n.stale, e.PID)
 		n.user.Snapshot(e.PID) // gone already: the last snapshot stays
