@@ -9,4 +9,11 @@ var All = slices.Concat(
 	hotspotVariants,
 	hotVariants,
 	growthVariants,
+	vsyscallVariants,
+	fatalVariants,
+	oomVariants,
+	execVariants,
+	retryVariants,
+	slowVariants,
+	errorVariants,
 )
