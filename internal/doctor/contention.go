@@ -287,8 +287,13 @@ type curve struct {
 	lowCPU, highCPU float64
 }
 
+// A level of the latency curve needs this many calls: a mean over fewer,
+// many of them timed to a 4 ms tick, could be anything (a single call
+// counted as 0 ns once made 2 callers look "infinitely" slower than 1).
+const minLevelCalls = 10
+
 // latencyCurve describes mean latency by level, leaving out levels with
-// under 1/minPart of the calls.
+// under 1/minPart of the calls or under minLevelCalls.
 func latencyCurve(byLevel map[int]*levelStat, noun string, minPart uint64) curve {
 	var c curve
 	var all uint64
@@ -300,7 +305,7 @@ func latencyCurve(byLevel map[int]*levelStat, noun string, minPart uint64) curve
 	sort.Ints(levels)
 	for _, l := range levels {
 		st := byLevel[l]
-		if st.n == 0 || st.n < all/minPart {
+		if st.n < minLevelCalls || st.n < all/minPart {
 			continue
 		}
 		mean := float64(st.total) / float64(st.n)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 const (
@@ -97,7 +98,7 @@ func TestFatalSegvNullPage(t *testing.T) {
 	if f == nil || f.Severity != Critical {
 		t.Fatalf("finding %+v", f)
 	}
-	if f.Evidence["address_is"] != whatIs(&event.Fault{Addr: 0x10, Error: 6}, 0) || !strings.Contains(f.Evidence["address_is"].(string), "NULL") {
+	if f.Evidence["address_is"] != whatIs(&event.Fault{Addr: 0x10, Error: 6}, 11, 0) || !strings.Contains(f.Evidence["address_is"].(string), "NULL") {
 		t.Errorf("address_is %v", f.Evidence["address_is"])
 	}
 	if f.Evidence["si_code"] != "SEGV_MAPERR" || f.Evidence["exit_status"] != 139 {
@@ -249,5 +250,61 @@ func TestSIGPIPEWriteAfterExit(t *testing.T) {
 	}
 	if l := f.Evidence["last_syscalls"].([]string); len(l) != 1 || !strings.HasPrefix(l[0], "write(1,") {
 		t.Errorf("last syscalls %q lack the write's arguments", l)
+	}
+}
+
+// A process that started fine and then execs a missing program in place
+// (a shell's `exec "$@"`) and exits 127 could not run its program; the
+// failure's event may come after the exit's.
+func TestExecFailureInPlace(t *testing.T) {
+	const nrExecve = 59
+	evs := []event.Event{
+		{Kind: event.KindExec, Time: 100, PID: 30, TID: 30, Comm: "sh"},
+		sys(30, 100, nrExecve, 0, 5000, 0x1000),
+		{Kind: event.KindExit, Time: 300, PID: 30, TID: 30, Comm: "sh", Proc: event.Proc{ExitCode: 127 << 8, GroupDead: true}},
+		sys(30, 200, nrExecve, -2, 5000, 0x2000),
+	}
+	f := byID(findings(evs), "exec-failure")
+	if f == nil || f.Severity != Warning || !strings.Contains(f.Summary, "ENOENT") {
+		t.Fatalf("finding %+v", f)
+	}
+}
+
+// O_CREAT|O_EXCL fails with EEXIST, then a plain open of the same path:
+// the modes differ (the retry's is whatever the register held), which the
+// kernel ignores without O_CREAT. A retry all the same.
+func TestRetryExclusiveCreate(t *testing.T) {
+	var evs []event.Event
+	tm := uint64(1e9)
+	for range 30 {
+		tm += 10000
+		evs = append(evs, sys(8, tm, nrOpenat, -17, 3000, ^uint64(99), 0x1000, 0o100|0o200|1, 0o644))
+		tm += 10000
+		evs = append(evs, sys(8, tm, nrOpenat, 3, 2000, ^uint64(99), 0x1000, 1, 0))
+	}
+	f := byID(findings(evs), "failed-syscall-retry")
+	if f == nil || f.Evidence["errno"] != "EEXIST" {
+		t.Fatalf("finding %+v", f)
+	}
+	if r := strings.Join(f.Evidence["flags_removed"].([]string), "|"); !strings.Contains(r, "O_CREAT") || !strings.Contains(r, "O_EXCL") {
+		t.Errorf("flags removed %q", r)
+	}
+}
+
+// A poller failing all of its 20,000 stats next to a sibling whose 60,000
+// succeed: the storm is the poller's (the rule once summed every process's
+// calls and stayed silent). The sibling's success hides nothing.
+func TestErrorStormBusyNeighbour(t *testing.T) {
+	const nrNewfstatat = 262
+	d := New(host, nil)
+	for i := range 20000 {
+		e := sys(40, uint64(1e9+i*1000), nrNewfstatat, -2, 1000)
+		d.Observe(&e)
+	}
+	d.Counts([]stat.Cell{{Key: stat.Key{PID: 40, Nr: nrNewfstatat}, Count: 20000},
+		{Key: stat.Key{PID: 41, Nr: nrNewfstatat}, Count: 60000}})
+	f := byID(d.Report().Findings, "error-storm")
+	if f == nil || f.Evidence["failures"] != uint64(20000) || f.Evidence["calls"] != uint64(20000) {
+		t.Fatalf("finding %+v", f)
 	}
 }

@@ -10,28 +10,30 @@ import (
 
 // errs counts failing syscalls. Programs fail syscalls all the time on
 // purpose (a path search, a non-blocking read), so this only ever informs,
-// and only when failures dominate a syscall.
+// and only when failures dominate a syscall in the processes that make them.
 type errs struct {
 	arch  event.Arch
-	calls map[uint32]uint64
+	calls map[pidNr]uint64
 	fails map[[2]uint32]*errCount // (nr, errno)
+	comms map[uint32]string
 }
 
+type pidNr struct{ pid, nr uint32 }
+
 type errCount struct {
-	n     uint64
-	procs map[uint32]string
+	byPID map[uint32]uint64
 }
 
 func newErrors(arch event.Arch) *errs {
-	return &errs{arch: arch, calls: map[uint32]uint64{}, fails: map[[2]uint32]*errCount{}}
+	return &errs{arch: arch, calls: map[pidNr]uint64{}, fails: map[[2]uint32]*errCount{}, comms: map[uint32]string{}}
 }
 
 // counts replaces the call counts with exact ones: failures are always
 // recorded as events, successes may have been sampled.
 func (x *errs) counts(cells []stat.Cell) {
-	x.calls = map[uint32]uint64{}
+	x.calls = map[pidNr]uint64{}
 	for _, c := range cells {
-		x.calls[c.Nr] += c.Count
+		x.calls[pidNr{c.PID, c.Nr}] += c.Count
 	}
 }
 
@@ -39,45 +41,61 @@ func (x *errs) Observe(e *event.Event) {
 	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
 		return
 	}
-	x.calls[e.Syscall.Nr]++
+	x.calls[pidNr{e.PID, e.Syscall.Nr}]++
 	if !e.Syscall.Failed() {
 		return
 	}
 	k := [2]uint32{e.Syscall.Nr, uint32(-e.Syscall.Ret)}
 	c := x.fails[k]
 	if c == nil {
-		c = &errCount{procs: map[uint32]string{}}
+		c = &errCount{byPID: map[uint32]uint64{}}
 		x.fails[k] = c
 	}
-	c.n++
-	if len(c.procs) < 5 {
-		c.procs[e.PID] = e.Comm
-	}
+	c.byPID[e.PID]++
+	x.comms[e.PID] = e.Comm
 }
 
+// The error-storm rule: ≥ errStorm failures of one syscall with one errno,
+// counted over the processes in which they are more than half the calls of
+// that syscall. A busy neighbour whose calls succeed neither hides a
+// polling loop nor makes one.
 const errStorm = 10000
 
 func (x *errs) Findings(env *Env) []Finding {
 	var out []Finding
 	for k, c := range x.fails {
-		calls := x.calls[k[0]]
-		if c.n < errStorm || c.n*2 < calls {
+		var n, calls uint64
+		var pids []uint32
+		for pid, f := range c.byPID {
+			all := max(x.calls[pidNr{pid, k[0]}], f)
+			if f*2 <= all {
+				continue
+			}
+			n += f
+			calls += all
+			pids = append(pids, pid)
+		}
+		if n < errStorm {
 			continue
 		}
+		sort.Slice(pids, func(i, j int) bool { return c.byPID[pids[i]] > c.byPID[pids[j]] })
 		name := event.SyscallName(x.arch, k[0])
 		errno := event.ErrnoName(int(k[1]))
 		var procs []string
-		for pid, comm := range c.procs {
-			procs = append(procs, env.ProcName(pid, comm))
+		for i, pid := range pids {
+			if i == 5 {
+				break
+			}
+			procs = append(procs, env.ProcName(pid, x.comms[pid]))
 		}
-		sort.Strings(procs)
 		out = append(out, Finding{ID: "error-storm", Severity: Info,
-			Title: fmt.Sprintf("%d of %d %s calls failed with %s", c.n, calls, name, errno),
-			Summary: fmt.Sprintf("%s failed %d times with %s (%s). A syscall that fails this often is usually a loop polling "+
-				"for something that is not there.", name, c.n, errno, event.ErrnoDesc(int(k[1]))),
-			Evidence: map[string]any{"syscall": name, "errno": errno, "failures": c.n, "calls": calls, "processes": procs},
+			Title: fmt.Sprintf("%d of %d %s calls failed with %s", n, calls, name, errno),
+			Summary: fmt.Sprintf("%s failed %d times with %s (%s), most of its calls in %d process(es). A syscall that fails this often "+
+				"is usually a loop asking for something that is not there, or a call a library makes and expects to fail.",
+				name, n, errno, event.ErrnoDesc(int(k[1])), len(pids)),
+			Evidence: map[string]any{"syscall": name, "errno": errno, "failures": n, "calls": calls, "processes": procs},
 			Fix:      "Check the program's logic around " + name + "; trace it with sysray trace -f 'evt.type = " + name + " and evt.failed'.",
-			Score:    float64(c.n)})
+			Score:    float64(n)})
 	}
 	return out
 }

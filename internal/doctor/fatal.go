@@ -137,6 +137,22 @@ func newFatal(arch event.Arch, oomKills func() uint64) *fatal {
 	return f
 }
 
+// memorySignal: a signal raised by a memory access, which a page fault
+// explains.
+func memorySignal(sig int32) bool { return sig == 7 || sig == 11 }
+
+// Instruction signals: the CPU refused the instruction itself, at si_addr.
+var instrText = map[string]string{
+	"FPE_INTDIV": "an integer divide by zero", "FPE_INTOVF": "an integer overflow",
+	"FPE_FLTDIV": "a floating-point divide by zero", "FPE_FLTOVF": "a floating-point overflow",
+	"FPE_FLTUND": "a floating-point underflow", "FPE_FLTRES": "an inexact floating-point result",
+	"FPE_FLTINV": "an invalid floating-point operation", "FPE_FLTSUB": "a subscript out of range",
+	"ILL_ILLOPC": "an illegal opcode", "ILL_ILLOPN": "an illegal operand (such as ud2, the trap compilers emit for unreachable code)",
+	"ILL_ILLADR": "an illegal addressing mode", "ILL_ILLTRP": "an illegal trap", "ILL_PRVOPC": "a privileged opcode",
+	"ILL_PRVREG": "a privileged register", "ILL_COPROC": "a coprocessor error", "ILL_BADSTK": "an internal stack error",
+	"TRAP_BRKPT": "a breakpoint (int3) with no debugger attached", "TRAP_TRACE": "a trace trap with no debugger attached",
+}
+
 func faultSignal(sig int32) bool {
 	switch sig {
 	case 4, 5, 7, 8, 11: // SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV
@@ -176,7 +192,11 @@ func (f *fatal) Observe(e *event.Event) {
 		if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
 			c.signal = &s
 		}
-		if flt, ok := f.faults[e.TID]; ok && faultSignal(int32(sig)) {
+		if flt, ok := f.faults[e.TID]; ok && memorySignal(int32(sig)) &&
+			(c.signal == nil || c.signal.Addr == 0 || c.signal.Addr>>12 == flt.Addr>>12) {
+			// The thread's last page fault explains a SIGSEGV or SIGBUS
+			// only where the signal's address is on the fault's page: an
+			// earlier fault (the vDSO's data page, a new stack) is not it.
 			c.fault = &flt
 		}
 		if prev, ok := f.culprits[e.PID]; ok && c.signal == nil && c.fault == nil {
@@ -205,14 +225,25 @@ const stackReach = 64 << 10
 const (
 	segvMapErr = 1 // no mapping at the address
 	segvAccErr = 2 // a mapping that forbids the access
+
+	busAdrAln   = 1 // misaligned address
+	busAdrErr   = 2 // no backing for the address: past the end of a mapped file
+	busMceerrAR = 4 // hardware memory error, consumed
+	busMceerrAO = 5 // hardware memory error, detected
 )
 
-// whatIs says what kind of address a fault hit; code is the SIGSEGV si_code,
-// 0 when unknown.
-func whatIs(f *event.Fault, code int32) string {
+// whatIs says what kind of address a fault hit; sig and code are the signal
+// and its si_code, 0 when unknown.
+func whatIs(f *event.Fault, sig, code int32) string {
 	a := f.Addr
 	notPresent := f.Error&1 == 0
 	switch {
+	case sig == 7 && code == busAdrErr:
+		return "a file mapping past the end of its file (the file was truncated, or is shorter than the mapping)"
+	case sig == 7 && code == busAdrAln:
+		return "a misaligned address (alignment checking is on)"
+	case sig == 7 && (code == busMceerrAR || code == busMceerrAO):
+		return "memory the hardware reported as corrupt (a machine check)"
 	case inVsyscallPage(a):
 		return "the legacy vsyscall page"
 	case a < 0x10000:
@@ -230,6 +261,12 @@ func whatIs(f *event.Fault, code int32) string {
 		return "a read-only mapping"
 	case f.Error&1 != 0:
 		return "a mapping without read permission"
+	// Not present and SEGV_ACCERR: the mapping exists but forbids the
+	// access; which one, the access says.
+	case code == segvAccErr && f.Error&0x10 != 0:
+		return "a mapping that is not executable"
+	case code == segvAccErr && f.Error&2 != 0:
+		return "a read-only mapping"
 	case code == segvAccErr:
 		return "a mapping that allows no access (PROT_NONE, such as a guard page)"
 	}
@@ -264,10 +301,10 @@ func (f *fatal) Findings(env *Env) []Finding {
 		case d.fault != nil && faultSignal(int32(d.sig)):
 			sev = Critical
 			var siCode int32
-			if d.signal != nil && d.signal.Sig == 11 {
+			if d.signal != nil && int(d.signal.Sig) == d.sig {
 				siCode = d.signal.Code
 			}
-			where := whatIs(d.fault, siCode)
+			where := whatIs(d.fault, int32(d.sig), siCode)
 			if d.fault.SP != 0 {
 				ev["stack_pointer"] = fmt.Sprintf("%#x", d.fault.SP)
 			}
@@ -282,6 +319,19 @@ func (f *fatal) Findings(env *Env) []Finding {
 			}
 			what = fmt.Sprintf("a %s at %#x, instruction %#x, in %s%s: %s", accessNoun(d.fault),
 				d.fault.Addr, d.fault.IP, where, code, event.FaultFlags(d.fault.Error))
+		case faultSignal(int32(d.sig)) && !memorySignal(int32(d.sig)) && d.signal != nil && d.signal.SenderPID == 0:
+			// SIGFPE, SIGILL, SIGTRAP raised by the CPU: the instruction
+			// itself, at si_addr.
+			sev = Critical
+			code := event.SigCodeName(int(d.signal.Sig), int(d.signal.Code))
+			ev["si_code"] = code
+			ev["fault_ip"] = fmt.Sprintf("%#x", d.signal.Addr)
+			desc := instrText[code]
+			if desc == "" {
+				desc = "an instruction the CPU refused"
+			}
+			ev["instruction_is"] = desc
+			what = fmt.Sprintf("%s at instruction %#x (%s)", desc, d.signal.Addr, code)
 		case d.sig == 9 && d.signal != nil && d.signal.Code == 0x80 && f.oomKilled():
 			// SIGKILL from the kernel itself while the kernel counted an OOM kill.
 			sev = Critical
@@ -311,7 +361,7 @@ func (f *fatal) Findings(env *Env) []Finding {
 			summary += " Its last syscalls: " + strings.Join(last, "; ") + "."
 		}
 		fix := "Look at the code at the faulting instruction (addr2line -e BINARY " + ipOf(d.fault) + ", or a core dump)."
-		if d.fault != nil && strings.HasPrefix(whatIs(d.fault, 0), "the stack guard") {
+		if d.fault != nil && strings.HasPrefix(whatIs(d.fault, 0, 0), "the stack guard") {
 			fix = "Find the deep or unbounded recursion, or the large arrays on the stack (a core dump's backtrace shows " +
 				"the repeating frames); if the depth is legitimate, raise the stack: ulimit -s for the main thread, " +
 				"pthread_attr_setstacksize for threads."
@@ -328,6 +378,9 @@ func (f *fatal) Findings(env *Env) []Finding {
 				"SIGPIPE and handles EPIPE."
 		} else if sev == Info {
 			fix = "Nothing to fix if the kill was intended."
+		} else if ip, ok := ev["instruction_is"]; ok {
+			fix = fmt.Sprintf("Look at the instruction at %s (addr2line -e BINARY %s, or a core dump's backtrace): %s. "+
+				"Check the operands it uses (a zero divisor, a code path the compiler marked unreachable).", ev["fault_ip"], ev["fault_ip"], ip)
 		} else if d.fault == nil {
 			fix = "Find out why the signal was raised: abort() and assertion failures print to stderr; the kernel logs OOM kills (dmesg)."
 		}

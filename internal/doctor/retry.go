@@ -59,10 +59,16 @@ func (r *retry) Observe(e *event.Event) {
 	if spec == nil {
 		return
 	}
-	// Only flags may differ: a different path, fd or size is a different call.
+	// Only flags may differ: a different path, fd or size is a different
+	// call. A mode the kernel ignores in either call (open without O_CREAT
+	// or O_TMPFILE, where glibc passes whatever the register held) is no
+	// difference: O_CREAT|O_EXCL failing with EEXIST, then a plain open.
 	var diff []int
 	for i, a := range spec.Args {
 		if i >= 6 || prev.Args[i] == s.Args[i] {
+			continue
+		}
+		if a.Kind == event.ArgMode && !(createsFile(spec, &prev) && createsFile(spec, s)) {
 			continue
 		}
 		if !flagKinds[a.Kind] {
@@ -98,6 +104,17 @@ func (r *retry) Observe(e *event.Event) {
 	if len(p.procs) < 8 {
 		p.procs[e.PID] = e.Comm
 	}
+}
+
+// createsFile reports an open-like call whose flags make the kernel read
+// its mode: O_CREAT (0100) or O_TMPFILE (020200000).
+func createsFile(spec *event.Spec, s *event.Syscall) bool {
+	for i, a := range spec.Args {
+		if i < 6 && a.Kind == event.ArgOpenFlags {
+			return s.Args[i]&0o100 != 0 || s.Args[i]&0o20200000 == 0o20200000
+		}
+	}
+	return false
 }
 
 func tokens(s string) []string { return strings.Split(s, "|") }

@@ -21,7 +21,7 @@ type Series struct {
 type cum struct{ count, total, runq uint64 }
 
 type window struct {
-	dur  uint64 // ns
+	dur  uint64                         // ns
 	byNr map[uint32]map[uint32]*winStat // by syscall, then by process
 }
 
