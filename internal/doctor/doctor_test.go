@@ -308,3 +308,21 @@ func TestErrorStormBusyNeighbour(t *testing.T) {
 		t.Fatalf("finding %+v", f)
 	}
 }
+
+// A thread divides by zero: SIGFPE from the CPU, named by its si_code at
+// its instruction; the thread's last page fault (a new stack's) is not it.
+func TestSIGFPE(t *testing.T) {
+	evs := []event.Event{
+		{Kind: event.KindPageFault, Time: 100, PID: 50, TID: 51, Fault: event.Fault{Addr: 0x7f0000001000, IP: 0x401000, Error: 6}},
+		{Kind: event.KindSignalGenerate, Time: 150, PID: 50, TID: 51, Signal: event.Signal{Sig: 8, Code: 1, SenderPID: 50,
+			TargetPID: 50, TargetTID: 51, Addr: 0x401234}},
+		{Kind: event.KindExit, Time: 200, PID: 50, TID: 51, Comm: "calc", Proc: event.Proc{ExitCode: 8, GroupDead: true}},
+	}
+	f := byID(findings(evs), "fatal-signal")
+	if f == nil || f.Severity != Critical || !strings.Contains(f.Summary, "divide by zero") || f.Evidence["fault_ip"] != "0x401234" {
+		t.Fatalf("finding %+v", f)
+	}
+	if _, ok := f.Evidence["fault_addr"]; ok {
+		t.Errorf("an unrelated page fault was taken for the cause: %v", f.Evidence)
+	}
+}

@@ -319,9 +319,10 @@ func (f *fatal) Findings(env *Env) []Finding {
 			}
 			what = fmt.Sprintf("a %s at %#x, instruction %#x, in %s%s: %s", accessNoun(d.fault),
 				d.fault.Addr, d.fault.IP, where, code, event.FaultFlags(d.fault.Error))
-		case faultSignal(int32(d.sig)) && !memorySignal(int32(d.sig)) && d.signal != nil && d.signal.SenderPID == 0:
-			// SIGFPE, SIGILL, SIGTRAP raised by the CPU: the instruction
-			// itself, at si_addr.
+		case faultSignal(int32(d.sig)) && !memorySignal(int32(d.sig)) && d.signal != nil && d.signal.Code > 0 && d.signal.Code < 0x80:
+			// SIGFPE, SIGILL, SIGTRAP raised by the CPU (a positive si_code
+			// below SI_KERNEL; kill() and tgkill() give 0 or less): the
+			// instruction itself, at si_addr.
 			sev = Critical
 			code := event.SigCodeName(int(d.signal.Sig), int(d.signal.Code))
 			ev["si_code"] = code
