@@ -326,3 +326,43 @@ func TestSIGFPE(t *testing.T) {
 		t.Errorf("an unrelated page fault was taken for the cause: %v", f.Evidence)
 	}
 }
+
+func frames(names ...string) []event.Frame {
+	var fs []event.Frame
+	for _, n := range names {
+		fs = append(fs, event.Frame{Name: n})
+	}
+	return fs
+}
+
+// Slow calls as the sleep tracking sees them: a vfork parent waiting for
+// its child is waiting by design; a read that never switched out ran on the
+// CPU (64 MiB of /dev/urandom), once the report knows tracking was on; a
+// stack taken inside the tracepoint is named past its frames.
+func TestSlowClassification(t *testing.T) {
+	const nrRead, nrFsync = 0, 74
+	vfork := sys(60, 100, nrClone, 61, 150_000_000, 0x4111)
+	vfork.Syscall.Sleeps = []event.Sleep{{Duration: 149_000_000, Stack: frames("__traceiter_sched_switch+0x41", "__schedule",
+		"schedule", "schedule_timeout", "__wait_for_common", "wait_for_completion_state", "kernel_clone", "__do_sys_clone")}}
+	fsync := sys(60, 200, nrFsync, 0, 120_000_000, 3)
+	fsync.Syscall.Sleeps = []event.Sleep{{Duration: 119_000_000, Stack: frames("__traceiter_sched_switch+0x41", "__schedule",
+		"schedule", "io_schedule", "folio_wait_bit", "folio_wait_writeback")}}
+	read := sys(60, 300, nrRead, 64<<20, 210_000_000, 3, 0x1000, 64<<20)
+	fs := findings([]event.Event{vfork, fsync, read})
+	var titles []string
+	for _, f := range fs {
+		if f.ID == "slow-syscall" {
+			titles = append(titles, f.Title)
+		}
+	}
+	got := strings.Join(titles, "\n")
+	if strings.Contains(got, "clone") {
+		t.Errorf("a vfork wait reported as slow:\n%s", got)
+	}
+	if !strings.Contains(got, "slow fsync, up to 120.00ms, sleeping in folio_wait_bit ← folio_wait_writeback") {
+		t.Errorf("fsync not named past the tracepoint's frames:\n%s", got)
+	}
+	if !strings.Contains(got, "1 slow read, up to 210.00ms, running in the kernel") {
+		t.Errorf("a read that never switched out is not running:\n%s", got)
+	}
+}

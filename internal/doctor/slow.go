@@ -19,6 +19,10 @@ type slow struct {
 	arch   event.Arch
 	groups map[string]*slowGroup
 	audit  *auditStall
+	// stacked: some slow call carried where it slept, so sleep tracking
+	// was on and a slow call without a switch-out ran on the CPU.
+	stacked   bool
+	unstacked []unstackedCall
 }
 
 type slowGroup struct {
@@ -28,7 +32,8 @@ type slowGroup struct {
 	n        uint64
 	totalNS  uint64
 	maxNS    uint64
-	sleptNS  uint64
+	sleptNS  uint64 // blocked
+	queuedNS uint64 // runnable, waiting for a CPU
 	example  string
 	wakers   map[string]uint64
 	procs    map[uint32]string
@@ -89,6 +94,12 @@ func hasFrame(stack []event.Frame, names []string) bool {
 	return false
 }
 
+// tracingFrame is a frame of the tracepoint that took the stack, not of
+// the code that slept.
+func tracingFrame(fn string) bool {
+	return strings.HasPrefix(fn, "__traceiter_") || strings.HasPrefix(fn, "__bpf_trace_") || strings.HasPrefix(fn, "bpf_trace_run")
+}
+
 // where names the place a thread slept: the first frames past the scheduler.
 func where(stack []event.Frame) (string, []string) {
 	var all []string
@@ -96,7 +107,7 @@ func where(stack []event.Frame) (string, []string) {
 	for _, f := range stack {
 		all = append(all, f.Name)
 		fn := funcOf(f.Name)
-		if len(key) == 0 && contains(schedFrames, fn) {
+		if len(key) == 0 && (contains(schedFrames, fn) || tracingFrame(fn)) {
 			continue
 		}
 		if len(key) < 3 && fn != "" {
@@ -106,48 +117,105 @@ func where(stack []event.Frame) (string, []string) {
 	return strings.Join(key, " ← "), all
 }
 
+// preempted reports a switch-out that was a wait for a CPU, not a sleep:
+// the thread stayed runnable (preempted), or gave the CPU up at a
+// rescheduling point inside a long kernel loop (cond_resched).
+func preempted(sl *event.Sleep) bool {
+	return sl.Preempted || hasFrame(sl.Stack, []string{"__cond_resched", "_cond_resched", "preempt_schedule",
+		"preempt_schedule_common", "preempt_schedule_irq"})
+}
+
+// vforkWait reports a parent asleep in clone(CLONE_VFORK) or vfork until
+// its child execs or exits: waiting is what vfork is for.
+func vforkWait(stack []event.Frame) bool {
+	return hasFrame(stack, []string{"wait_for_vfork_done"}) ||
+		hasFrame(stack, []string{"kernel_clone"}) && hasFrame(stack, []string{"wait_for_completion_state",
+			"wait_for_completion_killable", "__wait_for_common"})
+}
+
 func (s *slow) Observe(e *event.Event) {
 	if e.Kind != event.KindSyscall || e.Syscall.Latency < slowMin {
 		return
 	}
 	sc := &e.Syscall
+	if len(sc.Sleeps) > 0 {
+		s.stacked = true
+	}
+	if sc.Unfinished {
+		return
+	}
 	name := event.SyscallName(s.arch, sc.Nr)
 	key, stack := name, []string(nil)
 	isAudit, waiting := false, waitCalls[name]
-	var slept uint64
+	var blocked, queued uint64 // ns asleep, and ns runnable without a CPU
+	var firstBlocked *event.Sleep
 	if len(sc.Sleeps) > 0 {
 		// The stacks decide, when there are stacks: a read of a pipe waits
 		// by design, a read stuck in I/O or on a lock does not.
 		stacked, waits := true, true
-		for _, sl := range sc.Sleeps {
-			slept += sl.Duration
+		for i := range sc.Sleeps {
+			sl := &sc.Sleeps[i]
 			if hasFrame(sl.Stack, []string{"audit_log_start"}) {
 				isAudit = true
 			}
 			if len(sl.Stack) == 0 {
 				stacked = false
-			} else if !hasFrame(sl.Stack, waitFrames) && !sl.Preempted {
+			}
+			if preempted(sl) {
+				queued += sl.Duration
+				continue
+			}
+			blocked += sl.Duration
+			if firstBlocked == nil {
+				firstBlocked = sl
+			}
+			if len(sl.Stack) > 0 && !hasFrame(sl.Stack, waitFrames) && !vforkWait(sl.Stack) {
 				waits = false
 			}
 		}
-		key, stack = where(sc.Sleeps[0].Stack)
-		if key == "" {
-			key = name
+		if firstBlocked != nil {
+			key, stack = where(firstBlocked.Stack)
+			if key == "" {
+				key = name
+			}
 		}
 		if stacked {
 			waiting = waits
-			// Preempted is not waiting when the call itself ran long: a
-			// call that spent the threshold on the CPU is slow, and where
-			// it was preempted says nothing of why.
-			if waits && sc.Latency-min(slept, sc.Latency) >= slowMin {
+			// A call that spent the threshold on the CPU is slow however
+			// it slept or queued on the way, and where it did says nothing
+			// of why; one that never blocked is running, whatever its name.
+			// A call mostly on the CPU joins the running calls of its
+			// syscall, wherever it blocked for a moment.
+			onCPU := sc.Latency - min(blocked+queued, sc.Latency)
+			if firstBlocked == nil || waits && onCPU >= slowMin || !waits && blocked*2 < sc.Latency {
 				waiting = false
 				key, stack = name, nil
 			}
 		}
-	}
-	if sc.Unfinished || (waiting || pureWaits[name]) && !isAudit {
+	} else if !isAudit && !pureWaits[name] {
+		// No switch-out at all: with sleep tracking on it ran on the CPU
+		// from entry to exit, a read of 64 MiB of /dev/urandom as much as
+		// a getrandom. Whether tracking was on, the report knows.
+		if len(s.unstacked) < 10000 {
+			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, sc: *sc})
+		}
 		return
 	}
+	if (waiting || pureWaits[name]) && !isAudit {
+		return
+	}
+	s.add(e.PID, e.Comm, sc, name, key, stack, isAudit, blocked, queued)
+}
+
+// unstackedCall is a slow call that never switched out: running if sleep
+// tracking was on, unknown (and left to waitCalls) if not.
+type unstackedCall struct {
+	pid  uint32
+	comm string
+	sc   event.Syscall
+}
+
+func (s *slow) add(pid uint32, comm string, sc *event.Syscall, name, key string, stack []string, isAudit bool, blocked, queued uint64) {
 	var g *slowGroup
 	if isAudit {
 		g = s.audit.group(key, stack)
@@ -161,7 +229,8 @@ func (s *slow) Observe(e *event.Event) {
 	g.calls[name]++
 	g.n++
 	g.totalNS += sc.Latency
-	g.sleptNS += slept
+	g.sleptNS += blocked
+	g.queuedNS += queued
 	if sc.Latency > g.maxNS {
 		g.maxNS = sc.Latency
 		approx := ""
@@ -182,7 +251,7 @@ func (s *slow) Observe(e *event.Event) {
 		}
 	}
 	if len(g.procs) < 8 {
-		g.procs[e.PID] = e.Comm
+		g.procs[pid] = comm
 	}
 }
 
@@ -207,6 +276,14 @@ func nonBlocking(arch event.Arch, sc *event.Syscall) bool {
 }
 
 func (s *slow) Findings(env *Env) []Finding {
+	for _, u := range s.unstacked {
+		name := event.SyscallName(s.arch, u.sc.Nr)
+		if !s.stacked && waitCalls[name] {
+			continue // without stacks, a read may have waited by design
+		}
+		s.add(u.pid, u.comm, &u.sc, name, name, nil, false, 0, 0)
+	}
+	s.unstacked = nil
 	out := s.audit.Findings(env)
 	for _, g := range s.groups {
 		sev := Info
@@ -225,13 +302,20 @@ func (s *slow) Findings(env *Env) []Finding {
 			// Mostly on the CPU: the kernel was working, not waiting.
 			f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel", g.n, callList(g.calls), units.Duration(g.maxNS))
 			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, most of it on the CPU inside the kernel "+
-				"rather than asleep: the work the calls asked for is large (a big buffer, many pages, a long list).",
-				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS))
+				"rather than asleep: the work the calls asked for is large (a big buffer, many pages, a long list).%s",
+				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), queuedText(g))
 			f.Fix = "Ask for less per call, or less often; `sysray profile -- CMD` shows the kernel functions the time goes to."
 		}
 		out = append(out, f)
 	}
 	return out
+}
+
+func queuedText(g *slowGroup) string {
+	if g.queuedNS*10 < g.totalNS {
+		return ""
+	}
+	return fmt.Sprintf(" Of that, %s went to waiting for a CPU while runnable: more runnable threads than CPUs.", units.Duration(g.queuedNS))
 }
 
 func sleptWhere(g *slowGroup) string {
