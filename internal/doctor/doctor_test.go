@@ -366,3 +366,18 @@ func TestSlowClassification(t *testing.T) {
 		t.Errorf("a read that never switched out is not running:\n%s", got)
 	}
 }
+
+// A futex wait interrupted by a signal (Go's preemption) is emitted from
+// the thread's next call, without its sleeps: still a wait, not a call
+// running 190 ms in the kernel.
+func TestSlowInterruptedWait(t *testing.T) {
+	const nrFutex, nrRead = 202, 0
+	fut := sys(70, 100, nrFutex, -512, 190_000_000, 0x1000, 0x80, 0)
+	sleepy := sys(70, 300, nrRead, 10, 20_000_000, 3, 0x1000, 10)
+	sleepy.Syscall.Sleeps = []event.Sleep{{Duration: 5_000_000, Stack: frames("__schedule", "schedule", "pipe_read")}}
+	for _, f := range findings([]event.Event{fut, sleepy}) {
+		if f.ID == "slow-syscall" && strings.Contains(f.Title, "futex") {
+			t.Errorf("interrupted futex wait reported: %s", f.Title)
+		}
+	}
+}

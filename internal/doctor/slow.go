@@ -192,7 +192,9 @@ func (s *slow) Observe(e *event.Event) {
 				key, stack = name, nil
 			}
 		}
-	} else if !isAudit && !pureWaits[name] {
+	} else if !isAudit && !pureWaits[name] && !(waitCalls[name] && interrupted(sc.Ret)) {
+		// (A wait a signal interrupted comes back without its sleeps: it
+		// is held until the thread's next call, and emitted from there.)
 		// No switch-out at all: with sleep tracking on it ran on the CPU
 		// from entry to exit, a read of 64 MiB of /dev/urandom as much as
 		// a getrandom. Whether tracking was on, the report knows.
@@ -206,6 +208,10 @@ func (s *slow) Observe(e *event.Event) {
 	}
 	s.add(e.PID, e.Comm, sc, name, key, stack, isAudit, blocked, queued)
 }
+
+// interrupted: the call returned for a signal (EINTR, or a restart the
+// kernel turns into one).
+func interrupted(ret int64) bool { return ret == -4 || ret <= -512 && ret >= -516 }
 
 // unstackedCall is a slow call that never switched out: running if sleep
 // tracking was on, unknown (and left to waitCalls) if not.

@@ -15,9 +15,9 @@ var growthVariants = []Variant{
 		Mode: Cmd, Argv: []string{"forkgrow", "-s", "fork", "-n", "20", "-m", "2400"}, Expect: grows("fork")},
 	{Name: "latency-grows-with-count/200-forks", Differs: "200 forks, 240 more mappings before each",
 		Mode: Cmd, Argv: []string{"forkgrow", "-n", "200", "-m", "240"}, Expect: grows("clone")},
-	{Name: "latency-grows-with-count/pid", Differs: "forking every 100 ms for 4 s; sysray attaches with -p after 1 s, for 3 s",
-		Mode: PID, Argv: []string{"forkgrow", "-n", "40", "-m", "1200", "-i", "100"},
-		Lead: time.Second, For: 3 * time.Second, Expect: grows("clone")},
+	{Name: "latency-grows-with-count/pid", Differs: "forking every 60 ms for ~4.5 s; sysray attaches with -p after 0.5 s, for 4 s",
+		Mode: PID, Argv: []string{"forkgrow", "-n", "60", "-m", "800", "-i", "60"},
+		Lead: 500 * time.Millisecond, For: 4 * time.Second, Expect: grows("clone")},
 }
 
 func grows(call string) Expect {
