@@ -16,4 +16,5 @@ var All = slices.Concat(
 	retryVariants,
 	slowVariants,
 	errorVariants,
+	auditVariants,
 )
