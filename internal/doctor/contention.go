@@ -17,7 +17,6 @@ type contention struct {
 	arch    event.Arch
 	calls   map[uint32][]span // by syscall
 	procs   map[uint32]*procSpan
-	threads map[uint32]*lifetime         // by tid
 	slept   map[uint32]map[string]uint64 // by syscall: where slow calls slept, ns
 	counted map[uint32]uint64            // by syscall: calls, when the kernel counted them
 }
@@ -39,7 +38,7 @@ const maxSpans = 200000
 
 func newContention(arch event.Arch) *contention {
 	return &contention{arch: arch, calls: map[uint32][]span{}, procs: map[uint32]*procSpan{},
-		threads: map[uint32]*lifetime{}, slept: map[uint32]map[string]uint64{}}
+		slept: map[uint32]map[string]uint64{}}
 }
 
 // counts replaces the time each process spent in each syscall with the
@@ -61,13 +60,6 @@ func (c *contention) counts(cells []stat.Cell) {
 }
 
 func (c *contention) Observe(e *event.Event) {
-	t := c.threads[e.TID]
-	if t == nil {
-		t = &lifetime{pid: e.PID, first: e.Time}
-		c.threads[e.TID] = t
-	}
-	t.first = min(t.first, e.Time)
-	t.last = max(t.last, e.End())
 	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
 		return
 	}
@@ -117,13 +109,7 @@ var ioWaits = map[string]bool{"fsync": true, "fdatasync": true, "sync": true, "s
 	"sync_file_range": true, "msync": true}
 
 func (c *contention) Findings(env *Env) []Finding {
-	// A process's time is its threads' time: the sum of their lifetimes.
-	threadNS := map[uint32]uint64{}
-	for _, t := range c.threads {
-		if t.last > t.first {
-			threadNS[t.pid] += t.last - t.first
-		}
-	}
+	threadNS, _ := env.threadTime()
 	cpu := cpuByProc(env.oncpu)
 	var out []Finding
 	for nr, spans := range c.calls {

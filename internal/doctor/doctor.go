@@ -86,10 +86,31 @@ type Host struct {
 type Env struct {
 	Host    Host
 	Procs   *proc.Table
-	Span    uint64            // ns between the first and last event
-	cgroups map[uint32]uint64 // each process's cgroup, as its events said
-	series  *Series           // live: the kernel's counts over time
-	oncpu   []CPUSample       // live: where the CPUs were, sampled
+	Span    uint64               // ns between the first and last event
+	cgroups map[uint32]uint64    // each process's cgroup, as its events said
+	threads map[uint32]*lifetime // by tid: first and last event
+	series  *Series              // live: the kernel's counts over time
+	oncpu   []CPUSample          // live: where the CPUs were, sampled
+}
+
+// lifetime is a thread's span as its events saw it.
+type lifetime struct {
+	pid         uint32
+	first, last uint64
+}
+
+// threadTime is each process's time as its threads' lifetimes add up (a
+// process of eight busy threads has eight seconds a second to spend), and
+// its number of threads.
+func (env *Env) threadTime() (map[uint32]uint64, map[uint32]int) {
+	ns, n := map[uint32]uint64{}, map[uint32]int{}
+	for _, t := range env.threads {
+		if t.last > t.first {
+			ns[t.pid] += t.last - t.first
+			n[t.pid]++
+		}
+	}
+	return ns, n
 }
 
 // ProcName names a process for a report: "comm[pid]" plus its command line
@@ -140,7 +161,7 @@ type Doctor struct {
 
 // New returns a doctor with every detector.
 func New(host Host, procs *proc.Table) *Doctor {
-	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}}}
+	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}, threads: map[uint32]*lifetime{}}}
 	d.detectors = []Detector{
 		newVsyscall(host.Libc),
 		newFatal(host.Arch, host.OOMKills),
@@ -185,6 +206,13 @@ func (d *Doctor) Observe(e *event.Event) {
 	if _, ok := d.env.cgroups[e.PID]; !ok || e.Kind == event.KindExec {
 		d.env.cgroups[e.PID] = e.Cgroup
 	}
+	t := d.env.threads[e.TID]
+	if t == nil {
+		t = &lifetime{pid: e.PID, first: e.Time}
+		d.env.threads[e.TID] = t
+	}
+	t.first = min(t.first, e.Time)
+	t.last = max(t.last, e.End())
 	if d.first == 0 || e.Time < d.first {
 		d.first = e.Time
 	}

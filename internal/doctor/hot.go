@@ -16,15 +16,9 @@ import (
 // its threads do. Each call is fast, so no latency rule sees it; the harm
 // is the sum. The cheaper path depends on what the call is for.
 type hot struct {
-	arch    event.Arch
-	threads map[uint32]*lifetime // by tid
-	calls   map[hotKey]*hotCalls
-	exact   bool // counts and totals came from the kernel
-}
-
-type lifetime struct {
-	pid         uint32
-	first, last uint64
+	arch  event.Arch
+	calls map[hotKey]*hotCalls
+	exact bool // counts and totals came from the kernel
 }
 
 type hotKey struct {
@@ -43,7 +37,7 @@ type hotCalls struct {
 }
 
 func newHot(arch event.Arch) *hot {
-	return &hot{arch: arch, threads: map[uint32]*lifetime{}, calls: map[hotKey]*hotCalls{}}
+	return &hot{arch: arch, calls: map[hotKey]*hotCalls{}}
 }
 
 // The hot-syscall rule (docs/doctor.md gives the reasoning):
@@ -85,13 +79,6 @@ func (h *hot) counts(cells []stat.Cell) {
 }
 
 func (h *hot) Observe(e *event.Event) {
-	t := h.threads[e.TID]
-	if t == nil {
-		t = &lifetime{pid: e.PID, first: e.Time}
-		h.threads[e.TID] = t
-	}
-	t.first = min(t.first, e.Time)
-	t.last = max(t.last, e.End())
 	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
 		return
 	}
@@ -174,16 +161,7 @@ func zeroTimeout(name string, s *event.Syscall) bool {
 }
 
 func (h *hot) Findings(env *Env) []Finding {
-	// Thread time per process: the sum of its threads' lifetimes, so a
-	// process of eight busy threads has eight seconds a second to spend.
-	threadNS := map[uint32]uint64{}
-	nthreads := map[uint32]int{}
-	for _, t := range h.threads {
-		if t.last > t.first {
-			threadNS[t.pid] += t.last - t.first
-			nthreads[t.pid]++
-		}
-	}
+	threadNS, nthreads := env.threadTime()
 	cpu := cpuByProc(env.oncpu)
 	var out []Finding
 	for k, c := range h.calls {
