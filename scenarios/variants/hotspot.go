@@ -17,13 +17,13 @@ var hotspotVariants = []Variant{
 		Mode: Cmd, Argv: []string{"fadvise", "-writers", "1", "-cgroups=false", "-d", "2s"}, Expect: hotspotInfo},
 	{Name: "kernel-hotspot/eight-writers", Differs: "8 writers, each in its own cgroup, for 1 s",
 		Mode: Cmd, Argv: []string{"fadvise", "-writers", "8", "-d", "1s"}, Expect: hotspot},
-	{Name: "kernel-hotspot/half-second", Differs: "2 writers for 0.5 s",
-		Mode: Cmd, Argv: []string{"fadvise", "-writers", "2", "-cgroups=false", "-d", "500ms"}, Expect: hotspot},
+	{Name: "kernel-hotspot/half-second", Differs: "3 writers in one cgroup for 0.5 s",
+		Mode: Cmd, Argv: []string{"fadvise", "-writers", "3", "-cgroups=false", "-d", "500ms"}, Expect: hotspot},
 	{Name: "kernel-hotspot/pid", Differs: "one writer already running; sysray attaches with -p for 2 s (info, as one process)",
 		Mode: PID, Argv: []string{"fadvise-writer", "-f", "{tmp}/w.log", "-s", "200", "-d", "5"},
 		Lead: time.Second, For: 2 * time.Second, Expect: hotspotInfo},
-	{Name: "kernel-hotspot/host", Differs: "2 writers already running; sysray traces the whole host for 2 s",
-		Mode: Host, Argv: []string{"fadvise", "-writers", "2", "-cgroups=false", "-d", "5s"},
+	{Name: "kernel-hotspot/host", Differs: "3 writers in one cgroup already running; sysray traces the whole host for 2 s",
+		Mode: Host, Argv: []string{"fadvise", "-writers", "3", "-cgroups=false", "-d", "5s"},
 		Lead: time.Second, For: 2 * time.Second, Expect: hotspot},
 }
 
