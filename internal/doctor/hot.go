@@ -182,6 +182,14 @@ func (h *hot) Findings(env *Env) []Finding {
 		if share >= hotShare && hotClass(name) != classOther {
 			sev = Warning
 		}
+		// Reads and writes are unbuffered only when they move a few bytes
+		// each: a tar reading many small files makes many short reads too,
+		// each the whole file.
+		if hotClass(name) == classIO {
+			if m := medianU(c.sizes); len(c.sizes) == 0 || m == 0 || m > 64 {
+				sev = Info
+			}
+		}
 		why, fix, ev := h.explain(name, c, env)
 		ev["syscall"] = name
 		ev["calls"] = c.n
