@@ -150,9 +150,11 @@ func hotClass(name string) class {
 // zeroTimeout reports a poll-family call that was told not to wait.
 func zeroTimeout(name string, s *event.Syscall) bool {
 	switch name {
-	case "poll", "epoll_wait", "epoll_pwait", "epoll_pwait2":
-		return int32(s.Args[2]) == 0 || (name == "epoll_pwait2" && s.Args[3] != 0 && s.Latency < hotCheap)
-	case "ppoll", "pselect6", "select":
+	case "poll": // poll(fds, nfds, timeout)
+		return int32(s.Args[2]) == 0
+	case "epoll_wait", "epoll_pwait": // (epfd, events, maxevents, timeout, ...)
+		return int32(s.Args[3]) == 0
+	case "ppoll", "pselect6", "select", "epoll_pwait2":
 		// The timeout is a pointer; a call that returned at once without a
 		// ready fd is the same thing in effect.
 		return s.Ret == 0 && s.Latency < hotCheap
