@@ -11,8 +11,8 @@ var growthVariants = []Variant{
 	// the process maps more. The demo had thousands of mmap calls.
 	{Name: "latency-grows-with-count/30-forks", Differs: "30 forks, 1,600 more mappings before each (issue #10's case)",
 		Mode: Cmd, Argv: []string{"forkgrow", "-n", "30", "-m", "1600"}, Expect: grows("clone")},
-	{Name: "latency-grows-with-count/fork-syscall", Differs: "the fork syscall instead of clone, 20 forks",
-		Mode: Cmd, Argv: []string{"forkgrow", "-s", "fork", "-n", "20", "-m", "2400"}, Expect: grows("fork")},
+	{Name: "latency-grows-with-count/fork-syscall", Differs: "the fork syscall instead of clone, 30 forks",
+		Mode: Cmd, Argv: []string{"forkgrow", "-s", "fork", "-n", "30", "-m", "2000"}, Expect: grows("fork")},
 	{Name: "latency-grows-with-count/200-forks", Differs: "200 forks, 240 more mappings before each",
 		Mode: Cmd, Argv: []string{"forkgrow", "-n", "200", "-m", "240"}, Expect: grows("clone")},
 	{Name: "latency-grows-with-count/pid", Differs: "forking every 60 ms for ~4.5 s; sysray attaches with -p after 0.5 s, for 4 s",
