@@ -21,6 +21,8 @@ char LICENSE[] SEC("license") = "GPL";
 #define SIGBUS 7
 #define SIGFPE 8
 #define SIGSEGV 11
+#define SIGSYS 31
+#define SECCOMP_MODE_FILTER 2
 
 #define ERESTARTSYS 512
 #define ERESTART_RESTARTBLOCK 516
@@ -794,12 +796,49 @@ static __always_inline bool stat_account(struct task_state *st, long ret, __u64 
 	return c <= 64 && (c & (c - 1)) == 0;
 }
 
+/*
+ * A seccomp filter that answers a call itself (SECCOMP_RET_ERRNO, or a
+ * supervisor's reply to SECCOMP_RET_USER_NOTIF) skips the syscall and its
+ * sys_enter tracepoint, but not sys_exit. So a failed exit with no entry,
+ * in a thread under a filter, is a call its policy refused: the one sign in
+ * the kernel of a container profile older than the program's libc.
+ */
+static __noinline void refused(struct task_state *st, struct pt_regs *regs, long ret)
+{
+	long id = BPF_CORE_READ(regs, orig_ax);
+	if (id < 0 || !syscall_wanted(id))
+		return; /* a filtered-out call: its entry was skipped by us, not by seccomp */
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ(task, seccomp.mode) != SECCOMP_MODE_FILTER)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	st->nr = id;
+	st->seq++; /* a call of its own: no sleeps of the last one */
+	st->ts = now;
+	load_args(st, regs);
+	if (cfg_stat) {
+		stat_account(st, ret, 0, true);
+		if (!cfg_sample)
+			return;
+		st->prev_failed = true;
+	}
+	if (cfg_min_latency)
+		return;
+	emit_syscall(st, ret, now, F_REFUSED, NULL);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
-	if (!st || !st->active)
+	if (!st)
 		return 0;
+	if (!st->active) {
+		/* seq: the thread has entered a call since we attached, so it was not inside one then. */
+		if (st->seq && ret < 0 && ret >= -4095)
+			refused(st, regs, ret);
+		return 0;
+	}
 	st->active = 0;
 	__u64 now = 0;
 	__u8 flags = 0;
@@ -973,11 +1012,18 @@ static __always_inline void sig_fields(struct sig_rec *r, int sig, struct kernel
 	r->sig = sig;
 	r->code = 0;
 	r->addr = 0;
+	r->syscall = -1;
+	r->arch = 0;
 	/* SEND_SIG_NOINFO (0) and SEND_SIG_PRIV (1) are not pointers. */
 	if ((unsigned long)info > 1) {
 		r->code = BPF_CORE_READ(info, si_code);
 		if (fault_signal(sig))
 			r->addr = (__u64)BPF_CORE_READ(info, _sifields._sigfault._addr);
+		if (sig == SIGSYS) { /* seccomp's RET_KILL or RET_TRAP: which call, from where */
+			r->addr = (__u64)BPF_CORE_READ(info, _sifields._sigsys._call_addr);
+			r->syscall = BPF_CORE_READ(info, _sifields._sigsys._syscall);
+			r->arch = BPF_CORE_READ(info, _sifields._sigsys._arch);
+		}
 	} else if ((unsigned long)info == 1) {
 		r->code = 0x80; /* SI_KERNEL */
 	}

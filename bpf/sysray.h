@@ -33,6 +33,7 @@ enum kind {
 #define F_GROUP 8      /* signal: sent to the thread group */
 #define F_SLEEPS 16    /* syscall: a struct sleeps block follows the record */
 #define F_APPROX 32    /* syscall: latency estimated to within one kernel tick (lean timing) */
+#define F_REFUSED 64   /* syscall: answered by a seccomp filter, never run (no sys_enter) */
 
 struct hdr {
 	__u8 kind;
@@ -164,6 +165,8 @@ struct sig_rec {
 	__s32 result;
 	__u64 addr;
 	__u64 handler;
+	__s32 syscall; /* SIGSYS from seccomp: the refused call, and its audit arch */
+	__u32 arch;
 };
 
 struct fork_rec {
@@ -228,7 +231,7 @@ _Static_assert(sizeof(struct hdr) == 48, "hdr");
 _Static_assert(sizeof(struct sys_rec) == 128, "sys_rec");
 _Static_assert(sizeof(struct fault_rec) == 80, "fault_rec");
 _Static_assert(sizeof(struct vsys_rec) == 64, "vsys_rec");
-_Static_assert(sizeof(struct sig_rec) == 88, "sig_rec");
+_Static_assert(sizeof(struct sig_rec) == 96, "sig_rec");
 _Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");
 _Static_assert(sizeof(struct exec_rec) == 1144, "exec_rec");
 _Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");

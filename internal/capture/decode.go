@@ -262,6 +262,17 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 				d.fail("mappings: " + y.bad)
 			}
 		}
+		if tag == extRefused && e.Kind == event.KindSyscall {
+			e.Syscall.Refused = true
+		}
+		if tag == extSigsys && (e.Kind == event.KindSignalGenerate || e.Kind == event.KindSignalDeliver) {
+			y := &blockDecoder{buf: v}
+			e.Signal.Syscall = int32(unzigzag(y.uvarint()))
+			e.Signal.Arch = uint32(y.uvarint())
+			if y.bad != "" {
+				d.fail("seccomp signal: " + y.bad)
+			}
+		}
 		if tag == extFaultSP && e.Kind == event.KindPageFault {
 			y := &blockDecoder{buf: v}
 			e.Fault.SP = y.uvarint()

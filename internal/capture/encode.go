@@ -115,7 +115,11 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 		if dataMask != 0 {
 			flags |= fData
 		}
-		if sc.UserStack != nil || sc.Sleeps != nil || sc.Approx || sc.Maps != 0 {
+		if sc.UserStack != nil || sc.Sleeps != nil || sc.Approx || sc.Maps != 0 || sc.Refused {
+			flags |= fExt
+		}
+	case event.KindSignalGenerate, event.KindSignalDeliver:
+		if e.Signal.Syscall != 0 || e.Signal.Arch != 0 {
 			flags |= fExt
 		}
 	case event.KindFork, event.KindExec, event.KindExit:
@@ -265,6 +269,8 @@ const (
 	extRecent     = 4
 	extApprox     = 5
 	extMaps       = 6
+	extRefused    = 7
+	extSigsys     = 8
 )
 
 // appendExt writes the record extension: length-prefixed (tag, length,
@@ -300,6 +306,17 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 	if e.Kind == event.KindSyscall && e.Syscall.Maps != 0 {
 		ext = appendUvarint(ext, extMaps)
 		ext = appendBytes(ext, appendUvarint(s.extField[:0], uint64(e.Syscall.Maps)))
+	}
+	if e.Kind == event.KindSyscall && e.Syscall.Refused {
+		ext = appendUvarint(ext, extRefused)
+		ext = appendBytes(ext, nil)
+	}
+	if g := &e.Signal; (e.Kind == event.KindSignalGenerate || e.Kind == event.KindSignalDeliver) && (g.Syscall != 0 || g.Arch != 0) {
+		v := appendUvarint(s.extField[:0], zigzag(int64(g.Syscall)))
+		v = appendUvarint(v, uint64(g.Arch))
+		ext = appendUvarint(ext, extSigsys)
+		ext = appendBytes(ext, v)
+		s.extField = v
 	}
 	if e.Kind == event.KindPageFault && e.Fault.SP != 0 {
 		ext = appendUvarint(ext, extFaultSP)

@@ -79,6 +79,9 @@ type Syscall struct {
 	// Approx marks a latency known to within a kernel tick, not timed by
 	// the clock (the doctor's lean timing; see docs/doctor.md).
 	Approx bool
+	// Refused marks a call a seccomp filter answered itself: the kernel
+	// never ran it, and Ret is the filter's errno. Latency is then 0.
+	Refused bool
 	// Maps is the number of memory mappings the process had when the call
 	// returned, where the kernel read it (the doctor's lean mode); 0
 	// otherwise.
@@ -140,7 +143,18 @@ type Signal struct {
 	Result    int32  // signal_generate only: TRACE_SIGNAL_* result
 	Group     bool   // sent to the whole thread group
 	Handler   uint64 // signal_deliver only: sa_handler (0 SIG_DFL, 1 SIG_IGN)
+	// SIGSYS raised by seccomp (Code SysSeccomp) only: the call the filter
+	// refused (si_syscall, a number of Arch, si_arch: an AUDIT_ARCH_*
+	// value). Addr is then the address after the syscall instruction.
+	Syscall int32
+	Arch    uint32
 }
+
+// SIGSYS and its si_code for a seccomp filter's RET_KILL or RET_TRAP.
+const (
+	SIGSYS     = 31
+	SysSeccomp = 1
+)
 
 // Proc describes fork, exec and exit events.
 type Proc struct {

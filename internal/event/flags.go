@@ -24,6 +24,7 @@ const (
 	argPrctlOp                          // PR_SET_NAME
 	argWaitOptions                      // WNOHANG|__WALL
 	argFdFlags                          // O_CLOEXEC|O_NONBLOCK without an access mode (pipe2, dup3)
+	argAccessFlags                      // AT_EACCESS|AT_SYMLINK_NOFOLLOW (faccessat2)
 )
 
 // flag names one bit pattern. Tables list flags in the order strace prints
@@ -334,6 +335,13 @@ var atFlags = []flag{
 	{0x2000, "AT_STATX_FORCE_SYNC"},
 	{0x4000, "AT_STATX_DONT_SYNC"},
 	{0x8000, "AT_RECURSIVE"},
+}
+
+// accessAtFlags are faccessat2's: there 0x200 is AT_EACCESS.
+var accessAtFlags = []flag{
+	{0x100, "AT_SYMLINK_NOFOLLOW"},
+	{0x200, "AT_EACCESS"},
+	{0x1000, "AT_EMPTY_PATH"},
 }
 
 var sockFamilies = map[uint64]string{

@@ -84,6 +84,8 @@ func formatArg(a Arch, spec ArgSpec, v uint64, data []byte, trunc bool) string {
 		return formatEnum(v, sigHows)
 	case argAccessMode:
 		return formatFlags(v, accessFlags, "F_OK")
+	case argAccessFlags:
+		return formatFlags(v, accessAtFlags, "0")
 	case argMadvise:
 		return formatEnum(v, madvice)
 	case argEpollOp:

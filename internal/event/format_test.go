@@ -197,6 +197,8 @@ func TestFormatArg(t *testing.T) {
 		{k(argSigHow), 2, nil, false, "SIG_SETMASK"},
 		{k(argAccessMode), 0, nil, false, "F_OK"},
 		{k(argAccessMode), 5, nil, false, "R_OK|X_OK"},
+		{k(argAccessFlags), 0x200, nil, false, "AT_EACCESS"},
+		{k(argAccessFlags), 0x1300, nil, false, "AT_SYMLINK_NOFOLLOW|AT_EACCESS|AT_EMPTY_PATH"},
 		{k(argMadvise), 4, nil, false, "MADV_DONTNEED"},
 		{k(argEpollOp), 1, nil, false, "EPOLL_CTL_ADD"},
 		{k(argShutdownHow), 2, nil, false, "SHUT_RDWR"},

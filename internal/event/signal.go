@@ -1,6 +1,7 @@
 package event
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -164,4 +165,26 @@ func SigCodeName(sig, code int) string {
 		return c[code]
 	}
 	return strconv.Itoa(code)
+}
+
+// Audit architectures (linux/audit.h) that si_arch names in a seccomp SIGSYS.
+const (
+	auditArchX86_64  = 0xc000003e
+	auditArchAArch64 = 0xc00000b7
+	auditArchI386    = 0x40000003
+)
+
+// SeccompCall names the call a seccomp SIGSYS refused: "clone3", or, for a
+// call of an ABI sysray has no table for (a 32-bit program on a 64-bit
+// kernel), "syscall 120 of i386".
+func (s *Signal) SeccompCall() string {
+	switch s.Arch {
+	case auditArchX86_64:
+		return SyscallName(ArchAMD64, uint32(s.Syscall))
+	case auditArchAArch64:
+		return SyscallName(ArchARM64, uint32(s.Syscall))
+	case auditArchI386:
+		return fmt.Sprintf("syscall %d of i386", s.Syscall)
+	}
+	return fmt.Sprintf("syscall %d of audit arch %#x", s.Syscall, s.Arch)
 }

@@ -62,7 +62,7 @@ var specTable = []Spec{
 	sc("pwritev2", ArgInt, fd("fd"), ptr("iov"), size("iovcnt"), off("offset"), hx("offset_high"), hx("flags")),
 	sc("access", ArgInt, path("pathname"), arg("mode", argAccessMode)),
 	sc("faccessat", ArgInt, dirfd("dirfd"), path("pathname"), arg("mode", argAccessMode)),
-	sc("faccessat2", ArgInt, dirfd("dirfd"), path("pathname"), arg("mode", argAccessMode), arg("flags", ArgAtFlags)),
+	sc("faccessat2", ArgInt, dirfd("dirfd"), path("pathname"), arg("mode", argAccessMode), arg("flags", argAccessFlags)),
 	sc("pipe", ArgInt, ptr("pipefd")),
 	sc("pipe2", ArgInt, ptr("pipefd"), arg("flags", argFdFlags)),
 	sc("dup", ArgFd, fd("oldfd")),

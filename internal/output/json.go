@@ -48,6 +48,7 @@ type SyscallJSON struct {
 	LatencyNS  uint64      `json:"latency_ns"`
 	Unfinished bool        `json:"unfinished,omitempty"`
 	Approx     bool        `json:"latency_approx,omitempty"`
+	Refused    bool        `json:"refused,omitempty"`
 	UserStack  []string    `json:"user_stack,omitempty"`
 	Sleeps     []SleepJSON `json:"sleeps,omitempty"`
 }
@@ -106,6 +107,9 @@ type SignalJSON struct {
 	Group     bool   `json:"group,omitempty"`
 	Result    int32  `json:"result,omitempty"`
 	Handler   string `json:"handler,omitempty"`
+	// SIGSYS from seccomp only: the refused call.
+	Syscall   string `json:"syscall,omitempty"`
+	SyscallNr *int32 `json:"syscall_nr,omitempty"`
 }
 
 type ForkJSON struct {
@@ -151,7 +155,7 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 	switch e.Kind {
 	case event.KindSyscall:
 		s := &e.Syscall
-		sj := &SyscallJSON{Name: event.SyscallName(arch, s.Nr), Nr: s.Nr, Ret: s.Ret, LatencyNS: s.Latency, Unfinished: s.Unfinished, Approx: s.Approx, Args: []ArgJSON{}}
+		sj := &SyscallJSON{Name: event.SyscallName(arch, s.Nr), Nr: s.Nr, Ret: s.Ret, LatencyNS: s.Latency, Unfinished: s.Unfinished, Approx: s.Approx, Refused: s.Refused, Args: []ArgJSON{}}
 		if s.Failed() {
 			sj.Errno = event.ErrnoName(int(-s.Ret))
 		}
@@ -186,6 +190,10 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 			Addr: s.Addr, SenderPID: s.SenderPID, TargetPID: s.TargetPID, TargetTID: s.TargetTID, Group: s.Group, Result: s.Result}
 		if e.Kind == event.KindSignalDeliver {
 			sj.Handler = handlerName(s.Handler)
+		}
+		if s.Sig == event.SIGSYS && s.Code == event.SysSeccomp {
+			nr := s.Syscall
+			sj.Syscall, sj.SyscallNr = s.SeccompCall(), &nr
 		}
 		r.Signal = sj
 	case event.KindFork:

@@ -114,6 +114,9 @@ func Body(e *event.Event, arch event.Arch) string {
 		if s.Unfinished {
 			lat = fmt.Sprintf(" <unfinished %d.%06d>", s.Latency/1e9, s.Latency%1e9/1e3)
 		}
+		if s.Refused {
+			lat = " <refused by seccomp>"
+		}
 		return event.FormatSyscall(arch, s) + lat
 	case event.KindPageFault:
 		f := &e.Fault
@@ -126,6 +129,9 @@ func Body(e *event.Event, arch event.Arch) string {
 		fmt.Fprintf(&b, "signal_generate sig=%s code=%s", sigName(s.Sig), event.SigCodeName(int(s.Sig), int(s.Code)))
 		if faultSig(s.Sig) {
 			fmt.Fprintf(&b, " addr=%#x", s.Addr)
+		}
+		if s.Sig == event.SIGSYS && s.Code == event.SysSeccomp {
+			fmt.Fprintf(&b, " syscall=%s call_addr=%#x", s.SeccompCall(), s.Addr)
 		}
 		fmt.Fprintf(&b, " sender=%d target=%d:%d", s.SenderPID, s.TargetPID, s.TargetTID)
 		if s.Group {
@@ -141,6 +147,9 @@ func Body(e *event.Event, arch event.Arch) string {
 		fmt.Fprintf(&b, "signal_deliver sig=%s code=%s", sigName(s.Sig), event.SigCodeName(int(s.Sig), int(s.Code)))
 		if faultSig(s.Sig) {
 			fmt.Fprintf(&b, " addr=%#x", s.Addr)
+		}
+		if s.Sig == event.SIGSYS && s.Code == event.SysSeccomp {
+			fmt.Fprintf(&b, " syscall=%s call_addr=%#x", s.SeccompCall(), s.Addr)
 		}
 		b.WriteString(" handler=" + handlerName(s.Handler))
 		return b.String()

@@ -17,7 +17,7 @@ const (
 	sysSize    = 128
 	faultSize  = 80
 	vsysSize   = 64
-	sigSize    = 88
+	sigSize    = 96
 	forkSize   = 72
 	execSize   = 1144
 	exitSize   = 56
@@ -39,6 +39,7 @@ const (
 	fGroup      = 8
 	fSleeps     = 16
 	fApprox     = 32
+	fRefused    = 64
 )
 
 var le = binary.LittleEndian
@@ -127,6 +128,7 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		s.Maps = le.Uint32(b[124:])
 		s.Unfinished = flags&fUnfinished != 0
 		s.Approx = flags&fApprox != 0
+		s.Refused = flags&fRefused != 0
 		if s.Unfinished {
 			s.Ret = 0
 		}
@@ -168,6 +170,10 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 			Addr:      le.Uint64(b[72:]),
 			Handler:   le.Uint64(b[80:]),
 			Group:     flags&fGroup != 0,
+		}
+		if e.Signal.Sig == event.SIGSYS && e.Signal.Code == event.SysSeccomp {
+			e.Signal.Syscall = int32(le.Uint32(b[88:]))
+			e.Signal.Arch = le.Uint32(b[92:])
 		}
 	case event.KindFork:
 		e.Proc = event.Proc{
