@@ -183,6 +183,22 @@ func TestStoryMAP32BIT(t *testing.T) {
 	}
 }
 
+func TestStoryRefused(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "refused"), "syscall-refused", "warning")
+	has(t, f, "syscalls", "errno", "refused", "examples", "filter_installed_by")
+	if got := strings.Join(anyStrings(f.Evidence["syscalls"]), ","); got != "clone3,faccessat2" || f.Evidence["errno"] != "EPERM" {
+		t.Errorf("refused %s with %v, want clone3,faccessat2 with EPERM", got, f.Evidence["errno"])
+	}
+	// newlibc's defaults: 4 threads, 30 access checks, each refused once.
+	if n, _ := f.Evidence["refused"].(float64); n != 34 {
+		t.Errorf("%v refused calls, want 34", f.Evidence["refused"])
+	}
+	if n, _ := f.Evidence["fell_back"].(float64); n != 0 {
+		t.Errorf("%v fallbacks, want 0: glibc does not fall back on EPERM", f.Evidence["fell_back"])
+	}
+}
+
 // Ordinary work yields nothing at warning or above.
 func TestBenignWorkloads(t *testing.T) {
 	requireBPF(t)

@@ -35,6 +35,8 @@ var demos = []demo{
 		[]string{"audit", "-d", "4s"}, []string{"audit-backlog-stall"}},
 	{"map32", "Thread stacks allocated with MAP_32BIT, as old glibc did, until the low 2 GiB are full.",
 		[]string{"map32", "-n", "1500"}, []string{"failed-syscall-retry"}},
+	{"refused", "A current glibc program under a container runtime's seccomp profile that predates clone3 and faccessat2 and answers EPERM: glibc cannot fall back.",
+		[]string{"seccomp-run", "-a", "eperm", "--", "newlibc"}, []string{"syscall-refused"}},
 }
 
 func newDemo() *cobra.Command {

@@ -172,6 +172,7 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newHot(host.Arch),
 		newErrors(host.Arch),
 		newExecFail(host.Arch),
+		newRefused(host.Arch),
 	}
 	return d
 }

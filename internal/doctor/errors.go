@@ -38,8 +38,8 @@ func (x *errs) counts(cells []stat.Cell) {
 }
 
 func (x *errs) Observe(e *event.Event) {
-	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
-		return
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Refused {
+		return // refused calls are syscall-refused's
 	}
 	x.calls[pidNr{e.PID, e.Syscall.Nr}]++
 	if !e.Syscall.Failed() {

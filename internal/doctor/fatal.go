@@ -296,7 +296,7 @@ func (f *fatal) Findings(env *Env) []Finding {
 		ev := map[string]any{"pid": d.pid, "tid": d.tid, "comm": d.comm, "cgroup": d.cgroup, "signal": sigName,
 			"exit_status": 128 + d.sig, "core_dumped": d.core, "last_syscalls": last}
 		sev := Warning
-		var what string
+		var what, seccompCall string
 		switch {
 		case d.fault != nil && faultSignal(int32(d.sig)):
 			sev = Critical
@@ -333,6 +333,19 @@ func (f *fatal) Findings(env *Env) []Finding {
 			}
 			ev["instruction_is"] = desc
 			what = fmt.Sprintf("%s at instruction %#x (%s)", desc, d.signal.Addr, code)
+		case d.sig == event.SIGSYS && d.signal != nil && d.signal.Code == event.SysSeccomp:
+			// Its filter's RET_KILL (or RET_TRAP with no handler): the call
+			// was never run. syscall-refused's family, so its id.
+			sev = Critical
+			seccompCall = d.signal.SeccompCall()
+			ev["syscall"] = seccompCall
+			ev["syscall_nr"] = d.signal.Syscall
+			ev["call_addr"] = fmt.Sprintf("%#x", d.signal.Addr)
+			what = fmt.Sprintf("its seccomp filter refused %s (syscall %d, called from %#x)",
+				seccompCall, d.signal.Syscall, d.signal.Addr)
+			if u := fallbacks[seccompCall].use; u != "" {
+				what += "; " + seccompCall + " is for " + u
+			}
 		case d.sig == 9 && d.signal != nil && d.signal.Code == 0x80 && f.oomKilled():
 			// SIGKILL from the kernel itself while the kernel counted an OOM kill.
 			sev = Critical
@@ -386,6 +399,16 @@ func (f *fatal) Findings(env *Env) []Finding {
 			fix = "Find out why the signal was raised: abort() and assertion failures print to stderr; the kernel logs OOM kills (dmesg)."
 		}
 		title := fmt.Sprintf("%s was %s", env.ProcName(d.pid, d.comm), status)
+		if seccompCall != "" {
+			id = "syscall-refused"
+			title = fmt.Sprintf("%s was killed by its seccomp filter for calling %s", env.ProcName(d.pid, d.comm), seccompCall)
+			summary += " The kernel implements " + seccompCall + "; the policy the process runs under (a container runtime's " +
+				"profile, a systemd unit's SystemCallFilter=) does not know it and kills instead of answering ENOSYS, " +
+				"so the libc never got the chance to fall back to the older call."
+			fix = "Update the runtime's seccomp profile (or the unit's SystemCallFilter=) to allow " + seccompCall +
+				", or to answer ENOSYS (SCMP_ACT_ERRNO(ENOSYS)) for syscalls it does not know, so that libc falls back; " +
+				"or run an image whose libc is as old as the profile."
+		}
 		if id == "oom-kill" {
 			title = fmt.Sprintf("%s was killed by the out-of-memory killer", env.ProcName(d.pid, d.comm))
 		}

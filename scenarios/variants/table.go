@@ -17,4 +17,5 @@ var All = slices.Concat(
 	slowVariants,
 	errorVariants,
 	auditVariants,
+	refusedVariants,
 )

@@ -1,0 +1,358 @@
+package doctor
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// refused finds syscalls that a seccomp filter answered instead of the
+// kernel: the program's userspace is newer than the policy it runs under.
+// Container runtimes install an allow-list profile; a syscall added to the
+// kernel after the profile was written gets the profile's default answer.
+// Libcs try the new call first and fall back to the old one only on ENOSYS,
+// so a profile that answers EPERM (as Docker's did before 20.10) breaks
+// glibc 2.34's thread creation (clone3) and 2.33's access checks
+// (faccessat2), while one that answers ENOSYS costs a wasted call.
+//
+// The kernel proves the refusal (event.Syscall.Refused: a sys_exit with no
+// sys_enter, in a thread under a filter), so one refused call is enough: a
+// policy's answer is a fact, not a statistic. A process killed by its
+// filter (SIGSYS) is reported by fatal, under this finding's id.
+//
+// A call the kernel itself answered with ENOSYS (not Refused) is the other
+// half of the family: a kernel older than the program, or built without
+// the call. It is reported only where the program then fell back, which is
+// how a libc probing for a call behaves.
+type refused struct {
+	arch     event.Arch
+	calls    map[refusedKey]*refusal
+	last     map[uint32]uint64      // by tid: its last refusal
+	next     map[uint32][]timedCall // by tid: its calls soon after a refusal
+	installs map[uint32]string      // by pid: the call that installed a filter
+}
+
+type refusedKey struct {
+	pid, nr uint32
+	errno   int
+	kernel  bool         // the kernel answered ENOSYS, not a filter
+	class   refusedClass // a finding's grouping only
+}
+
+// refusedClass sorts refused calls by what their refusal means.
+type refusedClass uint8
+
+const (
+	// newer: a call with an older equivalent (clone3 → clone): refused,
+	// it is the profile older than the libc.
+	classNewer refusedClass = iota
+	// optional: a newer call programs go on without (rseq, membarrier).
+	classOptional
+	// denied: any other call: a sandbox denying it by design, or a
+	// profile missing a call the program needs; the data cannot tell.
+	classDenied
+)
+
+type refusal struct {
+	comm    string
+	n       uint64
+	example string
+	at      map[uint32][]timedCall // by tid: when, and the path (bounded)
+}
+
+type timedCall struct {
+	at      uint64
+	nr      uint32
+	path    string // the first path argument, where the kernel copied one
+	refused bool
+	failed  bool
+}
+
+// pathOf is a call's first captured string argument: what a fallback for a
+// call on a path must name too.
+func pathOf(s *event.Syscall) string {
+	for _, d := range s.Data {
+		if d != nil {
+			return string(d)
+		}
+	}
+	return ""
+}
+
+// fallbacks are the older calls a libc or runtime uses when a newer one is
+// refused, and what the newer one is for.
+var fallbacks = map[string]struct {
+	older []string
+	use   string
+}{
+	"clone3":                  {[]string{"clone", "fork", "vfork"}, "creating threads and processes (glibc ≥ 2.34's pthread_create, fork and posix_spawn)"},
+	"faccessat2":              {[]string{"faccessat", "access", "newfstatat", "fstatat64"}, "access checks with the effective ids (glibc ≥ 2.33's faccessat with AT_EACCESS, bash's [ -x FILE ])"},
+	"openat2":                 {[]string{"openat", "open"}, "opening files with resolve restrictions"},
+	"close_range":             {[]string{"close"}, "closing every descriptor before exec (glibc ≥ 2.34's closefrom, Python's subprocess)"},
+	"statx":                   {[]string{"newfstatat", "fstat", "lstat", "stat", "fstatat64"}, "stat (coreutils, glibc on some ABIs, Rust's std)"},
+	"epoll_pwait2":            {[]string{"epoll_pwait", "epoll_wait"}, "waiting for events with a nanosecond timeout"},
+	"pidfd_open":              {nil, "waiting for or signalling a process without pid reuse races"},
+	"pidfd_send_signal":       {[]string{"kill", "tgkill"}, "signalling a process by pidfd"},
+	"rseq":                    {nil, "restartable sequences (glibc ≥ 2.35 registers one per thread; without it sched_getcpu is slower)"},
+	"getrandom":               {[]string{"openat", "open", "read"}, "random numbers without /dev/urandom"},
+	"copy_file_range":         {[]string{"read", "write", "sendfile", "splice"}, "copying files in the kernel"},
+	"fchmodat2":               {[]string{"fchmodat"}, "chmod with flags (glibc ≥ 2.39's fchmodat with AT_SYMLINK_NOFOLLOW)"},
+	"futex_waitv":             {[]string{"futex"}, "waiting on several futexes"},
+	"preadv2":                 {[]string{"preadv", "pread64"}, "reads with per-call flags"},
+	"pwritev2":                {[]string{"pwritev", "pwrite64"}, "writes with per-call flags"},
+	"mount_setattr":           {[]string{"mount"}, "changing mount attributes"},
+	"membarrier":              {nil, "process-wide memory barriers (language runtimes)"},
+	"memfd_secret":            {nil, "secret memory"},
+	"landlock_create_ruleset": {nil, "sandboxing itself (the program goes on without it)"},
+}
+
+// A fallback is the thread's next call of an older kind within this long
+// after the refusal: libcs retry at once.
+const fallbackWithin = 10_000_000 // 10 ms
+
+// refusedMaxTimes bounds the times kept per thread and call.
+const refusedMaxTimes = 256
+
+func newRefused(arch event.Arch) *refused {
+	return &refused{arch: arch, calls: map[refusedKey]*refusal{}, last: map[uint32]uint64{},
+		next: map[uint32][]timedCall{}, installs: map[uint32]string{}}
+}
+
+func (r *refused) Observe(e *event.Event) {
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
+		return
+	}
+	s := &e.Syscall
+	name := event.SyscallName(r.arch, s.Nr)
+	// The thread's calls just after a refusal: the first of them says
+	// whether it fell back. In lean mode the call after a failure always
+	// crosses over, so it is here.
+	if last := r.last[e.TID]; last != 0 && e.Time > last && e.Time-last <= fallbackWithin {
+		if n := r.next[e.TID]; len(n) < 4*refusedMaxTimes {
+			r.next[e.TID] = append(n, timedCall{e.Time, s.Nr, pathOf(s), s.Refused, s.Failed()})
+		}
+	}
+	switch {
+	case s.Refused || s.Ret == -38 && fallbacks[name].use != "": // ENOSYS
+		k := refusedKey{pid: e.PID, nr: s.Nr, errno: int(-s.Ret), kernel: !s.Refused}
+		c := r.calls[k]
+		if c == nil {
+			c = &refusal{comm: e.Comm, example: event.FormatSyscall(r.arch, s), at: map[uint32][]timedCall{}}
+			r.calls[k] = c
+		}
+		c.n++
+		if len(c.at[e.TID]) < refusedMaxTimes {
+			c.at[e.TID] = append(c.at[e.TID], timedCall{at: e.Time, nr: s.Nr, path: pathOf(s)})
+		}
+		r.last[e.TID] = max(r.last[e.TID], e.Time)
+	case name == "seccomp" && s.Args[0] == 1 && !s.Failed(), // SECCOMP_SET_MODE_FILTER
+		name == "prctl" && s.Args[0] == 22 && s.Args[1] == 2 && !s.Failed(): // PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+		r.installs[e.PID] = fmt.Sprintf("%s[%d], with %s()", e.Comm, e.PID, name)
+	}
+}
+
+// fellBack counts the refusals whose thread's next call was an older one
+// that succeeded, on the same path if the refused call named one (a
+// printf's fstat of stdout after a refused faccessat2 is not its fallback).
+func (r *refused) fellBack(name string, c *refusal) (n uint64, to map[string]uint64) {
+	to = map[string]uint64{}
+	older := fallbacks[name].older
+	for tid, ats := range c.at {
+		for _, rc := range ats {
+			var next *timedCall
+			for i, nc := range r.next[tid] {
+				if nc.at > rc.at && (next == nil || nc.at < next.at) {
+					next = &r.next[tid][i]
+				}
+			}
+			if next == nil || next.refused || next.failed || rc.path != "" && next.path != rc.path {
+				continue
+			}
+			if o := event.SyscallName(r.arch, next.nr); contains(older, o) {
+				n++
+				to[o]++
+			}
+		}
+	}
+	return n, to
+}
+
+// installer names who installed the filter pid runs under: itself, or the
+// nearest ancestor seen installing one (filters are inherited).
+func (r *refused) installer(env *Env, pid uint32) string {
+	for range 16 {
+		if who := r.installs[pid]; who != "" {
+			return who
+		}
+		if env.Procs == nil {
+			return ""
+		}
+		p, ok := env.Procs.Get(pid)
+		if !ok || p.PPID == 0 || p.PPID == pid {
+			return ""
+		}
+		pid = p.PPID
+	}
+	return ""
+}
+
+// refusedGroup is one finding: the calls refused one way, in every process.
+type refusedGroup struct {
+	key   refusedKey // pid unused
+	calls map[string]bool
+	pids  map[uint32]string
+	byPID map[uint32]uint64
+	n     uint64
+	fell  uint64
+	to    map[string]uint64
+	ex    map[string]string // by call
+}
+
+func (r *refused) Findings(env *Env) []Finding {
+	groups := map[refusedKey]*refusedGroup{}
+	for k, c := range r.calls {
+		name := event.SyscallName(r.arch, k.nr)
+		fell, to := r.fellBack(name, c)
+		if k.kernel && fell == 0 {
+			continue // a kernel ENOSYS nobody worked around is error-storm's, if anything
+		}
+		class := classDenied
+		if f, known := fallbacks[name]; known {
+			class = classNewer
+			if f.older == nil {
+				class = classOptional
+			}
+		}
+		gk := refusedKey{errno: k.errno, kernel: k.kernel, class: class}
+		g := groups[gk]
+		if g == nil {
+			g = &refusedGroup{key: gk, calls: map[string]bool{}, pids: map[uint32]string{}, byPID: map[uint32]uint64{},
+				to: map[string]uint64{}, ex: map[string]string{}}
+			groups[gk] = g
+		}
+		g.calls[name] = true
+		g.pids[k.pid] = c.comm
+		g.byPID[k.pid] += c.n
+		g.n += c.n
+		g.fell += fell
+		for o, n := range to {
+			g.to[o] += n
+		}
+		if g.ex[name] == "" {
+			g.ex[name] = c.example
+		}
+	}
+	var out []Finding
+	for _, g := range groups {
+		out = append(out, r.finding(env, g))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	return out
+}
+
+func (r *refused) finding(env *Env, g *refusedGroup) Finding {
+	var names, examples, uses []string
+	for c := range g.calls {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, c := range names {
+		examples = append(examples, g.ex[c])
+		if u := fallbacks[c].use; u != "" {
+			uses = append(uses, c+": "+u)
+		}
+	}
+	pids := make([]uint32, 0, len(g.pids))
+	for pid := range g.pids {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(i, j int) bool {
+		return g.byPID[pids[i]] > g.byPID[pids[j]] || g.byPID[pids[i]] == g.byPID[pids[j]] && pids[i] < pids[j]
+	})
+	var procs []string
+	for i, pid := range pids {
+		if i == 8 {
+			break
+		}
+		procs = append(procs, env.ProcName(pid, g.pids[pid]))
+	}
+	proc := procs[0]
+	if len(pids) > 1 {
+		proc = fmt.Sprintf("%d processes (%s, …)", len(pids), procs[0])
+	}
+	errno := event.ErrnoName(g.key.errno)
+	calls := strings.Join(names, ", ")
+	policy := "its seccomp filter"
+	ev := map[string]any{"syscalls": names, "errno": errno, "refused": g.n, "fell_back": g.fell,
+		"examples": examples, "processes": procs, "answered_by": "seccomp"}
+	if who := r.installer(env, pids[0]); who != "" {
+		policy = "its seccomp filter (installed by " + who + ")"
+		ev["filter_installed_by"] = who
+	}
+	if len(g.to) > 0 {
+		ev["fell_back_to"] = g.to
+	}
+	if len(uses) > 0 {
+		ev["used_for"] = uses
+	}
+	f := Finding{ID: "syscall-refused", Evidence: ev, Score: float64(g.n) * 1e6}
+	switch {
+	case g.key.kernel:
+		ev["answered_by"] = "kernel"
+		f.Severity = Info
+		f.Title = fmt.Sprintf("this kernel does not implement %s; %s fell back to %s", calls, proc, keys(g.to))
+		f.Summary = fmt.Sprintf("%s called %s %d time(s) and the kernel answered ENOSYS: it is older than the program's libc, "+
+			"or was built without the call. The program fell back to the older call %d time(s), which works.", proc, calls, g.n, g.fell)
+		f.Fix = "Nothing breaks. To use the newer call, run a kernel that has it."
+	case g.key.class == classDenied:
+		f.Severity = Info
+		f.Title = fmt.Sprintf("seccomp denied %s with %s in %s", calls, errno, proc)
+		f.Summary = fmt.Sprintf("%s called %s %d time(s); the kernel never ran them: %s answered %s. A sandbox "+
+			"denies calls like these by design; a runtime profile may also be missing a call the program needs.",
+			proc, calls, g.n, policy, errno)
+		f.Fix = "If the program failed at this point, allow " + calls + " in its seccomp profile; if it went on, nothing to do."
+	case g.fell >= g.n || g.key.errno == 38 || g.key.class == classOptional:
+		f.Severity = Info
+		how := "then went on without it"
+		if len(g.to) > 0 {
+			how = fmt.Sprintf("fell back to %s %d time(s)", keys(g.to), g.fell)
+		}
+		f.Title = fmt.Sprintf("seccomp refused %s with %s in %s, which %s", calls, errno, proc, how)
+		f.Summary = fmt.Sprintf("%s called %s %d time(s); the kernel never ran them: %s answered %s, as a container "+
+			"runtime's profile does for syscalls newer than the profile. The program %s, so it works, at the cost of a "+
+			"refused call each time.", proc, calls, g.n, policy, errno, how)
+		f.Fix = "Update the container runtime or its seccomp profile so that it allows " + calls +
+			" (the kernel implements them); until then ENOSYS is the right answer for calls the profile does not know."
+	default:
+		f.Severity = Warning
+		f.Title = fmt.Sprintf("seccomp refused %s with %s in %s; the program did not fall back", calls, errno, proc)
+		f.Summary = fmt.Sprintf("%s called %s %d time(s) and got %s, though this kernel implements %s: the kernel never ran "+
+			"the calls, %s answered them. Libcs fall back to the older call only on ENOSYS, so with %s the operation "+
+			"itself fails (threads cannot be created, access checks deny, files do not open). This is a container "+
+			"runtime's profile older than the image's libc.", proc, calls, g.n, errno, plural(len(names), "it", "them"),
+			policy, errno)
+		f.Fix = "Update the container runtime (or its seccomp profile) so that it allows " + calls +
+			", or at least answers ENOSYS for syscalls the profile does not know, so that libc falls back; " +
+			"or run an image whose libc is as old as the profile."
+	}
+	return f
+}
+
+// keys lists a count map's keys, most counted first.
+func keys(m map[string]uint64) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return m[ks[i]] > m[ks[j]] || m[ks[i]] == m[ks[j]] && ks[i] < ks[j] })
+	return strings.Join(ks, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
