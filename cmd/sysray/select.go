@@ -37,7 +37,7 @@ type selection struct {
 func (s *selection) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.IntSliceVarP(&s.pids, "pid", "p", nil, "trace these processes (repeat or comma-separate)")
-	f.BoolVar(&s.children, "children", false, "with -p, also trace processes they start from now on")
+	f.BoolVar(&s.children, "children", false, "with -p, also trace their descendants: those running now and those they start")
 	f.StringVar(&s.comm, "comm", "", "only events of threads with this name")
 	f.StringSliceVar(&s.cgroups, "cgroup", nil, "only processes in this cgroup v2 path (repeatable)")
 	f.StringSliceVarP(&s.syscalls, "syscalls", "e", nil, "only these syscalls, e.g. -e openat,connect")
@@ -72,6 +72,14 @@ func (s *selection) build(args []string, ctrs *liveContainers) (live.Options, *f
 			return opts, nil, fmt.Errorf("--pid %d: no such process", p)
 		}
 		cfg.PIDs = append(cfg.PIDs, uint32(p))
+	}
+	if s.children && len(cfg.PIDs) > 0 {
+		// The descendants already running count too: `-p` on a service's
+		// supervisor means its workers. (One forked between this snapshot
+		// and the attach is missed.)
+		if snap, err := proc.Snapshot(); err == nil {
+			cfg.PIDs = append(cfg.PIDs, proc.Descendants(snap, cfg.PIDs)...)
+		}
 	}
 	for _, cg := range s.cgroups {
 		id := proc.CgroupID(strings.TrimPrefix(filepath.Clean("/"+cg), proc.CgroupV2Mount()))

@@ -167,6 +167,9 @@ func (s *slow) Observe(e *event.Event) {
 		return
 	}
 	name := event.SyscallName(s.arch, sc.Nr)
+	if cause, _, _ := bioCause(name, sc); cause != "" {
+		return // a call that did not ask for I/O, waiting for it: blocked-in-kernel-io's
+	}
 	key, stack := name, []string(nil)
 	isAudit, waiting := false, waitCalls[name]
 	var blocked, queued uint64 // ns asleep, and ns runnable without a CPU

@@ -143,3 +143,32 @@ func cgroupID(file string) uint64 {
 	}
 	return 0
 }
+
+// Descendants returns the processes of snap below roots (children,
+// grandchildren…), not the roots themselves.
+func Descendants(snap []Info, roots []uint32) []uint32 {
+	kids := map[uint32][]uint32{}
+	for _, p := range snap {
+		if p.PPID != p.PID {
+			kids[p.PPID] = append(kids[p.PPID], p.PID)
+		}
+	}
+	seen := map[uint32]bool{}
+	for _, r := range roots {
+		seen[r] = true
+	}
+	var out []uint32
+	queue := append([]uint32(nil), roots...)
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, k := range kids[p] {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+				queue = append(queue, k)
+			}
+		}
+	}
+	return out
+}

@@ -18,4 +18,5 @@ var All = slices.Concat(
 	errorVariants,
 	auditVariants,
 	refusedVariants,
+	blockedIOVariants,
 )
