@@ -174,6 +174,7 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newExecFail(host.Arch),
 		newRefused(host.Arch),
 		newBlockedIO(host.Arch, host.Live),
+		newMmapLock(host.Arch),
 	}
 	return d
 }

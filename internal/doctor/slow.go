@@ -170,6 +170,9 @@ func (s *slow) Observe(e *event.Event) {
 	if cause, _, _ := bioCause(name, sc); cause != "" {
 		return // a call that did not ask for I/O, waiting for it: blocked-in-kernel-io's
 	}
+	if ownsMmapLock(sc) {
+		return // mmap-lock-contention's
+	}
 	key, stack := name, []string(nil)
 	isAudit, waiting := false, waitCalls[name]
 	var blocked, queued uint64 // ns asleep, and ns runnable without a CPU

@@ -19,4 +19,5 @@ var All = slices.Concat(
 	auditVariants,
 	refusedVariants,
 	blockedIOVariants,
+	mmapLockVariants,
 )

@@ -1,0 +1,75 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+const (
+	nrMprotect = 10
+)
+
+var mmapLockStack = []string{"rwsem_down_write_slowpath+0x1e0", "down_write_killable+0x4e", "do_mprotect_pkey+0xb5"}
+
+// A waiter's sleep on the mmap lock, woken by the sibling that released it.
+func lockWait(tid uint32, t uint64, nr uint32, lat, d uint64, waker uint32) event.Event {
+	e := slept(tid, t, nr, lat, d, false, mmapLockStack...)
+	e.PID = 40
+	e.Syscall.Sleeps[0].WakerPID, e.Syscall.Sleeps[0].WakerTID = 40, waker
+	return e
+}
+
+func TestMmapLock(t *testing.T) {
+	holder := sys(41, 100, nrMmap, 0x7f0000000000, 280_000_000, 0, 512<<20, 3, 0x8022, ^uint64(0), 0)
+	holder.PID = 40
+	start, end := sys(42, 0, 0, 0, 1000), sys(42, 2_000_000_000, 0, 0, 1000)
+	start.PID, end.PID = 40, 40
+	tests := []struct {
+		name  string
+		evs   []event.Event
+		sev   Severity
+		words []string // nil: no finding
+	}{
+		{"a 250 ms wait behind a sibling's populate", []event.Event{start, holder,
+			lockWait(42, 200, nrMprotect, 260_000_000, 250_000_000, 41), end},
+			Warning, []string{"mmap lock", "1 mprotect", "released by thread 41", "MAP_POPULATE"}},
+		{"short waits, a small share", []event.Event{start, holder,
+			lockWait(42, 200, nrMprotect, 30_000_000, 25_000_000, 41), end},
+			Info, []string{"mmap lock"}},
+		{"the rwsem of a file, not of the address space", []event.Event{
+			slept(42, 200, nrWrite, 260_000_000, 250_000_000, false, "rwsem_down_write_slowpath+0x1e0", "down_write+0x30",
+				"ext4_buffered_write_iter+0x3a")}, 0, nil},
+		{"preempted on the way is the CPU queue", []event.Event{
+			slept(42, 200, nrMprotect, 260_000_000, 250_000_000, true, mmapLockStack...)}, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := findings(tt.evs)
+			f := byID(fs, "mmap-lock-contention")
+			if tt.words == nil {
+				if f != nil {
+					t.Fatalf("unexpected finding: %s", f.Title)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatalf("no mmap-lock-contention finding in %v", fs)
+			}
+			if f.Severity != tt.sev {
+				t.Errorf("severity %s, want %s", f.Severity, tt.sev)
+			}
+			for _, w := range tt.words {
+				if !strings.Contains(f.Title+" "+f.Summary, w) {
+					t.Errorf("%q missing from:\n%s\n%s", w, f.Title, f.Summary)
+				}
+			}
+			for _, o := range fs {
+				if o.ID == "slow-syscall" && strings.Contains(o.Title, "mprotect") {
+					t.Errorf("the wait is also slow-syscall's: %s", o.Title)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,32 @@
+package variants
+
+import (
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+var mmapLockVariants = []Variant{
+	// mmap-lock-contention: threads of one process waiting on its mmap lock
+	// while a sibling holds it. The rule keys on the sleep (an rwsem slow
+	// path under a frame that takes mm->mmap_lock), not on the call, the
+	// thread count or who holds it.
+	{Name: "mmap-lock-contention/mprotect", Differs: "2 threads flip one page's protection while a sibling maps 512 MiB with MAP_POPULATE",
+		Mode: Cmd, Argv: []string{"mmaplock", "-w", "mprotect"}, Expect: lockWarns("mprotect")},
+	{Name: "mmap-lock-contention/mmap-8-threads", Differs: "8 threads, small mmap and munmap",
+		Mode: Cmd, Argv: []string{"mmaplock", "-w", "mmap", "-t", "8"}, Expect: lockWarns("mmap")},
+	{Name: "mmap-lock-contention/brk", Differs: "the heap: one thread moves brk up and down",
+		Mode: Cmd, Argv: []string{"mmaplock", "-w", "brk"}, Expect: lockWarns("brk")},
+	{Name: "mmap-lock-contention/munmap-holder", Differs: "the holder unmaps touched memory instead (shorter holds); 4 waiters",
+		Mode: Cmd, Argv: []string{"mmaplock", "-h", "munmap", "-t", "4"},
+		Expect: Expect{IDs: []string{"mmap-lock-contention"}, Severity: doctor.Info, Words: []string{"mmap lock"}}},
+	{Name: "mmap-lock-contention/pid", Differs: "already running; -p for 2 s",
+		Mode: PID, Argv: []string{"mmaplock", "-d", "5"}, Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: lockWarns("mprotect")},
+	{Name: "mmap-lock-contention/host", Differs: "already running; the whole host for 2 s",
+		Mode: Host, Argv: []string{"mmaplock", "-w", "mmap", "-d", "5"}, Lead: 500 * time.Millisecond, For: 2 * time.Second,
+		Expect: lockWarns("mmap")},
+}
+
+func lockWarns(call string) Expect {
+	return Expect{IDs: []string{"mmap-lock-contention"}, Severity: doctor.Warning, Words: []string{call, "mmap lock"}}
+}
