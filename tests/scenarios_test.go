@@ -199,6 +199,19 @@ func TestStoryRefused(t *testing.T) {
 	}
 }
 
+func TestStoryMmapLock(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "mmaplock"), "mmap-lock-contention", "warning")
+	has(t, f, "syscalls", "count", "waiting_threads", "max_wait_ns", "stack", "released_by")
+	if sc, _ := f.Evidence["syscalls"].(map[string]any); sc["mprotect"] == nil {
+		t.Errorf("waiting calls %v lack mprotect", f.Evidence["syscalls"])
+	}
+	// The holder is the thread that maps 512 MiB with MAP_POPULATE.
+	if !strings.Contains(strings.Join(anyStrings(f.Evidence["released_by"]), " "), "MAP_POPULATE") {
+		t.Errorf("released_by %v does not name the populating mmap", f.Evidence["released_by"])
+	}
+}
+
 // Ordinary work yields nothing at warning or above.
 func TestBenignWorkloads(t *testing.T) {
 	requireBPF(t)

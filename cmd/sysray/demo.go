@@ -37,6 +37,8 @@ var demos = []demo{
 		[]string{"map32", "-n", "1500"}, []string{"failed-syscall-retry"}},
 	{"refused", "A current glibc program under a container runtime's seccomp profile that predates clone3 and faccessat2 and answers EPERM: glibc cannot fall back.",
 		[]string{"seccomp-run", "-a", "eperm", "--", "newlibc"}, []string{"syscall-refused"}},
+	{"mmaplock", "Two threads change one page's protection while a sibling maps 512 MiB with MAP_POPULATE: all queue on the process's mmap lock.",
+		[]string{"mmaplock", "-w", "mprotect"}, []string{"mmap-lock-contention"}},
 }
 
 func newDemo() *cobra.Command {

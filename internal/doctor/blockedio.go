@@ -100,6 +100,11 @@ var ioCalls = map[string]bool{"read": true, "pread64": true, "readv": true, "pre
 	"io_submit": true, "io_pgetevents": true, "getdents64": true, "getdents": true, "readahead": true,
 	"fadvise64": true, "execve": true, "execveat": true}
 
+// syncFrames mark a call that asked for durability: a write to a file
+// opened with O_SYNC or O_DSYNC syncs inside the write.
+var syncFrames = []string{"generic_write_sync", "vfs_fsync_range", "ext4_sync_file", "xfs_file_fsync",
+	"btrfs_sync_file", "blkdev_fsync", "iomap_dio_complete"}
+
 // The blocked-I/O rule: a warning when the waits are ≥ bioShare of the
 // time of the processes that made them and ≥ bioMinNS in all (removing
 // them makes the processes a third faster, as for kernel-hotspot); else
@@ -122,6 +127,11 @@ func newBlockedIO(arch event.Arch, live bool) *blockedIO {
 func bioCause(name string, sc *event.Syscall) (cause string, ns uint64, stack []event.Frame) {
 	if ioCalls[name] {
 		return "", 0, nil
+	}
+	for i := range sc.Sleeps {
+		if hasFrame(sc.Sleeps[i].Stack, syncFrames) {
+			return "", 0, nil // a write to a file opened O_SYNC or O_DSYNC asked to wait
+		}
 	}
 	for i := range sc.Sleeps {
 		sl := &sc.Sleeps[i]

@@ -57,6 +57,10 @@ func TestBlockedIO(t *testing.T) {
 				return e
 			}(),
 		}, 0, nil},
+		{"an O_SYNC write asked to wait", []event.Event{
+			slept(5, 100, nrWrite, 60_000_000, 59_000_000, false, "folio_wait_writeback+0x2a", "__filemap_fdatawait_range+0x7c",
+				"file_write_and_wait_range+0x8f", "ext4_sync_file+0x226", "vfs_fsync_range+0x3a", "ext4_buffered_write_iter+0xa2"),
+		}, 0, nil},
 		{"preempted inside the discard path is the CPU queue", []event.Event{
 			slept(5, 100, nrUnlink, 40_000_000, 39_000_000, true, discardStack...),
 		}, 0, nil},
