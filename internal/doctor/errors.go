@@ -38,8 +38,8 @@ func (x *errs) counts(cells []stat.Cell) {
 }
 
 func (x *errs) Observe(e *event.Event) {
-	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Refused {
-		return // refused calls are syscall-refused's
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Refused || fdExhausted(x.arch, &e.Syscall) {
+		return // refused calls are syscall-refused's; EMFILE and ENFILE from calls making a descriptor, fd-exhaustion's
 	}
 	x.calls[pidNr{e.PID, e.Syscall.Nr}]++
 	if !e.Syscall.Failed() {
