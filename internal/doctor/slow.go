@@ -32,6 +32,9 @@ type slowGroup struct {
 	n        uint64
 	totalNS  uint64
 	maxNS    uint64
+	// maxOwnNS: the longest call less its time waiting for a CPU, which is
+	// the host's load, not the call's; the warning's measure.
+	maxOwnNS uint64
 	sleptNS  uint64 // blocked
 	queuedNS uint64 // runnable, waiting for a CPU
 	example  string
@@ -263,6 +266,7 @@ func (s *slow) add(pid uint32, comm string, sc *event.Syscall, name, key string,
 	g.calls[name]++
 	g.n++
 	g.totalNS += sc.Latency
+	g.maxOwnNS = max(g.maxOwnNS, sc.Latency-min(queued, sc.Latency))
 	g.sleptNS += blocked
 	g.queuedNS += queued
 	if sc.Latency > g.maxNS {
@@ -322,7 +326,7 @@ func (s *slow) Findings(env *Env) []Finding {
 	for _, g := range s.groups {
 		sev := Info
 		device := hasName(g.stack, deviceFrames)
-		if g.maxNS >= slowWarn && !device {
+		if g.maxOwnNS >= slowWarn && !device {
 			sev = Warning
 		}
 		f := Finding{ID: "slow-syscall", Severity: sev,

@@ -1,0 +1,27 @@
+package doctor
+
+import (
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// A call's time waiting for a CPU is the host's load: a 300 ms execve of
+// which 250 ms were spent runnable is not a 300 ms stall of the kernel.
+func TestSlowWarnsWithoutTheCPUQueue(t *testing.T) {
+	const nrExecve = 59
+	queued := sys(70, 100, nrExecve, 0, 300_000_000)
+	queued.Syscall.Sleeps = []event.Sleep{{Duration: 250_000_000, Preempted: true,
+		Stack: frames("__schedule+0x618", "preempt_schedule_irq+0x3b", "load_elf_binary+0x2a")}}
+	f := byID(findings([]event.Event{queued}), "slow-syscall")
+	if f == nil || f.Severity != Info {
+		t.Fatalf("mostly queued: want an info slow-syscall, got %+v", f)
+	}
+	locked := sys(70, 100, nrExecve, 0, 300_000_000)
+	locked.Syscall.Sleeps = []event.Sleep{{Duration: 250_000_000,
+		Stack: frames("__schedule+0x618", "schedule+0x23", "rwsem_down_write_slowpath+0x1e0", "down_write+0x30", "begin_new_exec+0x2a")}}
+	f = byID(findings([]event.Event{locked}), "slow-syscall")
+	if f == nil || f.Severity != Warning {
+		t.Fatalf("asleep on a lock: want a warning slow-syscall, got %+v", f)
+	}
+}
