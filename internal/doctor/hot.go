@@ -192,6 +192,13 @@ func (h *hot) Findings(env *Env) []Finding {
 				sev = Info
 			}
 		}
+		// A poll is polling only when told not to wait. One that blocks
+		// but returns at once has something ready every time (a listener
+		// whose accept keeps failing, a level-triggered fd never read):
+		// the loop's cause is elsewhere, and no timeout fixes it.
+		if hotClass(name) == classPoll && c.sampled > 0 && c.zeroTO*2 < c.sampled {
+			sev = Info
+		}
 		why, fix, ev := h.explain(name, c, env)
 		ev["syscall"] = name
 		ev["calls"] = c.n
@@ -251,6 +258,15 @@ func (h *hot) explain(name string, c *hotCalls, env *Env) (why, fix string, ev m
 		why = "The thread spins: it yields the CPU in a loop while it waits for something, instead of sleeping until it happens."
 		fix = "Wait on a futex, condition variable or eventfd instead of sched_yield in a loop; or spin a bounded number of times and then block."
 	case classPoll:
+		if c.sampled > 0 && c.zeroTO*2 < c.sampled {
+			why = fmt.Sprintf("The %s calls wait (%d of %d sampled had a zero timeout) but return at once: a descriptor is ready "+
+				"every time and the program does not consume it (a level-triggered socket it cannot read, a listener whose "+
+				"accept fails).", name, c.zeroTO, c.sampled)
+			ev["zero_timeout_calls_sampled"] = c.zeroTO
+			fix = "Find the descriptor that stays ready and why the program does not drain it: the call after the poll " +
+				"(read, accept) probably fails; `sysray trace -p PID -f 'evt.failed'` shows it."
+			break
+		}
 		why = fmt.Sprintf("A %s that returns at once is polling: the program asks whether anything is ready instead of waiting for it", name)
 		if c.sampled > 0 {
 			why += fmt.Sprintf(" (%d of %d sampled calls had a zero timeout)", c.zeroTO, c.sampled)

@@ -182,3 +182,30 @@ func TestHotspotManyFiles(t *testing.T) {
 		}
 	}
 }
+
+const nrEpollWait = 232
+
+// An epoll_wait that blocks (timeout -1) yet returns at once every time has
+// a descriptor ready that the program does not drain (a listener whose
+// accept fails with EMFILE): hot-syscall only informs; a zero timeout is
+// polling, and warns.
+func TestHotPollTimeout(t *testing.T) {
+	for _, c := range []struct {
+		timeout int32
+		want    Severity
+		words   string
+	}{{-1, Info, "a descriptor is ready every time"}, {0, Warning, "polling"}} {
+		d := New(host, nil)
+		tm := uint64(1e9)
+		for range 2000 {
+			e := sys(9, tm, nrEpollWait, 1, 300, 4, 0x7ffc0000, 64, uint64(uint32(c.timeout)))
+			d.Observe(&e)
+			tm += 1_000_000
+		}
+		d.Counts([]stat.Cell{{Key: stat.Key{PID: 9, Nr: nrEpollWait}, Count: 2_000_000, Total: 2_000_000 * 450}})
+		f := byID(d.Report().Findings, "hot-syscall")
+		if f == nil || f.Severity != c.want || !strings.Contains(f.Summary, c.words) {
+			t.Errorf("timeout %d: want %s with %q, got %+v", c.timeout, c.want, c.words, f)
+		}
+	}
+}
