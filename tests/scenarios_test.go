@@ -212,6 +212,17 @@ func TestStoryMmapLock(t *testing.T) {
 	}
 }
 
+func TestStoryFDLeak(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "fdleak"), "fd-exhaustion", "critical")
+	if !strings.Contains(f.Title, "busy accept loop") {
+		t.Errorf("title %q does not name the busy accept loop", f.Title)
+	}
+	if !strings.Contains(f.Summary, "RLIMIT_NOFILE is 128") {
+		t.Errorf("summary does not give the limit of 128: %s", f.Summary)
+	}
+}
+
 // Ordinary work yields nothing at warning or above.
 func TestBenignWorkloads(t *testing.T) {
 	requireBPF(t)

@@ -39,6 +39,8 @@ var demos = []demo{
 		[]string{"seccomp-run", "-a", "eperm", "--", "newlibc"}, []string{"syscall-refused"}},
 	{"mmaplock", "Two threads change one page's protection while a sibling maps 512 MiB with MAP_POPULATE: all queue on the process's mmap lock.",
 		[]string{"mmaplock", "-w", "mprotect"}, []string{"mmap-lock-contention"}},
+	{"fdleak", "A server that never closes the connections it accepts reaches its descriptor limit: accept4 fails with EMFILE in a busy loop.",
+		[]string{"fdleak", "-k", "accept", "-l", "128", "-d", "2"}, []string{"fd-exhaustion"}},
 }
 
 func newDemo() *cobra.Command {
