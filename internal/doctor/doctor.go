@@ -173,6 +173,7 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newErrors(host.Arch),
 		newExecFail(host.Arch),
 		newRefused(host.Arch),
+		newCgroupLimit(host.Arch, host.Live),
 		newFDExhaustion(host.Arch, host.Live),
 		newBlockedIO(host.Arch, host.Live),
 		newMmapLock(host.Arch),

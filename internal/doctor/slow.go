@@ -176,6 +176,9 @@ func (s *slow) Observe(e *event.Event) {
 	if ownsMmapLock(sc) {
 		return // mmap-lock-contention's
 	}
+	if _, memcg := memcgReclaim(sc); memcg {
+		return // a cgroup at its memory limit: cgroup-limit's (cgroup.go)
+	}
 	key, stack := name, []string(nil)
 	isAudit, waiting := false, waitCalls[name]
 	var blocked, queued uint64 // ns asleep, and ns runnable without a CPU

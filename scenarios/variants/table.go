@@ -18,6 +18,7 @@ var All = slices.Concat(
 	errorVariants,
 	auditVariants,
 	refusedVariants,
+	cgroupVariants,
 	fdVariants,
 	blockedIOVariants,
 	mmapLockVariants,

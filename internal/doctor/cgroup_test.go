@@ -1,0 +1,334 @@
+package doctor
+
+import (
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// fakeFS is a host's files as the tests set them, changed between events
+// as the kernel's counters would be.
+type fakeFS map[string]string
+
+func (f fakeFS) ReadFile(path string) ([]byte, error) {
+	if s, ok := f[path]; ok {
+		return []byte(s), nil
+	}
+	return nil, errors.New("no such file")
+}
+
+func (f fakeFS) ReadDir(dir string) ([]string, error) {
+	seen := map[string]bool{}
+	for p := range f {
+		if rest, ok := strings.CutPrefix(p, dir+"/"); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			seen[name] = true
+		}
+	}
+	var names []string
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (f fakeFS) remove(prefix string) {
+	for p := range f {
+		if strings.HasPrefix(p, prefix) {
+			delete(f, p)
+		}
+	}
+}
+
+const (
+	cgWrite  = 1
+	cgClone3 = 435
+	ms       = 1_000_000
+)
+
+// cgFindings runs the detector alone over events, with fs as the host; a
+// step may change fs before its event.
+type cgStep struct {
+	before func()
+	e      event.Event
+}
+
+func cgRun(fs fakeFS, live bool, steps []cgStep) []Finding {
+	c := newCgroupLimit(event.ArchAMD64, live)
+	c.fs = fs
+	for i := range steps {
+		if steps[i].before != nil {
+			steps[i].before()
+		}
+		c.Observe(&steps[i].e)
+	}
+	return c.Findings(&Env{Host: Host{Arch: event.ArchAMD64, Live: live}})
+}
+
+func at(e event.Event) cgStep { return cgStep{e: e} }
+
+func rootProc(pid string, fs fakeFS) {
+	fs["/proc/"+pid+"/limits"] = "Limit                     Soft Limit           Hard Limit           Units\n" +
+		"Max processes             96365                96365                processes\n"
+	fs["/proc/"+pid+"/status"] = "Name:\tprog\nUid:\t0\t0\t0\t0\nThreads:\t1\n"
+	fs["/proc/sys/kernel/threads-max"] = "192730\n"
+	fs["/proc/loadavg"] = "0.10 0.20 0.30 2/163 4242\n"
+}
+
+// A fork bomb in a v1 pids cgroup: EAGAIN while pids.events max grows.
+func TestCgroupPidsMax(t *testing.T) {
+	fs := fakeFS{
+		"/proc/7/cgroup":                       "8:pids:/ctr\n4:memory:/\n1:cpu:/\n0::/\n",
+		"/sys/fs/cgroup/pids/ctr/pids.max":     "16\n",
+		"/sys/fs/cgroup/pids/ctr/pids.current": "3\n",
+		"/sys/fs/cgroup/pids/ctr/pids.events":  "max 2\n",
+	}
+	rootProc("7", fs)
+	full := func() {
+		fs["/sys/fs/cgroup/pids/ctr/pids.current"] = "16\n"
+		fs["/sys/fs/cgroup/pids/ctr/pids.events"] = "max 7\n"
+	}
+	steps := []cgStep{at(sys(7, 1*ms, nrClone, 8, 50_000, 0x1200011))}
+	for i := 0; i < 5; i++ {
+		s := at(sys(7, uint64(200+i*5)*ms, nrClone, eagain, 30_000, 0x1200011))
+		if i == 0 {
+			s.before = full
+		}
+		steps = append(steps, s)
+	}
+	fs2 := cgRun(fs, true, steps)
+	if len(fs2) != 1 {
+		t.Fatalf("want 1 finding, got %+v", fs2)
+	}
+	f := fs2[0]
+	if f.Severity != Warning || f.Title != "5 clone call(s) failed with EAGAIN: the cgroup /sys/fs/cgroup/pids/ctr is at its pids.max (16)" {
+		t.Errorf("got %s %q", f.Severity, f.Title)
+	}
+	for _, w := range []string{"allows 16 tasks (pids.max) and held 16", "7 refusals (max), 5 of them during this run",
+		"the user is root, whom RLIMIT_NPROC does not limit", "163 tasks of kernel.threads-max 192730"} {
+		if !strings.Contains(f.Summary, w) {
+			t.Errorf("summary lacks %q:\n%s", w, f.Summary)
+		}
+	}
+	if f.Evidence["pids.events_max_during_run"] != int64(5) || f.Evidence["count"] != uint64(5) {
+		t.Errorf("evidence %v", f.Evidence)
+	}
+}
+
+// The same errno from the other two limits, and from none the facts show.
+func TestCgroupForkOtherLimits(t *testing.T) {
+	user := func(fs fakeFS, nproc string) {
+		fs["/proc/7/cgroup"] = "0::/user.slice\n"
+		fs["/sys/fs/cgroup/user.slice/pids.max"] = "max\n"
+		fs["/sys/fs/cgroup/user.slice/pids.current"] = "40\n"
+		fs["/sys/fs/cgroup/user.slice/pids.events"] = "max 0\n"
+		fs["/proc/7/limits"] = "Max processes             " + nproc + "                " + nproc + "                processes\n"
+		fs["/proc/7/status"] = "Uid:\t1000\t1000\t1000\t1000\nThreads:\t6\n"
+		fs["/proc/8/status"] = "Uid:\t1000\t1000\t1000\t1000\nThreads:\t4\n"
+		fs["/proc/9/status"] = "Uid:\t0\t0\t0\t0\nThreads:\t30\n"
+		fs["/proc/sys/kernel/threads-max"] = "1000\n"
+		fs["/proc/loadavg"] = "0.10 0.20 0.30 2/163 4242\n"
+	}
+	fail := []cgStep{at(sys(7, 1*ms, cgClone3, eagain, 30_000))}
+
+	fs := fakeFS{}
+	user(fs, "10")
+	f := byID(cgRun(fs, true, fail), "cgroup-limit")
+	if f == nil || f.Severity != Warning || f.Title != "1 clone3 call(s) failed with EAGAIN: the user's RLIMIT_NPROC (10) is reached, not a cgroup limit" ||
+		!strings.Contains(f.Summary, "Uid 1000 runs 10 tasks") {
+		t.Errorf("RLIMIT_NPROC: %+v", f)
+	}
+
+	fs = fakeFS{}
+	user(fs, "unlimited")
+	fs["/proc/loadavg"] = "0.10 0.20 0.30 2/1000 4242\n"
+	f = byID(cgRun(fs, true, fail), "cgroup-limit")
+	if f == nil || f.Severity != Warning || !strings.Contains(f.Title, "the host is at kernel.threads-max (1000)") {
+		t.Errorf("threads-max: %+v", f)
+	}
+
+	fs = fakeFS{}
+	user(fs, "100")
+	f = byID(cgRun(fs, true, fail), "cgroup-limit")
+	if f == nil || f.Severity != Info || f.Title != "1 clone3 call(s) failed with EAGAIN" || !strings.Contains(f.Summary, "kernel.pid_max") {
+		t.Errorf("no limit reached: %+v", f)
+	}
+
+	// From a capture: nothing is read, so nothing is known.
+	f = byID(cgRun(fakeFS{}, false, fail), "cgroup-limit")
+	if f == nil || f.Severity != Info || !strings.Contains(f.Summary, "read only live") {
+		t.Errorf("offline: %+v", f)
+	}
+}
+
+var reclaimStack = frames("__traceiter_sched_switch+0x41", "__schedule+0x618", "schedule+0x23", "schedule_timeout+0x77",
+	"reclaim_throttle+0x184", "shrink_lruvec+0xc84", "shrink_node+0x2ff", "do_try_to_free_pages+0xbd",
+	"try_to_free_mem_cgroup_pages+0x101", "try_charge_memcg+0x1b0", "charge_memcg+0x2f", "__mem_cgroup_charge+0x2c",
+	"filemap_add_folio+0x7a", "__filemap_get_folio+0x1d9", "ext4_da_write_begin+0xde", "generic_perform_write+0x9e",
+	"vfs_write+0x22f", "ksys_write+0x66")
+
+func reclaimWrite(tid uint32, t, lat, slept uint64) event.Event {
+	e := sys(tid, t, cgWrite, 1<<20, lat, 3, 0x4c2420, 1<<20)
+	e.Syscall.Sleeps = []event.Sleep{{Duration: slept, Count: 3, Stack: reclaimStack}}
+	return e
+}
+
+// Writes asleep in reclaim under a v2 parent's memory.max, named by the
+// parent's memory.events; slow-syscall leaves them to cgroup-limit.
+func TestCgroupMemoryMax(t *testing.T) {
+	fs := fakeFS{
+		"/proc/7/cgroup":                        "0::/ctr/app\n",
+		"/sys/fs/cgroup/ctr/app/memory.max":     "max\n",
+		"/sys/fs/cgroup/ctr/app/memory.high":    "max\n",
+		"/sys/fs/cgroup/ctr/app/memory.current": "60000000\n",
+		"/sys/fs/cgroup/ctr/app/memory.events":  "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n",
+		"/sys/fs/cgroup/ctr/memory.max":         "67108864\n",
+		"/sys/fs/cgroup/ctr/memory.high":        "max\n",
+		"/sys/fs/cgroup/ctr/memory.current":     "60000000\n",
+		"/sys/fs/cgroup/ctr/memory.events":      "low 0\nhigh 0\nmax 3\noom 0\noom_kill 0\n",
+	}
+	steps := []cgStep{
+		at(sys(7, 1*ms, nrOpenat, 3, 20_000)),
+		{before: func() {
+			fs["/sys/fs/cgroup/ctr/memory.events"] = "low 0\nhigh 0\nmax 43\noom 0\noom_kill 0\n"
+			fs["/sys/fs/cgroup/ctr/memory.current"] = "67100000\n"
+		}, e: reclaimWrite(7, 300*ms, 150*ms, 140*ms)},
+		at(reclaimWrite(7, 500*ms, 30*ms, 25*ms)),
+	}
+	got := cgRun(fs, true, steps)
+	if len(got) != 1 {
+		t.Fatalf("want 1 finding, got %+v", got)
+	}
+	f := got[0]
+	if f.Severity != Warning || f.Title != "2 write call(s) slept 165.00ms in memory-cgroup reclaim: /sys/fs/cgroup/ctr is at its memory limit" {
+		t.Errorf("got %s %q", f.Severity, f.Title)
+	}
+	if !strings.Contains(f.Summary, "memory.events during this run: high 0, max 40, oom 0 (in all: high 0, max 43, oom 0)") ||
+		!strings.Contains(f.Summary, "memory.high is max and memory.max 64.0 MiB") {
+		t.Errorf("summary: %s", f.Summary)
+	}
+	if st, _ := f.Evidence["stack"].([]string); len(st) == 0 || st[0] != "__schedule+0x618" {
+		t.Errorf("stack not past the tracepoint: %v", f.Evidence["stack"])
+	}
+
+	// The whole doctor: the calls are cgroup-limit's, not slow-syscall's.
+	all := findings([]event.Event{reclaimWrite(7, 300*ms, 150*ms, 140*ms)})
+	if byID(all, "slow-syscall") != nil {
+		t.Errorf("slow-syscall reports memcg reclaim too: %+v", all)
+	}
+	if f := byID(all, "cgroup-limit"); f == nil || f.Severity != Warning ||
+		f.Title != "1 write call(s) slept 140.00ms in memory-cgroup reclaim: a memory cgroup is at its memory limit" {
+		t.Errorf("offline: %+v", f)
+	}
+}
+
+// Short reclaim sleeps are info; a call mostly waiting for the disk keeps
+// slow-syscall's name; a write to memory.reclaim asked for its reclaim.
+func TestCgroupMemoryNotWarned(t *testing.T) {
+	short := findings([]event.Event{reclaimWrite(7, 300*ms, 30*ms, 25*ms), reclaimWrite(7, 400*ms, 20*ms, 15*ms)})
+	if f := byID(short, "cgroup-limit"); f == nil || f.Severity != Info {
+		t.Errorf("40 ms of reclaim: %+v", f)
+	}
+
+	disk := reclaimWrite(7, 300*ms, 250*ms, 12*ms)
+	disk.Syscall.Sleeps = append(disk.Syscall.Sleeps, event.Sleep{Duration: 230 * ms, Stack: frames("__schedule", "schedule",
+		"io_schedule", "folio_wait_bit_common", "filemap_get_pages", "filemap_read")})
+	got := findings([]event.Event{disk})
+	if byID(got, "cgroup-limit") != nil || byID(got, "slow-syscall") == nil {
+		t.Errorf("a wait mostly for the device: %+v", got)
+	}
+
+	asked := sys(7, 300*ms, cgWrite, 3, 200*ms, 3, 0x1000, 3)
+	asked.Syscall.Sleeps = []event.Sleep{{Duration: 190 * ms, Stack: frames("__schedule", "schedule", "schedule_timeout",
+		"reclaim_throttle", "shrink_node", "do_try_to_free_pages", "try_to_free_mem_cgroup_pages", "memory_reclaim",
+		"kernfs_fop_write_iter", "vfs_write")}}
+	if got := findings([]event.Event{asked}); byID(got, "cgroup-limit") != nil {
+		t.Errorf("a write to memory.reclaim is no limit reached: %+v", got)
+	}
+}
+
+func cpuFS(stat string) fakeFS {
+	return fakeFS{
+		"/proc/7/cgroup": "1:cpu,cpuacct:/kubepods/pod1\n0::/\n",
+		"/proc/8/cgroup": "1:cpu,cpuacct:/kubepods/pod1\n0::/\n",
+		"/sys/fs/cgroup/cpu/kubepods/pod1/cpu.cfs_quota_us":  "10000\n",
+		"/sys/fs/cgroup/cpu/kubepods/pod1/cpu.cfs_period_us": "100000\n",
+		"/sys/fs/cgroup/cpu/kubepods/pod1/cpu.stat":          stat,
+		"/sys/fs/cgroup/cpu/kubepods/cpu.cfs_quota_us":       "-1\n",
+		"/sys/fs/cgroup/cpu/kubepods/cpu.cfs_period_us":      "100000\n",
+		"/sys/fs/cgroup/cpu/kubepods/cpu.stat":               "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n",
+	}
+}
+
+// A v1 CPU quota throttling two processes; the cgroup is gone by report
+// time, so the last read during the run stands.
+func TestCgroupCPUThrottled(t *testing.T) {
+	fs := cpuFS("nr_periods 10\nnr_throttled 2\nthrottled_time 90000000\n")
+	queued := sys(8, 400*ms, 0, 1<<20, 95*ms, 3, 0x1000, 1<<20)
+	queued.Syscall.Sleeps = []event.Sleep{{Duration: 90 * ms, Preempted: true, Stack: frames("__schedule", "preempt_schedule_irq")}}
+	steps := []cgStep{
+		at(sys(7, 1*ms, 0, 10, 20_000)),
+		at(sys(8, 2*ms, 0, 10, 20_000)),
+		{before: func() {
+			fs["/sys/fs/cgroup/cpu/kubepods/pod1/cpu.stat"] = "nr_periods 30\nnr_throttled 20\nthrottled_time 1590000000\n"
+		}, e: queued},
+		{before: func() { fs.remove("/sys/fs/cgroup/cpu/kubepods/pod1/") }, e: sys(7, 900*ms, 0, 10, 20_000)},
+	}
+	got := cgRun(fs, true, steps)
+	if len(got) != 1 {
+		t.Fatalf("want 1 finding, got %+v", got)
+	}
+	f := got[0]
+	if f.Severity != Warning ||
+		f.Title != "The cgroup /sys/fs/cgroup/cpu/kubepods/pod1 was CPU-throttled for 1.50s during the run (cpu.cfs_quota_us 10000 per cpu.cfs_period_us 100000)" {
+		t.Errorf("got %s %q", f.Severity, f.Title)
+	}
+	for _, w := range []string{"may use 0.10 CPU", "in 18 of 20 periods", "Traced in it: prog[7]; prog[8]",
+		"1 traced syscall(s) spent most of their time, 90.00ms in all, preempted"} {
+		if !strings.Contains(f.Summary, w) {
+			t.Errorf("summary lacks %q:\n%s", w, f.Summary)
+		}
+	}
+}
+
+// Throttling that did not grow during the run, or grew by little, and
+// limits nobody reached: no warning.
+func TestCgroupCPUQuiet(t *testing.T) {
+	before := "nr_periods 10\nnr_throttled 8\nthrottled_time 700000000\n"
+	fs := cpuFS(before)
+	steps := []cgStep{at(sys(7, 1*ms, 0, 10, 20_000)), at(sys(7, 500*ms, 0, 10, 20_000))}
+	if got := cgRun(fs, true, steps); len(got) != 0 {
+		t.Errorf("throttled only before the run: %+v", got)
+	}
+
+	fs = cpuFS(before)
+	steps[1].before = func() {
+		fs["/sys/fs/cgroup/cpu/kubepods/pod1/cpu.stat"] = "nr_periods 15\nnr_throttled 9\nthrottled_time 740000000\n"
+	}
+	if got := cgRun(fs, true, steps); len(got) != 1 || got[0].Severity != Info {
+		t.Errorf("40 ms throttled: %+v", got)
+	}
+
+	// Ordinary work in a cgroup with limits it never reaches.
+	fs = fakeFS{
+		"/proc/7/cgroup": "0::/system.slice/app.service\n",
+		"/sys/fs/cgroup/system.slice/app.service/pids.max":      "4915\n",
+		"/sys/fs/cgroup/system.slice/app.service/pids.current":  "12\n",
+		"/sys/fs/cgroup/system.slice/app.service/pids.events":   "max 0\n",
+		"/sys/fs/cgroup/system.slice/app.service/memory.max":    "1073741824\n",
+		"/sys/fs/cgroup/system.slice/app.service/memory.high":   "max\n",
+		"/sys/fs/cgroup/system.slice/app.service/memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n",
+		"/sys/fs/cgroup/system.slice/app.service/cpu.max":       "200000 100000\n",
+		"/sys/fs/cgroup/system.slice/app.service/cpu.stat":      "usage_usec 5\nnr_periods 40\nnr_throttled 0\nthrottled_usec 0\n",
+	}
+	rootProc("7", fs)
+	steps = []cgStep{at(sys(7, 1*ms, nrClone, 8, 50_000, 0x1200011)), at(sys(7, 2*ms, nrOpenat, 3, 20_000)),
+		at(sys(7, 900*ms, cgWrite, 10, 20_000))}
+	if got := cgRun(fs, true, steps); len(got) != 0 {
+		t.Errorf("ordinary work: %+v", got)
+	}
+}

@@ -1,0 +1,222 @@
+// cgwork: workloads that run into their cgroup's limits when started under
+// cgrun. The doctor's cgroup-limit finding must name the limit whatever the
+// number of processes or threads.
+//
+// usage: cgwork KIND [-n PROCS] [-t] [-d SECONDS] [-s MIB]
+//   fork: each of PROCS workers keeps creating children that wait (or, with
+//   -t, threads), retrying 5 ms after each failure: under pids.max, fork()
+//   (clone) or pthread_create (clone3) fails with EAGAIN.
+//   file: each worker writes MIB (default 256) to a file of its own in
+//   /var/tmp, 1 MiB a call, reads it back, truncates it, and again: the
+//   page cache is charged to the memory cgroup inside write() and read(),
+//   which reclaim when the cgroup is at its limit.
+//   spin: each worker (with -t, each of 2 threads) reads /dev/urandom,
+//   1 MiB a call (about 3 ms on the CPU): CPU time spent inside syscalls, so a CPU quota's
+//   throttling lands inside them.
+// Workers run for -d SECONDS (default 2); the file is unlinked once open.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *kind;
+static double secs = 2;
+static long mib = 256;
+static int threads;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void msleep(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static void forker(void)
+{
+	// The children wait for the end of this pipe, then exit and are reaped
+	// here: nothing is left to the host's init.
+	int gate[2];
+	if (pipe(gate) < 0) {
+		perror("pipe");
+		exit(1);
+	}
+	static pid_t kids[4096];
+	int nkids = 0;
+	double end = now() + secs;
+	long made = 0, failed = 0;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	while (now() < end) {
+		int err = 0;
+		if (threads) {
+			pthread_t t;
+			err = pthread_create(&t, &attr, idle, NULL);
+		} else {
+			pid_t pid = fork();
+			if (pid == 0) {
+				char c;
+				close(gate[1]);
+				while (read(gate[0], &c, 1) < 0 && errno == EINTR)
+					;
+				_exit(0);
+			}
+			err = pid < 0 ? errno : 0;
+			if (pid > 0 && nkids < 4096)
+				kids[nkids++] = pid;
+		}
+		if (err) {
+			failed++;
+			if (err != EAGAIN)
+				fprintf(stderr, "cgwork[%d]: %s\n", getpid(), strerror(err));
+			msleep(5);
+		} else {
+			made++;
+		}
+	}
+	close(gate[1]);
+	for (int i = 0; i < nkids; i++)
+		while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)
+			;
+	fprintf(stderr, "cgwork[%d]: %ld %s made, %ld failed\n", getpid(), made, threads ? "threads" : "children", failed);
+}
+
+static void filer(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/var/tmp/cgwork.XXXXXX");
+	int fd = mkstemp(path);
+	if (fd < 0) {
+		perror(path);
+		exit(1);
+	}
+	unlink(path);
+	static char buf[1 << 20];
+	memset(buf, 'x', sizeof(buf));
+	double end = now() + secs;
+	long passes = 0;
+	while (now() < end) {
+		for (long i = 0; i < mib && now() < end; i++)
+			if (write(fd, buf, sizeof(buf)) < 0) {
+				perror("write");
+				exit(1);
+			}
+		lseek(fd, 0, SEEK_SET);
+		while (now() < end && read(fd, buf, sizeof(buf)) > 0)
+			;
+		if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+			perror("truncate");
+			exit(1);
+		}
+		passes++;
+	}
+	fprintf(stderr, "cgwork[%d]: %ld passes of %ld MiB\n", getpid(), passes, mib);
+}
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	int fd = open("/dev/urandom", O_RDONLY);
+	if (fd < 0) {
+		perror("/dev/urandom");
+		exit(1);
+	}
+	char *buf = malloc(1 << 20);
+	if (!buf) {
+		perror("malloc");
+		exit(1);
+	}
+	double end = now() + secs;
+	long calls = 0;
+	while (now() < end) {
+		if (read(fd, buf, 1 << 20) < 0) {
+			perror("read");
+			exit(1);
+		}
+		calls++;
+	}
+	close(fd);
+	free(buf);
+	return (void *)calls;
+}
+
+static void spin(void)
+{
+	pthread_t t;
+	if (threads)
+		pthread_create(&t, NULL, spinner, NULL);
+	long calls = (long)spinner(NULL);
+	if (threads) {
+		void *more;
+		pthread_join(t, &more);
+		calls += (long)more;
+	}
+	fprintf(stderr, "cgwork[%d]: %ld reads of 1 MiB\n", getpid(), calls);
+}
+
+int main(int argc, char **argv)
+{
+	int procs = 1, opt;
+	if (argc < 2) {
+		fprintf(stderr, "usage: cgwork fork|file|spin [-n PROCS] [-t] [-d SECONDS] [-s MIB]\n");
+		return 2;
+	}
+	kind = argv[1];
+	optind = 2;
+	while ((opt = getopt(argc, argv, "n:td:s:")) != -1) {
+		switch (opt) {
+		case 'n': procs = atoi(optarg); break;
+		case 't': threads = 1; break;
+		case 'd': secs = atof(optarg); break;
+		case 's': mib = atol(optarg); break;
+		default: return 2;
+		}
+	}
+	void (*work)(void) = !strcmp(kind, "fork") ? forker : !strcmp(kind, "file") ? filer : !strcmp(kind, "spin") ? spin : NULL;
+	if (!work || procs < 1 || procs > 64 || secs <= 0 || mib < 1) {
+		fprintf(stderr, "cgwork: bad arguments\n");
+		return 2;
+	}
+	// Workers first: under pids.max the fork bomb's own children must not
+	// keep the other workers from starting.
+	pid_t workers[64];
+	for (int i = 1; i < procs; i++) {
+		pid_t pid = workers[i] = fork();
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			work();
+			_exit(0);
+		}
+		if (pid < 0)
+			perror("fork");
+	}
+	work();
+	// The workers only: the fork bomb reaps its own children.
+	for (int i = 1; i < procs; i++)
+		if (workers[i] > 0)
+			while (waitpid(workers[i], NULL, 0) < 0 && errno == EINTR)
+				;
+	return 0;
+}
