@@ -128,6 +128,9 @@ func bioCause(name string, sc *event.Syscall) (cause string, ns uint64, stack []
 	if ioCalls[name] {
 		return "", 0, nil
 	}
+	if _, memcg := memcgReclaim(sc); memcg {
+		return "", 0, nil // writeback waited for inside reclaim at a memory limit: cgroup-limit's
+	}
 	for i := range sc.Sleeps {
 		if hasFrame(sc.Sleeps[i].Stack, syncFrames) {
 			return "", 0, nil // a write to a file opened O_SYNC or O_DSYNC asked to wait

@@ -57,6 +57,10 @@ func TestBlockedIO(t *testing.T) {
 				return e
 			}(),
 		}, 0, nil},
+		{"writeback waited for in reclaim at a memory limit is cgroup-limit's", []event.Event{
+			slept(5, 100, nrWrite, 60_000_000, 59_000_000, false, "folio_wait_writeback+0x2a", "shrink_folio_list+0x5a",
+				"shrink_lruvec+0x1a", "try_to_free_mem_cgroup_pages+0x10f", "try_charge_memcg+0x1b3", "__mem_cgroup_charge+0x3a"),
+		}, 0, nil},
 		{"an O_SYNC write asked to wait", []event.Event{
 			slept(5, 100, nrWrite, 60_000_000, 59_000_000, false, "folio_wait_writeback+0x2a", "__filemap_fdatawait_range+0x7c",
 				"file_write_and_wait_range+0x8f", "ext4_sync_file+0x226", "vfs_fsync_range+0x3a", "ext4_buffered_write_iter+0xa2"),
