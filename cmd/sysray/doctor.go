@@ -211,6 +211,8 @@ func doctorLive(sel *selection, args []string, cmdOut io.Writer) (*doctor.Report
 				return host.OOMKills()
 			},
 			Audit: func() *doctor.AuditWindow { return window },
+			// Reading /proc or /sys on a sick host waits with everyone else.
+			ReadsStall: sick.Load,
 			Libc: func(pid uint32) string {
 				l, err := container.Libc(int(pid))
 				if err != nil {

@@ -24,9 +24,10 @@ import (
 // management) are left to slow-syscall, which reports a wait for the
 // device as the device's latency.
 type blockedIO struct {
-	arch   event.Arch
-	live   bool
-	groups map[string]*bioGroup // by cause and mount
+	arch    event.Arch
+	live    bool
+	canRead func() bool          // live, and opening files does not stall now
+	groups  map[string]*bioGroup // by cause and mount
 	// pidMounts reads the mounts pid sees; mounts lists the host's; sysctl
 	// reads /proc/sys. Replaced in tests.
 	pidMounts func(pid uint32) []mount
@@ -115,8 +116,8 @@ const (
 	bioMinNS = 100_000_000
 )
 
-func newBlockedIO(arch event.Arch, live bool) *blockedIO {
-	return &blockedIO{arch: arch, live: live, groups: map[string]*bioGroup{}, seen: map[uint32][]mount{},
+func newBlockedIO(arch event.Arch, live bool, canRead func() bool) *blockedIO {
+	return &blockedIO{arch: arch, live: live, canRead: canRead, groups: map[string]*bioGroup{}, seen: map[uint32][]mount{},
 		pidMounts: procMounts, mounts: hostMounts, sysctl: readSysctl}
 }
 
@@ -173,7 +174,7 @@ func (b *blockedIO) Observe(e *event.Event) {
 	// (still open unless the call was close).
 	var m *mount
 	file := b.file(e.PID, sc, name)
-	if b.live && file != "" {
+	if b.reads() && file != "" {
 		ms, ok := b.seen[e.PID]
 		if !ok {
 			ms = b.pidMounts(e.PID)
@@ -189,7 +190,7 @@ func (b *blockedIO) Observe(e *event.Event) {
 	if g == nil {
 		g = &bioGroup{cause: cause, mount: m, calls: map[string]uint64{}, procs: map[uint32]string{}, files: map[string]bool{}}
 		b.groups[key] = g
-		if cause == "dirty-throttle" && b.live {
+		if cause == "dirty-throttle" && b.reads() {
 			g.limits = map[string]string{}
 			for _, k := range []string{"dirty_bytes", "dirty_ratio", "dirty_background_bytes", "dirty_background_ratio"} {
 				if v := b.sysctl("vm/" + k); v != "" {
@@ -231,14 +232,14 @@ func (b *blockedIO) file(pid uint32, sc *event.Syscall, name string) string {
 		}
 		if len(sc.Data[i]) > 0 {
 			p := string(sc.Data[i])
-			if !filepath.IsAbs(p) && b.live {
+			if !filepath.IsAbs(p) && b.reads() {
 				if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil {
 					p = filepath.Join(cwd, p)
 				}
 			}
 			return p
 		}
-		if a.Kind == event.ArgFd && b.live && name != "close" {
+		if a.Kind == event.ArgFd && b.reads() && name != "close" {
 			if t, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, int32(sc.Args[i]))); err == nil && strings.HasPrefix(t, "/") {
 				return t
 			}
@@ -319,7 +320,7 @@ var bioShort = map[string]string{"discard": "a discard", "dirty-throttle": "dirt
 // explain names the mount and the setting that explain the cause, and the fix.
 func (b *blockedIO) explain(g *bioGroup, ev map[string]any) (where, why, fix string) {
 	m := g.mount
-	if m == nil && b.live {
+	if m == nil && b.reads() {
 		// Not resolved from the call: the mounts whose options fit the cause.
 		var cands []string
 		for _, c := range b.mounts() {
@@ -447,3 +448,6 @@ func readSysctl(name string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// reads reports whether the detector may read the host's files now.
+func (b *blockedIO) reads() bool { return b.live && (b.canRead == nil || b.canRead()) }

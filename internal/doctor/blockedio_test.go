@@ -103,7 +103,7 @@ func TestBlockedIO(t *testing.T) {
 // Live, the file's mount and its options explain a discard, and the dirty
 // limits in force when the writer was throttled explain that.
 func TestBlockedIOExplains(t *testing.T) {
-	b := newBlockedIO(event.ArchAMD64, true)
+	b := newBlockedIO(event.ArchAMD64, true, nil)
 	b.pidMounts = func(uint32) []mount {
 		return []mount{{"/", "ext4", "/dev/vda", "rw,relatime"}, {"/scratch", "ext4", "/dev/loop0", "rw,relatime,rw,discard"}}
 	}
@@ -135,5 +135,21 @@ func TestBlockedIOExplains(t *testing.T) {
 	}
 	if dirty == nil || !strings.Contains(dirty.Summary, "vm.dirty_bytes=4194304") {
 		t.Errorf("dirty finding: %+v", dirty)
+	}
+}
+
+// On a host where opening a file stalls, the detector reads nothing.
+func TestBlockedIOReadsNothingWhenReadsStall(t *testing.T) {
+	b := newBlockedIO(event.ArchAMD64, true, func() bool { return false })
+	b.pidMounts = func(uint32) []mount { t.Error("read the mounts on a sick host"); return nil }
+	b.mounts = func() []mount { t.Error("read the host's mounts on a sick host"); return nil }
+	b.sysctl = func(string) string { t.Error("read a sysctl on a sick host"); return "" }
+	un := slept(5, 100, nrUnlink, 40_000_000, 38_000_000, false, discardStack...)
+	un.Syscall.Data[0] = []byte("/scratch/w5")
+	wr := slept(5, 200, nrWrite, 40_000_000, 38_000_000, false, throttleStack...)
+	b.Observe(&un)
+	b.Observe(&wr)
+	if fs := b.Findings(&Env{Host: host, threads: map[uint32]*lifetime{}, cgroups: map[uint32]uint64{}}); len(fs) != 2 {
+		t.Errorf("%d findings, want the discard and the throttling from the events alone", len(fs))
 	}
 }

@@ -40,6 +40,7 @@ import (
 type cgroupLimit struct {
 	arch     event.Arch
 	live     bool
+	canRead  func() bool // live, and opening files does not stall now
 	fs       cgFS
 	procs    map[uint32]*cgProc
 	dirs     map[cgKey]*cgDir // nil value: probed, no such controller there
@@ -151,8 +152,8 @@ type cgDir struct {
 	gone        bool
 }
 
-func newCgroupLimit(arch event.Arch, live bool) *cgroupLimit {
-	return &cgroupLimit{arch: arch, live: live, fs: hostFS{}, procs: map[uint32]*cgProc{}, dirs: map[cgKey]*cgDir{}}
+func newCgroupLimit(arch event.Arch, live bool, canRead func() bool) *cgroupLimit {
+	return &cgroupLimit{arch: arch, live: live, canRead: canRead, fs: hostFS{}, procs: map[uint32]*cgProc{}, dirs: map[cgKey]*cgDir{}}
 }
 
 // Frames of a sleep that is a charge to a memory cgroup: reclaim, or the
@@ -214,7 +215,7 @@ func (c *cgroupLimit) Observe(e *event.Event) {
 			p.forkEx = event.FormatSyscall(c.arch, sc)
 		}
 		p.forks[name]++
-		if p.rlimit == nil && c.live {
+		if p.rlimit == nil && c.reads() {
 			p.rlimit = c.nproc(e.PID, e.Time)
 		}
 	case len(sc.Sleeps) > 0 && !sc.Unfinished:
@@ -273,7 +274,7 @@ func (c *cgroupLimit) addReclaim(p *cgProc, sc *event.Syscall, name string, ns u
 // resolve looks up the process's cgroup for each controller, and reads a
 // cgroup the first time it is seen.
 func (c *cgroupLimit) resolve(pid uint32, p *cgProc, now uint64) {
-	if !c.live || c.resolved >= cgMaxResolves {
+	if !c.reads() || c.resolved >= cgMaxResolves {
 		return
 	}
 	c.resolved++
@@ -346,7 +347,7 @@ func b2i(b bool) int {
 // most every cgRefresh, or every cgRefreshRelevant on an event that
 // matters (a failed fork reads pids.current while the cgroup is full).
 func (c *cgroupLimit) refresh(p *cgProc, now uint64, relevant bool) {
-	if !c.live {
+	if !c.reads() {
 		return
 	}
 	every := uint64(cgRefresh)
@@ -539,7 +540,7 @@ func (d *cgDir) delta(key string) int64 {
 }
 
 func (c *cgroupLimit) Findings(env *Env) []Finding {
-	if c.live {
+	if c.reads() {
 		for k, d := range c.dirs {
 			if d != nil && d.limited && !d.gone {
 				c.read(k.dir, d)
@@ -906,3 +907,6 @@ func capList(l []string) []string {
 	}
 	return append(l[:8:8], fmt.Sprintf("and %d more", len(l)-8))
 }
+
+// reads reports whether the detector may read the host's files now.
+func (c *cgroupLimit) reads() bool { return c.live && (c.canRead == nil || c.canRead()) }

@@ -58,7 +58,7 @@ type cgStep struct {
 }
 
 func cgRun(fs fakeFS, live bool, steps []cgStep) []Finding {
-	c := newCgroupLimit(event.ArchAMD64, live)
+	c := newCgroupLimit(event.ArchAMD64, live, nil)
 	c.fs = fs
 	for i := range steps {
 		if steps[i].before != nil {

@@ -80,7 +80,15 @@ type Host struct {
 	// live run (read once, at report time): audit-backlog-stall reports a
 	// full backlog from them even when no traced call waited.
 	Audit func() *AuditWindow
+	// ReadsStall, if set, says that opening a file on this host may stall
+	// now (a full audit backlog with rules on open: the doctor's own opens
+	// would wait with everyone else's). Detectors then read nothing from
+	// /proc or /sys and report what the events say.
+	ReadsStall func() bool
 }
+
+// canRead reports whether a detector may read the host now.
+func (h *Host) canRead() bool { return h.Live && (h.ReadsStall == nil || !h.ReadsStall()) }
 
 // Env is what detectors may consult besides events.
 type Env struct {
@@ -173,9 +181,9 @@ func New(host Host, procs *proc.Table) *Doctor {
 		newErrors(host.Arch),
 		newExecFail(host.Arch),
 		newRefused(host.Arch),
-		newCgroupLimit(host.Arch, host.Live),
-		newFDExhaustion(host.Arch, host.Live),
-		newBlockedIO(host.Arch, host.Live),
+		newCgroupLimit(host.Arch, host.Live, host.canRead),
+		newFDExhaustion(host.Arch, host.Live, host.canRead),
+		newBlockedIO(host.Arch, host.Live, host.canRead),
 		newMmapLock(host.Arch),
 	}
 	return d

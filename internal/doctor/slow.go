@@ -26,12 +26,12 @@ type slow struct {
 }
 
 type slowGroup struct {
-	where    string
-	stack    []string
-	calls    map[string]uint64 // syscall name → count
-	n        uint64
-	totalNS  uint64
-	maxNS    uint64
+	where   string
+	stack   []string
+	calls   map[string]uint64 // syscall name → count
+	n       uint64
+	totalNS uint64
+	maxNS   uint64
 	// maxOwnNS: the longest call less its time waiting for a CPU, which is
 	// the host's load, not the call's; the warning's measure.
 	maxOwnNS uint64
