@@ -223,6 +223,25 @@ func TestStoryFDLeak(t *testing.T) {
 	}
 }
 
+func TestStoryMemcg(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "memcg"), "cgroup-limit", "warning")
+	if !strings.Contains(f.Title, "memory-cgroup reclaim") || !strings.Contains(f.Title, "at its memory limit") {
+		t.Errorf("title %q does not say reclaim at the memory limit", f.Title)
+	}
+}
+
+func TestStoryHotcall(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "hotcall"), "hot-syscall", "warning")
+	if f.Evidence["syscall"] != "getppid" {
+		t.Errorf("hot call %v, want getppid", f.Evidence["syscall"])
+	}
+	if n, _ := f.Evidence["calls"].(float64); n < 500_000 {
+		t.Errorf("%v calls counted, want about a million a second for 2 s", f.Evidence["calls"])
+	}
+}
+
 // Ordinary work yields nothing at warning or above.
 func TestBenignWorkloads(t *testing.T) {
 	requireBPF(t)

@@ -41,6 +41,10 @@ var demos = []demo{
 		[]string{"mmaplock", "-w", "mprotect"}, []string{"mmap-lock-contention"}},
 	{"fdleak", "A server that never closes the connections it accepts reaches its descriptor limit: accept4 fails with EMFILE in a busy loop.",
 		[]string{"fdleak", "-k", "accept", "-l", "128", "-d", "2"}, []string{"fd-exhaustion"}},
+	{"memcg", "A container with a 32 MiB memory limit writes and reads back 128 MiB files: its reads and writes sleep in its own cgroup's reclaim.",
+		[]string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "2"}, []string{"cgroup-limit"}},
+	{"hotcall", "One process calls getppid about a million times a second: the syscall's fixed cost is the program's time.",
+		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []string{"hot-syscall"}},
 }
 
 func newDemo() *cobra.Command {
