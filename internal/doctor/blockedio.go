@@ -256,8 +256,45 @@ var bioWhat = map[string]string{
 	"flush":          "the device to flush its cache",
 }
 
+// mergeUnresolved folds a group whose calls named no file we could find
+// (an fd closed before the event was read) into the group of the same
+// cause on the one mount whose options explain it, where there is one.
+func (b *blockedIO) mergeUnresolved() {
+	if !b.reads() {
+		return
+	}
+	var discard []mount
+	for _, m := range b.mounts() {
+		if hasOpt(m.options, "discard") {
+			discard = append(discard, m)
+		}
+	}
+	u := b.groups["discard"]
+	if u == nil || len(discard) != 1 {
+		return
+	}
+	into := b.groups["discard\x00"+discard[0].point]
+	if into == nil {
+		return
+	}
+	for c, n := range u.calls {
+		into.calls[c] += n
+	}
+	for pid, comm := range u.procs {
+		into.procs[pid] = comm
+	}
+	into.n += u.n
+	into.waitNS += u.waitNS
+	into.totalNS += u.totalNS
+	if u.maxNS > into.maxNS {
+		into.maxNS, into.example, into.stack = u.maxNS, u.example, u.stack
+	}
+	delete(b.groups, "discard")
+}
+
 func (b *blockedIO) Findings(env *Env) []Finding {
 	tt, _ := env.threadTime()
+	b.mergeUnresolved()
 	var out []Finding
 	for _, g := range b.groups {
 		var procTime uint64

@@ -153,3 +153,26 @@ func TestBlockedIOReadsNothingWhenReadsStall(t *testing.T) {
 		t.Errorf("%d findings, want the discard and the throttling from the events alone", len(fs))
 	}
 }
+
+// A call whose file could not be found (its fd closed before the event was
+// read) joins the group of the one mount mounted with discard.
+func TestBlockedIOMergesUnresolved(t *testing.T) {
+	b := newBlockedIO(event.ArchAMD64, true, nil)
+	scratch := mount{"/scratch", "ext4", "/dev/loop0", "rw,discard"}
+	b.pidMounts = func(uint32) []mount { return []mount{{"/", "ext4", "/dev/vda", "rw"}, scratch} }
+	b.mounts = func() []mount { return []mount{{"/", "ext4", "/dev/vda", "rw"}, scratch} }
+	const nrFtruncate = 77
+	un := slept(999999, 100, nrUnlink, 40_000_000, 38_000_000, false, discardStack...)
+	un.Syscall.Data[0] = []byte("/scratch/w5")
+	tr := slept(999999, 200, nrFtruncate, 30_000_000, 29_000_000, false, discardStack...)
+	tr.Syscall.Args[0] = 12345 // no such fd
+	b.Observe(&un)
+	b.Observe(&tr)
+	fs := b.Findings(&Env{Host: host, threads: map[uint32]*lifetime{}, cgroups: map[uint32]uint64{}})
+	if len(fs) != 1 || !strings.Contains(fs[0].Title, "waited for a discard on /scratch") || fs[0].Evidence["count"] != uint64(2) {
+		for _, f := range fs {
+			t.Log(f.Title)
+		}
+		t.Fatalf("%d findings, want one for both calls on /scratch", len(fs))
+	}
+}
