@@ -257,39 +257,39 @@ var bioWhat = map[string]string{
 }
 
 // mergeUnresolved folds a group whose calls named no file we could find
-// (an fd closed before the event was read) into the group of the same
-// cause on the one mount whose options explain it, where there is one.
+// (an fd closed before the event was read, the process gone) into the
+// group of the same cause on a mount, when there is exactly one: the
+// calls were the same work, seen a little late.
 func (b *blockedIO) mergeUnresolved() {
-	if !b.reads() {
-		return
-	}
-	var discard []mount
-	for _, m := range b.mounts() {
-		if hasOpt(m.options, "discard") {
-			discard = append(discard, m)
+	for key, u := range b.groups {
+		if u.mount != nil {
+			continue
 		}
+		var into *bioGroup
+		n := 0
+		for _, g := range b.groups {
+			if g.mount != nil && g.cause == u.cause {
+				into = g
+				n++
+			}
+		}
+		if n != 1 {
+			continue
+		}
+		for c, k := range u.calls {
+			into.calls[c] += k
+		}
+		for pid, comm := range u.procs {
+			into.procs[pid] = comm
+		}
+		into.n += u.n
+		into.waitNS += u.waitNS
+		into.totalNS += u.totalNS
+		if u.maxNS > into.maxNS {
+			into.maxNS, into.example, into.stack = u.maxNS, u.example, u.stack
+		}
+		delete(b.groups, key)
 	}
-	u := b.groups["discard"]
-	if u == nil || len(discard) != 1 {
-		return
-	}
-	into := b.groups["discard\x00"+discard[0].point]
-	if into == nil {
-		return
-	}
-	for c, n := range u.calls {
-		into.calls[c] += n
-	}
-	for pid, comm := range u.procs {
-		into.procs[pid] = comm
-	}
-	into.n += u.n
-	into.waitNS += u.waitNS
-	into.totalNS += u.totalNS
-	if u.maxNS > into.maxNS {
-		into.maxNS, into.example, into.stack = u.maxNS, u.example, u.stack
-	}
-	delete(b.groups, "discard")
 }
 
 func (b *blockedIO) Findings(env *Env) []Finding {

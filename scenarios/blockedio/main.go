@@ -89,7 +89,9 @@ func run(c *scen.Cleanup, mode, op string, procs, mb, iters int, dur time.Durati
 			path := "/proc/sys/vm/" + k
 			c.Add("restore vm."+k, func() error { return scen.WriteFile(path, v) })
 		}
-		if err := scen.WriteFile("/proc/sys/vm/dirty_background_bytes", "1048576"); err != nil {
+		// Limits this small throttle every writer hard, for up to 200 ms a
+		// pause, however fast the device drains them.
+		if err := scen.WriteFile("/proc/sys/vm/dirty_background_bytes", "2097152"); err != nil {
 			return fail(err)
 		}
 		if err := scen.WriteFile("/proc/sys/vm/dirty_bytes", "4194304"); err != nil {

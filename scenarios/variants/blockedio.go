@@ -19,14 +19,14 @@ var blockedIOVariants = []Variant{
 		Mode: Cmd, Argv: []string{"blockedio", "-op", "otrunc", "-n", "6"}, Expect: blockedBy("openat", "discard")},
 	{Name: "blocked-in-kernel-io/rename-4-procs", Differs: "rename over a file, 4 processes at once",
 		Mode: Cmd, Argv: []string{"blockedio", "-op", "rename", "-procs", "4", "-n", "3", "-mb", "32"}, Expect: blockedBy("rename", "discard")},
-	{Name: "blocked-in-kernel-io/dirty-throttle", Differs: "another cause: plain write() throttled in balance_dirty_pages under vm.dirty_bytes=4 MiB",
-		Mode: Cmd, Argv: []string{"blockedio", "-mode", "dirty", "-mb", "32", "-n", "4"},
+	{Name: "blocked-in-kernel-io/dirty-throttle", Differs: "another cause: 8 MiB write() calls throttled in balance_dirty_pages under vm.dirty_bytes=4 MiB",
+		Mode: Cmd, Argv: []string{"blockedio", "-mode", "dirty", "-mb", "64", "-n", "8"},
 		Expect: blockedBy("write", "dirty-page throttling", "vm.dirty_bytes=4194304")},
 	{Name: "blocked-in-kernel-io/truncate-pid", Differs: "ftruncate, already running; -p for 2 s",
 		Mode: PID, Argv: []string{"blockedio", "-op", "truncate", "-d", "5s"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: blockedBy("ftruncate", "discard")},
 	{Name: "blocked-in-kernel-io/dirty-host", Differs: "the throttled writer already running; the whole host for 2 s",
-		Mode: Host, Argv: []string{"blockedio", "-mode", "dirty", "-mb", "32", "-d", "5s"},
+		Mode: Host, Argv: []string{"blockedio", "-mode", "dirty", "-mb", "64", "-d", "5s"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: blockedBy("write", "dirty-page throttling")},
 }
 

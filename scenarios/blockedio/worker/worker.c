@@ -5,7 +5,7 @@
 //       frees them with the chosen call; on a file system mounted with
 //       `discard` the call waits for the device to discard them.
 //   blockedio-worker -m dirty -D DIR [-s MB] [-d SECONDS]
-//       writes MB MiB in 64 KiB writes (no fsync), again and again: past the
+//       writes MB MiB in 8 MiB writes (no fsync), again and again: past the
 //       dirty limits each write() is throttled in balance_dirty_pages.
 //
 // -d loops until SECONDS have passed (for -p and whole-host runs).
@@ -18,7 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static char buf[1 << 20];
+// 8 MiB: a throttled writer's pauses add up inside one write() call, and the
+// doctor sees a call's sleeps from 10 ms on.
+static char buf[8 << 20];
 
 static double now(void)
 {
@@ -37,7 +39,7 @@ static void die(const char *what)
 static void fill(int fd, int mb)
 {
 	for (int i = 0; i < mb; i++)
-		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		if (write(fd, buf, 1 << 20) != 1 << 20)
 			die("write");
 	if (fsync(fd))
 		die("fsync");
@@ -75,8 +77,8 @@ int main(int argc, char **argv)
 			int fd = open(a, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 			if (fd < 0)
 				die("open");
-			for (int k = 0; k < mb * 16; k++)
-				if (write(fd, buf, 64 << 10) != 64 << 10)
+			for (int k = 0; k < (mb + 7) / 8; k++)
+				if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 					die("write");
 			close(fd);
 			continue;
