@@ -89,8 +89,8 @@ func run(c *scen.Cleanup, mode, op string, procs, mb, iters int, dur time.Durati
 			path := "/proc/sys/vm/" + k
 			c.Add("restore vm."+k, func() error { return scen.WriteFile(path, v) })
 		}
-		// Limits this small throttle every writer hard, for up to 200 ms a
-		// pause, however fast the device drains them.
+		// With limits this small a writer is past them at once and paced
+		// to writeback; its 8 MiB writes then take tens of ms each.
 		if err := scen.WriteFile("/proc/sys/vm/dirty_background_bytes", "2097152"); err != nil {
 			return fail(err)
 		}
