@@ -109,11 +109,15 @@ var syncFrames = []string{"generic_write_sync", "vfs_fsync_range", "ext4_sync_fi
 // The blocked-I/O rule: a warning when the waits are ≥ bioShare of the
 // time of the processes that made them and ≥ bioMinNS in all (removing
 // them makes the processes a third faster, as for kernel-hotspot); else
-// info. One 100 ms stall of a git rename on a disk mounted with discard
-// (the benign corpus saw it) is true but not urgent.
+// info. And at least bioMinCalls such calls: the cost must recur. One
+// stall is a one-off price, however large a share of a short process it
+// is (the benign corpus saw sqlite3 wait 185 ms, 83% of its life, once,
+// deleting its WAL on a disk mounted with discard, and git 100 ms once
+// in a rename): true, and info.
 const (
-	bioShare = 0.25
-	bioMinNS = 100_000_000
+	bioShare    = 0.25
+	bioMinNS    = 100_000_000
+	bioMinCalls = 3
 )
 
 func newBlockedIO(arch event.Arch, live bool, canRead func() bool) *blockedIO {
@@ -316,7 +320,7 @@ func (b *blockedIO) Findings(env *Env) []Finding {
 			share = float64(g.waitNS) / float64(procTime)
 		}
 		sev := Info
-		if share >= bioShare && g.waitNS >= bioMinNS {
+		if share >= bioShare && g.waitNS >= bioMinNS && g.n >= bioMinCalls {
 			sev = Warning
 		}
 		calls := callList(g.calls)
