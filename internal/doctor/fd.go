@@ -415,7 +415,7 @@ func (x *fdExhaustion) finding(env *Env, errno int, vs []*fdVerdict) Finding {
 	if len(vs) > 1 {
 		who = fmt.Sprintf("%d processes (%s, …)", len(vs), name)
 	}
-	callList := keys(calls)
+	names := callList(calls)
 	errName := event.ErrnoName(errno)
 	ev := map[string]any{
 		"errno": errName, "errno_meaning": fdErrnoMeaning(errno), "failures": total, "calls": calls,
@@ -461,15 +461,15 @@ func (x *fdExhaustion) finding(env *Env, errno int, vs []*fdVerdict) Finding {
 		ev["accept_loop"] = map[string]any{"fd": l.fd, "failures": l.acc.n, "per_second": l.rate, "span_ns": l.acc.last - l.acc.first,
 			"threads": len(l.acc.threads), "ready_after_failure": l.acc.ready, "accept_again_at_once": l.acc.again}
 	case errno == enfile:
-		f.Title = fmt.Sprintf("the host ran out of file structures: %d %s call(s) failed with ENFILE in %s", total, callList, who)
+		f.Title = fmt.Sprintf("the host ran out of file structures: %d %s call(s) failed with ENFILE in %s", total, names, who)
 		fmt.Fprintf(&sum, "%s failed %d call(s) that create a descriptor with ENFILE (%s). ", who, total, fdErrnoMeaning(errno))
 	case w.sev == Info:
-		f.Title = fmt.Sprintf("%s hit its file descriptor limit %d time(s) (%s, %s)", who, total, callList, errName)
+		f.Title = fmt.Sprintf("%s hit its file descriptor limit %d time(s) (%s, %s)", who, total, names, errName)
 		fmt.Fprintf(&sum, "%s failed %d call(s) that create a descriptor (%s) with %s (%s)%s, then no more: ",
-			who, total, callList, errName, fdErrnoMeaning(errno), limit)
+			who, total, names, errName, fdErrnoMeaning(errno), limit)
 		sum.WriteString("a program probing its limit, or a peak it got over. ")
 	default:
-		f.Title = fmt.Sprintf("%s ran out of file descriptors: %d %s call(s) failed with %s%s", who, total, callList, errName, limit)
+		f.Title = fmt.Sprintf("%s ran out of file descriptors: %d %s call(s) failed with %s%s", who, total, names, errName, limit)
 		fmt.Fprintf(&sum, "%s failed %d call(s) that create a descriptor with %s (%s): %s. Each is an operation that did not "+
 			"happen (a connection not accepted, a file not opened, a child not spawned). ",
 			who, total, errName, fdErrnoMeaning(errno), fdCounts(calls))
@@ -813,7 +813,7 @@ func fdQueued(f *fdFacts, fd int) int {
 
 func fdCounts(calls map[string]uint64) string {
 	var parts []string
-	for _, c := range strings.Split(keys(calls), ", ") {
+	for _, c := range strings.Split(callList(calls), ", ") {
 		parts = append(parts, fmt.Sprintf("%s %d", c, calls[c]))
 	}
 	return strings.Join(parts, ", ")

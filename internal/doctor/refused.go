@@ -302,7 +302,7 @@ func (r *refused) finding(env *Env, g *refusedGroup) Finding {
 	case g.key.kernel:
 		ev["answered_by"] = "kernel"
 		f.Severity = Info
-		f.Title = fmt.Sprintf("this kernel does not implement %s; %s fell back to %s", calls, proc, keys(g.to))
+		f.Title = fmt.Sprintf("this kernel does not implement %s; %s fell back to %s", calls, proc, callList(g.to))
 		f.Summary = fmt.Sprintf("%s called %s %d time(s) and the kernel answered ENOSYS: it is older than the program's libc, "+
 			"or was built without the call. The program fell back to the older call %d time(s), which works.", proc, calls, g.n, g.fell)
 		f.Fix = "Nothing breaks. To use the newer call, run a kernel that has it."
@@ -317,7 +317,7 @@ func (r *refused) finding(env *Env, g *refusedGroup) Finding {
 		f.Severity = Info
 		how := "then went on without it"
 		if len(g.to) > 0 {
-			how = fmt.Sprintf("fell back to %s %d time(s)", keys(g.to), g.fell)
+			how = fmt.Sprintf("fell back to %s %d time(s)", callList(g.to), g.fell)
 		}
 		f.Title = fmt.Sprintf("seccomp refused %s with %s in %s, which %s", calls, errno, proc, how)
 		f.Summary = fmt.Sprintf("%s called %s %d time(s); the kernel never ran them: %s answered %s, as a container "+
@@ -338,16 +338,6 @@ func (r *refused) finding(env *Env, g *refusedGroup) Finding {
 			"or run an image whose libc is as old as the profile."
 	}
 	return f
-}
-
-// keys lists a count map's keys, most counted first.
-func keys(m map[string]uint64) string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Slice(ks, func(i, j int) bool { return m[ks[i]] > m[ks[j]] || m[ks[i]] == m[ks[j]] && ks[i] < ks[j] })
-	return strings.Join(ks, ", ")
 }
 
 func plural(n int, one, many string) string {
