@@ -1,0 +1,198 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/capture"
+)
+
+// straceLog runs argv under strace with opts and returns the log's path.
+func straceLog(t *testing.T, opts []string, argv ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Fatalf("strace is needed: %v", err)
+	}
+	log := filepath.Join(t.TempDir(), "strace.log")
+	cmd := exec.Command("strace", append(append(opts, "-o", log), argv...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			t.Fatalf("strace: %v\n%s", err, out)
+		}
+	}
+	return log
+}
+
+// importLog imports a strace log and returns the capture's path.
+func importLog(t *testing.T, logs ...string) string {
+	t.Helper()
+	capPath := filepath.Join(t.TempDir(), "imported.sysray")
+	r := run(t, append(append([]string{"import", "--from", "strace"}, logs...), "-w", capPath)...)
+	if r.code != 0 {
+		t.Fatalf("import failed (%d): %s", r.code, r.stderr)
+	}
+	fi, err := os.Stat(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("capture mode %v, want 0600", fi.Mode().Perm())
+	}
+	return capPath
+}
+
+func doctorRead(t *testing.T, capPath string) doctorReport {
+	t.Helper()
+	r := runOut(t, "doctor", "--json", "-r", capPath)
+	if r.code != 0 {
+		t.Fatalf("doctor -r: %d %s", r.code, r.stderr)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("bad report: %v\n%s", err, r.stdout)
+	}
+	return rep
+}
+
+// The counts, errnos and paths of an imported log are strace's own, and
+// the header says where the events came from and what they lack.
+func TestImportStraceRoundTrip(t *testing.T) {
+	const n = 3000
+	target := filepath.Join(t.TempDir(), "made")
+	logs := []string{
+		straceLog(t, []string{"-f", "-ttt", "-T", "-yy"}, prog("getppid"), strconv.Itoa(n)),
+		straceLog(t, []string{"-f", "-ttt", "-T", "-yy", "-s", "4096"}, prog("openat"), target),
+		straceLog(t, []string{"-f", "-ttt", "-T"}, prog("segv")),
+	}
+	want := [](counts){
+		straceCounts(t, prog("getppid"), strconv.Itoa(n)),
+		straceCounts(t, prog("openat"), target),
+		straceCounts(t, prog("segv")),
+	}
+	for i, log := range logs {
+		capPath := importLog(t, log)
+		got := sysrayCounts(t, runOut(t, "stat", "-r", capPath, "--json").stdout)
+		sameCounts(t, filepath.Base(log), got, want[i])
+		if i == 0 && got["getppid"] != [2]uint64{n, 0} {
+			t.Errorf("getppid: %v, want %d calls", got["getppid"], n)
+		}
+	}
+
+	// openat's arguments as strace printed them.
+	capPath := importLog(t, logs[1])
+	recs := parseJSON(t, runOut(t, "read", "--json", capPath).stdout)
+	logText, _ := os.ReadFile(logs[1])
+	openRe := regexp.MustCompile(`openat\(AT_FDCWD(?:<[^>]*>)?, ("[^"]*"(?:\.\.\.)?), ([A-Z_|]+)(?:, (0\d+))?\) = (-1 (E[A-Z]+)|\d+)`)
+	lines := openRe.FindAllStringSubmatch(string(logText), -1)
+	var opens []record
+	var exec, exit *record
+	for i := range recs {
+		switch {
+		case recs[i].Syscall != nil && recs[i].Syscall.Name == "openat":
+			opens = append(opens, recs[i])
+		case recs[i].Kind == "exec":
+			exec = &recs[i]
+		case recs[i].Kind == "exit":
+			exit = &recs[i]
+		}
+	}
+	if len(lines) != 2 || len(opens) != len(lines) {
+		t.Fatalf("%d openat lines in the log, %d imported:\n%s", len(lines), len(opens), logText)
+	}
+	for i, m := range lines {
+		o := opens[i]
+		if o.arg("pathname") != m[1] || o.arg("flags") != m[2] || o.Syscall.Errno != m[5] {
+			t.Errorf("openat %d: pathname %s flags %s errno %q; strace printed %s %s %q", i,
+				o.arg("pathname"), o.arg("flags"), o.Syscall.Errno, m[1], m[2], m[5])
+		}
+		if m[3] != "" && o.arg("mode") != m[3] {
+			t.Errorf("mode %s, strace %s", o.arg("mode"), m[3])
+		}
+	}
+	if opens[0].arg("pathname") != strconv.Quote(target) || opens[1].Syscall.Ret != -2 {
+		t.Errorf("want the first open of %s and the second failing: %+v", target, opens)
+	}
+	if exec == nil || exec.Exec.Filename != prog("openat") || len(exec.Exec.Argv) != 2 || exec.Exec.Argv[1] != target || exec.Comm != "openat" {
+		t.Errorf("exec %+v", exec)
+	}
+	if exit == nil || exit.Exit.Code != 0 || !exit.Exit.GroupDead {
+		t.Errorf("exit %+v", exit)
+	}
+
+	// The child of segv dies of SIGSEGV; the doctor sees the death.
+	rep := doctorRead(t, importLog(t, logs[2]))
+	if f := findingByID(rep, "fatal-signal"); f == nil || f.Evidence["signal"] != "SIGSEGV" {
+		t.Errorf("no fatal-signal SIGSEGV from the strace log:\n%s", titles(rep))
+	}
+
+	c, err := capture.Open(capPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := c.Header().Meta
+	if m["source"] != "strace" || !strings.Contains(m["absent"], "stacks") || !strings.Contains(m["absent"], "page_faults") || !strings.Contains(m["absent"], "cgroups") {
+		t.Errorf("header meta %v: want source strace and the absent features", m)
+	}
+}
+
+// Not strace output: a clear error and no capture.
+func TestImportNotStrace(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk")
+	os.WriteFile(junk, []byte("GET / HTTP/1.1\nHost: example\n"), 0o600)
+	capPath := filepath.Join(dir, "out.sysray")
+	r := run(t, "import", "--from", "strace", junk, "-w", capPath)
+	if r.code == 0 || !strings.Contains(r.stderr, "not strace output") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(capPath); err == nil {
+		t.Errorf("a capture was written from junk")
+	}
+	// Some lines that are not strace's: imported, counted and named.
+	mixed := filepath.Join(dir, "mixed")
+	os.WriteFile(mixed, []byte("1 1.0 getppid() = 0 <0.000001>\nnoise here\n1 1.1 getppid() = 0 <0.000001>\n1 1.2 getpp"), 0o600)
+	r = run(t, "import", "--from", "strace", mixed, "-w", capPath)
+	if r.code != 0 || !strings.Contains(r.stderr, "2 lines skipped") || !strings.Contains(r.stderr, mixed+":2, "+mixed+":4") {
+		t.Errorf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// scenarioBin builds one of scenarios/ and returns its path.
+func scenarioBin(t *testing.T, names ...string) string {
+	t.Helper()
+	var targets []string
+	for _, n := range names {
+		targets = append(targets, "bin/"+n)
+	}
+	if out, err := exec.Command("make", append([]string{"-C", "../scenarios"}, targets...)...).CombinedOutput(); err != nil {
+		t.Fatalf("building %v: %v\n%s", names, err, out)
+	}
+	p, _ := filepath.Abs("../scenarios/bin/" + names[0])
+	return p
+}
+
+// The doctor finds glibc's MAP_32BIT retry in a strace log alone.
+func TestImportStraceMap32(t *testing.T) {
+	bin := scenarioBin(t, "map32")
+	log := straceLog(t, []string{"-f", "-ttt", "-T"}, bin, "-n", "1500")
+	b, _ := os.ReadFile(log)
+	failed := len(regexp.MustCompile(`MAP_32BIT, -1, 0(?:\) = | <unfinished \.\.\.>\n(?:.*\n)*?\d+ +[\d.]+ <\.\.\. mmap resumed>\) = )-1 ENOMEM`).FindAllIndex(b, -1))
+	if failed < 20 {
+		t.Fatalf("only %d failing MAP_32BIT mmaps in the log", failed)
+	}
+	rep := doctorRead(t, importLog(t, log))
+	f := top(t, rep, "failed-syscall-retry", "warning")
+	if f.Evidence["syscall"] != "mmap" || f.Evidence["errno"] != "ENOMEM" || !strings.Contains(strings.Join(anyStrings(f.Evidence["flags_removed"]), " "), "MAP_32BIT") {
+		t.Errorf("finding %+v", f.Evidence)
+	}
+	if c, _ := f.Evidence["count"].(float64); int(c) != failed {
+		t.Errorf("%v retries, the log has %d failing MAP_32BIT mmaps", f.Evidence["count"], failed)
+	}
+}
