@@ -111,11 +111,7 @@ time on CPU, or with --off-cpu where they slept. Two folded stack files
 				if kinds[i] == diff.KindStat {
 					sides[i], err = diff.ReadStat(p)
 				} else {
-					var withStacks bool
-					sides[i], stacks[i], withStacks, err = tallyCapture(p, by, flame != "", offCPU)
-					if err == nil && flame != "" && !withStacks {
-						err = fmt.Errorf("%s has no stacks: record it with --stacks (calls slower than --slow keep theirs)", p)
-					}
+					sides[i], stacks[i], err = tallyCapture(p, by, flame != "", offCPU)
 				}
 				if err != nil {
 					return err
@@ -164,12 +160,15 @@ func article(kind string) string {
 // tallyCapture counts a capture's syscalls exactly, grouped as stat -r
 // would, except that processes are named by comm alone (their pids differ
 // from run to run); with stacks, it also folds its slow calls' stacks.
-func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.Stacks, bool, error) {
+func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.Stacks, error) {
 	c, err := openCapture(path)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	defer c.Close()
+	if wantStacks && !recordedWithStacks(c.h.Command) {
+		return nil, nil, fmt.Errorf("%s has no stacks: record it with --stacks (calls slower than --slow that sleep keep theirs)", path)
+	}
 	t := stat.NewTable(c.h.Arch)
 	var first, last uint64
 	comm := func(pid uint32) string {
@@ -182,7 +181,6 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 	if wantStacks {
 		st = diff.Stacks{}
 	}
-	found := false
 	pids := map[uint32]bool{}
 	drops, err := c.each(func(e *event.Event) error {
 		if e.Kind == event.KindDrop {
@@ -196,13 +194,13 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 		if e.Kind == event.KindSyscall && !e.Syscall.Unfinished {
 			pids[e.PID] = true
 		}
-		if wantStacks && st.AddSyscall(e, comm(e.PID), event.SyscallName(c.h.Arch, e.Syscall.Nr), offCPU) {
-			found = true
+		if wantStacks {
+			st.AddSyscall(e, comm(e.PID), event.SyscallName(c.h.Arch, e.Syscall.Nr), offCPU)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s := diff.NewSide(path, diff.KindCapture, by)
 	s.Drops = drops
@@ -249,7 +247,22 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 			}
 		}
 	}
-	return s, st, found, nil
+	return s, st, nil
+}
+
+// recordedWithStacks says whether the sysray command line that wrote a
+// capture asked for stacks: a capture without any may just have had no
+// call slow enough to keep them.
+func recordedWithStacks(argv []string) bool {
+	for _, a := range argv {
+		if a == "--" {
+			break
+		}
+		if a == "--stacks" || strings.HasPrefix(a, "--stacks=") && a != "--stacks=false" {
+			return true
+		}
+	}
+	return false
 }
 
 func statsOf(r *stat.StatRow) diff.Stats {

@@ -182,9 +182,12 @@ func Compare(a, b *Side, maxRelError float64) *Result {
 		if gb != nil {
 			r.PIDsB = gb.PIDs
 		}
-		res.note(name, "", &r)
-		// Syscalls within a process or container, where both inputs kept them.
-		if a.By != "syscall" && (ga == nil || ga.Syscalls != nil) && (gb == nil || gb.Syscalls != nil) {
+		// Syscalls within a process or container, where both inputs kept
+		// them: a change is then listed once, at the syscall, unless the
+		// whole group came or went.
+		nested := a.By != "syscall" && (ga == nil || ga.Syscalls != nil) && (gb == nil || gb.Syscalls != nil)
+		res.note(name, "", &r, !nested)
+		if nested {
 			var ca, cb map[string]Stats
 			if ga != nil {
 				ca = ga.Syscalls
@@ -201,7 +204,9 @@ func Compare(a, b *Side, maxRelError float64) *Result {
 					xb = &st
 				}
 				sr := compareRow(sc, xa, xb, a.Duration, b.Duration)
-				res.note(name, sc, &sr)
+				if r.Status != StatusNew && r.Status != StatusVanished {
+					res.note(name, sc, &sr, true)
+				}
 				r.Syscalls = append(r.Syscalls, sr)
 			}
 			sortRows(r.Syscalls)
@@ -223,9 +228,9 @@ func Compare(a, b *Side, maxRelError float64) *Result {
 	return res
 }
 
-// note records r's appearances and disappearances, of the row itself and of
+// note records r's appearance or disappearance and, with errnos, those of
 // its errnos.
-func (res *Result) note(row, syscall string, r *Row) {
+func (res *Result) note(row, syscall string, r *Row, errnos bool) {
 	c := Change{Row: row, Syscall: syscall}
 	switch r.Status {
 	case StatusNew:
@@ -234,6 +239,9 @@ func (res *Result) note(row, syscall string, r *Row) {
 	case StatusVanished:
 		c.A = r.A.Calls
 		res.Vanished = append(res.Vanished, c)
+	}
+	if !errnos {
+		return
 	}
 	for _, e := range r.Errnos {
 		ec := Change{Row: row, Syscall: syscall, Errno: e.Name, A: e.A, B: e.B}

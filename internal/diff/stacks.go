@@ -17,6 +17,10 @@ type Stacks map[string]uint64
 // line up.
 var offset = regexp.MustCompile(`\+0x[0-9a-f]+`)
 
+// userTop bounds user-space addresses (x86-64 and arm64 with 47- or 48-bit
+// virtual addresses).
+const userTop = 1 << 48
+
 func frameName(f event.Frame) string {
 	if f.Name == "" {
 		return fmt.Sprintf("%#x", f.Addr)
@@ -40,7 +44,14 @@ func (s Stacks) AddSyscall(e *event.Event, proc, syscall string, offCPU bool) bo
 	base := make([]string, 0, 2+len(sc.UserStack))
 	base = append(base, strings.ReplaceAll(proc, ";", ":"))
 	for i := len(sc.UserStack) - 1; i >= 0; i-- {
-		base = append(base, frameName(sc.UserStack[i]))
+		f := sc.UserStack[i]
+		// A frame-pointer walk that ran past the stack's end reads junk: an
+		// unnamed address no user code can have would split the same
+		// stack between runs.
+		if f.Name == "" && f.Addr >= userTop {
+			continue
+		}
+		base = append(base, frameName(f))
 	}
 	base = append(base, syscall+"_[k]")
 	var slept uint64
