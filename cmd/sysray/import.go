@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -120,6 +122,12 @@ func importMeta(st *strace.Stats) map[string]string {
 		opts = append(opts, "-y")
 	}
 	m["strace_options"] = strings.Join(opts, " ")
+	m["strace_undecoded_args"] = strconv.FormatUint(st.Undecoded, 10)
+	if len(st.Audit) > 0 {
+		if b, err := json.Marshal(st.Audit); err == nil {
+			m["strace_audit"] = string(b)
+		}
+	}
 	return m
 }
 
@@ -145,6 +153,7 @@ func reportImport(st *strace.Stats, path string) {
 			names = append(names, k)
 			n += v
 		}
+		sort.Strings(names)
 		fmt.Fprintf(os.Stderr, "sysray: warning: %d calls skipped, syscalls this arch does not have: %s\n", n, strings.Join(names, ", "))
 	}
 	if st.Unpaired > 0 {

@@ -24,6 +24,7 @@ type Converter struct {
 	Unknown  map[string]uint64       // syscall names the arch's table lacks
 	Unpaired uint64                  // "resumed" halves without their start
 	Undecode uint64                  // arguments not mapped back to a number
+	Audit    []AuditFact             // what the traced processes told the kernel's audit
 	Events   uint64
 }
 
@@ -169,6 +170,7 @@ func (c *Converter) complete(tid uint32, name, args string, at uint64, l *Line) 
 		return nil
 	}
 	if !sc.Failed() {
+		c.auditFacts(tid, at, name, args, sc.Ret)
 		if err := c.effects(tid, t, name, args, &e); err != nil {
 			return err
 		}

@@ -38,6 +38,7 @@ type Stats struct {
 	Unknown    map[string]uint64 // syscall names not in the arch's table
 	Unpaired   uint64
 	Undecoded  uint64
+	Audit      []AuditFact
 }
 
 // maxBadLines is how many unparsable lines are named.
@@ -232,7 +233,7 @@ func Scan(files []string, arch event.Arch) (*Stats, *Converter, error) {
 		return nil, nil, fmt.Errorf("%s: not strace output: none of its %d lines has strace's shape (first at %s)",
 			strings.Join(files, ", "), st.Lines, st.BadLines[0])
 	}
-	st.Events, st.Unknown, st.Unpaired, st.Undecoded = c.Events, c.Unknown, c.Unpaired, c.Undecode
+	st.Events, st.Unknown, st.Unpaired, st.Undecoded, st.Audit = c.Events, c.Unknown, c.Unpaired, c.Undecode, c.Audit
 	return st, c, nil
 }
 
