@@ -459,7 +459,10 @@
     if (!D.meta.stacks) s.appendChild(el('p', { cls: 'note', text: 'This capture has no stacks: it was recorded without --stacks, or no syscall was slower than --slow. The off-CPU graph needs them; record with --stacks (sysray report and doctor turn it on).' }));
     showOne();
     s.setAttribute('data-rendered', total);
-    redraw.flame = function () { graphs[which].paint(); };
+    redraw.flame = function (sub) {
+      if (sub === 'off') which = 1; else if (sub === 'on') which = 0;
+      showOne();
+    };
 
     function flame(id, root, about) {
       var box = el('div', { id: 'flame-' + id, 'data-rendered': '0' });
@@ -576,19 +579,21 @@
   })();
 
   function show() {
-    var h = (location.hash || '').slice(1);
+    // #flame-off: a view, then what in it (here, which flame graph).
+    var parts = (location.hash || '').slice(1).split('-'), h = parts[0];
     if (VIEWS.indexOf(h) < 0) h = 'findings';
     VIEWS.forEach(function (v) { document.getElementById('view-' + v).hidden = v !== h; });
     [].forEach.call(document.querySelectorAll('#nav a'), function (a) { a.className = a.getAttribute('href') === '#' + h ? 'active' : ''; });
-    if (redraw[h]) redraw[h]();
+    if (redraw[h]) redraw[h](parts[1]);
     window.scrollTo(0, 0);
   }
   window.addEventListener('hashchange', show);
   var resizing = 0;
   window.addEventListener('resize', function () {
     clearTimeout(resizing);
-    resizing = setTimeout(function () { var h = (location.hash || '#findings').slice(1); if (redraw[h]) redraw[h](); }, 150);
+    resizing = setTimeout(function () { var h = (location.hash || '#findings').slice(1).split('-')[0]; if (redraw[h]) redraw[h](); }, 150);
   });
   show();
+  document.body.setAttribute('data-events', D.meta.events);
   document.body.setAttribute('data-ready', '1');
 })();

@@ -100,14 +100,14 @@ func (tl *timeline) observe(e *event.Event, arch event.Arch) {
 }
 
 // data lays the kept events out on lanes, one per thread. With more
-// threads than lanes, the threads with signals, execs or exits and then
-// those with the most items keep theirs.
+// threads than lanes, the threads with signals (every thread exits, few are
+// signalled) and then those with the most items keep theirs.
 func (tl *timeline) data(first uint64, threads map[uint32]*Thread, lanes int) Timeline {
 	all := append([]cand{}, tl.slow...)
 	all = append(all, tl.marks[0]...)
 	all = append(all, tl.marks[1]...)
 	type score struct {
-		rare, n int
+		signals, n int
 	}
 	by := map[uint32]*score{}
 	for _, c := range all {
@@ -117,8 +117,8 @@ func (tl *timeline) data(first uint64, threads map[uint32]*Thread, lanes int) Ti
 			by[c.tid] = s
 		}
 		s.n++
-		if c.kind == "signal" || c.kind == "exec" || c.kind == "exit" {
-			s.rare++
+		if c.kind == "signal" {
+			s.signals++
 		}
 	}
 	tids := make([]uint32, 0, len(by))
@@ -127,8 +127,8 @@ func (tl *timeline) data(first uint64, threads map[uint32]*Thread, lanes int) Ti
 	}
 	sort.Slice(tids, func(i, j int) bool {
 		a, b := by[tids[i]], by[tids[j]]
-		if (a.rare > 0) != (b.rare > 0) {
-			return a.rare > 0
+		if (a.signals > 0) != (b.signals > 0) {
+			return a.signals > 0
 		}
 		if a.n != b.n {
 			return a.n > b.n
