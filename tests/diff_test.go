@@ -208,6 +208,14 @@ func TestDiffCaptures(t *testing.T) {
 	p.Rows, p.New[0].Row, p.NewErrnos[0].Row = p.Rows[0].Syscalls, p.New[0].Syscall, p.NewErrnos[0].Syscall
 	checkFsyncerDiff(t, p, wantA, wantB)
 
+	// By container: these runs are the host's, with the same syscalls.
+	c := runDiff(t, "--by", "container", capA, capB)
+	if len(c.Rows) != 1 || c.Rows[0].Name != "host" {
+		t.Fatalf("by container: %+v", c.Rows)
+	}
+	c.Rows, c.New[0].Row, c.NewErrnos[0].Row = c.Rows[0].Syscalls, c.New[0].Syscall, c.NewErrnos[0].Syscall
+	checkFsyncerDiff(t, c, wantA, wantB)
+
 	// A capture has no stacks unless recorded with them.
 	if r := run(t, "diff", "--flame", filepath.Join(dir, "f.svg"), capA, capB); r.code == 0 || !strings.Contains(r.stderr, "no stacks") {
 		t.Errorf("--flame without stacks: exit %d, %s", r.code, r.stderr)
@@ -345,5 +353,39 @@ func TestDiffBadInput(t *testing.T) {
 	// The same document twice: no change, exit 0.
 	if r := run(t, "diff", good, good); r.code != 0 || !strings.Contains(r.stdout, "new: none") {
 		t.Errorf("diff of a file with itself: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Folded stacks (sysray profile -o X.folded) diff as a flame graph only,
+// matched by process name across pids.
+func TestDiffFolded(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.folded"), filepath.Join(dir, "b.folded")
+	os.WriteFile(a, []byte("app[10];main;compute 90\napp[10];main;write_[k] 10\n"), 0o600)
+	os.WriteFile(b, []byte("app[22];main;compute 40\napp[22];main;write_[k] 10\napp[22];main;fsync_[k] 50\n"), 0o600)
+	svg := filepath.Join(dir, "d.svg")
+	if r := run(t, "diff", "--flame", svg, a, b); r.code != 0 {
+		t.Fatalf("diff --flame: exit %d: %s", r.code, r.stderr)
+	}
+	g, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"<title>app: A 100 samples, B 100 samples, no change</title>",
+		"<title>compute: A 90 samples, B 40 samples, -50 samples (-55.6%)</title>",
+		"<title>fsync [kernel]: A 0 samples, B 50 samples, +50 samples (new)</title>",
+	} {
+		if !strings.Contains(string(g), want) {
+			t.Errorf("no %q in the graph", want)
+		}
+	}
+	if r := run(t, "diff", a, b); r.code == 0 || !strings.Contains(r.stderr, "no syscall counts") {
+		t.Errorf("folded without --flame: exit %d, %s", r.code, r.stderr)
+	}
+	j := filepath.Join(dir, "s.json")
+	os.WriteFile(j, []byte(`{"by":"syscall","rows":[],"drops":0}`), 0o600)
+	if r := run(t, "diff", "--flame", svg, a, j); r.code == 0 || !strings.Contains(r.stderr, "only be compared with folded") {
+		t.Errorf("folded against stat: exit %d, %s", r.code, r.stderr)
 	}
 }
