@@ -166,9 +166,7 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	defer c.Close()
-	if wantStacks && !recordedWithStacks(c.h.Command) {
-		return nil, nil, fmt.Errorf("%s has no stacks: record it with --stacks (calls slower than --slow that sleep keep theirs)", path)
-	}
+
 	t := stat.NewTable(c.h.Arch)
 	var first, last uint64
 	comm := func(pid uint32) string {
@@ -181,6 +179,7 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 	if wantStacks {
 		st = diff.Stacks{}
 	}
+	found := false
 	pids := map[uint32]bool{}
 	drops, err := c.each(func(e *event.Event) error {
 		if e.Kind == event.KindDrop {
@@ -194,13 +193,18 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 		if e.Kind == event.KindSyscall && !e.Syscall.Unfinished {
 			pids[e.PID] = true
 		}
-		if wantStacks {
-			st.AddSyscall(e, comm(e.PID), event.SyscallName(c.h.Arch, e.Syscall.Nr), offCPU)
+		if wantStacks && st.AddSyscall(e, comm(e.PID), event.SyscallName(c.h.Arch, e.Syscall.Nr), offCPU) {
+			found = true
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// Recorded with --stacks, a capture may still hold none: no call was
+	// slow enough and slept.
+	if wantStacks && !found && !recordedWithStacks(c.h.Command) {
+		return nil, nil, fmt.Errorf("%s has no stacks: record it with --stacks (calls slower than --slow that sleep keep theirs)", path)
 	}
 	s := diff.NewSide(path, diff.KindCapture, by)
 	s.Drops = drops
