@@ -125,6 +125,22 @@ func TestImportStraceRoundTrip(t *testing.T) {
 		t.Errorf("exit %+v", exit)
 	}
 
+	// -X raw prints numbers and -X verbose adds the names in comments:
+	// the same registers either way.
+	for _, x := range []string{"raw", "verbose"} {
+		log := straceLog(t, []string{"-f", "-ttt", "-T", "-X", x}, prog("openat"), target)
+		recs := parseJSON(t, runOut(t, "read", "--json", "-f", "evt.type = openat", importLog(t, log)).stdout)
+		if len(recs) != 2 {
+			t.Fatalf("-X %s: %d openat calls", x, len(recs))
+		}
+		for i, r := range recs {
+			if r.arg("pathname") != opens[i].arg("pathname") || r.arg("flags") != opens[i].arg("flags") ||
+				r.arg("dirfd") != "AT_FDCWD" || r.Syscall.Ret != opens[i].Syscall.Ret {
+				t.Errorf("-X %s: %s, without it %s", x, r.Text, opens[i].Text)
+			}
+		}
+	}
+
 	// The child of segv dies of SIGSEGV; the doctor sees the death.
 	rep := doctorRead(t, importLog(t, logs[2]))
 	if f := findingByID(rep, "fatal-signal"); f == nil || f.Evidence["signal"] != "SIGSEGV" {
