@@ -204,7 +204,7 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 	// Recorded with --stacks, a capture may still hold none: no call was
 	// slow enough and slept.
 	if wantStacks && !found && !recordedWithStacks(c.h.Command) {
-		return nil, nil, fmt.Errorf("%s has no stacks: record it with --stacks (calls slower than --slow that sleep keep theirs)", path)
+		return nil, nil, fmt.Errorf("%s has no stacks: only sysray record --stacks keeps them (for calls slower than --slow that slept)", path)
 	}
 	s := diff.NewSide(path, diff.KindCapture, by)
 	s.Drops = drops
