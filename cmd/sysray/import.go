@@ -105,6 +105,9 @@ func importMeta(st *strace.Stats) map[string]string {
 	case "time-of-day":
 		opts = append(opts, "-tt")
 		m["clock"] = "time of day: strace -t/-tt print no date, so event times are since midnight"
+	case "relative":
+		opts = append(opts, "-r")
+		m["clock"] = "relative: strace -r prints times since the previous line, so event times are since the first line"
 	default:
 		m["absent"] += ",timestamps"
 	}

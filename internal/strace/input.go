@@ -30,7 +30,7 @@ type Stats struct {
 	PartialEnd bool     // a file ended inside a line (strace was killed while writing)
 	First      uint64   // time of the first and last line with one
 	Last       uint64
-	Times      string // "unix" (-ttt), "time-of-day" (-t, -tt) or "" (none)
+	Times      string // "unix" (-ttt), "time-of-day" (-t, -tt), "relative" (-r) or "" (none)
 	Latency    bool   // -T's durations were there
 	PIDs       bool   // lines carried pids (-f), or files their names' (-ff)
 	Yy         bool   // descriptors annotated with their paths (-y, -yy)
@@ -89,6 +89,10 @@ type source struct {
 	cur   Line
 	ok    bool // cur holds a parsed line
 	order int  // position among the files, to keep merges stable
+	// -r prints each line's time since the previous line: relative is
+	// set at the first such time, and acc sums them.
+	relative, decided bool
+	acc               uint64
 }
 
 // next reads the next parsable line into cur; ok false at the end.
@@ -121,13 +125,27 @@ func (s *source) next(st *Stats) error {
 			continue
 		}
 		st.Parsed++
-		s.observe(&l, line, st)
+		if l.HasTime {
+			if !s.decided {
+				s.decided = true
+				s.relative = l.Time < relativeBelow && !strings.Contains(line[:min(len(line), 40)], ":")
+			}
+			if s.relative {
+				s.acc += l.Time
+				l.Time = s.acc
+			}
+		}
+		s.observe(&l, line, st, s.relative)
 		s.cur, s.ok = l, true
 		return nil
 	}
 }
 
-func (s *source) observe(l *Line, text string, st *Stats) {
+// relativeBelow: a first time under this (2001-09-09 as a Unix time) is
+// strace -r's, not -ttt's.
+const relativeBelow = 1e18
+
+func (s *source) observe(l *Line, text string, st *Stats, relative bool) {
 	if l.HasTime {
 		if st.First == 0 || l.Time < st.First {
 			st.First = l.Time
@@ -135,7 +153,9 @@ func (s *source) observe(l *Line, text string, st *Stats) {
 		st.Last = max(st.Last, l.Time)
 		if st.Times == "" {
 			st.Times = "unix"
-			if strings.Contains(text[:min(len(text), 40)], ":") && l.Time < 86400e9 {
+			if relative {
+				st.Times = "relative"
+			} else if strings.Contains(text[:min(len(text), 40)], ":") && l.Time < 86400e9 {
 				st.Times = "time-of-day"
 			}
 		}

@@ -48,7 +48,13 @@ var errNotStrace = errors.New("not a line of strace output")
 func Parse(s string) (Line, error) {
 	var l Line
 	s = strings.TrimRight(s, "\r")
-	rest := s
+	rest := strings.TrimLeft(s, " ") // -r pads its seconds
+	if strings.HasPrefix(rest, "> ") {
+		// A frame of strace -k's user stack, under the call it belongs
+		// to: not kept (docs/import.md).
+		l.Kind = LineOther
+		return l, nil
+	}
 	// The pid column: "[pid  123] " when strace writes to a terminal or
 	// stderr, "123  " in a -o file with -f.
 	if r, ok := strings.CutPrefix(rest, "[pid"); ok {

@@ -300,8 +300,8 @@ func TestScanErrors(t *testing.T) {
 // -ff files: no pid column, the pid in each name, merged by time.
 func TestPerProcessFiles(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "log.20"), []byte("1.0 clone(child_stack=NULL, flags=SIGCHLD) = 21 <0.000001>\n1.3 getppid() = 1 <0.000001>\n"), 0o600)
-	os.WriteFile(filepath.Join(dir, "log.21"), []byte("1.1 getpid() = 21 <0.000001>\n1.2 +++ exited with 0 +++\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "log.20"), []byte("1700000001.0 clone(child_stack=NULL, flags=SIGCHLD) = 21 <0.000001>\n1700000001.3 getppid() = 1 <0.000001>\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "log.21"), []byte("1700000001.1 getpid() = 21 <0.000001>\n1700000001.2 +++ exited with 0 +++\n"), 0o600)
 	files, err := Inputs([]string{filepath.Join(dir, "log")})
 	if err != nil || len(files) != 2 {
 		t.Fatalf("%v %v", files, err)
@@ -321,5 +321,27 @@ func TestPerProcessFiles(t *testing.T) {
 	})
 	if s := strings.Join(got, " "); s != "fork@0 clone@0 getpid@1 exit@1 getppid@0" {
 		t.Errorf("merged: %s", s)
+	}
+}
+
+// -r's times are since the previous line; -k's stack frames are skipped.
+func TestRelativeTimesAndFrames(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "log")
+	os.WriteFile(log, []byte(`     0.000000 getppid()           = 1 <0.000010>
+ > /bin/x(main+0x10) [0x1150]
+     0.500000 getpid()            = 2 <0.000010>
+     0.250000 getuid()            = 0 <0.000010>
+`), 0o600)
+	st, sc, err := Scan([]string{log}, event.ArchAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unparsed != 0 || st.Times != "relative" || st.PIDs {
+		t.Errorf("%+v", st)
+	}
+	var times []uint64
+	Convert([]string{log}, event.ArchAMD64, sc, func(e *event.Event) error { times = append(times, e.Time); return nil })
+	if len(times) != 3 || times[1] != 5e8 || times[2] != 7.5e8 {
+		t.Errorf("times %v, want 0, 0.5 s, 0.75 s", times)
 	}
 }
