@@ -394,6 +394,7 @@
       g.strokeStyle = '#d9dee7'; g.beginPath(); g.moveTo(LW - 0.5, 0); g.lineTo(LW - 0.5, H); g.stroke();
       s.setAttribute('data-rendered', drawn);
       s.setAttribute('data-items', items.length);
+      s.setAttribute('data-kinds', Object.keys(T.shown || {}).sort().map(function (k) { return k + ':' + T.shown[k]; }).join(','));
     }
     function timeAt(ev) { var r = cv.getBoundingClientRect(); return v0 + (ev.clientX - r.left - LW) / (W - LW - 10) * (v1 - v0); }
     cv.addEventListener('wheel', function (ev) {
@@ -595,5 +596,6 @@
   });
   show();
   document.body.setAttribute('data-events', D.meta.events);
+  document.body.setAttribute('data-drops', Math.max(D.meta.drops || 0, D.meta.drop_events || 0));
   document.body.setAttribute('data-ready', '1');
 })();
