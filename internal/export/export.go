@@ -130,15 +130,21 @@ func (w *walker) event(e *event.Event) error {
 	case event.KindSyscall:
 		s := &e.Syscall
 		key := callKey{e.TID, e.Time, e.End()}
-		if l := w.p.lane[key]; l > 0 {
-			it.Track = t.lanes[l-1]
+		if ls := w.p.lane[key]; len(ls) > 0 {
+			if ls[0] > 0 {
+				it.Track = t.lanes[ls[0]-1]
+			}
+			w.p.lane[key] = ls[1:]
 		}
 		if s.Latency > 0 {
 			it.Kind, it.Dur = Slice, s.Latency
 		}
 		it.Cat, it.Name = "syscall", event.SyscallName(w.arch, s.Nr)
 		it.Args = syscallArgs(args, w.arch, s)
+		// Only the first of calls with the same times carries their flows.
 		it.FlowOut, it.FlowIn = w.p.flowOut[key], w.p.flowIn[key]
+		delete(w.p.flowOut, key)
+		delete(w.p.flowIn, key)
 		w.st.Slices++
 		return w.sink.Item(it)
 	case event.KindPageFault:

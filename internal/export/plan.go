@@ -51,7 +51,7 @@ type plan struct {
 	threads     map[uint32]*threadPlan
 	procs       map[uint32]*procPlan
 	wakes       []wake
-	lane        map[callKey]int // calls off their thread's track, by lane
+	lane        map[callKey][]int // calls off their thread's track: their lanes
 	flowOut     map[callKey][]uint64
 	flowIn      map[callKey][]uint64
 	nextFlow    uint64
@@ -66,7 +66,7 @@ func newPlan(src *Source, bucket uint64) *plan {
 		bucket:  bucket,
 		threads: map[uint32]*threadPlan{},
 		procs:   map[uint32]*procPlan{},
-		lane:    map[callKey]int{},
+		lane:    map[callKey][]int{},
 		flowOut: map[callKey][]uint64{},
 		flowIn:  map[callKey][]uint64{},
 	}
@@ -213,7 +213,7 @@ func (p *plan) finish() {
 // of extra lanes.
 func (p *plan) assignLanes(tid uint32, calls []span) int {
 	var ends []uint64 // per lane, the end of its last call
-	for _, c := range calls {
+	for i, c := range calls {
 		if c.end == c.start {
 			continue
 		}
@@ -225,8 +225,12 @@ func (p *plan) assignLanes(tid uint32, calls []span) int {
 			ends = append(ends, 0)
 		}
 		ends[l] = c.end
-		if l > 0 {
-			p.lane[callKey{tid, c.start, c.end}] = l
+		// Calls with the same times (sorted next to each other) share a
+		// key, so each takes the next lane listed for it, lane 0 included.
+		same := i > 0 && calls[i-1] == c || i+1 < len(calls) && calls[i+1] == c
+		if l > 0 || same {
+			k := callKey{tid, c.start, c.end}
+			p.lane[k] = append(p.lane[k], l)
 		}
 	}
 	return max(len(ends)-1, 0)
