@@ -18,6 +18,7 @@ type Converter struct {
 	threads  map[uint32]*thread
 	live     map[uint32]int          // by process: threads not yet exited
 	rel      map[uint32]relation     // child tid → who made it
+	root     uint32                  // the tid of lines without one, learnt
 	pending  map[uint32]*call        // a call's first half, per thread
 	dying    map[uint32]*event.Event // exit, exit_group and the like ("= ?"), until the thread's end
 	last     uint64                  // the latest time seen
@@ -59,6 +60,7 @@ func (c *Converter) Learn(from *Converter) {
 	for k, v := range from.rel {
 		c.rel[k] = v
 	}
+	c.root = from.root
 }
 
 func (c *Converter) thread(tid uint32) *thread {
@@ -97,6 +99,9 @@ func (c *Converter) Feed(l *Line, tid uint32) error {
 	if l.TID != 0 {
 		tid = l.TID
 	}
+	if tid == 0 {
+		tid = c.alone()
+	}
 	if l.HasTime {
 		c.last = max(c.last, l.Time)
 	}
@@ -132,12 +137,29 @@ func (c *Converter) Feed(l *Line, tid uint32) error {
 	return nil
 }
 
+// alone is the thread of a line without a pid: strace -f prints none
+// while it traces one thread alone (the first, until it clones, or the last
+// left), and strace without -f never does. The first thread's tid is learnt
+// from what its set_tid_address or gettid returned (Learn brings it to
+// lines before those).
+func (c *Converter) alone() uint32 {
+	if len(c.threads) == 1 {
+		for tid := range c.threads {
+			return tid
+		}
+	}
+	return c.root
+}
+
 func (c *Converter) complete(tid uint32, name, args string, at uint64, l *Line) error {
 	t := c.thread(tid)
 	nr, ok := event.SyscallByName(c.arch, name)
 	if !ok {
 		c.Unknown[name]++
 		return nil
+	}
+	if tid == 0 && c.root == 0 && (name == "set_tid_address" || name == "gettid") && l.Ret > 0 {
+		c.root = uint32(l.Ret)
 	}
 	e := c.base(event.KindSyscall, tid, t, at)
 	sc := &e.Syscall

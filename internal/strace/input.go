@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,6 +94,7 @@ type source struct {
 	// set at the first such time, and acc sums them.
 	relative, decided bool
 	acc               uint64
+	held              string // a line cut by one of strace's messages, until its rest comes
 }
 
 // next reads the next parsable line into cur; ok false at the end.
@@ -109,6 +111,22 @@ func (s *source) next(st *Stats) error {
 		s.lineN++
 		partial := !strings.HasSuffix(line, "\n")
 		line = strings.TrimRight(line, "\n")
+		if s.held != "" {
+			line, s.held = s.held+line, ""
+		}
+		if strings.HasPrefix(line, "strace: ") {
+			continue
+		}
+		if loc := straceMsg.FindStringIndex(line); loc != nil {
+			i := loc[0]
+			// strace's own messages ("strace: Process 12 attached") share
+			// stderr with the trace, and may land inside a line: the line
+			// goes on after the message.
+			if !partial {
+				s.held = line[:i]
+				continue
+			}
+		}
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
@@ -140,6 +158,9 @@ func (s *source) next(st *Stats) error {
 		return nil
 	}
 }
+
+// straceMsg is strace's report of a tracee attached or gone, cutting a line.
+var straceMsg = regexp.MustCompile(`strace: Process \d+ [a-z]+[^"]*$`)
 
 // relativeBelow: a first time under this (2001-09-09 as a Unix time) is
 // strace -r's, not -ttt's.
@@ -252,6 +273,9 @@ func Scan(files []string, arch event.Arch) (*Stats, *Converter, error) {
 		}
 		return nil, nil, fmt.Errorf("%s: not strace output: none of its %d lines has strace's shape (first at %s)",
 			strings.Join(files, ", "), st.Lines, st.BadLines[0])
+	}
+	if c.root != 0 {
+		st.PIDs = true
 	}
 	st.Events, st.Unknown, st.Unpaired, st.Undecoded, st.Audit = c.Events, c.Unknown, c.Unpaired, c.Undecode, c.Audit
 	return st, c, nil

@@ -3,6 +3,7 @@ package strace
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -343,5 +344,42 @@ func TestRelativeTimesAndFrames(t *testing.T) {
 	Convert([]string{log}, event.ArchAMD64, sc, func(e *event.Event) error { times = append(times, e.Time); return nil })
 	if len(times) != 3 || times[1] != 5e8 || times[2] != 7.5e8 {
 		t.Errorf("times %v, want 0, 0.5 s, 0.75 s", times)
+	}
+}
+
+// strace -f writing to stderr: no pid while one thread is traced alone,
+// and its own messages, here cutting a line in two.
+func TestStderrLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "log")
+	os.WriteFile(log, []byte(`1700000000.000001 execve("./a", ["./a"], 0x7ffd /* 1 var */) = 0 <0.000100>
+1700000000.000002 set_tid_address(0x7f) = 300 <0.000001>
+1700000000.000003 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|CLONE_CHILD_SETTID|SIGCHLDstrace: Process 301 attached
+, child_tidptr=0x7f) = 301 <0.000100>
+[pid   301] 1700000000.000004 getppid() = 300 <0.000001>
+[pid   300] 1700000000.000005 wait4(-1,  <unfinished ...>
+[pid   301] 1700000000.000006 +++ exited with 0 +++
+1700000000.000007 <... wait4 resumed>NULL, 0, NULL) = 301 <0.000002>
+1700000000.000008 exit_group(0) = ?
+1700000000.000009 +++ exited with 0 +++
+`), 0o600)
+	st, sc, err := Scan([]string{log}, event.ArchAMD64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unparsed != 0 || st.Unpaired != 0 {
+		t.Fatalf("%+v", st)
+	}
+	var got []string
+	Convert([]string{log}, event.ArchAMD64, sc, func(e *event.Event) error {
+		name := e.Kind.String()
+		if e.Kind == event.KindSyscall {
+			name = event.SyscallName(event.ArchAMD64, e.Syscall.Nr)
+		}
+		got = append(got, name+"@"+strconv.Itoa(int(e.PID))+"/"+strconv.Itoa(int(e.TID)))
+		return nil
+	})
+	want := "exec@300/300 execve@300/300 set_tid_address@300/300 fork@300/300 clone@300/300 getppid@301/301 exit@301/301 wait4@300/300 exit_group@300/300 exit@300/300"
+	if s := strings.Join(got, " "); s != want {
+		t.Errorf("got  %s\nwant %s", s, want)
 	}
 }
