@@ -1,0 +1,323 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/export/perfetto/pftest"
+)
+
+// exportRun records one shell running programs whose behaviour is known
+// exactly, and returns the capture and what sysray read makes of it.
+func exportRun(t *testing.T) (file, created string, truth []record) {
+	t.Helper()
+	dir := t.TempDir()
+	file = filepath.Join(dir, "run.sysray")
+	created = filepath.Join(dir, "created.txt")
+	script := strings.Join([]string{prog("getppid") + " 500", prog("openat") + " " + created, prog("segv"), prog("exit7")}, "; ")
+	r := run(t, "record", "--stacks", "--slow", "100us", "-w", file, "--", "/bin/sh", "-c", script)
+	if r.code != 7 {
+		t.Fatalf("record: exit %d, want exit7's 7: %s", r.code, r.stderr)
+	}
+	rd := run(t, "read", "--json", file)
+	if rd.code != 0 {
+		t.Fatalf("read: %s", rd.stderr)
+	}
+	return file, created, parseJSON(t, rd.stdout)
+}
+
+// procOf maps each process of the capture to the program it ran last.
+func procOf(truth []record) map[uint32]string {
+	m := map[uint32]string{}
+	for _, e := range truth {
+		if e.Exec != nil {
+			m[e.PID] = filepath.Base(e.Exec.Filename)
+		}
+	}
+	return m
+}
+
+func TestExportPerfetto(t *testing.T) {
+	requireBPF(t)
+	file, created, truth := exportRun(t)
+	out := filepath.Join(t.TempDir(), "run.pftrace")
+	os.WriteFile(out, []byte("old"), 0o644) // an existing world-readable file
+	r := run(t, "export", "--format", "perfetto", "-r", file, "-o", out)
+	if r.code != 0 {
+		t.Fatalf("export: exit %d: %s", r.code, r.stderr)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("output mode: %v %v", st.Mode(), err)
+	}
+	raw, _ := os.ReadFile(out)
+	tr, err := pftest.Decode(raw)
+	if err != nil {
+		t.Fatalf("Perfetto's schema does not read the export: %v", err)
+	}
+	sl, err := tr.Slices()
+	if err != nil {
+		t.Fatalf("slices do not nest: %v", err)
+	}
+
+	// Ground truth from the capture: syscalls per process, and the programs.
+	progOf := procOf(truth)
+	pidOf := map[string]uint32{}
+	for pid, p := range progOf {
+		pidOf[p] = pid
+	}
+	calls := map[uint32]int{}
+	var total int
+	for _, e := range truth {
+		if e.Type == "syscall" || e.Syscall != nil {
+			calls[e.PID]++
+			total++
+		}
+	}
+
+	// Tracks: a process per program, named for it, threads under them.
+	procTrack := map[uint64]*pftest.Track{}
+	threadsOf := map[int64]int{}
+	for _, tk := range tr.Tracks {
+		if tk.IsProcess {
+			procTrack[tk.UUID] = tk
+		}
+	}
+	for _, tk := range tr.Tracks {
+		if tk.IsThread {
+			p := procTrack[tk.Parent]
+			if p == nil || p.PID != tk.PID {
+				t.Errorf("thread %d is not under its process: %+v", tk.TID, tk)
+				continue
+			}
+			threadsOf[p.PID]++
+		}
+	}
+	for _, p := range []string{"getppid", "openat", "segv", "exit7"} {
+		pid := pidOf[p]
+		var found bool
+		for _, tk := range procTrack {
+			if tk.PID == int64(pid) {
+				found = true
+				if tk.ProcessName != p {
+					t.Errorf("process %d named %q, want %q", pid, tk.ProcessName, p)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no process track for %s (%d)", p, pid)
+		}
+	}
+	if n := threadsOf[int64(pidOf["exit7"])]; n != 4 {
+		t.Errorf("exit7 has %d thread tracks, want 4 (main and three workers)", n)
+	}
+
+	// One slice per syscall, exactly, on the right process.
+	trackPID := func(uuid uint64) int64 {
+		for tk := tr.Tracks[uuid]; tk != nil; tk = tr.Tracks[tk.Parent] {
+			if tk.IsThread || tk.IsProcess {
+				return tk.PID
+			}
+		}
+		return -1
+	}
+	got := map[int64]int{}
+	var slicesTotal, getppid int
+	var opened, failed, exits bool
+	byUUID := map[uint64]*pftest.Track{}
+	for uuid, tk := range tr.Tracks {
+		byUUID[uuid] = tk
+	}
+	flowFrom := map[uint64]pftest.Slice{}
+	for _, s := range sl {
+		for _, id := range s.Flows {
+			flowFrom[id] = s
+		}
+	}
+	var joins int
+	for _, s := range sl {
+		pid := trackPID(s.Track)
+		if s.Cat == "syscall" {
+			slicesTotal++
+			got[pid]++
+		}
+		switch {
+		case s.Name == "getppid" && pid == int64(pidOf["getppid"]):
+			getppid++
+		case s.Name == "openat" && s.Args["pathname"] == created:
+			opened = s.Args["ret"] != "" && !strings.HasPrefix(s.Args["ret"], "-") && s.Args["flags"] == "O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC"
+		case s.Name == "openat" && s.Args["pathname"] == "/nonexistent/sysray":
+			failed = s.Args["errno"] == "ENOENT" && s.Args["ret"] == "-2"
+		case s.Name == "exit" && pid == int64(pidOf["exit7"]) && s.Args["group_dead"] == "true":
+			exits = s.Args["code"] == "7" && s.Args["status"] == "status=7 (process)"
+		case s.Name == "futex" && pid == int64(pidOf["exit7"]) && strings.HasPrefix(s.Args["sleep0.woken_by"], "exit7("):
+			// pthread_join, woken by the worker it waited for, in its exit.
+			waker := strings.TrimSuffix(s.Args["sleep0.woken_by"][strings.Index(s.Args["sleep0.woken_by"], ":")+1:], ")")
+			if len(s.Ends) != 1 {
+				t.Errorf("join woken by %s has flows %v", waker, s.Ends)
+				continue
+			}
+			src := byUUID[flowFrom[s.Ends[0]].Track]
+			if src == nil || strconv.FormatInt(src.TID, 10) != waker {
+				t.Errorf("join woken by %s: its flow comes from %+v", waker, src)
+			}
+			joins++
+		}
+	}
+	t.Logf("%d syscall slices, %d syscalls, %d getppid, %d joins, %d processes, %d tracks", slicesTotal, total, getppid, joins, len(calls), len(tr.Tracks))
+	if slicesTotal != total {
+		t.Errorf("%d syscall slices, the capture has %d syscalls", slicesTotal, total)
+	}
+	for pid, n := range calls {
+		if got[int64(pid)] != n {
+			t.Errorf("process %d (%s): %d slices, %d syscalls", pid, progOf[pid], got[int64(pid)], n)
+		}
+	}
+	if getppid != 500 {
+		t.Errorf("%d getppid slices, want 500", getppid)
+	}
+	if !opened || !failed || !exits {
+		t.Errorf("openat %s %v, failed openat %v, exit 7 %v", created, opened, failed, exits)
+	}
+	if joins < 2 {
+		t.Errorf("%d joins with a wakeup flow from their worker, want 2 or 3", joins)
+	}
+	// The segv program's child dies of SIGSEGV: generated, delivered,
+	// linked by a flow, fatal. It is the only SIGSEGV of the run.
+	var gen, del []pftest.Slice
+	var killed bool
+	for _, s := range sl {
+		switch {
+		case s.Name == "signal_generate SIGSEGV":
+			gen = append(gen, s)
+		case s.Name == "signal_deliver SIGSEGV":
+			del = append(del, s)
+		case s.Name == "exit" && s.Args["status"] == "killed by SIGSEGV (process)":
+			killed = true
+		}
+	}
+	if len(gen) != 1 || len(del) != 1 || len(gen[0].Flows) != 1 || len(del[0].Ends) != 1 || gen[0].Flows[0] != del[0].Ends[0] || !killed {
+		t.Fatalf("SIGSEGV: generated %+v, delivered %+v, killed %v", gen, del, killed)
+	}
+	child := trackPID(gen[0].Track)
+	if child == int64(pidOf["segv"]) || gen[0].Args["addr"] != "0x10" || gen[0].Args["code"] != "SEGV_MAPERR" {
+		t.Errorf("SIGSEGV in process %d (the parent is %d): %v", child, pidOf["segv"], gen[0].Args)
+	}
+	var fault bool
+	for _, s := range sl {
+		if s.Name == "page_fault" && trackPID(s.Track) == child && s.Args["addr"] == "0x10" && s.TS <= gen[0].TS {
+			fault = true
+		}
+	}
+	if !fault {
+		t.Error("no page fault at 0x10 before the SIGSEGV")
+	}
+}
+
+func TestExportChromeJSON(t *testing.T) {
+	requireBPF(t)
+	file, _, truth := exportRun(t)
+	out := filepath.Join(t.TempDir(), "run.json")
+	r := run(t, "export", "--format", "chrome-json", "-r", file, "-o", out)
+	if r.code != 0 {
+		t.Fatalf("export: exit %d: %s", r.code, r.stderr)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("output mode: %v %v", st.Mode(), err)
+	}
+	raw, _ := os.ReadFile(out)
+	var doc struct {
+		TraceEvents []struct {
+			Ph   string         `json:"ph"`
+			Name string         `json:"name"`
+			Cat  string         `json:"cat"`
+			PID  uint32         `json:"pid"`
+			TID  uint64         `json:"tid"`
+			ID   uint64         `json:"id"`
+			Args map[string]any `json:"args"`
+		} `json:"traceEvents"`
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if err := d.Decode(&doc); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	progOf := procOf(truth)
+	var total, getppid int
+	for _, e := range truth {
+		if e.Syscall != nil {
+			total++
+		}
+	}
+	names := map[uint32]string{}
+	flows := map[uint64]int{}
+	var slices int
+	var failed bool
+	for _, e := range doc.TraceEvents {
+		switch {
+		case e.Ph == "M" && e.Name == "process_name":
+			names[e.PID] = e.Args["name"].(string)
+		case e.Cat == "syscall":
+			slices++
+			if e.Name == "getppid" && progOf[e.PID] == "getppid" {
+				getppid++
+			}
+			if e.Name == "openat" && e.Args["pathname"] == "/nonexistent/sysray" {
+				failed = e.Args["errno"] == "ENOENT"
+			}
+		case e.Ph == "s":
+			flows[e.ID]++
+		case e.Ph == "f":
+			flows[e.ID] += 10
+		}
+	}
+	if slices != total || getppid != 500 || !failed {
+		t.Errorf("%d syscall events for %d syscalls, %d getppid (want 500), failed openat %v", slices, total, getppid, failed)
+	}
+	for pid, p := range progOf {
+		if names[pid] != p {
+			t.Errorf("process %d named %q, want %q", pid, names[pid], p)
+		}
+	}
+	var linked int
+	for id, n := range flows {
+		if n == 11 {
+			linked++
+		} else if n != 1 { // a flow may leave and never arrive (an ignored signal), never the reverse
+			t.Errorf("flow %d: %d departures and %d arrivals", id, n%10, n/10)
+		}
+	}
+	if linked < 3 { // two joins and the SIGSEGV
+		t.Errorf("%d complete flows", linked)
+	}
+}
+
+func TestExportBadInput(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	notCapture := filepath.Join(dir, "passwd")
+	os.WriteFile(notCapture, []byte("root:x:0:0:root:/root:/bin/bash\n"), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-r", filepath.Join(dir, "missing"), "-o", out}, "no such file"},
+		{[]string{"-r", notCapture, "-o", out}, "not a sysray capture"},
+		{[]string{"--format", "svg", "-r", notCapture, "-o", out}, `unknown format "svg"`},
+		{[]string{"-o", out}, "-r FILE"},
+		{[]string{"-r", notCapture}, "-o FILE"},
+	} {
+		r := run(t, append([]string{"export"}, c.args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "panic") {
+			t.Errorf("export %v: exit %d, stderr %q, want %q", c.args, r.code, r.stderr, c.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("export %v left %s behind", c.args, out)
+			os.Remove(out)
+		}
+	}
+}
