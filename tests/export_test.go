@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/export/perfetto/pftest"
 )
 
@@ -318,6 +320,73 @@ func TestExportBadInput(t *testing.T) {
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("export %v left %s behind", c.args, out)
 			os.Remove(out)
+		}
+	}
+}
+
+// A capture cut short exports what it holds up to its last whole block, with
+// the warning sysray read gives. No BPF needed: the capture is written here.
+func TestExportTruncated(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.sysray")
+	w, err := capture.Create(file, &capture.Header{Arch: event.ArchAMD64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const blocks, per = 3, 1000
+	var ends [blocks]int64 // file size after each block
+	for b := range blocks {
+		for i := range per {
+			e := event.Event{Kind: event.KindSyscall, Time: uint64(1_000_000 + (b*per+i)*1000), PID: 42, TID: 42, Comm: "loop"}
+			e.Syscall.Nr, e.Syscall.Latency, e.Syscall.Ret = 110, 300, 1 // getppid
+			if err := w.Write(&e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends[b] = st.Size()
+	}
+	if err := w.Close(&capture.Trailer{}); err != nil {
+		t.Fatal(err)
+	}
+	whole, _ := os.ReadFile(file)
+	for _, c := range []struct {
+		cut   int
+		calls int
+	}{{len(whole), blocks * per}, {len(whole) - 10, blocks * per}, {int(ends[1]+ends[2]) / 2, 2 * per}} {
+		cut := filepath.Join(dir, "cut.sysray")
+		os.WriteFile(cut, whole[:c.cut], 0o600)
+		out := filepath.Join(dir, "cut.pftrace")
+		r := run(t, "export", "-r", cut, "-o", out)
+		if r.code != 0 {
+			t.Fatalf("export of %d bytes: exit %d: %s", c.cut, r.code, r.stderr)
+		}
+		if truncated := c.cut < len(whole); truncated != strings.Contains(r.stderr, "truncated") || strings.Count(r.stderr, "truncated") > 1 {
+			t.Errorf("export of %d of %d bytes: stderr %q", c.cut, len(whole), r.stderr)
+		}
+		raw, _ := os.ReadFile(out)
+		tr, err := pftest.Decode(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl, err := tr.Slices()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		for _, s := range sl {
+			if s.Name == "getppid" && s.Dur == 300 && s.Args["ret"] == "1" {
+				n++
+			}
+		}
+		if n != c.calls {
+			t.Errorf("export of %d bytes: %d getppid slices, want %d", c.cut, n, c.calls)
 		}
 	}
 }
