@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,7 +205,12 @@ func TestImportStraceMap32(t *testing.T) {
 		t.Fatalf("only %d failing MAP_32BIT mmaps in the log", failed)
 	}
 	rep := doctorRead(t, importLog(t, log))
-	f := top(t, rep, "failed-syscall-retry", "warning")
+	// Not necessarily the top finding: strace's own cost makes calls slow
+	// on a loaded host, and without stacks the doctor cannot tell why.
+	f := findingByID(rep, "failed-syscall-retry")
+	if f == nil || f.Severity != "warning" {
+		t.Fatalf("no failed-syscall-retry warning:\n%s", titles(rep))
+	}
 	if f.Evidence["syscall"] != "mmap" || f.Evidence["errno"] != "ENOMEM" || !strings.Contains(strings.Join(anyStrings(f.Evidence["flags_removed"]), " "), "MAP_32BIT") {
 		t.Errorf("finding %+v", f.Evidence)
 	}
@@ -246,7 +252,7 @@ func TestImportStraceAudit(t *testing.T) {
 		s, _ := strconv.ParseFloat(m[1], 64)
 		if s >= 0.010 {
 			slow++
-			maxNS = max(maxNS, s*1e9)
+			maxNS = max(maxNS, math.Round(s*1e9))
 		}
 	}
 	if slow == 0 {
@@ -254,7 +260,16 @@ func TestImportStraceAudit(t *testing.T) {
 	}
 	capPath := importLog(t, log)
 	rep := doctorRead(t, capPath)
-	f := top(t, rep, "audit-backlog-stall|slow-syscall", rep.Findings[0].Severity)
+	var f *finding
+	for i, g := range rep.Findings {
+		if sc, _ := g.Evidence["syscalls"].(map[string]any); (g.ID == "audit-backlog-stall" || g.ID == "slow-syscall") && sc["accept4"] != nil {
+			f = &rep.Findings[i]
+			break
+		}
+	}
+	if f == nil {
+		t.Fatalf("no finding on the stalled accept4 calls:\n%s", titles(rep))
+	}
 	if sc, _ := f.Evidence["syscalls"].(map[string]any); sc["accept4"] != float64(slow) {
 		t.Errorf("%s counts %v accept4 stalls, the log has %d:\n%s", f.ID, sc, slow, titles(rep))
 	}
