@@ -121,7 +121,7 @@ func (w *walker) event(e *event.Event) error {
 		w.st.Instants++
 		return w.sink.Item(it)
 	}
-	t := w.p.threads[e.TID]
+	t := w.p.threads[threadID{e.PID, e.TID}]
 	if t == nil || t.track == nil {
 		return fmt.Errorf("%w: thread %d is new", errChanged, e.TID)
 	}
@@ -129,7 +129,7 @@ func (w *walker) event(e *event.Event) error {
 	switch e.Kind {
 	case event.KindSyscall:
 		s := &e.Syscall
-		key := callKey{e.TID, e.Time, e.End()}
+		key := callKey{threadID{e.PID, e.TID}, e.Time, e.End()}
 		if ls := w.p.lane[key]; len(ls) > 0 {
 			if ls[0] > 0 {
 				it.Track = t.lanes[ls[0]-1]

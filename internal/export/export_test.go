@@ -138,3 +138,39 @@ func TestChangedCapture(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// A thread id that a second process reuses later is a second thread, under
+// its own process, with its own calls.
+func TestReusedThreadID(t *testing.T) {
+	var evs []event.Event
+	for i, pid := range []uint32{10, 20} {
+		e := event.Event{Kind: event.KindSyscall, Time: uint64(1000 * (i + 1)), PID: pid, TID: 77, Comm: "c" + string(rune('a'+i))}
+		e.Syscall.Nr, e.Syscall.Latency = 39, 100
+		evs = append(evs, e)
+	}
+	var r recorder
+	if _, err := Export(source(evs), &r, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	parent := map[uint64]*Track{}
+	for _, tk := range r.tracks {
+		parent[tk.UUID] = tk
+	}
+	var threads []string
+	for _, tk := range r.tracks {
+		if tk.Kind == TrackThread {
+			threads = append(threads, tk.Name+"@"+parent[tk.Parent].Name)
+		}
+	}
+	if !slices.Equal(threads, []string{"ca@ca", "cb@cb"}) {
+		t.Errorf("threads %v", threads)
+	}
+	for _, it := range r.items {
+		if it.Kind == Slice && parent[it.Track.Parent].PID != it.Track.PID {
+			t.Errorf("slice on %+v", it.Track)
+		}
+	}
+	if r.items[len(r.items)-2].Track == r.items[len(r.items)-1].Track {
+		t.Error("both calls on one track")
+	}
+}

@@ -11,14 +11,17 @@ import (
 // span is one syscall of a thread, entry to return.
 type span struct{ start, end uint64 }
 
+// threadID names a thread by process too: a thread id freed by one process
+// may be handed to another later in a long capture.
+type threadID struct{ pid, tid uint32 }
+
 // callKey names one syscall across the two passes.
 type callKey struct {
-	tid        uint32
+	thread     threadID
 	start, end uint64
 }
 
 type threadPlan struct {
-	pid   uint32
 	comm  string
 	calls []span // first pass only
 	track *Track
@@ -39,7 +42,7 @@ type procPlan struct {
 
 // wake is a syscall that slept and the thread that last woke it.
 type wake struct {
-	waker uint32
+	waker threadID
 	woken callKey
 }
 
@@ -48,7 +51,7 @@ type plan struct {
 	bucket      uint64
 	first, last uint64
 	seen        bool
-	threads     map[uint32]*threadPlan
+	threads     map[threadID]*threadPlan
 	procs       map[uint32]*procPlan
 	wakes       []wake
 	lane        map[callKey][]int // calls off their thread's track: their lanes
@@ -64,7 +67,7 @@ type plan struct {
 func newPlan(src *Source, bucket uint64) *plan {
 	p := &plan{
 		bucket:  bucket,
-		threads: map[uint32]*threadPlan{},
+		threads: map[threadID]*threadPlan{},
 		procs:   map[uint32]*procPlan{},
 		lane:    map[callKey][]int{},
 		flowOut: map[callKey][]uint64{},
@@ -100,12 +103,12 @@ func (p *plan) observe(src *Source, e *event.Event) {
 		return
 	}
 	pp := p.proc(e.PID)
-	t := p.threads[e.TID]
+	id := threadID{e.PID, e.TID}
+	t := p.threads[id]
 	if t == nil {
 		t = &threadPlan{}
-		p.threads[e.TID] = t
+		p.threads[id] = t
 	}
-	t.pid = e.PID
 	if e.Comm != "" {
 		t.comm = e.Comm
 		if e.TID == e.PID {
@@ -130,23 +133,24 @@ func (p *plan) observe(src *Source, e *event.Event) {
 	s := &e.Syscall
 	t.calls = append(t.calls, span{e.Time, e.End()})
 	pp.buckets[e.Time/p.bucket]++
-	var last uint32
+	var last threadID
 	for _, sl := range s.Sleeps {
-		if sl.WakerTID == 0 || sl.WakerTID == e.TID || sl.WakerTID == last {
+		waker := threadID{sl.WakerPID, sl.WakerTID}
+		if sl.WakerTID == 0 || waker == id || waker == last {
 			continue
 		}
-		last = sl.WakerTID
-		p.wakes = append(p.wakes, wake{sl.WakerTID, callKey{e.TID, e.Time, e.End()}})
+		last = waker
+		p.wakes = append(p.wakes, wake{waker, callKey{id, e.Time, e.End()}})
 	}
 }
 
 // finish lays out the tracks, the lanes and the wake flows.
 func (p *plan) finish() {
-	for tid, t := range p.threads {
+	for id, t := range p.threads {
 		slices.SortFunc(t.calls, func(a, b span) int {
 			return cmp.Or(cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end))
 		})
-		t.lanes = make([]*Track, p.assignLanes(tid, t.calls))
+		t.lanes = make([]*Track, p.assignLanes(id, t.calls))
 	}
 	p.linkWakes()
 	for _, t := range p.threads {
@@ -160,15 +164,9 @@ func (p *plan) finish() {
 		pids = append(pids, pid)
 	}
 	slices.Sort(pids)
-	tids := make([]uint32, 0, len(p.threads))
-	for tid := range p.threads {
-		tids = append(tids, tid)
-	}
-	slices.Sort(tids)
 	byPID := map[uint32][]uint32{}
-	for _, tid := range tids {
-		pid := p.threads[tid].pid
-		byPID[pid] = append(byPID[pid], tid)
+	for id := range p.threads {
+		byPID[id.pid] = append(byPID[id.pid], id.tid)
 	}
 	for _, pid := range pids {
 		pp := p.procs[pid]
@@ -183,8 +181,9 @@ func (p *plan) finish() {
 		}
 		pp.track = pt
 		p.tracks = append(p.tracks, pt)
+		slices.Sort(byPID[pid])
 		for _, tid := range byPID[pid] {
-			t := p.threads[tid]
+			t := p.threads[threadID{pid, tid}]
 			t.track = &Track{UUID: next(), Parent: pt.UUID, Kind: TrackThread, PID: pid, TID: tid, Name: t.comm}
 			p.tracks = append(p.tracks, t.track)
 			for i := range t.lanes {
@@ -211,7 +210,7 @@ func (p *plan) finish() {
 // for times that are approximate (the doctor's lean timing) or damaged.
 // Zero-length calls are instants and nest anywhere. It returns the number
 // of extra lanes.
-func (p *plan) assignLanes(tid uint32, calls []span) int {
+func (p *plan) assignLanes(id threadID, calls []span) int {
 	var ends []uint64 // per lane, the end of its last call
 	for i, c := range calls {
 		if c.end == c.start {
@@ -229,7 +228,7 @@ func (p *plan) assignLanes(tid uint32, calls []span) int {
 		// key, so each takes the next lane listed for it, lane 0 included.
 		same := i > 0 && calls[i-1] == c || i+1 < len(calls) && calls[i+1] == c
 		if l > 0 || same {
-			k := callKey{tid, c.start, c.end}
+			k := callKey{id, c.start, c.end}
 			p.lane[k] = append(p.lane[k], l)
 		}
 	}
