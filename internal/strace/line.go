@@ -240,7 +240,11 @@ func parseReturn(l Line, s string) (Line, error) {
 		}
 		return l, nil
 	}
-	n, ok := parseInt(stripAnnotation(tok))
+	// -yy's path may hold spaces, so cut at its start, not at its end.
+	if i := strings.IndexByte(tok, '<'); i > 0 {
+		tok = tok[:i]
+	}
+	n, ok := parseInt(tok)
 	if !ok {
 		return l, errNotStrace
 	}

@@ -64,6 +64,10 @@ func TestParseCall(t *testing.T) {
 	if err != nil || l.TID != 42 || l.Ret != -2 || l.Time != (12*3600+1)*1e9+5e8 {
 		t.Fatalf("%+v %v", l, err)
 	}
+	l, err = Parse(`3 1.0 openat(AT_FDCWD, "/tmp/a b", O_RDONLY) = 4</tmp/a b> <0.000001>`)
+	if err != nil || l.Ret != 4 || l.Latency != 1000 {
+		t.Fatalf("a -yy path with a space: %+v %v", l, err)
+	}
 	// -X raw's errno, and a string holding what looks like the end of a call.
 	l, err = Parse(`write(1, "x) = 5 <1.0>", 11) = -1 (errno 9) <0.000003>`)
 	if err != nil || l.Ret != -9 || l.Latency != 3000 || l.TID != 0 || l.HasTime {
