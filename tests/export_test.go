@@ -322,6 +322,19 @@ func TestExportBadInput(t *testing.T) {
 			os.Remove(out)
 		}
 	}
+	// Exporting a capture over itself is refused before anything is written.
+	file := filepath.Join(dir, "c.sysray")
+	w, err := capture.Create(file, &capture.Header{Arch: event.ArchAMD64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close(&capture.Trailer{})
+	before, _ := os.ReadFile(file)
+	r := run(t, "export", "-r", file, "-o", filepath.Join(dir, ".", "c.sysray"))
+	after, _ := os.ReadFile(file)
+	if r.code == 0 || !strings.Contains(r.stderr, "is the capture being exported") || !bytes.Equal(before, after) {
+		t.Errorf("export over its capture: exit %d, stderr %q, capture kept %v", r.code, r.stderr, bytes.Equal(before, after))
+	}
 }
 
 // A capture cut short exports what it holds up to its last whole block, with

@@ -122,6 +122,12 @@ func exportCapture(in, out string, newSink func(io.Writer) export.Sink, opt expo
 	var w io.Writer = os.Stdout
 	var f *os.File
 	if out != "-" {
+		// Writing over the capture would destroy it before it is read.
+		if a, err := os.Stat(in); err == nil {
+			if b, err := os.Stat(out); err == nil && os.SameFile(a, b) {
+				return export.Stats{}, fmt.Errorf("export: %s is the capture being exported", out)
+			}
+		}
 		if f, err = os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
 			return export.Stats{}, err
 		}
