@@ -160,7 +160,7 @@ func reportImport(st *strace.Stats, path string) {
 		fmt.Fprintf(os.Stderr, "sysray: warning: %d calls skipped, syscalls this arch does not have: %s\n", n, strings.Join(names, ", "))
 	}
 	if st.Unpaired > 0 {
-		fmt.Fprintf(os.Stderr, "sysray: warning: %d resumed calls without their start were skipped\n", st.Unpaired)
+		fmt.Fprintf(os.Stderr, "sysray: warning: %d calls resumed without their start (begun before the log, or a line lost): kept without their arguments\n", st.Unpaired)
 	}
 	if st.Times == "" {
 		fmt.Fprintln(os.Stderr, "sysray: warning: the log has no timestamps (strace -ttt): events carry time 0")

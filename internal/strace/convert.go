@@ -4,6 +4,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
@@ -120,8 +121,15 @@ func (c *Converter) Feed(l *Line, tid uint32) error {
 	case LineResumed:
 		p := c.pending[tid]
 		if p == nil || p.name != l.Name {
+			// Begun before the log (strace -p attached to a thread inside
+			// it) or its start line lost: the return and the latency are
+			// known, the arguments printed before the split are not.
 			c.Unpaired++
-			return nil
+			at := l.Time
+			if l.HasLat && l.HasTime && l.Time >= l.Latency {
+				at = l.Time - l.Latency
+			}
+			return c.complete(tid, l.Name, "", at, &Line{Ret: l.Ret, NoReturn: l.NoReturn, Latency: l.Latency, HasLat: l.HasLat})
 		}
 		delete(c.pending, tid)
 		args := p.args
@@ -135,6 +143,17 @@ func (c *Converter) Feed(l *Line, tid uint32) error {
 		return c.exit(tid, l)
 	}
 	return nil
+}
+
+// syscallNr reads a syscall's name, also strace's syscall_0x1b6 for numbers
+// it has no name for.
+func syscallNr(a event.Arch, name string) (uint32, bool) {
+	if h, ok := strings.CutPrefix(name, "syscall_0x"); ok {
+		if n, err := strconv.ParseUint(h, 16, 32); err == nil {
+			name = "syscall_" + strconv.FormatUint(n, 10)
+		}
+	}
+	return event.SyscallByName(a, name)
 }
 
 // alone is the thread of a line without a pid: strace -f prints none
@@ -153,7 +172,7 @@ func (c *Converter) alone() uint32 {
 
 func (c *Converter) complete(tid uint32, name, args string, at uint64, l *Line) error {
 	t := c.thread(tid)
-	nr, ok := event.SyscallByName(c.arch, name)
+	nr, ok := syscallNr(c.arch, name)
 	if !ok {
 		c.Unknown[name]++
 		return nil
@@ -375,7 +394,7 @@ func (c *Converter) exit(tid uint32, l *Line) error {
 
 // flushPending emits a call whose second half never came, cut off at at.
 func (c *Converter) flushPending(tid uint32, t *thread, p *call, at uint64) error {
-	nr, ok := event.SyscallByName(c.arch, p.name)
+	nr, ok := syscallNr(c.arch, p.name)
 	if !ok {
 		c.Unknown[p.name]++
 		return nil

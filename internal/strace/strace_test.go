@@ -245,11 +245,21 @@ func TestCutOffCalls(t *testing.T) {
 
 func TestStrings(t *testing.T) {
 	evs := convert(t, `
+1 1.0 <... read resumed>"x", 10) = 1 <0.250000>
+1 1.0 syscall_0x1b6(0x1, 0x2) = -1 ENOSYS (Function not implemented) <0.000001>
 1 1.0 openat(AT_FDCWD, "/a\tb\\\"c\x01\0012"..., O_RDONLY) = 3 <0.000001>
 1 1.1 connect(3, {sa_family=AF_INET, sin_port=htons(80), sin_addr=inet_addr("127.0.0.1")}, 16) = 0 <0.000001>
 1 1.2 prctl(PR_SET_NAME, "worker") = 0 <0.000001>
 1 1.3 getppid() = 1 <0.000001>
 `)
+	// A call begun before the log: its return and latency, from its entry.
+	if rd := evs[0]; rd.Syscall.Nr != nr(t, "read") || rd.Syscall.Ret != 1 || rd.Time != 0.75e9 || rd.Syscall.Latency != 0.25e9 {
+		t.Errorf("read resumed without its start: %+v", rd)
+	}
+	if u := evs[1].Syscall; u.Nr != 0x1b6 || u.Ret != -38 {
+		t.Errorf("syscall_0x1b6: %+v", u)
+	}
+	evs = evs[2:]
 	op := evs[0].Syscall
 	if string(op.Data[1]) != "/a\tb\\\"c\x01\x012" || !op.Truncated[1] {
 		t.Errorf("path %q truncated %v", op.Data[1], op.Truncated[1])
