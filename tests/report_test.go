@@ -163,7 +163,8 @@ func TestReportCapture(t *testing.T) {
 		t.Fatalf("compiling map32: %v\n%s", err, b)
 	}
 	capFile := filepath.Join(dir, "run.sysray")
-	script := fmt.Sprintf("%s -n 1500 >/dev/null; %s; %s 4321", map32, prog("segv"), prog("getppid"))
+	// sleeper sleeps 20 ms at a time until timeout ends it at 300 ms.
+	script := fmt.Sprintf("%s -n 1500 >/dev/null; %s; timeout 0.3 %s 20; %s 4321", map32, prog("segv"), prog("sleeper"), prog("getppid"))
 	if r := run(t, "record", "-w", capFile, "--stacks", "--", "/bin/sh", "-c", script); r.code != 0 {
 		t.Fatalf("record exited %d: %s", r.code, r.stderr)
 	}
@@ -243,6 +244,30 @@ func TestReportCapture(t *testing.T) {
 	if ev := atoi(t, tags(d, `<body [^>]*>`)[0]["data-events"], "events"); ev < 15000 {
 		t.Errorf("the report covers %d events", ev)
 	}
+	// The sleeper's sleeps are its off-CPU time, in nanosleep.
+	var data struct {
+		Flame struct {
+			OffCPU *flameNode `json:"off_cpu"`
+		} `json:"flame"`
+	}
+	b, _ := os.ReadFile(page)
+	m := regexp.MustCompile(`(?s)<script id="sysray-data" type="application/json">(.*?)</script>`).FindSubmatch(b)
+	if m == nil || json.Unmarshal(m[1], &data) != nil || data.Flame.OffCPU == nil {
+		t.Fatalf("no off-CPU graph in the report's data")
+	}
+	var slept uint64
+	var nanosleep bool
+	for _, c := range data.Flame.OffCPU.C {
+		if strings.HasPrefix(c.N, "sleeper[") {
+			slept += c.V
+			nanosleep = nanosleep || c.has("nanosleep")
+		}
+	}
+	if slept < 200e6 || slept > 320e6 || !nanosleep {
+		t.Errorf("the sleeper slept %d ns off CPU (in nanosleep: %v); it slept 20 ms at a time for 300 ms", slept, nanosleep)
+	}
+	rendered(t, d, "flame-off_cpu")
+
 	// Every view draws on its own, from its address.
 	off := dom(t, page, "#flame-off")
 	_, onHidden := byID(t, off, "flame-on_cpu")["hidden"]
@@ -251,6 +276,25 @@ func TestReportCapture(t *testing.T) {
 		t.Errorf("#flame-off does not select the off-CPU graph")
 	}
 	shoot(t, page)
+}
+
+// flameNode is a frame of the report's flame graph data.
+type flameNode struct {
+	N string       `json:"n"`
+	V uint64       `json:"v"`
+	C []*flameNode `json:"c"`
+}
+
+func (n *flameNode) has(sub string) bool {
+	if strings.Contains(n.N, sub) {
+		return true
+	}
+	for _, c := range n.C {
+		if c.has(sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // The live form records the command first (one code path), keeps its exit

@@ -24,7 +24,7 @@ type Names struct {
 // capture's. The zero value means the defaults.
 type Limits struct {
 	SlowCalls  int // slowest syscalls on the timeline
-	Marks      int // faults, signals, exec and exit on the timeline, each class
+	Marks      int // faults, signals, exec and exit on the timeline, of each class (the first and the last)
 	Lanes      int // threads on the timeline
 	Processes  int // processes per container in the table; the rest share one row
 	HeatSeries int // syscalls with a heatmap of their own
@@ -37,7 +37,7 @@ func (l *Limits) fill() {
 		}
 	}
 	def(&l.SlowCalls, 3000)
-	def(&l.Marks, 1500)
+	def(&l.Marks, 1000)
 	def(&l.Lanes, 200)
 	def(&l.Processes, 300)
 	def(&l.HeatSeries, 24)

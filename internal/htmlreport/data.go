@@ -100,7 +100,8 @@ type Timeline struct {
 	// What was there, by kind, and what of it is drawn.
 	Total map[string]uint64 `json:"total"`
 	Shown map[string]uint64 `json:"shown"`
-	// The slowest syscalls are kept: the fastest drawn took this long.
+	// The slowest syscalls are kept: every finished call at least this
+	// slow is drawn (0: every call is).
 	SlowFloor uint64 `json:"slow_floor"`
 	// Threads left out (their items are not drawn).
 	ThreadsOmitted int `json:"threads_omitted"`

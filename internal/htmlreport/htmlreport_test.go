@@ -3,6 +3,7 @@ package htmlreport
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -166,18 +167,25 @@ func TestHeatmap(t *testing.T) {
 }
 
 // The timeline keeps the slowest calls and every rare event, and says how
-// many it left out.
+// many it left out; a pool of parked threads takes a few lanes, not all.
 func TestTimeline(t *testing.T) {
 	futex := nr(t, "futex")
-	b := New(arch, Names{}, Limits{SlowCalls: 10, Lanes: 2})
+	b := New(arch, Names{}, Limits{SlowCalls: 10, Lanes: 16})
 	for i := range 100 {
 		b.Observe(call(1, 1, "w", futex, uint64(i)*1e6, uint64(i)*1000, 0))
 	}
 	b.Observe(&event.Event{Kind: event.KindSignalDeliver, Time: 2e8, PID: 1, TID: 2, Comm: "w", Signal: event.Signal{Sig: 11}})
 	b.Observe(&event.Event{Kind: event.KindExit, Time: 3e8, PID: 1, TID: 2, Comm: "w"})
-	b.Observe(&event.Event{Kind: event.KindExit, Time: 3e8, PID: 3, TID: 3, Comm: "x"}) // a third thread: no lane
+	// Twenty threads of another process, parked until the end.
+	for tid := uint32(3); tid < 23; tid++ {
+		parked := call(3, tid, "x", futex, 0, 3e8, 0)
+		parked.Syscall.Unfinished = true
+		b.Observe(parked)
+		b.Observe(&event.Event{Kind: event.KindExit, Time: 3e8, PID: 3, TID: tid, Comm: "x"})
+	}
 	tl := b.Data(Meta{}, nil).Timeline
-	if tl.Total["syscall"] != 100 || tl.Shown["syscall"] != 10 || tl.SlowFloor != 90000 {
+	// The ten slowest finished calls, and one of the cut-off ones.
+	if tl.Total["syscall"] != 120 || tl.Shown["syscall"] != 11 || tl.SlowFloor != 90000 {
 		t.Errorf("syscalls: total %d shown %d floor %d", tl.Total["syscall"], tl.Shown["syscall"], tl.SlowFloor)
 	}
 	for _, it := range tl.Items {
@@ -185,8 +193,17 @@ func TestTimeline(t *testing.T) {
 			t.Errorf("kept a call of %d ns", it.D)
 		}
 	}
-	if len(tl.Threads) != 2 || tl.ThreadsOmitted != 1 || tl.Shown["signal"] != 1 || tl.Total["exit"] != 2 || tl.Shown["exit"] != 1 {
-		t.Errorf("lanes %+v omitted %d shown %v total %v", tl.Threads, tl.ThreadsOmitted, tl.Shown, tl.Total)
+	var lanes []uint32
+	for _, th := range tl.Threads {
+		lanes = append(lanes, th.TID)
+	}
+	// Processes in order of their first event (the parked ones began at 0);
+	// the parked pool has two lanes of the sixteen.
+	if fmt.Sprint(lanes) != "[3 4 1 2]" || tl.ThreadsOmitted != 18 {
+		t.Errorf("lanes %v, omitted %d", lanes, tl.ThreadsOmitted)
+	}
+	if tl.Shown["signal"] != 1 || tl.Total["exit"] != 21 {
+		t.Errorf("shown %v total %v", tl.Shown, tl.Total)
 	}
 }
 
@@ -260,5 +277,33 @@ func TestWriteEscapes(t *testing.T) {
 		if strings.Contains(page, bad) {
 			t.Errorf("the page refers to something outside it: %q", bad)
 		}
+	}
+}
+
+// A thousand threads exiting together do not crowd out a crash, nor the
+// exit of the process at the end.
+func TestTimelineKeepsRare(t *testing.T) {
+	b := New(arch, Names{}, Limits{Marks: 100, Lanes: 10})
+	for tid := uint32(2); tid < 3000; tid++ {
+		b.Observe(&event.Event{Kind: event.KindSignalDeliver, Time: uint64(tid), PID: 1, TID: tid, Signal: event.Signal{Sig: 9}})
+		b.Observe(&event.Event{Kind: event.KindExit, Time: uint64(tid), PID: 1, TID: tid})
+	}
+	b.Observe(&event.Event{Kind: event.KindSignalDeliver, Time: 5000, PID: 7, TID: 7, Comm: "crash", Signal: event.Signal{Sig: 11}})
+	b.Observe(&event.Event{Kind: event.KindExit, Time: 6000, PID: 8, TID: 8, Comm: "last", Proc: event.Proc{GroupDead: true}})
+	for tid := uint32(3000); tid < 4000; tid++ {
+		b.Observe(&event.Event{Kind: event.KindExit, Time: uint64(tid) + 7000, PID: 1, TID: tid})
+	}
+	tl := b.Data(Meta{}, nil).Timeline
+	if tl.Total["signal"] != 2999 || tl.Total["exit"] != 3999 || tl.Shown["signal"] < 1 || tl.Shown["exit"] > 20 {
+		t.Errorf("total %v shown %v", tl.Total, tl.Shown)
+	}
+	var crash, last bool
+	for _, it := range tl.Items {
+		th := tl.Threads[it.Lane]
+		crash = crash || th.TID == 7 && it.Kind == "signal"
+		last = last || th.TID == 8 && it.Kind == "exit"
+	}
+	if !crash || !last {
+		t.Errorf("the crash (%v) or the process's exit (%v) is not drawn: lanes %+v", crash, last, tl.Threads)
 	}
 }

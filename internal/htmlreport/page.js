@@ -351,6 +351,9 @@
     s.appendChild(wrap);
     var byLane = lanes.map(function () { return []; });
     items.forEach(function (it) { byLane[it.l].push(it); });
+    // Drawn in this order, so a signal is not hidden under the fault that raised it.
+    var RANK = { syscall: 0, fault: 1, vsyscall: 1, exec: 2, exit: 3, signal: 4 };
+    byLane.forEach(function (l) { l.sort(function (a, b) { return RANK[a.k] - RANK[b.k] || a.t - b.t; }); });
     var W = 0;
     function X(t) { return LW + (t - v0) / (v1 - v0) * (W - LW - 10); }
     function colourOf(it) { return KIND[it.k === 'syscall' && it.e ? 'error' : it.k][0]; }
@@ -420,7 +423,7 @@
       byLane[l].forEach(function (it) {
         var a = X(it.t), b = Math.max(X(it.t + (it.d || 0)), a + 2);
         var d = x < a ? a - x : x > b ? x - b : 0;
-        if (d < bd) { bd = d; best = it; }
+        if (d <= bd) { bd = d; best = it; }
       });
       var th = lanes[l];
       showTip(ev, best ? th.comm + ' ' + th.pid + ':' + th.tid + '  +' + secs(best.t) + (best.d ? '  ' + ns(best.d) : '') + '\n' + best.s : null);

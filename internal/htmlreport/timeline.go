@@ -15,8 +15,12 @@ import (
 type timeline struct {
 	limits Limits
 	slow   slowest
-	marks  [2][]cand // 0: signals, exec, exit; 1: faults, vsyscall emulations
-	total  map[string]uint64
+	// Calls cut off by their thread's end (workers parked until their
+	// process exits) have a tenth of the places, so that a pool of them
+	// does not take every one.
+	open  slowest
+	marks [nClasses]sample
+	total map[string]uint64
 }
 
 type cand struct {
@@ -25,6 +29,7 @@ type cand struct {
 	kind     string
 	err      bool
 	open     bool
+	crash    bool // a signal a fault raises, or one that kills outright
 	label    string
 }
 
@@ -33,8 +38,22 @@ type slowest []cand
 
 func (h slowest) Len() int           { return len(h) }
 func (h slowest) Less(i, j int) bool { return h[i].d < h[j].d }
-func (h slowest) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *slowest) Push(x any)        { *h = append(*h, x.(cand)) }
+
+// keep keeps c if it is among the n slowest.
+func (h *slowest) keep(c cand, n int, arch event.Arch, e *event.Event) {
+	if n <= 0 || len(*h) == n && c.d <= (*h)[0].d {
+		return
+	}
+	c.err, c.label = e.Syscall.Failed(), label(e, arch)
+	if len(*h) < n {
+		heap.Push(h, c)
+		return
+	}
+	(*h)[0] = c
+	heap.Fix(h, 0)
+}
+func (h slowest) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *slowest) Push(x any)   { *h = append(*h, x.(cand)) }
 func (h *slowest) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -61,53 +80,91 @@ func label(e *event.Event, arch event.Arch) string {
 	return s
 }
 
+// The rarer events are kept by class, so that a thousand threads exiting
+// together cannot crowd out one crash.
+const (
+	classCrash    = iota // signals faults raise, and aborts
+	classSignal          // other signals
+	classExec            //
+	classExit            // a process's last thread
+	classThread          // other threads' exits
+	classFault           // page faults
+	classVsyscall        // vsyscall emulations
+	nClasses
+)
+
+// sample keeps the first and the last events of a class: how a run began
+// and how it ended.
+type sample struct {
+	first, last []cand
+	next        int // where the next of the last goes
+}
+
+func (s *sample) add(c cand, n int) {
+	switch {
+	case len(s.first) < (n+1)/2:
+		s.first = append(s.first, c)
+	case len(s.last) < n/2:
+		s.last = append(s.last, c)
+	case n/2 > 0:
+		s.last[s.next] = c
+		s.next = (s.next + 1) % len(s.last)
+	}
+}
+
+func (s *sample) all() []cand { return append(append([]cand{}, s.first...), s.last...) }
+
 func (tl *timeline) observe(e *event.Event, arch event.Arch) {
 	var kind string
-	class := 0
+	var class int
 	switch e.Kind {
 	case event.KindSyscall:
 		tl.total["syscall"]++
-		d := e.Syscall.Latency
-		if len(tl.slow) == tl.limits.SlowCalls && d <= tl.slow[0].d {
-			return
-		}
-		c := cand{tid: e.TID, pid: e.PID, t: e.Time, d: d, kind: "syscall", err: e.Syscall.Failed(),
-			open: e.Syscall.Unfinished, label: label(e, arch)}
-		if len(tl.slow) < tl.limits.SlowCalls {
-			heap.Push(&tl.slow, c)
+		c := cand{tid: e.TID, pid: e.PID, t: e.Time, d: e.Syscall.Latency, kind: "syscall", open: e.Syscall.Unfinished}
+		if c.open {
+			tl.open.keep(c, tl.limits.SlowCalls/10, arch, e)
 		} else {
-			tl.slow[0] = c
-			heap.Fix(&tl.slow, 0)
+			tl.slow.keep(c, tl.limits.SlowCalls, arch, e)
 		}
 		return
 	case event.KindSignalGenerate, event.KindSignalDeliver:
-		kind = "signal"
+		kind, class = "signal", classSignal
+		if crashSignal(e.Signal.Sig) {
+			class = classCrash
+		}
 	case event.KindExec:
-		kind = "exec"
+		kind, class = "exec", classExec
 	case event.KindExit:
-		kind = "exit"
+		kind, class = "exit", classThread
+		if e.Proc.GroupDead {
+			class = classExit
+		}
 	case event.KindPageFault:
-		kind, class = "fault", 1
+		kind, class = "fault", classFault
 	case event.KindVsyscall:
-		kind, class = "vsyscall", 1
+		kind, class = "vsyscall", classVsyscall
 	default:
 		return
 	}
 	tl.total[kind]++
-	if len(tl.marks[class]) < tl.limits.Marks {
-		tl.marks[class] = append(tl.marks[class], cand{tid: e.TID, pid: e.PID, t: e.Time, kind: kind, label: label(e, arch)})
-	}
+	tl.marks[class].add(cand{tid: e.TID, pid: e.PID, t: e.Time, kind: kind, crash: class == classCrash, label: label(e, arch)},
+		tl.limits.Marks)
 }
 
 // data lays the kept events out on lanes, one per thread. With more
-// threads than lanes, the threads with signals (every thread exits, few are
-// signalled) and then those with the most items keep theirs.
+// threads than lanes, those that took a fault signal (SIGSEGV and the like)
+// keep theirs first, then those with the most at stake: the time of their
+// finished slow calls, and a fixed weight per exec, signal or fault.
+// A call cut off by its thread's end weighs little: a pool of threads
+// parked until the process exits is one story, not a thousand.
 func (tl *timeline) data(first uint64, threads map[uint32]*Thread, lanes int) Timeline {
-	all := append([]cand{}, tl.slow...)
-	all = append(all, tl.marks[0]...)
-	all = append(all, tl.marks[1]...)
+	all := append(append([]cand{}, tl.slow...), tl.open...)
+	for i := range tl.marks {
+		all = append(all, tl.marks[i].all()...)
+	}
 	type score struct {
-		signals, n int
+		crash bool
+		worth uint64
 	}
 	by := map[uint32]*score{}
 	for _, c := range all {
@@ -116,9 +173,20 @@ func (tl *timeline) data(first uint64, threads map[uint32]*Thread, lanes int) Ti
 			s = &score{}
 			by[c.tid] = s
 		}
-		s.n++
-		if c.kind == "signal" {
-			s.signals++
+		s.crash = s.crash || c.crash
+		switch {
+		case c.kind == "exec":
+			s.worth += 10e6
+		case c.kind == "exit":
+			// Every thread has one.
+		case c.kind == "signal" && !c.crash:
+			s.worth += 100e3 // SIGKILL to each thread of an exiting process, too
+		case c.kind != "syscall":
+			s.worth += 1e6
+		case c.open:
+			s.worth += c.d / 1000
+		default:
+			s.worth += c.d
 		}
 	}
 	tids := make([]uint32, 0, len(by))
@@ -127,22 +195,43 @@ func (tl *timeline) data(first uint64, threads map[uint32]*Thread, lanes int) Ti
 	}
 	sort.Slice(tids, func(i, j int) bool {
 		a, b := by[tids[i]], by[tids[j]]
-		if (a.signals > 0) != (b.signals > 0) {
-			return a.signals > 0
+		if a.crash != b.crash {
+			return a.crash
 		}
-		if a.n != b.n {
-			return a.n > b.n
+		if a.worth != b.worth {
+			return a.worth > b.worth
 		}
 		return tids[i] < tids[j]
 	})
 	out := Timeline{Total: tl.total, Shown: map[string]uint64{}, Threads: []Thread{}, Items: []Item{}}
-	if len(tids) > lanes {
-		out.ThreadsOmitted = len(tids) - lanes
-		tids = tids[:lanes]
+	// No process takes more than an eighth of the lanes: a pool of alike
+	// threads is seen in a few of them, and leaves room for the rest.
+	perProc := max(lanes/8, 1)
+	taken := map[uint32]int{}
+	kept := tids[:0]
+	for _, tid := range tids {
+		pid := pidOf(threads, tid)
+		if len(kept) == lanes || taken[pid] == perProc && !by[tid].crash {
+			out.ThreadsOmitted++
+			continue
+		}
+		taken[pid]++
+		kept = append(kept, tid)
+	}
+	tids = kept
+	// Processes in the order they first appear, their threads by id.
+	start := map[uint32]uint64{}
+	for _, c := range all {
+		if t, ok := start[c.pid]; !ok || c.t < t {
+			start[c.pid] = c.t
+		}
 	}
 	sort.Slice(tids, func(i, j int) bool {
 		pi, pj := pidOf(threads, tids[i]), pidOf(threads, tids[j])
 		if pi != pj {
+			if start[pi] != start[pj] {
+				return start[pi] < start[pj]
+			}
 			return pi < pj
 		}
 		return tids[i] < tids[j]
@@ -180,4 +269,14 @@ func pidOf(threads map[uint32]*Thread, tid uint32) uint32 {
 		return t.PID
 	}
 	return tid
+}
+
+// crashSignal says a signal is one that faults raise or that aborts:
+// SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV and SIGSYS.
+func crashSignal(sig int32) bool {
+	switch sig {
+	case 4, 5, 6, 7, 8, 11, event.SIGSYS:
+		return true
+	}
+	return false
 }
