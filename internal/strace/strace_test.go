@@ -397,3 +397,17 @@ func TestStderrLog(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", s, want)
 	}
 }
+
+// --arch arm64: the same names, that table's numbers and flag values.
+func TestArm64(t *testing.T) {
+	var out []event.Event
+	c := NewConverter(event.ArchARM64, func(e *event.Event) error { out = append(out, *e); return nil })
+	l, err := Parse(`5 1.0 openat(AT_FDCWD, "/d", O_RDONLY|O_DIRECTORY) = 3 <0.000001>`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Feed(&l, 0)
+	if len(out) != 1 || out[0].Syscall.Nr != 56 || out[0].Syscall.Args[2] != 0x4000 {
+		t.Errorf("arm64 openat: %+v", out)
+	}
+}
