@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,12 +40,20 @@ func Export(src Source, sink Sink, opt Options) (Stats, error) {
 	if err := sink.Begin(Header{BootTime: src.BootTime, First: p.first, Last: p.last, RateBucket: bucket}, p.tracks); err != nil {
 		return st, err
 	}
-	w := &walker{p: p, arch: src.Arch, sink: sink, st: &st, pending: map[sigKey]uint64{}}
+	w := &walker{p: p, arch: src.Arch, sink: sink, st: &st, pending: map[sigKey]uint64{}, execs: map[threadID]*Item{}}
 	if err := w.counters(); err != nil {
 		return st, err
 	}
 	if err := src.Events(w.event); err != nil {
 		return st, err
+	}
+	held := slices.SortedFunc(maps.Keys(w.execs), func(a, b threadID) int {
+		return cmp.Or(cmp.Compare(a.pid, b.pid), cmp.Compare(a.tid, b.tid))
+	})
+	for _, id := range held {
+		if err := w.flushExec(id); err != nil {
+			return st, err
+		}
 	}
 	return st, sink.End()
 }
@@ -66,6 +75,18 @@ type walker struct {
 	st      *Stats
 	it      Item
 	pending map[sigKey]uint64 // signal flows generated and not yet delivered
+	// execs holds each thread's exec until its execve has been written: a
+	// reader hands the exec over first (the call returns after it), and
+	// the two may share a timestamp, which a viewer orders by file order,
+	// so the exec would land beside its execve rather than inside it.
+	execs map[threadID]*Item
+}
+
+func (w *walker) flushExec(id threadID) error {
+	it := w.execs[id]
+	delete(w.execs, id)
+	w.st.Instants++
+	return w.sink.Item(it)
 }
 
 // counters writes each process's syscall rate: the rate of every bucket
@@ -146,7 +167,13 @@ func (w *walker) event(e *event.Event) error {
 		delete(w.p.flowOut, key)
 		delete(w.p.flowIn, key)
 		w.st.Slices++
-		return w.sink.Item(it)
+		if err := w.sink.Item(it); err != nil {
+			return err
+		}
+		if _, ok := w.execs[key.thread]; ok {
+			return w.flushExec(key.thread)
+		}
+		return nil
 	case event.KindPageFault:
 		f := &e.Fault
 		it.Cat, it.Name = "fault", "page_fault"
@@ -175,7 +202,16 @@ func (w *walker) event(e *event.Event) error {
 		if e.Proc.OldTID != 0 && e.Proc.OldTID != e.TID {
 			args = append(args, Arg{Name: "old_tid", Kind: ArgUint, Uint: uint64(e.Proc.OldTID)})
 		}
-		it.Args = args
+		id := threadID{e.PID, e.TID}
+		if _, ok := w.execs[id]; ok {
+			if err := w.flushExec(id); err != nil {
+				return err
+			}
+		}
+		held := *it
+		held.Args = slices.Clone(args)
+		w.execs[id] = &held
+		return nil
 	case event.KindExit:
 		code, sig, core := e.Proc.Status()
 		it.Cat, it.Name = "process", "exit"

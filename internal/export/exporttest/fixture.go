@@ -48,8 +48,8 @@ func Events() []event.Event {
 	var evs []event.Event
 	add := func(e event.Event) { evs = append(evs, e) }
 
-	// The server's exec, inside its execve.
-	add(event.Event{Kind: event.KindExec, Time: T, PID: Server, TID: Server, Comm: "server", Cgroup: 5,
+	// The server's exec, stamped with its execve's entry time.
+	add(event.Event{Kind: event.KindExec, Time: T - 100, PID: Server, TID: Server, Comm: "server", Cgroup: 5,
 		Proc: event.Proc{Filename: "/srv/server", Argv: []string{"server", "--port", "80"}}})
 	e := sys(Server, Server, "server", T-100, 150, nrExecve, 0, 0x1000, 0x2000, 0x3000)
 	e.Syscall.Data[0] = []byte("/srv/server")
