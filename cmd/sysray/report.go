@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 
 func newReport() *cobra.Command {
 	var sel selection
-	var file, out string
+	var file, out, keep string
 	cmd := &cobra.Command{
 		Use:   "report (-r FILE | [flags] -- COMMAND [ARG...] | [flags] --duration D) -o FILE.html",
 		Short: "Write one self-contained HTML page: findings, syscall tables, latency heatmap, timeline, flame graphs",
@@ -55,12 +56,18 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 			if len(args) == 0 && sel.duration == 0 && len(sel.pids) == 0 && len(sel.cgroups) == 0 && len(sel.container) == 0 {
 				return errors.New("report needs -r FILE, a command after --, -p PID, --cgroup, --container or --duration")
 			}
-			dir, err := os.MkdirTemp("", "sysray-report-")
-			if err != nil {
-				return err
+			if keep != "" && filepath.Clean(keep) == filepath.Clean(out) {
+				return errors.New("-w and -o name the same file")
 			}
-			defer os.RemoveAll(dir)
-			capPath := filepath.Join(dir, "capture.sysray")
+			capPath := keep
+			if capPath == "" {
+				dir, err := os.MkdirTemp("", "sysray-report-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				capPath = filepath.Join(dir, "capture.sysray")
+			}
 			code, err := recordTo(cmd, args, capPath)
 			if err != nil {
 				return err
@@ -81,6 +88,7 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 	sel.register(cmd)
 	cmd.Flags().StringVarP(&file, "read", "r", "", "make the report from this capture file")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML file to write (created 0600)")
+	cmd.Flags().StringVarP(&keep, "write", "w", "", "when recording, keep the capture in this file (default: a temporary file, removed)")
 	// The doctor and the off-CPU graph need where slow syscalls slept.
 	cmd.Flags().Lookup("stacks").DefValue = "true"
 	sel.stacks = true
@@ -101,7 +109,7 @@ func recordTo(cmd *cobra.Command, args []string, path string) (int, error) {
 		}
 	}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name == "output" || f.Name == "read" {
+		if f.Name == "output" || f.Name == "read" || f.Name == "write" {
 			return
 		}
 		if sv, ok := f.Value.(pflag.SliceValue); ok {
@@ -168,13 +176,23 @@ func writeReport(capPath, out, title string) error {
 		meta.File = capPath
 		title = filepath.Base(capPath)
 	}
-	return writeAtomic(out, func(f *os.File) error {
+	var size int64
+	err = writeAtomic(out, func(f *os.File) error {
 		w := bufio.NewWriter(f)
 		if err := htmlreport.Write(w, b.Data(meta, rep.Findings), title); err != nil {
 			return err
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		size, err = f.Seek(0, io.SeekCurrent)
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "sysray: wrote %s (%d findings, %d events, %d KiB)\n", out, len(rep.Findings), rep.Events, (size+1023)/1024)
+	return nil
 }
 
 // writeAtomic writes a file 0600 next to path and renames it over path, so

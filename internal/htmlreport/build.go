@@ -62,7 +62,7 @@ type Builder struct {
 	threads map[uint32]*Thread
 	heat    heat
 	tl      timeline
-	onCPU   map[cellKey]uint64        // ns on CPU in calls without a user stack
+	onCPU   map[cellKey]uint64        // ns in calls without a record of their sleeps: on CPU at most
 	onStack map[string]*profile.Stack // ns on CPU in calls with one, by stack
 	offCPU  map[string]*profile.Stack // ns asleep, by stack
 }
@@ -158,20 +158,24 @@ func (b *Builder) syscall(e *event.Event) {
 	for _, sl := range s.Sleeps {
 		slept += sl.Duration
 	}
-	if len(s.Sleeps) > 0 || len(s.UserStack) > 0 {
+	// A call slower than the recording's --slow carries its stacks and
+	// every place it slept: its time on CPU is known. For the others it is
+	// at most their latency (they may have slept briefly).
+	recorded := len(s.Sleeps) > 0 || len(s.UserStack) > 0
+	if recorded {
 		b.stacks++
 	}
 	on := s.Latency - min(slept, s.Latency)
 	name := event.SyscallName(b.arch, s.Nr)
 	user := userFrames(s.UserStack)
 	// A call cut off by an exit or the capture's end carries no record
-	// of its sleeps: its time on CPU is unknown.
-	if on > 0 && !s.Unfinished {
-		if len(user) == 0 {
-			b.onCPU[k] += on
-		} else {
-			add(b.onStack, profile.Stack{PID: e.PID, Comm: e.Comm, User: user, Kernel: []string{name}}, on)
-		}
+	// of its sleeps, and may have slept all along: it is left out.
+	switch {
+	case on == 0 || s.Unfinished:
+	case recorded:
+		add(b.onStack, profile.Stack{PID: e.PID, Comm: e.Comm, User: user, Kernel: []string{name}}, on)
+	default:
+		b.onCPU[k] += on
 	}
 	for _, sl := range s.Sleeps {
 		st := profile.Stack{PID: e.PID, Comm: e.Comm, User: user}
@@ -369,9 +373,9 @@ func stats(c *cell) Stats {
 }
 
 func (b *Builder) flames() Flames {
-	var on []profile.Stack
+	var on, bound []profile.Stack
 	for k, ns := range b.onCPU {
-		on = append(on, profile.Stack{PID: k.pid, Comm: b.procs[k.pid].comm,
+		bound = append(bound, profile.Stack{PID: k.pid, Comm: b.procs[k.pid].comm,
 			Kernel: []string{event.SyscallName(b.arch, k.nr)}, Count: ns})
 	}
 	for _, s := range b.onStack {
@@ -381,5 +385,5 @@ func (b *Builder) flames() Flames {
 	for _, s := range b.offCPU {
 		off = append(off, *s)
 	}
-	return Flames{OnCPU: fold(on), OffCPU: fold(off)}
+	return Flames{OnCPU: fold(on, bound), OffCPU: fold(off, nil)}
 }

@@ -135,7 +135,10 @@ type Flames struct {
 // Node is a frame of a flame graph: its name, its ns, and its callees.
 // Callees too small to see are left out (their time stays in the parent).
 type Node struct {
-	Name     string  `json:"n"`
-	Value    uint64  `json:"v"`
+	Name  string `json:"n"`
+	Value uint64 `json:"v"`
+	// Bound is the part of Value that is an upper bound: on-CPU time of
+	// calls whose sleeps were not recorded (faster than --slow).
+	Bound    uint64  `json:"b,omitempty"`
 	Children []*Node `json:"c,omitempty"`
 }

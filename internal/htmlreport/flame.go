@@ -17,31 +17,18 @@ const (
 type tree struct {
 	name     string
 	value    uint64
+	bound    uint64
 	children map[string]*tree
 }
 
 // fold merges stacks into one tree, rooted at "all"; nil when there are
-// none.
-func fold(stacks []profile.Stack) *Node {
-	if len(stacks) == 0 {
-		return nil
-	}
+// none. The stacks of bound count an upper bound of their time, not the
+// time itself: each frame says how much of its time is such.
+func fold(stacks, bound []profile.Stack) *Node {
 	root := &tree{name: "all"}
-	for i := range stacks {
-		s := &stacks[i]
-		n := root
-		n.value += s.Count
-		for _, f := range s.Frames() {
-			if n.children == nil {
-				n.children = map[string]*tree{}
-			}
-			c := n.children[f]
-			if c == nil {
-				c = &tree{name: f}
-				n.children[f] = c
-			}
-			c.value += s.Count
-			n = c
+	for i, ss := range [][]profile.Stack{stacks, bound} {
+		for j := range ss {
+			root.add(&ss[j], i == 1)
 		}
 	}
 	if root.value == 0 {
@@ -50,8 +37,29 @@ func fold(stacks []profile.Stack) *Node {
 	return root.node(root.value/flameDetail, 0)
 }
 
+func (t *tree) add(s *profile.Stack, bound bool) {
+	n := t
+	for i, f := range append([]string{""}, s.Frames()...) {
+		if i > 0 {
+			if n.children == nil {
+				n.children = map[string]*tree{}
+			}
+			c := n.children[f]
+			if c == nil {
+				c = &tree{name: f}
+				n.children[f] = c
+			}
+			n = c
+		}
+		n.value += s.Count
+		if bound {
+			n.bound += s.Count
+		}
+	}
+}
+
 func (t *tree) node(floor uint64, depth int) *Node {
-	n := &Node{Name: t.name, Value: t.value}
+	n := &Node{Name: t.name, Value: t.value, Bound: t.bound}
 	if depth == flameDepth {
 		return n
 	}

@@ -28,6 +28,7 @@
     if (v < 1e9) return (v / 1e6).toFixed(v < 1e7 ? 2 : 1) + 'ms';
     return (v / 1e9).toFixed(v < 1e10 ? 3 : 2) + 's';
   }
+  function short(s, n) { return s.length > n ? s.slice(0, n - 1) + '…' : s; }
   function num(v) { return Number(v).toLocaleString('en-US'); }
   function secs(v) { return (v / 1e9).toFixed(v < 1e10 ? 3 : 1) + 's'; }
   function pageWidth() { return Math.max(640, (document.documentElement.clientWidth || window.innerWidth || 1200) - 34); }
@@ -147,8 +148,11 @@
     function cells(tr, st) {
       tr.appendChild(el('td', { text: num(st.count) }));
       var errs = el('td', { cls: st.errors ? 'err' : '', text: st.errors ? num(st.errors) : '' });
-      if (st.errnos) errs.setAttribute('title', Object.keys(st.errnos).sort(function (a, b) { return st.errnos[b] - st.errnos[a]; })
-        .map(function (k) { return k + ' ' + st.errnos[k]; }).join(', '));
+      if (st.errnos) {
+        var by = Object.keys(st.errnos).sort(function (a, b) { return st.errnos[b] - st.errnos[a] || (a < b ? -1 : 1); });
+        errs.setAttribute('title', by.map(function (k) { return k + ' ' + st.errnos[k]; }).join(', '));
+        errs.appendChild(el('span', { cls: 'errno', text: ' ' + by[0] + (by.length > 1 ? ' +' + (by.length - 1) : '') }));
+      }
       tr.appendChild(errs);
       tr.appendChild(el('td', { text: ns(st.time) }));
       tr.appendChild(el('td', { text: ns(st.p50) }));
@@ -174,8 +178,8 @@
           var label = p.pid ? p.comm + '[' + p.pid + ']' : p.comm;
           var tr = el('tr', { cls: 'l1' + (open[ck] ? '' : ' hid'), 'data-level': 'process', 'data-pid': p.pid, 'data-name': p.comm, 'data-count': p.count,
             onclick: function () { toggle(pk); } }, [
-            el('td', null, [el('span', { cls: 'tog', text: open[pk] ? '▾' : '▸' }), label,
-              el('span', { cls: 'cmd', text: (p.cmd || '') + (p.threads > 1 ? '  (' + p.threads + ' threads)' : '') })])]);
+            el('td', { title: p.cmd || '' }, [el('span', { cls: 'tog', text: open[pk] ? '▾' : '▸' }), label,
+              el('span', { cls: 'cmd', text: short(p.cmd || '', 140) + (p.threads > 1 ? '  (' + p.threads + ' threads)' : '') })])]);
           cells(tr, p);
           body.appendChild(tr);
           p.syscalls.slice().sort(cmp).forEach(function (sc) {
@@ -438,7 +442,7 @@
     var s = document.getElementById('view-flame');
     s.appendChild(el('h2', { text: 'Flame graphs of time in syscalls' }));
     var GRAPHS = [
-      ['on_cpu', 'on CPU', 'Time inside syscalls on a CPU: each call\'s latency less the sleeps recorded for it, by process, user stack (where the capture has one) and syscall. Calls faster than the recording\'s --slow carry no sleep record, so a short sleep in one counts here. The capture holds no samples of user code: `sysray profile` records those.'],
+      ['on_cpu', 'on CPU', 'Time inside syscalls on a CPU, by process, user stack (where the capture has one) and syscall: a slow call\'s latency less the sleeps recorded for it. Calls faster than the recording\'s --slow carry no record of their sleeps: their whole time is counted, as an upper bound, and frames made mostly of it are drawn pale. Calls cut off by an exit are left out. A capture holds no samples of user code: `sysray profile` records those.'],
       ['off_cpu', 'off CPU', 'Time slow syscalls spent asleep, by process, user stack and the kernel stack where they slept; "(runnable, waiting for a CPU)" marks time preempted rather than blocked.']];
     var input = el('input', { type: 'search', placeholder: 'search frames', oninput: function () { graphs.forEach(function (g) { g.paint(); }); } });
     var which = 0, buttons = [];
@@ -451,7 +455,7 @@
     var matched = el('span', { cls: 'muted' });
     bar.appendChild(input); bar.appendChild(reset); bar.appendChild(matched);
     s.appendChild(bar);
-    if (!D.meta.stacks) GRAPHS[0][2] = 'Time inside syscalls, by process and syscall. This capture has no stacks, so where calls slept is not known: this is all their time, on CPU or asleep.';
+    if (!D.meta.stacks) GRAPHS[0][2] = 'Time inside syscalls, by process and syscall. This capture has no stacks, so no call\'s sleeps were recorded: each bar is all of its calls\' time, an upper bound of their time on CPU (drawn pale).';
     var graphs = GRAPHS.map(function (x) { return flame(x[0], D.flame[x[0]], x[2]); });
     function showOne() {
       buttons.forEach(function (b, i) { b.className = i === which ? 'on' : ''; });
@@ -478,7 +482,7 @@
       // Flatten: each frame with its place as fractions of the root.
       var frames = [], depth = 0;
       (function walk(n, x, d, parent) {
-        var f = { n: n.n, v: n.v, x: x, w: n.v / root.v, d: d, p: parent };
+        var f = { n: n.n, v: n.v, b: n.b || 0, x: x, w: n.v / root.v, d: d, p: parent };
         frames.push(f);
         depth = Math.max(depth, d);
         var cx = x;
@@ -516,7 +520,7 @@
           }
           if (w < 0.5) return;
           var y = H - 4 - (f.d + 1) * RH;
-          g.globalAlpha = above ? 0.55 : 1;
+          g.globalAlpha = above || 2 * f.b > f.v ? 0.5 : 1;
           g.fillStyle = fill(f, hit);
           g.fillRect(x, y, Math.max(w - 0.5, 0.5), RH - 1);
           if (w > 30) {
@@ -542,7 +546,8 @@
       }
       cv.addEventListener('mousemove', function (ev) {
         var f = at(ev);
-        showTip(ev, f ? label(f.n) + (f.n.slice(-4) === '_[k]' ? ' [kernel]' : '') + '\n' + ns(f.v) + ', ' + (100 * f.v / root.v).toFixed(2) + '% of all' : null);
+        showTip(ev, f ? label(f.n) + (f.n.slice(-4) === '_[k]' ? ' [kernel]' : '') + '\n' + ns(f.v) + ', ' + (100 * f.v / root.v).toFixed(2) + '% of all' +
+          (f.b ? '\n' + ns(f.b) + ' of it at most: calls faster than --slow, whose sleeps were not recorded' : '') : null);
       });
       cv.addEventListener('mouseleave', hideTip);
       cv.addEventListener('click', function (ev) { var f = at(ev); if (f) zoomTo(f); });
