@@ -62,9 +62,13 @@ type Builder struct {
 	threads map[uint32]*Thread
 	heat    heat
 	tl      timeline
-	onCPU   map[cellKey]uint64        // ns in calls without a record of their sleeps: on CPU at most
-	onStack map[string]*profile.Stack // ns on CPU in calls with one, by stack
-	offCPU  map[string]*profile.Stack // ns asleep, by stack
+	// ns in calls without a record of their sleeps (on CPU at most), by
+	// latency bucket: those as slow as a recorded call are left out at the
+	// end, since the probe did not say where they slept.
+	onCPU      map[cellKey]*stat.Hist
+	slowestCut uint64                    // the fastest call with a record: about the recording's --slow
+	onStack    map[string]*profile.Stack // ns on CPU in calls with one, by stack
+	offCPU     map[string]*profile.Stack // ns asleep, by stack
 }
 
 type cellKey struct{ pid, nr uint32 }
@@ -86,7 +90,7 @@ func New(arch event.Arch, names Names, limits Limits) *Builder {
 	return &Builder{arch: arch, names: names, limits: limits,
 		byKind: map[event.Kind]uint64{}, cells: map[cellKey]*cell{}, procs: map[uint32]*procState{},
 		threads: map[uint32]*Thread{}, heat: newHeat(), tl: newTimeline(limits),
-		onCPU: map[cellKey]uint64{}, onStack: map[string]*profile.Stack{}, offCPU: map[string]*profile.Stack{}}
+		onCPU: map[cellKey]*stat.Hist{}, onStack: map[string]*profile.Stack{}, offCPU: map[string]*profile.Stack{}}
 }
 
 // Observe counts one event.
@@ -164,6 +168,9 @@ func (b *Builder) syscall(e *event.Event) {
 	recorded := len(s.Sleeps) > 0 || len(s.UserStack) > 0
 	if recorded {
 		b.stacks++
+		if b.slowestCut == 0 || s.Latency < b.slowestCut {
+			b.slowestCut = s.Latency
+		}
 	}
 	on := s.Latency - min(slept, s.Latency)
 	name := event.SyscallName(b.arch, s.Nr)
@@ -175,7 +182,12 @@ func (b *Builder) syscall(e *event.Event) {
 	case recorded:
 		add(b.onStack, profile.Stack{PID: e.PID, Comm: e.Comm, User: user, Kernel: []string{name}}, on)
 	default:
-		b.onCPU[k] += on
+		h := b.onCPU[k]
+		if h == nil {
+			h = &stat.Hist{}
+			b.onCPU[k] = h
+		}
+		h[stat.Bucket(s.Latency)] += on
 	}
 	for _, sl := range s.Sleeps {
 		st := profile.Stack{PID: e.PID, Comm: e.Comm, User: user}
@@ -374,7 +386,18 @@ func stats(c *cell) Stats {
 
 func (b *Builder) flames() Flames {
 	var on, bound []profile.Stack
-	for k, ns := range b.onCPU {
+	cut := stat.Buckets
+	if b.slowestCut > 0 {
+		cut = stat.Bucket(b.slowestCut)
+	}
+	for k, h := range b.onCPU {
+		var ns uint64
+		for i := range cut {
+			ns += h[i]
+		}
+		if ns == 0 {
+			continue
+		}
 		bound = append(bound, profile.Stack{PID: k.pid, Comm: b.procs[k.pid].comm,
 			Kernel: []string{event.SyscallName(b.arch, k.nr)}, Count: ns})
 	}

@@ -216,6 +216,9 @@ func TestFlames(t *testing.T) {
 	e.Syscall.Sleeps = []event.Sleep{{Duration: 40e6, Stack: []event.Frame{{Name: "io_schedule"}, {Name: "ksys_read"}}}}
 	b.Observe(e)
 	b.Observe(call(7, 7, "db", read, 2e9, 1e6, 10))
+	// As slow as a recorded call, yet without a record: the probe did not
+	// say where it slept, so its time on CPU is not even bounded.
+	b.Observe(call(7, 7, "db", read, 3e9, 100e6, 10))
 	f := b.Data(Meta{}, nil).Flame
 	// 10 ms known on CPU, and 1 ms at most: the second call's sleeps, if
 	// any, were not recorded.
