@@ -25,6 +25,10 @@ char LICENSE[] SEC("license") = "GPL";
 #define SECCOMP_MODE_FILTER 2
 
 #define ERESTARTSYS 512
+#define ENOENT 2
+#define EBUSY 16
+#define EFAULT 14
+#define ENOSPC 28
 #define ERESTART_RESTARTBLOCK 516
 
 #define CLOCK_MONOTONIC 1
@@ -169,12 +173,78 @@ struct {
 	__type(value, struct sys_slow); /* also used as a struct sys_big */
 } scratch SEC(".maps");
 
+/*
+ * Stacks are kept once each and named by an id, as a stack map would, but
+ * deduplicated by their whole content. The kernel's stack map puts a stack
+ * in the bucket its hash picks and fails (EEXIST) when another stack holds
+ * it: collisions came far more often than 16384 buckets suggest (a run with
+ * three stacks in the map lost every hrtimer waker stack), and the only cure
+ * it offers, BPF_F_REUSE_STACKID, silently renames older stacks.
+ */
+struct stack_buf {
+	__u64 ips[STACK_DEPTH];
+};
+
+#define STACK_MAX 16384
+
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384); /* 1 when stacks are off */
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, STACK_DEPTH * sizeof(__u64));
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, STACK_MAX); /* 1 when stacks are off */
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct stack_buf);
+	__type(value, __u32);
+} stack_ids SEC(".maps");
+
+/* Read by user space: the stack of each id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, STACK_MAX); /* 1 when stacks are off */
+	__type(key, __u32);
+	__type(value, struct stack_buf);
 } stacks SEC(".maps");
+
+/*
+ * Where each program unwinds: one slot per program, since a program does
+ * not nest in itself on a CPU, while another may interrupt it (a wakeup in
+ * a timer interrupt, a sample in an NMI).
+ */
+enum { STK_SWITCH, STK_WAKING, STK_PROFILE, STK_SLOTS };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, STK_SLOTS);
+	__type(key, __u32);
+	__type(value, struct stack_buf);
+} stack_scratch SEC(".maps");
+
+__u32 stack_next;
+
+/* The id of the current stack (kernel, or user with BPF_F_USER_STACK); < 0 if there is none or no room. */
+static __always_inline __s32 stack_id(void *ctx, __u32 slot, __u64 flags)
+{
+	struct stack_buf *b = bpf_map_lookup_elem(&stack_scratch, &slot);
+	if (!b)
+		return -ENOENT;
+	/* The helper zeroes what the stack does not fill: equal stacks are equal keys. */
+	long n = bpf_get_stack(ctx, b->ips, sizeof(b->ips), flags);
+	if (n <= 0)
+		return n < 0 ? n : -EFAULT;
+	__u32 *known = bpf_map_lookup_elem(&stack_ids, b);
+	if (known)
+		return *known;
+	__u32 id = __sync_fetch_and_add(&stack_next, 1);
+	if (id >= STACK_MAX)
+		return -ENOSPC;
+	/* The stack first, then its id: whoever finds the id finds the stack. */
+	if (bpf_map_update_elem(&stacks, &id, b, BPF_ANY))
+		return -ENOSPC;
+	if (bpf_map_update_elem(&stack_ids, b, &id, BPF_NOEXIST)) {
+		/* Another CPU named it first (its id wins), or the map is busy. */
+		known = bpf_map_lookup_elem(&stack_ids, b);
+		return known ? *known : -EBUSY;
+	}
+	return id;
+}
 
 /*
  * Syscall records are staged per CPU and handed to the ring STAGE_BYTES at a
@@ -1447,11 +1517,11 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		}
 		/* prev is current here: its stacks show the way into schedule(). */
 		st->off_ts = now;
-		st->off_kstack = bpf_get_stackid(ctx, &stacks, 0);
+		st->off_kstack = stack_id(ctx, STK_SWITCH, 0);
 		st->off_preempted = preempt || prev_state == 0;
 		st->have_waker = 0;
 		if (st->sl.ustack == -2)
-			st->sl.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+			st->sl.ustack = stack_id(ctx, STK_SWITCH, BPF_F_USER_STACK);
 	}
 	st = bpf_task_storage_get(&tstate, next, 0, 0);
 	if (st && st->active && st->off_ts) {
@@ -1477,7 +1547,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	st->waker_pid = id >> 32;
 	st->waker_tid = (__u32)id;
 	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
-	st->waker_kstack = bpf_get_stackid(ctx, &stacks, 0);
+	st->waker_kstack = stack_id(ctx, STK_WAKING, 0);
 	return 0;
 }
 
@@ -1505,8 +1575,8 @@ int on_cpu(struct bpf_perf_event_data *ctx)
 		return 0;
 	struct prof_key k = {};
 	k.pid = id >> 32;
-	k.kstack = bpf_get_stackid(ctx, &stacks, 0);
-	k.ustack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	k.kstack = stack_id(ctx, STK_PROFILE, 0);
+	k.ustack = stack_id(ctx, STK_PROFILE, BPF_F_USER_STACK);
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
 	if (st && st->active)
 		k.syscall = st->nr + 1;

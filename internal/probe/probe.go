@@ -131,6 +131,7 @@ func Open(cfg Config) (*Probe, error) {
 	spec.Maps["stages"].MaxEntries = uint32(ncpu)
 	if !cfg.Stacks {
 		spec.Maps["stacks"].MaxEntries = 1 // unused; do not pin memory for it
+		spec.Maps["stack_ids"].MaxEntries = 1
 	}
 	size := cfg.RingSize
 	if size == 0 {
@@ -273,7 +274,7 @@ func (p *Probe) Detach() error {
 	return nil
 }
 
-// stack reads one stack from the kernel's stack map, innermost frame first.
+// stack reads one stack by its id (stack_id in bpf/sysray.bpf.c), innermost frame first.
 func (p *Probe) stack(id int32) []uint64 {
 	if id < 0 {
 		return nil

@@ -53,6 +53,11 @@ type sysrayProfKey struct {
 	Comm    [16]int8
 }
 
+type sysrayStackBuf struct {
+	_   structs.HostLayout
+	Ips [64]uint64
+}
+
 type sysrayStage struct {
 	_     structs.HostLayout
 	Timer struct {
@@ -210,6 +215,8 @@ const (
 	sysrayMapProfile              = "profile"
 	sysrayMapRings                = "rings"
 	sysrayMapScratch              = "scratch"
+	sysrayMapStackIds             = "stack_ids"
+	sysrayMapStackScratch         = "stack_scratch"
 	sysrayMapStacks               = "stacks"
 	sysrayMapStages               = "stages"
 	sysrayMapStatLost             = "stat_lost"
@@ -249,6 +256,7 @@ const (
 	sysrayVarCfgTickNs            = "cfg_tick_ns"
 	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sysrayVarCgroupGen            = "cgroup_gen"
+	sysrayVarStackNext            = "stack_next"
 	sysrayVarStatZero             = "stat_zero"
 	sysrayVarSysMask              = "sys_mask"
 )
@@ -327,6 +335,8 @@ type sysrayMapSpecs struct {
 	Profile        *ebpf.MapSpec `ebpf:"profile"`
 	Rings          *ebpf.MapSpec `ebpf:"rings"`
 	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
+	StackIds       *ebpf.MapSpec `ebpf:"stack_ids"`
+	StackScratch   *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks         *ebpf.MapSpec `ebpf:"stacks"`
 	Stages         *ebpf.MapSpec `ebpf:"stages"`
 	StatLost       *ebpf.MapSpec `ebpf:"stat_lost"`
@@ -356,6 +366,7 @@ type sysrayVariableSpecs struct {
 	CfgTickNs        *ebpf.VariableSpec `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
+	StackNext        *ebpf.VariableSpec `ebpf:"stack_next"`
 	StatZero         *ebpf.VariableSpec `ebpf:"stat_zero"`
 	SysMask          *ebpf.VariableSpec `ebpf:"sys_mask"`
 }
@@ -390,6 +401,8 @@ type sysrayMaps struct {
 	Profile        *ebpf.Map `ebpf:"profile"`
 	Rings          *ebpf.Map `ebpf:"rings"`
 	Scratch        *ebpf.Map `ebpf:"scratch"`
+	StackIds       *ebpf.Map `ebpf:"stack_ids"`
+	StackScratch   *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks         *ebpf.Map `ebpf:"stacks"`
 	Stages         *ebpf.Map `ebpf:"stages"`
 	StatLost       *ebpf.Map `ebpf:"stat_lost"`
@@ -409,6 +422,8 @@ func (m *sysrayMaps) Close() error {
 		m.Profile,
 		m.Rings,
 		m.Scratch,
+		m.StackIds,
+		m.StackScratch,
 		m.Stacks,
 		m.Stages,
 		m.StatLost,
@@ -439,6 +454,7 @@ type sysrayVariables struct {
 	CfgTickNs        *ebpf.Variable `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
+	StackNext        *ebpf.Variable `ebpf:"stack_next"`
 	StatZero         *ebpf.Variable `ebpf:"stat_zero"`
 	SysMask          *ebpf.Variable `ebpf:"sys_mask"`
 }
