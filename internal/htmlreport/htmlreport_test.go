@@ -197,9 +197,9 @@ func TestTimeline(t *testing.T) {
 	for _, th := range tl.Threads {
 		lanes = append(lanes, th.TID)
 	}
-	// Processes in order of their first event (the parked ones began at 0);
-	// the parked pool has two lanes of the sixteen.
-	if fmt.Sprint(lanes) != "[3 4 1 2]" || tl.ThreadsOmitted != 18 {
+	// The process with a crash first; the parked pool has two lanes of
+	// the sixteen.
+	if fmt.Sprint(lanes) != "[1 2 3 4]" || tl.ThreadsOmitted != 18 {
 		t.Errorf("lanes %v, omitted %d", lanes, tl.ThreadsOmitted)
 	}
 	if tl.Shown["signal"] != 1 || tl.Total["exit"] != 21 {

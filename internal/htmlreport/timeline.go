@@ -219,18 +219,32 @@ func (tl *timeline) data(first uint64, threads map[uint32]*Thread, lanes int) Ti
 		kept = append(kept, tid)
 	}
 	tids = kept
-	// Processes in the order they first appear, their threads by id.
-	start := map[uint32]uint64{}
-	for _, c := range all {
-		if t, ok := start[c.pid]; !ok || c.t < t {
-			start[c.pid] = c.t
+	// Processes most telling first (a crash, then the most at stake in
+	// any of their threads), their threads by id.
+	type proc struct {
+		crash bool
+		worth uint64
+	}
+	procs := map[uint32]*proc{}
+	for _, tid := range tids {
+		pid := pidOf(threads, tid)
+		p := procs[pid]
+		if p == nil {
+			p = &proc{}
+			procs[pid] = p
 		}
+		p.crash = p.crash || by[tid].crash
+		p.worth = max(p.worth, by[tid].worth)
 	}
 	sort.Slice(tids, func(i, j int) bool {
 		pi, pj := pidOf(threads, tids[i]), pidOf(threads, tids[j])
 		if pi != pj {
-			if start[pi] != start[pj] {
-				return start[pi] < start[pj]
+			a, b := procs[pi], procs[pj]
+			if a.crash != b.crash {
+				return a.crash
+			}
+			if a.worth != b.worth {
+				return a.worth > b.worth
 			}
 			return pi < pj
 		}
