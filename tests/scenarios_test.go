@@ -242,6 +242,22 @@ func TestStoryHotcall(t *testing.T) {
 	}
 }
 
+func TestStoryWriteback(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "writeback"), "blocked-in-kernel-io", "warning")
+	has(t, f, "stack", "mount", "wait_ns", "vm.dirty_bytes")
+	if f.Evidence["cause"] != "dirty-throttle" {
+		t.Errorf("cause %v, want dirty-throttle", f.Evidence["cause"])
+	}
+	// The scenario lowers the limit to 4 MiB while it runs.
+	if f.Evidence["vm.dirty_bytes"] != "4194304" {
+		t.Errorf("vm.dirty_bytes %v, want the scenario's 4194304", f.Evidence["vm.dirty_bytes"])
+	}
+	if sc, _ := f.Evidence["syscalls"].(map[string]any); sc["write"] == nil {
+		t.Errorf("throttled calls %v lack write", f.Evidence["syscalls"])
+	}
+}
+
 // Ordinary work yields nothing at warning or above.
 func TestBenignWorkloads(t *testing.T) {
 	requireBPF(t)

@@ -43,6 +43,8 @@ var demos = []demo{
 		[]string{"fdleak", "-k", "accept", "-l", "128", "-d", "2"}, []string{"fd-exhaustion"}},
 	{"memcg", "A container with a 32 MiB memory limit writes and reads back 128 MiB files: its reads and writes sleep in its own cgroup's reclaim.",
 		[]string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "2"}, []string{"cgroup-limit"}},
+	{"writeback", "A writer on a host whose dirty-page limits are small (vm.dirty_bytes 4 MiB) writes 8 MiB at a time: each write() sleeps until writeback catches up.",
+		[]string{"blockedio", "-mode", "dirty", "-mb", "64", "-n", "8"}, []string{"blocked-in-kernel-io"}},
 	{"hotcall", "One process calls getppid about a million times a second: the syscall's fixed cost is the program's time.",
 		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []string{"hot-syscall"}},
 }
