@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/event"
 )
 
 // The views of a report, each behind its own address (#flame-off is the
@@ -400,5 +403,67 @@ func TestReportBadInput(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// A capture written here, no kernel needed: an empty one, and one whose
+// every name, path and argument is markup. The page draws, and none of
+// that text becomes an element.
+func TestReportEmptyAndHostile(t *testing.T) {
+	dir := t.TempDir()
+	evil := `<img src=x onerror=alert(1)>`
+	write := func(name string, events []event.Event) string {
+		path := filepath.Join(dir, name)
+		w, err := capture.Create(path, &capture.Header{Arch: event.ArchAMD64, Hostname: evil, Kernel: evil,
+			Start: time.Now().UnixNano(), Command: []string{evil}, Meta: map[string]string{evil: evil}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range events {
+			if err := w.Write(&events[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(&capture.Trailer{Drops: []uint64{0, 5}}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	openat, _ := event.SyscallByName(event.ArchAMD64, "openat")
+	hostile := []event.Event{
+		{Kind: event.KindExec, Time: 1e9, PID: 42, TID: 42, Comm: evil, Proc: event.Proc{Filename: "/tmp/" + evil, Argv: []string{evil, evil}}},
+		{Kind: event.KindSyscall, Time: 1e9 + 1000, PID: 42, TID: 42, Comm: evil, Syscall: event.Syscall{Nr: openat, Ret: -2, Latency: 20e6,
+			Args: [6]uint64{^uint64(99), 1, 0}, Data: [6][]byte{nil, []byte(evil)},
+			UserStack: []event.Frame{{Addr: 1, Name: evil}}, Sleeps: []event.Sleep{{Duration: 15e6, Stack: []event.Frame{{Addr: 2, Name: evil}}, WakerComm: evil}}}},
+		{Kind: event.KindSignalDeliver, Time: 1e9 + 30e6, PID: 42, TID: 42, Comm: evil, Signal: event.Signal{Sig: 11}},
+		{Kind: event.KindExit, Time: 1e9 + 31e6, PID: 42, TID: 42, Comm: evil, Proc: event.Proc{ExitCode: 11, GroupDead: true}},
+	}
+	for _, c := range []struct {
+		name   string
+		events []event.Event
+	}{{"empty", nil}, {"hostile", hostile}} {
+		page := filepath.Join(dir, c.name+".html")
+		if r := run(t, "report", "-r", write(c.name+".sysray", c.events), "-o", page); r.code != 0 {
+			t.Fatalf("%s: report exited %d: %s", c.name, r.code, r.stderr)
+		}
+		checkReportFile(t, page)
+		for _, v := range reportViews {
+			d := dom(t, page, "#"+v)
+			if strings.Contains(d, "<img") {
+				t.Errorf("%s #%s: text from the capture became an element", c.name, v)
+			}
+			if body := tags(d, `<body [^>]*>`)[0]; body["data-drops"] != "5" {
+				t.Errorf("%s: %s drops, want the trailer's 5", c.name, body["data-drops"])
+			}
+			if c.name == "hostile" && v == "table" {
+				rows := syscallRows(d, evil, "openat")
+				if len(rows) != 1 || rows[0]["data-count"] != "1" || rows[0]["data-errors"] != "1" {
+					t.Errorf("openat rows %v", rows)
+				}
+				if !strings.Contains(d, "&lt;img src=x onerror=alert(1)&gt;") {
+					t.Errorf("the hostile name is not shown as text")
+				}
+			}
+		}
 	}
 }

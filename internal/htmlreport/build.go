@@ -254,6 +254,9 @@ func (b *Builder) Data(meta Meta, findings []doctor.Finding) *Data {
 	}
 	d := &Data{Meta: meta, Findings: findings}
 	d.Containers = b.containers()
+	if d.Containers == nil {
+		d.Containers = []Container{}
+	}
 	d.Heatmap = b.heat.data(b.arch, b.limits.HeatSeries)
 	d.Heatmap.T0 = b.heat.t0 - b.first
 	d.Timeline = b.tl.data(b.first, b.threads, b.limits.Lanes)

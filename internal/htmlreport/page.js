@@ -4,6 +4,9 @@
 (function () {
   'use strict';
   var D = JSON.parse(document.getElementById('sysray-data').textContent);
+  D.containers = D.containers || [];
+  D.findings = D.findings || [];
+  D.heatmap.series = D.heatmap.series || [];
   var VIEWS = ['findings', 'table', 'heatmap', 'timeline', 'flame', 'meta'];
   var redraw = {};
 
