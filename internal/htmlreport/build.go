@@ -37,7 +37,7 @@ func (l *Limits) fill() {
 		}
 	}
 	def(&l.SlowCalls, 3000)
-	def(&l.Marks, 1000)
+	def(&l.Marks, 600)
 	def(&l.Lanes, 200)
 	def(&l.Processes, 300)
 	def(&l.HeatSeries, 24)
@@ -277,7 +277,7 @@ func (b *Builder) containers() []Container {
 			st := b.procs[k.pid]
 			p = &proc{Process: Process{PID: k.pid, Comm: st.comm}, nrs: map[uint32]*cell{}}
 			if b.names.Command != nil {
-				p.Cmd = b.names.Command(k.pid)
+				p.Cmd = clip(b.names.Command(k.pid), maxCmd)
 			}
 			name := ""
 			if b.names.Container != nil {

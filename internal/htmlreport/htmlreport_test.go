@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
@@ -310,5 +311,22 @@ func TestTimelineKeepsRare(t *testing.T) {
 	}
 	if !crash || !last {
 		t.Errorf("the crash (%v) or the process's exit (%v) is not drawn: lanes %+v", crash, last, tl.Threads)
+	}
+}
+
+// Long text is cut at a character boundary, and says so.
+func TestClip(t *testing.T) {
+	s := strings.Repeat("é", 300) // 600 bytes
+	c := clip(s, 201)
+	if len(c) > 201+len("…") || !strings.HasSuffix(c, "…") || !utf8.ValidString(c) {
+		t.Errorf("clip: %d bytes, valid %v", len(c), utf8.ValidString(c))
+	}
+	if clip("short", 10) != "short" {
+		t.Errorf("clip changed a short string")
+	}
+	b := New(arch, Names{Command: func(uint32) string { return s }}, Limits{})
+	b.Observe(call(1, 1, "p", nr(t, "getppid"), 1, 1, 0))
+	if cmd := b.Data(Meta{}, nil).Containers[0].Procs[0].Cmd; len(cmd) > maxCmd+len("…") {
+		t.Errorf("a command line of %d bytes in the table", len(cmd))
 	}
 }

@@ -65,19 +65,25 @@ func newTimeline(l Limits) timeline {
 	return timeline{limits: l, total: map[string]uint64{}}
 }
 
-// maxLabel bounds an item's text: a path or argv can be long.
-const maxLabel = 300
+// Paths and argv can be long: an item's text, and a command line in the
+// table, are cut to this many bytes.
+const (
+	maxLabel = 200
+	maxCmd   = 400
+)
 
-func label(e *event.Event, arch event.Arch) string {
-	s := output.Body(e, arch)
-	if len(s) > maxLabel {
-		cut := maxLabel
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+func label(e *event.Event, arch event.Arch) string { return clip(output.Body(e, arch), maxLabel) }
+
+// clip cuts s to at most n bytes, at a character boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // The rarer events are kept by class, so that a thousand threads exiting
