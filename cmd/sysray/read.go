@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +36,14 @@ func newRead() *cobra.Command {
 			}
 			defer c.Close()
 			h := c.h
+			if src := h.Meta["source"]; src != "" {
+				// Say it before the events: what is missing is absent, not zero.
+				absent := strings.ReplaceAll(h.Meta["absent"], ",", ", ")
+				if absent == "" {
+					absent = "none listed"
+				}
+				fmt.Fprintf(os.Stderr, "sysray: imported from %s; absent: %s\n", plainText(src), plainText(absent))
+			}
 			envv := env{arch: h.Arch, procs: c.procs, ctrs: c.ctrs}
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
@@ -73,4 +83,15 @@ func newRead() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
 	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
 	return cmd
+}
+
+// plainText keeps a header's text from writing control sequences to the
+// terminal: the file may come from anywhere.
+func plainText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return '?'
+	}, s)
 }

@@ -26,6 +26,10 @@ type AuditWindow = audit.Window
 type auditStall struct {
 	arch  event.Arch
 	calls *slowGroup // traced calls seen stalled; nil if none
+	// inferred: the calls were not seen asleep in audit_log_start but
+	// inferred to be from an imported capture's audit settings
+	// (auditinfer.go).
+	inferred *auditInference
 }
 
 // group is where the traced calls that slept in audit_log_start are counted.
@@ -40,6 +44,9 @@ func (a *auditStall) group(key string, stack []string) *slowGroup {
 // or when the counters say tasks waited that long in all; a warning for
 // shorter waits and for records lost without waits.
 func (a *auditStall) Findings(env *Env) []Finding {
+	if a.inferred != nil && a.calls != nil {
+		return []Finding{a.inferredFinding(env)}
+	}
 	var win *audit.Window
 	if env.Host.Audit != nil {
 		win = env.Host.Audit()

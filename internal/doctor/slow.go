@@ -23,6 +23,7 @@ type slow struct {
 	// was on and a slow call without a switch-out ran on the CPU.
 	stacked   bool
 	unstacked []unstackedCall
+	counts    []uint64 // calls by syscall number, fast or slow (auditinfer.go)
 }
 
 type slowGroup struct {
@@ -159,10 +160,19 @@ func vforkWait(stack []event.Frame) bool {
 }
 
 func (s *slow) Observe(e *event.Event) {
-	if e.Kind != event.KindSyscall || e.Syscall.Latency < slowMin {
+	if e.Kind != event.KindSyscall {
 		return
 	}
 	sc := &e.Syscall
+	if int(sc.Nr) < 1<<12 {
+		if int(sc.Nr) >= len(s.counts) {
+			s.counts = append(s.counts, make([]uint64, int(sc.Nr)+1-len(s.counts))...)
+		}
+		s.counts[sc.Nr]++
+	}
+	if sc.Latency < slowMin {
+		return
+	}
 	if len(sc.Sleeps) > 0 {
 		s.stacked = true
 	}
@@ -233,7 +243,7 @@ func (s *slow) Observe(e *event.Event) {
 		// from entry to exit, a read of 64 MiB of /dev/urandom as much as
 		// a getrandom. Whether tracking was on, the report knows.
 		if len(s.unstacked) < 10000 {
-			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, sc: *sc})
+			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, sc: *sc})
 		}
 		return
 	}
@@ -252,6 +262,7 @@ func interrupted(ret int64) bool { return ret == -4 || ret <= -512 && ret >= -51
 type unstackedCall struct {
 	pid  uint32
 	comm string
+	at   uint64
 	sc   event.Syscall
 }
 
@@ -317,6 +328,11 @@ func nonBlocking(arch event.Arch, sc *event.Syscall) bool {
 }
 
 func (s *slow) Findings(env *Env) []Finding {
+	if !s.stacked {
+		if facts := readAuditFacts(env.Host.Meta); facts != nil {
+			s.unstacked = s.inferAudit(facts, s.unstacked)
+		}
+	}
 	for _, u := range s.unstacked {
 		name := event.SyscallName(s.arch, u.sc.Nr)
 		if !s.stacked && waitCalls[name] {
@@ -326,6 +342,7 @@ func (s *slow) Findings(env *Env) []Finding {
 	}
 	s.unstacked = nil
 	out := s.audit.Findings(env)
+	unknown := s.unknownCause(env)
 	for _, g := range s.groups {
 		sev := Info
 		device := hasName(g.stack, deviceFrames)
@@ -351,7 +368,14 @@ func (s *slow) Findings(env *Env) []Finding {
 				"If it is high, the device is slow or shared: read less from it cold (a warm cache, fewer files), " +
 				"move the data to a faster or less busy device, or, for discards, mount without `discard` and run fstrim periodically."
 		}
-		if g.sleptNS*2 < g.totalNS {
+		if unknown != "" {
+			f.Title = fmt.Sprintf("%d slow %s, up to %s, cause unknown from this capture", g.n, callList(g.calls), units.Duration(g.maxNS))
+			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each. %s whether they ran on the CPU "+
+				"or slept, and where, is not in it.", g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), unknown)
+			f.Fix = "Record again with --stacks (`sysray record --stacks -w FILE -- CMD`), or run `sysray doctor -- CMD` live: " +
+				"the sleep stacks say where the time went."
+			f.Evidence["cause"] = "unknown: no sleep records"
+		} else if g.sleptNS*2 < g.totalNS {
 			// Mostly on the CPU: the kernel was working, not waiting.
 			f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel", g.n, callList(g.calls), units.Duration(g.maxNS))
 			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, most of it on the CPU inside the kernel "+
@@ -362,6 +386,37 @@ func (s *slow) Findings(env *Env) []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// unknownCause says why a capture cannot tell what its slow calls did, or
+// "" when it can: live, the doctor tracks sleeps itself, and a capture
+// with any sleep record was recorded with --stacks, so a slow call without
+// one ran on the CPU. A capture without a single sleep record was imported
+// (its header lists stacks as absent) or, most likely, recorded without
+// --stacks (its header does not say; with them, every slow call that ran
+// on the CPU would be the only kind of slow call it holds).
+func (s *slow) unknownCause(env *Env) string {
+	switch {
+	case env.Host.Live || s.stacked:
+		return ""
+	case absent(env.Host.Meta, "stacks"):
+		src := env.Host.Meta["source"]
+		if src == "" {
+			src = "another tool"
+		}
+		return fmt.Sprintf("This capture was imported from %s, which records no sleeps or kernel stacks:", src)
+	}
+	return "This capture holds no sleep record at all (recorded without --stacks, or with them and no slow call slept):"
+}
+
+// absent reports whether a capture's header lists what as absent.
+func absent(meta map[string]string, what string) bool {
+	for _, a := range strings.Split(meta["absent"], ",") {
+		if strings.TrimSpace(a) == what {
+			return true
+		}
+	}
+	return false
 }
 
 func queuedText(g *slowGroup) string {
