@@ -130,6 +130,8 @@
     });
     s.appendChild(el('h2', { text: 'Containers → processes → syscalls' }));
     s.appendChild(el('p', { cls: 'note', text: 'Click a header to sort, a row to open or close it. Latency percentiles come from log-linear histograms (within 12.5%).' }));
+    var filter = el('input', { type: 'search', placeholder: 'filter: process, pid, command or syscall', size: '40', oninput: function () { render(); } });
+    s.appendChild(el('div', { cls: 'controls' }, [filter]));
     var table = el('table', { cls: 'stats' });
     var head = el('tr');
     cols.forEach(function (c) {
@@ -168,25 +170,31 @@
         th.className = th.getAttribute('data-key') === sortKey ? 'sorted' + (asc ? ' asc' : '') : '';
       });
       while (body.firstChild) body.removeChild(body.firstChild);
-      var rows = 0;
+      var rows = 0, q = filter.value.trim().toLowerCase();
+      // With a filter, what matches is shown open, whatever was open.
+      function has(s) { return String(s).toLowerCase().indexOf(q) >= 0; }
+      function procHit(c, p) { return has(c.name) || has(p.comm) || has(p.pid) || has(p.cmd || ''); }
+      function shown(c, p) { return !q || procHit(c, p) || p.syscalls.some(function (sc) { return has(sc.name); }); }
       D.containers.map(function (c, i) { return [c, i]; }).sort(function (a, b) { return cmp(a[0], b[0]); }).forEach(function (ci) {
         var c = ci[0], i = ci[1], ck = 'c' + i;
-        var tr = el('tr', { cls: 'l0', 'data-level': 'container', 'data-name': c.name, 'data-count': c.count, onclick: function () { toggle(ck); } }, [
-          el('td', null, [el('span', { cls: 'tog', text: open[ck] ? '▾' : '▸' }), c.name || 'host (no container)',
+        var cOpen = q ? true : open[ck];
+        var tr = el('tr', { cls: 'l0' + (!q || c.procs.some(function (p) { return shown(c, p); }) ? '' : ' hid'), 'data-level': 'container', 'data-name': c.name, 'data-count': c.count, onclick: function () { toggle(ck); } }, [
+          el('td', null, [el('span', { cls: 'tog', text: cOpen ? '▾' : '▸' }), c.name || 'host (no container)',
             el('span', { cls: 'cmd', text: c.procs.length + ' process' + (c.procs.length === 1 ? '' : 'es') })])]);
         cells(tr, c);
         body.appendChild(tr);
         c.procs.map(function (p, j) { return [p, j]; }).sort(function (a, b) { return cmp(a[0], b[0]); }).forEach(function (pj) {
           var p = pj[0], pk = 'p' + i + ':' + pj[1];
           var label = p.pid ? p.comm + '[' + p.pid + ']' : p.comm;
-          var tr = el('tr', { cls: 'l1' + (open[ck] ? '' : ' hid'), 'data-level': 'process', 'data-pid': p.pid, 'data-name': p.comm, 'data-count': p.count,
+          var pOpen = q ? true : open[pk], whole = q && procHit(c, p);
+          var tr = el('tr', { cls: 'l1' + (cOpen && shown(c, p) ? '' : ' hid'), 'data-level': 'process', 'data-pid': p.pid, 'data-name': p.comm, 'data-count': p.count,
             onclick: function () { toggle(pk); } }, [
-            el('td', { title: p.cmd || '' }, [el('span', { cls: 'tog', text: open[pk] ? '▾' : '▸' }), label,
+            el('td', { title: p.cmd || '' }, [el('span', { cls: 'tog', text: pOpen ? '▾' : '▸' }), label,
               el('span', { cls: 'cmd', text: short(p.cmd || '', 140) + (p.threads > 1 ? '  (' + p.threads + ' threads)' : '') })])]);
           cells(tr, p);
           body.appendChild(tr);
           p.syscalls.slice().sort(cmp).forEach(function (sc) {
-            var tr = el('tr', { cls: 'l2' + (open[ck] && open[pk] ? '' : ' hid'), 'data-level': 'syscall', 'data-pid': p.pid,
+            var tr = el('tr', { cls: 'l2' + (cOpen && pOpen && (!q || whole || has(sc.name)) ? '' : ' hid'), 'data-level': 'syscall', 'data-pid': p.pid,
               'data-comm': p.comm, 'data-name': sc.name, 'data-count': sc.count, 'data-errors': sc.errors }, [el('td', { text: sc.name })]);
             cells(tr, sc);
             body.appendChild(tr);
