@@ -222,11 +222,11 @@ func TestImportStraceMap32(t *testing.T) {
 // The audit-backlog stall from a strace log alone (scenarios/audit: a rule
 // on accept4, backlog_limit 16, a daemon that never reads; the scenario
 // restores the audit settings itself). strace has no kernel stacks, so the
-// doctor cannot see audit_log_start: today it reports the non-blocking
-// accept4 calls that slept as slow-syscall, and the capture carries the
-// audit settings the scenario gave the kernel (AUDIT_SET, AUDIT_ADD_RULE,
-// AUDIT_GET replies). audit-backlog-stall is accepted too, for a doctor
-// that learns to use those facts (docs/import.md).
+// doctor cannot see audit_log_start: it infers the stall from the
+// non-blocking accept4 calls that slept while the audit settings the
+// scenario sent (AUDIT_SET, AUDIT_ADD_RULE, carried in the capture with
+// the AUDIT_GET replies) had audit on with a backlog limit and a rule on
+// accept4, and says it inferred it.
 func TestImportStraceAudit(t *testing.T) {
 	requireBPF(t) // root, for the kernel's audit settings
 	bin := scenarioBin(t, "audit", "audit-acceptor")
@@ -260,24 +260,59 @@ func TestImportStraceAudit(t *testing.T) {
 	}
 	capPath := importLog(t, log)
 	rep := doctorRead(t, capPath)
-	var f *finding
-	for i, g := range rep.Findings {
-		if sc, _ := g.Evidence["syscalls"].(map[string]any); (g.ID == "audit-backlog-stall" || g.ID == "slow-syscall") && sc["accept4"] != nil {
-			f = &rep.Findings[i]
-			break
-		}
-	}
+	f := findingByID(rep, "audit-backlog-stall")
 	if f == nil {
-		t.Fatalf("no finding on the stalled accept4 calls:\n%s", titles(rep))
+		t.Fatalf("no audit-backlog-stall from the strace log:\n%s", titles(rep))
 	}
-	if sc, _ := f.Evidence["syscalls"].(map[string]any); sc["accept4"] != float64(slow) {
-		t.Errorf("%s counts %v accept4 stalls, the log has %d:\n%s", f.ID, sc, slow, titles(rep))
+	if sc, _ := f.Evidence["syscalls"].(map[string]any); len(sc) != 1 || sc["accept4"] != float64(slow) {
+		t.Errorf("%s counts %v stalls, the log has %d accept4 calls of 10 ms or more:\n%s", f.ID, sc, slow, titles(rep))
 	}
 	if f.Evidence["max_ns"] != maxNS || f.Evidence["non_blocking_calls"] != float64(slow) {
 		t.Errorf("max %v (log %v), non-blocking %v", f.Evidence["max_ns"], maxNS, f.Evidence["non_blocking_calls"])
 	}
-	if f.ID == "slow-syscall" && f.Severity != "warning" {
-		t.Errorf("stalls of %v ns are a warning at least: %s", maxNS, f.Severity)
+	for _, g := range rep.Findings {
+		if sc, _ := g.Evidence["syscalls"].(map[string]any); g.ID == "slow-syscall" && sc["accept4"] != nil {
+			t.Errorf("the stalled accept4 calls are also slow-syscall's: %s", g.Title)
+		}
+	}
+	if _, ok := f.Evidence["inferred_from"]; !ok || !strings.Contains(f.Summary, "not from a kernel stack") {
+		t.Errorf("the finding does not say it is inferred: %v\n%s", f.Evidence, f.Summary)
+	}
+	if st, _ := f.Evidence["audit_settings"].(map[string]any); st["enabled"] != float64(1) || st["backlog_limit"] != float64(16) {
+		t.Errorf("audit settings %v: want enabled 1, backlog_limit 16", f.Evidence["audit_settings"])
+	}
+	if r := anyStrings(f.Evidence["audit_rules"]); strings.Join(r, ",") != "accept4" {
+		t.Errorf("audit rules %v: want accept4", r)
+	}
+	// The scenario's own reads of the kernel's counters, before and after
+	// serving; the doctor's span at least those (its first read while audit
+	// was on is no later, its last no earlier).
+	m := regexp.MustCompile(`at HZ=(\d+)\).*\n(?:.*\n)*?audit during: .* lost=\+(\d+) backlog_wait_time_actual=\+(\d+) ms`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("no HZ and counters in the scenario's output:\n%s", out)
+	}
+	hz, _ := strconv.ParseFloat(m[1], 64)
+	lost, _ := strconv.ParseFloat(m[2], 64)
+	waitedMS, _ := strconv.ParseFloat(m[3], 64)
+	gotLost, _ := f.Evidence["lost_records"].(float64)
+	gotJiffies, _ := f.Evidence["waited_jiffies"].(float64)
+	if gotLost < lost || math.Floor(gotJiffies*1000/hz) < waitedMS {
+		t.Errorf("counters: %v lost, %v jiffies waited; the scenario read %v lost, %v ms (HZ %v)", gotLost, gotJiffies, lost, waitedMS, hz)
+	}
+	// Confirmed by those counters, the detector's own rule: critical from
+	// one 100 ms stall; else one step lower.
+	// (The doctor's wider span may see what the scenario's reads did not.)
+	sevs := []string{"info", "warning", "critical"}
+	want := 0
+	if maxNS >= 100e6 {
+		want = 1
+	}
+	if lost > 0 || waitedMS > 0 {
+		want++
+	}
+	wider := want < 2 && (gotLost > lost || gotJiffies > 0) && f.Severity == sevs[want+1]
+	if f.Severity != sevs[want] && !wider {
+		t.Errorf("severity %s, want %s (max stall %v ns, lost %v, waited %v ms)", f.Severity, sevs[want], maxNS, lost, waitedMS)
 	}
 	t.Logf("from the strace log alone: %s %s: %s", f.Severity, f.ID, f.Title)
 
