@@ -215,11 +215,22 @@ func userFrames(fs []event.Frame) []string {
 	return out
 }
 
+// frameName names a frame by its function, without the offset in it
+// ("schedule+0x23" is "schedule"), so that a flame graph merges the calls a
+// function makes from different places, as flame graphs do.
 func frameName(f event.Frame) string {
-	if f.Name != "" {
+	if f.Name == "" {
+		return fmt.Sprintf("%#x", f.Addr)
+	}
+	i := strings.Index(f.Name, "+0x")
+	if i <= 0 {
 		return f.Name
 	}
-	return fmt.Sprintf("%#x", f.Addr)
+	j := i + 3
+	for j < len(f.Name) && strings.IndexByte("0123456789abcdef", f.Name[j]) >= 0 {
+		j++
+	}
+	return f.Name[:i] + f.Name[j:]
 }
 
 func add(m map[string]*profile.Stack, s profile.Stack, ns uint64) {

@@ -330,3 +330,17 @@ func TestClip(t *testing.T) {
 		t.Errorf("a command line of %d bytes in the table", len(cmd))
 	}
 }
+
+func TestFrameName(t *testing.T) {
+	for in, want := range map[string]string{
+		"schedule+0x23":          "schedule",
+		"time+0xd (libc.so.6)":   "time (libc.so.6)",
+		"nvme_poll+0x1f0 [nvme]": "nvme_poll [nvme]",
+		"main":                   "main",
+		"":                       "0x10",
+	} {
+		if got := frameName(event.Frame{Addr: 0x10, Name: in}); got != want {
+			t.Errorf("frameName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
