@@ -99,9 +99,9 @@ type auditInference struct {
 
 // A share of slow calls among the audited ones at least this many times
 // that among the calls no rule covered: the backlog, not the host. The
-// audit scenario under strace sees 7 of 106 accept4 calls stall against 2
-// of some 2,500 other calls that do not wait (a factor of 300); a loaded
-// host slows every kind of call alike (a factor near 1).
+// audit scenario under strace saw 7 of 106 accept4 calls stall against 1
+// of 2,103 other calls that do not wait (a factor of 140); a loaded host
+// slows every kind of call alike (a factor near 1).
 const auditShareFactor = 10
 
 // inferAudit picks from the slow calls without sleep records those the
