@@ -201,3 +201,17 @@ func titlesOf(fs []Finding) []string {
 	}
 	return out
 }
+
+// Without stacks, a parent in clone(CLONE_VFORK) waited for its child to
+// exec, by design (posix_spawn does it); a plain clone that slow did not.
+func TestSlowVforkWithoutStacks(t *testing.T) {
+	const cloneVfork, cloneVM, sigchld = 0x4000, 0x100, 17
+	spawn := sys(8, 1e9, nrClone, 99, 120e6, cloneVM|cloneVfork|sigchld)
+	if f := byID(auditReport(imported(t), []event.Event{spawn}), "slow-syscall"); f != nil {
+		t.Errorf("a vfork parent's wait reported: %s", f.Title)
+	}
+	fork := sys(8, 1e9, nrClone, 99, 120e6, sigchld)
+	if f := byID(auditReport(imported(t), []event.Event{fork}), "slow-syscall"); f == nil || !strings.Contains(f.Title, "clone") {
+		t.Errorf("a 120 ms fork not reported: %+v", f)
+	}
+}

@@ -253,6 +253,14 @@ func (s *slow) Observe(e *event.Event) {
 	s.add(e.PID, e.Comm, sc, name, key, stack, isAudit, blocked, queued)
 }
 
+// vforkCall reports a vfork, or a clone with CLONE_VFORK: the parent
+// waits for its child to exec or exit, by design (vforkWait, without a
+// stack to show it).
+func vforkCall(name string, sc *event.Syscall) bool {
+	const cloneVfork = 0x4000
+	return name == "vfork" || name == "clone" && sc.Args[0]&cloneVfork != 0
+}
+
 // interrupted: the call returned for a signal (EINTR, or a restart the
 // kernel turns into one).
 func interrupted(ret int64) bool { return ret == -4 || ret <= -512 && ret >= -516 }
@@ -335,7 +343,7 @@ func (s *slow) Findings(env *Env) []Finding {
 	}
 	for _, u := range s.unstacked {
 		name := event.SyscallName(s.arch, u.sc.Nr)
-		if !s.stacked && waitCalls[name] {
+		if !s.stacked && (waitCalls[name] || vforkCall(name, &u.sc)) {
 			continue // without stacks, a read may have waited by design
 		}
 		s.add(u.pid, u.comm, &u.sc, name, name, nil, false, 0, 0)
