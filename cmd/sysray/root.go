@@ -13,6 +13,6 @@ keeps the evidence, and says what happened.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrace(), newRecord(), newRead(), newDoctor(), newProfile(), newDemo(), newStat(), newTop(), newDiff(), newImport(), newReport(), newExport())
+	root.AddCommand(newTrace(), newRecord(), newRead(), newDoctor(), newProfile(), newDemo(), newStat(), newTop(), newDiff(), newImport(), newReport(), newExport(), newAgent())
 	return root
 }

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sysray/sysray/internal/agent"
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/live"
+	"github.com/sysray/sysray/internal/probe"
+)
+
+func newAgent() *cobra.Command {
+	var listen string
+	var interval, grace time.Duration
+	var maxContainers, maxSyscalls int
+	cmd := &cobra.Command{
+		Use:   "agent [flags]",
+		Short: "Run on every host: count syscalls, errors, faults and signals in the kernel and serve them to Prometheus",
+		Long: `Counts every syscall on the host in the kernel (as stat does), with page
+faults, vsyscall emulations and signals, reads the counts every --interval and
+serves them at /metrics in Prometheus's format, by container and syscall, with
+a bounded number of series (docs/agent.md). GET /api/health says whether the
+reads are current. Runs in the foreground and logs JSON lines to stdout;
+SIGTERM or SIGINT detaches and exits 0.`,
+		Example: `  sysray agent
+  sysray agent --listen 0.0.0.0:9437 --max-containers 50`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case interval < 100*time.Millisecond:
+				return fmt.Errorf("--interval %s: at least 100ms", interval)
+			case maxContainers < 0:
+				return fmt.Errorf("--max-containers %d: want 0 or more", maxContainers)
+			case maxSyscalls < 1:
+				return fmt.Errorf("--max-syscalls %d: want 1 or more", maxSyscalls)
+			case grace <= 0:
+				return fmt.Errorf("--grace %s: want a positive duration", grace)
+			}
+			log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+			// Listen first: a port already taken is an error before any
+			// program is loaded.
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen %s: %w", listen, err)
+			}
+			defer ln.Close()
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+
+			lc := newLiveContainers()
+			defer lc.Close()
+			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
+				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle})
+			src := &probeSource{lc: lc, agg: agg, log: log}
+			if err := src.open(); err != nil {
+				return err
+			}
+			defer src.Close()
+			ag := &agent.Agent{Agg: agg, Src: src, Interval: interval, Log: log}
+			srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ln) }()
+			log.Info("listening", "addr", ln.Addr().String(), "interval", interval.String(),
+				"max_containers", maxContainers, "max_syscalls", maxSyscalls, "grace", grace.String())
+			reading := make(chan struct{})
+			go func() { ag.Run(ctx); close(reading) }()
+			select {
+			case <-ctx.Done():
+			case err = <-served:
+				stop()
+			}
+			<-reading
+			log.Info("shutting down")
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("serving %s: %w", ln.Addr(), err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:9437", "serve /metrics and /api/health on this address (anything but loopback exposes them)")
+	f.DurationVar(&interval, "interval", 5*time.Second, "how often to read the kernel's counts")
+	f.IntVar(&maxContainers, "max-containers", 30, "containers with series of their own; the rest are folded into container=\"other\"")
+	f.IntVar(&maxSyscalls, "max-syscalls", 25, "syscalls with series of their own per container; the rest are folded into syscall=\"other\"")
+	f.DurationVar(&grace, "grace", 5*time.Minute, "remove a container's (or syscall's) series after this long without a call")
+	return cmd
+}
+
+// settle is how long the counts of a new cgroup wait to be named: the
+// container table finds new cgroups every 5 s and asks the runtime for
+// names within 2 s more.
+const settle = 7 * time.Second
+
+// agentNamer names containers as stat --by container does, short of the
+// image: a series' labels must not change while the container lives.
+func agentNamer(lc *liveContainers) agent.Namer {
+	return func(pid uint32, cg uint64) (agent.Labels, bool) {
+		c := lc.Container(pid, cg)
+		if c.ID == "" {
+			return agent.Host, false
+		}
+		name := c.Name
+		if name == "" {
+			name = c.ID
+			if len(name) > 12 {
+				name = name[:12]
+			}
+		}
+		// Without the runtime's answer the name is the bare id for now.
+		return agent.Labels{Container: name, Pod: c.PodName, Namespace: c.PodNamespace}, c.Name != "" || c.Image != ""
+	}
+}
+
+// statCells is the size of the kernel's count table (the stats map in
+// bpf/sysray.bpf.c). Cells are never deleted there, so a host that starts
+// processes fills it; the probe is reloaded with an empty one before then.
+const (
+	statCells = 32768
+	reloadAt  = statCells * 3 / 4
+)
+
+// probeSource reads an always-attached stat-mode probe over the whole
+// host, reloading it when its table fills up (a new generation).
+type probeSource struct {
+	lc  *liveContainers
+	agg *agent.Aggregator
+	log *slog.Logger
+
+	mu   sync.Mutex
+	gen  uint64
+	sess *session
+}
+
+// session is one load of the probe.
+type session struct {
+	p        *probe.Probe
+	gen      uint64
+	stop     chan struct{}
+	done     chan struct{}
+	runErr   error
+	final    agent.Snapshot // read after the last event, before the programs went
+	finalErr error
+}
+
+// open loads and attaches a probe; callers hold mu, or own s alone.
+func (s *probeSource) open() error {
+	sess := &session{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{})}
+	ready := make(chan *probe.Probe, 1)
+	opts := live.Options{
+		Probe:   probe.Config{Stat: true},
+		Stop:    sess.stop,
+		Warn:    func(m string) { s.log.Warn(m) },
+		Started: func(p *probe.Probe) error { ready <- p; return nil },
+		Finished: func(p *probe.Probe) error {
+			sess.final, sess.finalErr = s.snapshot(p, sess.gen)
+			return nil
+		},
+	}
+	go func() {
+		defer close(sess.done)
+		_, sess.runErr = live.Run(opts, s.event)
+	}()
+	select {
+	case sess.p = <-ready:
+		s.sess = sess
+		return nil
+	case <-sess.done:
+		if sess.runErr == nil {
+			sess.runErr = errors.New("the probe stopped as it started")
+		}
+		return sess.runErr
+	}
+}
+
+func (s *probeSource) event(e *event.Event) error {
+	s.lc.observe(e)
+	// Queued for the target (TRACE_SIGNAL_DELIVERED or _LOSE_INFO); not
+	// ignored, nor merged into one already pending.
+	if e.Kind == event.KindSignalGenerate && (e.Signal.Result == 0 || e.Signal.Result == 4) {
+		var cg uint64
+		if e.Signal.TargetPID == e.PID {
+			cg = e.Cgroup
+		}
+		s.agg.Signal(e.Signal.TargetPID, cg, int(e.Signal.Sig))
+	}
+	return nil
+}
+
+func (s *probeSource) snapshot(p *probe.Probe, gen uint64) (agent.Snapshot, error) {
+	cells, lost, err := p.Stats()
+	if err != nil {
+		return agent.Snapshot{}, fmt.Errorf("reading the syscall counts: %w", err)
+	}
+	pc, err := p.ProcCounts()
+	if err != nil {
+		return agent.Snapshot{}, fmt.Errorf("reading the fault counts: %w", err)
+	}
+	snap := agent.Snapshot{Gen: gen, Cells: cells, Lost: lost, Procs: make(map[uint32]agent.ProcCounts, len(pc))}
+	for pid, c := range pc {
+		snap.Procs[pid] = agent.ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
+	}
+	if per, err := p.Drops(); err == nil {
+		for _, n := range per {
+			snap.RingDrops += n
+		}
+	}
+	if agent.BPFStatsOn() {
+		if m, err := agent.OwnBPFRunTime(); err == nil {
+			snap.BPF = m
+		}
+	}
+	return snap, nil
+}
+
+// Read implements agent.Source.
+func (s *probeSource) Read() (agent.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == nil {
+		if err := s.open(); err != nil {
+			return agent.Snapshot{}, fmt.Errorf("reloading the probe: %w", err)
+		}
+	}
+	sess := s.sess
+	select {
+	case <-sess.done:
+		if sess.runErr != nil {
+			return agent.Snapshot{}, fmt.Errorf("tracing stopped: %w", sess.runErr)
+		}
+		return agent.Snapshot{}, errors.New("tracing stopped")
+	default:
+	}
+	snap, err := s.snapshot(sess.p, sess.gen)
+	if err != nil || len(snap.Cells) < reloadAt {
+		return snap, err
+	}
+	// The table is filling up with the cells of processes long gone: take
+	// the last counts of this load and start an empty one.
+	start := time.Now()
+	close(sess.stop)
+	<-sess.done
+	s.sess = nil
+	s.gen++
+	if err := s.open(); err != nil {
+		s.log.Error("reloading the probe failed; will retry", "error", err.Error())
+	} else {
+		s.log.Info("reloaded the probe with an empty count table", "cells", len(snap.Cells),
+			"gap_ms", time.Since(start).Milliseconds())
+	}
+	if sess.finalErr != nil {
+		return snap, nil
+	}
+	return sess.final, nil
+}
+
+// Close detaches the probe.
+func (s *probeSource) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess != nil {
+		close(s.sess.stop)
+		<-s.sess.done
+		s.sess = nil
+	}
+}

@@ -1,0 +1,476 @@
+package agent
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
+)
+
+// Options bound and name the series.
+type Options struct {
+	Arch event.Arch
+	Name Namer
+	// MaxContainers is how many containers get series of their own; the
+	// rest share Other. The host does not count against it.
+	MaxContainers int
+	// MaxSyscalls is how many syscalls each container gets series for; the
+	// rest share OtherSyscall.
+	MaxSyscalls int
+	// Grace is how long a container, or one syscall of it, may stay idle
+	// before its series are removed and its slot freed.
+	Grace time.Duration
+	// Settle is how long the counts of a cgroup first seen wait for Name to
+	// be sure of its container before they are given to the host.
+	Settle time.Duration
+}
+
+// Aggregator folds Source snapshots into monotonic, bounded series.
+type Aggregator struct {
+	opts Options
+
+	mu      sync.Mutex
+	started bool
+	gen     uint64
+	prev    map[stat.Key]cellPrev
+	prevErr map[errKey]uint64
+	prevPC  map[uint32]ProcCounts
+	first   map[uint64]time.Time // when a cgroup was first seen, while Name was unsure
+	sigs    map[sigKey]uint64    // signals not folded yet
+	ctrs    map[Labels]*ctr
+	lost    mono
+	ring    mono
+	bpf     map[string]*mono
+	bpfOn   bool
+	cells   int
+
+	view atomic.Pointer[View]
+}
+
+// cellPrev is what a kernel cell held at the last read.
+type cellPrev struct {
+	count, total uint64
+	hist         promHist
+}
+
+type errKey struct {
+	pid, nr uint32
+	err     int
+}
+
+type sigKey struct {
+	pid uint32
+	cg  uint64
+	sig int
+}
+
+// mono turns a counter that may restart from zero into one that never
+// goes back.
+type mono struct{ last, total uint64 }
+
+func (m *mono) set(cur uint64) {
+	if cur >= m.last {
+		m.total += cur - m.last
+	} else {
+		m.total += cur
+	}
+	m.last = cur
+}
+
+type series struct {
+	count, sumNS uint64
+	buckets      [promBuckets]uint64
+	errnos       map[string]uint64
+	last         time.Time
+}
+
+type ctr struct {
+	labels           Labels
+	sys              map[string]*series
+	faults, vsyscall uint64
+	signals          map[string]uint64
+	last             time.Time
+}
+
+// New returns an empty Aggregator.
+func New(opts Options) *Aggregator {
+	a := &Aggregator{opts: opts, prev: map[stat.Key]cellPrev{}, prevErr: map[errKey]uint64{},
+		prevPC: map[uint32]ProcCounts{}, first: map[uint64]time.Time{}, sigs: map[sigKey]uint64{},
+		ctrs: map[Labels]*ctr{}, bpf: map[string]*mono{}}
+	a.view.Store(&View{})
+	return a
+}
+
+// Signal counts a signal sent to process pid (in cgroup cg, 0 if unknown);
+// it is folded, by the target's container, at the next Fold.
+func (a *Aggregator) Signal(pid uint32, cg uint64, sig int) {
+	a.mu.Lock()
+	a.sigs[sigKey{pid, cg, sig}]++
+	a.mu.Unlock()
+}
+
+// delta is what one container did since the last read.
+type delta struct {
+	sys      map[string]*sysDelta
+	faults   uint64
+	vsyscall uint64
+	signals  map[string]uint64
+	activity uint64 // calls plus ns in calls: the rank among newcomers
+}
+
+type sysDelta struct {
+	count, total uint64
+	hist         [promBuckets]uint64
+	errnos       map[string]uint64
+}
+
+func (d *delta) syscall(name string) *sysDelta {
+	s := d.sys[name]
+	if s == nil {
+		s = &sysDelta{}
+		d.sys[name] = s
+	}
+	return s
+}
+
+// labels names a process's container, or says to wait (ready false): the
+// namer is unsure and the cgroup is younger than Settle.
+func (a *Aggregator) labels(pid uint32, cg uint64, now time.Time) (Labels, bool) {
+	l, sure := a.opts.Name(pid, cg)
+	if l.Container == "" {
+		l = Host
+	}
+	if sure {
+		return l, true
+	}
+	f, ok := a.first[cg]
+	if !ok {
+		a.first[cg] = now
+		f = now
+	}
+	return l, now.Sub(f) >= a.opts.Settle
+}
+
+// Fold adds what changed since the last snapshot to the series and
+// publishes a new View.
+func (a *Aggregator) Fold(now time.Time, s Snapshot) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.started || s.Gen != a.gen {
+		// New counters: every cell, errno and process starts from zero.
+		a.started, a.gen = true, s.Gen
+		a.prev = map[stat.Key]cellPrev{}
+		a.prevErr = map[errKey]uint64{}
+		a.prevPC = map[uint32]ProcCounts{}
+		a.lost.last, a.ring.last = 0, 0
+		for _, m := range a.bpf {
+			m.last = 0
+		}
+	}
+	pend := map[Labels]*delta{}
+	get := func(l Labels) *delta {
+		d := pend[l]
+		if d == nil {
+			d = &delta{sys: map[string]*sysDelta{}, signals: map[string]uint64{}}
+			pend[l] = d
+		}
+		return d
+	}
+
+	live := make(map[stat.Key]bool, len(s.Cells))
+	liveCg := map[uint64]bool{}
+	livePN := map[[2]uint32]bool{}
+	doneErr := map[[2]uint32]bool{}
+	pidCg := map[uint32]uint64{}
+	for i := range s.Cells {
+		c := &s.Cells[i]
+		live[c.Key] = true
+		liveCg[c.Cgroup] = true
+		pn := [2]uint32{c.PID, c.Nr}
+		livePN[pn] = true
+		pidCg[c.PID] = c.Cgroup
+		l, ready := a.labels(c.PID, c.Cgroup, now)
+		if !ready {
+			continue // its counts stay in the kernel until the next read
+		}
+		p := a.prev[c.Key]
+		if c.Count < p.count {
+			// The kernel made the cell anew: all it holds is new.
+			p = cellPrev{}
+		}
+		cur := cellPrev{count: c.Count, total: c.Total, hist: fold(&c.Hist)}
+		a.prev[c.Key] = cur
+		var sd *sysDelta
+		name := event.SyscallName(a.opts.Arch, c.Nr)
+		if cur.count != p.count {
+			d := get(l)
+			sd = d.syscall(name)
+			var n uint64
+			for j := range cur.hist {
+				x := uint64(cur.hist[j] - p.hist[j]) // modulo 2^32: see promHist
+				sd.hist[j] += x
+				n += x
+			}
+			sd.count += n
+			t := cur.total - p.total
+			if cur.total < p.total {
+				t = cur.total
+			}
+			sd.total += t
+			d.activity += n + t
+		}
+		// The kernel keys errnos by process and syscall, not cgroup: take
+		// them once, with the first cell of the pair.
+		if doneErr[pn] {
+			continue
+		}
+		doneErr[pn] = true
+		for e, n := range c.Errnos {
+			k := errKey{c.PID, c.Nr, e}
+			pv := a.prevErr[k]
+			if n < pv {
+				pv = 0
+			}
+			a.prevErr[k] = n
+			if n == pv {
+				continue
+			}
+			if sd == nil {
+				sd = get(l).syscall(name)
+			}
+			if sd.errnos == nil {
+				sd.errnos = map[string]uint64{}
+			}
+			sd.errnos[errnoLabel(e)] += n - pv
+		}
+	}
+	for k := range a.prev {
+		if !live[k] {
+			delete(a.prev, k)
+		}
+	}
+	for k := range a.prevErr {
+		if !livePN[[2]uint32{k.pid, k.nr}] {
+			delete(a.prevErr, k)
+		}
+	}
+
+	for pid, pc := range s.Procs {
+		cg := pidCg[pid]
+		l, ready := a.labels(pid, cg, now)
+		if !ready {
+			continue
+		}
+		liveCg[cg] = true
+		p := a.prevPC[pid]
+		if pc.Faults < p.Faults {
+			p.Faults = 0
+		}
+		if pc.Vsyscalls < p.Vsyscalls {
+			p.Vsyscalls = 0
+		}
+		if pc.Faults != p.Faults || pc.Vsyscalls != p.Vsyscalls {
+			d := get(l)
+			d.faults += pc.Faults - p.Faults
+			d.vsyscall += pc.Vsyscalls - p.Vsyscalls
+		}
+		a.prevPC[pid] = pc
+	}
+	for pid := range a.prevPC {
+		if _, ok := s.Procs[pid]; !ok {
+			delete(a.prevPC, pid)
+		}
+	}
+
+	for k, n := range a.sigs {
+		l, ready := a.labels(k.pid, k.cg, now)
+		liveCg[k.cg] = true
+		if !ready {
+			continue
+		}
+		get(l).signals[signalLabel(k.sig)] += n
+		delete(a.sigs, k)
+	}
+	for cg := range a.first {
+		if !liveCg[cg] {
+			delete(a.first, cg)
+		}
+	}
+
+	a.apply(now, pend)
+	a.evict(now)
+
+	a.lost.set(s.Lost)
+	a.ring.set(s.RingDrops)
+	a.bpfOn = s.BPF != nil
+	for name, d := range s.BPF {
+		m := a.bpf[name]
+		if m == nil {
+			m = &mono{}
+			a.bpf[name] = m
+		}
+		m.set(uint64(d))
+	}
+	a.cells = len(s.Cells)
+	a.publish(now)
+}
+
+// apply adds the deltas to the series, admitting newcomers busiest first
+// while there is room and folding the rest into Other.
+func (a *Aggregator) apply(now time.Time, pend map[Labels]*delta) {
+	var fresh []Labels
+	for l := range pend {
+		if _, ok := a.ctrs[l]; !ok && l != Host && l != Other {
+			fresh = append(fresh, l)
+		}
+	}
+	sort.Slice(fresh, func(i, j int) bool {
+		x, y := pend[fresh[i]].activity, pend[fresh[j]].activity
+		if x != y {
+			return x > y
+		}
+		return less(fresh[i], fresh[j])
+	})
+	room := a.opts.MaxContainers - a.containers()
+	target := map[Labels]Labels{}
+	for _, l := range fresh {
+		if room > 0 {
+			room--
+			continue
+		}
+		target[l] = Other
+	}
+	// Apply in a fixed order so that which syscalls win a slot does not
+	// depend on map order.
+	order := make([]Labels, 0, len(pend))
+	for l := range pend {
+		order = append(order, l)
+	}
+	sort.Slice(order, func(i, j int) bool { return less(order[i], order[j]) })
+	for _, l := range order {
+		d := pend[l]
+		to := l
+		if t, ok := target[l]; ok {
+			to = t
+		}
+		c := a.ctrs[to]
+		if c == nil {
+			c = &ctr{labels: to, sys: map[string]*series{}, signals: map[string]uint64{}}
+			a.ctrs[to] = c
+		}
+		a.merge(now, c, d)
+	}
+}
+
+// containers counts the containers holding a slot.
+func (a *Aggregator) containers() int {
+	n := 0
+	for l := range a.ctrs {
+		if l != Host && l != Other {
+			n++
+		}
+	}
+	return n
+}
+
+func (a *Aggregator) merge(now time.Time, c *ctr, d *delta) {
+	names := make([]string, 0, len(d.sys))
+	for n := range d.sys {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		x, y := d.sys[names[i]], d.sys[names[j]]
+		if x.count+x.total != y.count+y.total {
+			return x.count+x.total > y.count+y.total
+		}
+		return names[i] < names[j]
+	})
+	used := len(c.sys)
+	if _, ok := c.sys[OtherSyscall]; ok {
+		used--
+	}
+	active := false
+	for _, n := range names {
+		sd := d.sys[n]
+		s := c.sys[n]
+		if s == nil {
+			if used < a.opts.MaxSyscalls {
+				used++
+			} else {
+				n = OtherSyscall
+			}
+			if s = c.sys[n]; s == nil {
+				s = &series{}
+				c.sys[n] = s
+			}
+		}
+		s.count += sd.count
+		s.sumNS += sd.total
+		for j, x := range sd.hist {
+			s.buckets[j] += x
+		}
+		for e, x := range sd.errnos {
+			if s.errnos == nil {
+				s.errnos = map[string]uint64{}
+			}
+			s.errnos[e] += x
+		}
+		s.last = now
+		active = true
+	}
+	c.faults += d.faults
+	c.vsyscall += d.vsyscall
+	for sig, n := range d.signals {
+		c.signals[sig] += n
+	}
+	if active || d.faults > 0 || d.vsyscall > 0 || len(d.signals) > 0 {
+		c.last = now
+	}
+}
+
+// evict removes the series idle for Grace: a container gone (or quiet) for
+// that long gives its slot to another, a syscall no longer made its own.
+func (a *Aggregator) evict(now time.Time) {
+	if a.opts.Grace <= 0 {
+		return
+	}
+	for l, c := range a.ctrs {
+		if l != Host && now.Sub(c.last) >= a.opts.Grace {
+			delete(a.ctrs, l)
+			continue
+		}
+		for n, s := range c.sys {
+			if now.Sub(s.last) >= a.opts.Grace {
+				delete(c.sys, n)
+			}
+		}
+	}
+}
+
+func less(x, y Labels) bool {
+	if x.Container != y.Container {
+		return x.Container < y.Container
+	}
+	if x.Namespace != y.Namespace {
+		return x.Namespace < y.Namespace
+	}
+	return x.Pod < y.Pod
+}
+
+func errnoLabel(e int) string {
+	if n := event.ErrnoName(e); n != "" {
+		return n
+	}
+	return "E" + strconv.Itoa(e)
+}
+
+func signalLabel(sig int) string {
+	if n := event.SignalName(sig); n != "" {
+		return n
+	}
+	return "SIG" + strconv.Itoa(sig)
+}

@@ -1,0 +1,115 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Agent reads a Source every Interval into an Aggregator and serves it.
+type Agent struct {
+	Agg      *Aggregator
+	Src      Source
+	Interval time.Duration
+	Log      *slog.Logger
+
+	start    time.Time
+	mu       sync.Mutex
+	reads    uint64
+	failures uint64
+	lastErr  string
+	lastOK   time.Time
+}
+
+// Run reads at once and then every Interval until ctx ends.
+func (a *Agent) Run(ctx context.Context) {
+	a.start = time.Now()
+	t := time.NewTicker(a.Interval)
+	defer t.Stop()
+	for {
+		a.ReadOnce()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ReadOnce reads the Source and folds what it says.
+func (a *Agent) ReadOnce() {
+	s, err := a.Src.Read()
+	now := time.Now()
+	a.mu.Lock()
+	a.reads++
+	if err != nil {
+		a.failures++
+		a.lastErr = err.Error()
+		a.mu.Unlock()
+		a.Log.Warn("reading the kernel's counts failed", "error", err.Error())
+		return
+	}
+	a.lastOK = now
+	a.mu.Unlock()
+	a.Agg.Fold(now, s)
+}
+
+// Health is the body of GET /api/health.
+type Health struct {
+	Status            string  `json:"status"` // ok, starting or stale
+	UptimeSeconds     float64 `json:"uptime_seconds"`
+	LastReadAgeSecs   float64 `json:"last_read_age_seconds,omitempty"`
+	Reads             uint64  `json:"reads"`
+	ReadFailures      uint64  `json:"read_failures"`
+	LastError         string  `json:"last_error,omitempty"`
+	SyscallSeries     int     `json:"syscall_series"`
+	Containers        int     `json:"containers"`
+	KernelCells       int     `json:"kernel_cells"`
+	EventsDropped     uint64  `json:"events_dropped"`
+	SyscallsUncounted uint64  `json:"syscalls_uncounted"`
+}
+
+func (a *Agent) health() (Health, int) {
+	a.mu.Lock()
+	h := Health{Status: "ok", Reads: a.reads, ReadFailures: a.failures, LastError: a.lastErr,
+		UptimeSeconds: time.Since(a.start).Seconds()}
+	last := a.lastOK
+	a.mu.Unlock()
+	v := a.Agg.View()
+	h.SyscallSeries, h.Containers, h.KernelCells = len(v.Syscalls), len(v.Containers), v.Cells
+	h.EventsDropped, h.SyscallsUncounted = v.RingDrops, v.Lost
+	code := http.StatusOK
+	switch {
+	case last.IsZero():
+		h.Status, code = "starting", http.StatusServiceUnavailable
+	case time.Since(last) > 3*a.Interval:
+		h.Status, code = "stale", http.StatusServiceUnavailable
+	}
+	if !last.IsZero() {
+		h.LastReadAgeSecs = time.Since(last).Seconds()
+	}
+	return h, code
+}
+
+// Handler serves /metrics (the agent's series, Go runtime and process
+// collectors) and /api/health.
+func (a *Agent) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(a.Agg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}))
+	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
+		h, code := a.health()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(h)
+	})
+	return mux
+}
