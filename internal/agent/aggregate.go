@@ -301,8 +301,9 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 		}
 	}
 
+	a.evictContainers(now, pend)
 	a.apply(now, pend)
-	a.evict(now)
+	a.evictSyscalls(now)
 
 	a.lost.set(s.Lost)
 	a.ring.set(s.RingDrops)
@@ -432,17 +433,30 @@ func (a *Aggregator) merge(now time.Time, c *ctr, d *delta) {
 	}
 }
 
-// evict removes the series idle for Grace: a container gone (or quiet) for
-// that long gives its slot to another, a syscall no longer made its own.
-func (a *Aggregator) evict(now time.Time) {
+// evictContainers removes the containers idle for Grace, before newcomers
+// are admitted: one gone (or quiet) for that long gives its slot away.
+func (a *Aggregator) evictContainers(now time.Time, pend map[Labels]*delta) {
 	if a.opts.Grace <= 0 {
 		return
 	}
 	for l, c := range a.ctrs {
-		if l != Host && now.Sub(c.last) >= a.opts.Grace {
+		// Other holds no slot; it goes after the newcomers folded into it.
+		if _, busy := pend[l]; !busy && l != Host && l != Other && now.Sub(c.last) >= a.opts.Grace {
 			delete(a.ctrs, l)
-			continue
 		}
+	}
+}
+
+// evictSyscalls removes the syscalls a container has not made for Grace,
+// and Other when no container has been folded into it for as long.
+func (a *Aggregator) evictSyscalls(now time.Time) {
+	if a.opts.Grace <= 0 {
+		return
+	}
+	if c, ok := a.ctrs[Other]; ok && now.Sub(c.last) >= a.opts.Grace {
+		delete(a.ctrs, Other)
+	}
+	for _, c := range a.ctrs {
 		for n, s := range c.sys {
 			if now.Sub(s.last) >= a.opts.Grace {
 				delete(c.sys, n)
