@@ -189,14 +189,11 @@ func (s *probeSource) open() error {
 
 func (s *probeSource) event(e *event.Event) error {
 	s.lc.observe(e)
-	// Queued for the target (TRACE_SIGNAL_DELIVERED or _LOSE_INFO); not
-	// ignored, nor merged into one already pending.
-	if e.Kind == event.KindSignalGenerate && (e.Signal.Result == 0 || e.Signal.Result == 4) {
-		var cg uint64
-		if e.Signal.TargetPID == e.PID {
-			cg = e.Cgroup
-		}
-		s.agg.Signal(e.Signal.TargetPID, cg, int(e.Signal.Sig))
+	// Counted where they arrive: the delivery runs in the receiving
+	// thread, so its cgroup names the container even when the sender was
+	// elsewhere, and it fires for fatal default actions too.
+	if e.Kind == event.KindSignalDeliver {
+		s.agg.Signal(e.PID, e.Cgroup, int(e.Signal.Sig))
 	}
 	return nil
 }

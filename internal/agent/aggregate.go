@@ -53,8 +53,8 @@ type Aggregator struct {
 
 // cellPrev is what a kernel cell held at the last read.
 type cellPrev struct {
-	count, total uint64
-	hist         promHist
+	count, total, errors uint64
+	hist                 promHist
 }
 
 type errKey struct {
@@ -105,8 +105,8 @@ func New(opts Options) *Aggregator {
 	return a
 }
 
-// Signal counts a signal sent to process pid (in cgroup cg, 0 if unknown);
-// it is folded, by the target's container, at the next Fold.
+// Signal counts a signal delivered to process pid in cgroup cg; it is
+// folded, by that process's container, at the next Fold.
 func (a *Aggregator) Signal(pid uint32, cg uint64, sig int) {
 	a.mu.Lock()
 	a.sigs[sigKey{pid, cg, sig}]++
@@ -184,7 +184,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 	live := make(map[stat.Key]bool, len(s.Cells))
 	liveCg := map[uint64]bool{}
 	livePN := map[[2]uint32]bool{}
-	doneErr := map[[2]uint32]bool{}
+	fails := map[[2]uint32]*failGroup{}
 	pidCg := map[uint32]uint64{}
 	for i := range s.Cells {
 		c := &s.Cells[i]
@@ -193,8 +193,14 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 		pn := [2]uint32{c.PID, c.Nr}
 		livePN[pn] = true
 		pidCg[c.PID] = c.Cgroup
+		g := fails[pn]
+		if g == nil {
+			g = &failGroup{errnos: c.Errnos}
+			fails[pn] = g
+		}
 		l, ready := a.labels(c.PID, c.Cgroup, now)
 		if !ready {
+			g.deferred = true
 			continue // its counts stay in the kernel until the next read
 		}
 		p := a.prev[c.Key]
@@ -202,13 +208,12 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 			// The kernel made the cell anew: all it holds is new.
 			p = cellPrev{}
 		}
-		cur := cellPrev{count: c.Count, total: c.Total, hist: fold(&c.Hist)}
+		cur := cellPrev{count: c.Count, total: c.Total, errors: c.Errors, hist: fold(&c.Hist)}
 		a.prev[c.Key] = cur
-		var sd *sysDelta
 		name := event.SyscallName(a.opts.Arch, c.Nr)
 		if cur.count != p.count {
 			d := get(l)
-			sd = d.syscall(name)
+			sd := d.syscall(name)
 			var n uint64
 			for j := range cur.hist {
 				x := uint64(cur.hist[j] - p.hist[j]) // modulo 2^32: see promHist
@@ -223,30 +228,14 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 			sd.total += t
 			d.activity += n + t
 		}
-		// The kernel keys errnos by process and syscall, not cgroup: take
-		// them once, with the first cell of the pair.
-		if doneErr[pn] {
-			continue
+		errs := cur.errors - p.errors
+		if cur.errors < p.errors {
+			errs = cur.errors
 		}
-		doneErr[pn] = true
-		for e, n := range c.Errnos {
-			k := errKey{c.PID, c.Nr, e}
-			pv := a.prevErr[k]
-			if n < pv {
-				pv = 0
-			}
-			a.prevErr[k] = n
-			if n == pv {
-				continue
-			}
-			if sd == nil {
-				sd = get(l).syscall(name)
-			}
-			if sd.errnos == nil {
-				sd.errnos = map[string]uint64{}
-			}
-			sd.errnos[errnoLabel(e)] += n - pv
-		}
+		g.cells = append(g.cells, failCell{errs: errs, sd: func() *sysDelta { return get(l).syscall(name) }})
+	}
+	for pn, g := range fails {
+		a.foldErrnos(pn, g)
 	}
 	for k := range a.prev {
 		if !live[k] {
@@ -318,6 +307,61 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 	}
 	a.cells = len(s.Cells)
 	a.publish(now)
+}
+
+// failGroup is the cells of one (process, syscall) pair: the kernel keys
+// errnos by the pair, not by cgroup, so a process that moved has several
+// cells sharing one set of errno counts.
+type failGroup struct {
+	errnos   map[int]uint64
+	cells    []failCell
+	deferred bool
+}
+
+type failCell struct {
+	errs uint64 // failures since the last read
+	sd   func() *sysDelta
+}
+
+// foldErrnos hands the pair's new errno counts to its cells as their
+// failures since the last read say: exact whenever one cell failed.
+func (a *Aggregator) foldErrnos(pn [2]uint32, g *failGroup) {
+	if g.deferred || len(g.cells) == 0 {
+		return // all of it, next time
+	}
+	sort.SliceStable(g.cells, func(i, j int) bool { return g.cells[i].errs > g.cells[j].errs })
+	errnos := make([]int, 0, len(g.errnos))
+	for e := range g.errnos {
+		errnos = append(errnos, e)
+	}
+	sort.Ints(errnos)
+	for _, e := range errnos {
+		n := g.errnos[e]
+		k := errKey{pn[0], pn[1], e}
+		pv := a.prevErr[k]
+		if n < pv {
+			pv = 0
+		}
+		a.prevErr[k] = n
+		left := n - pv
+		give := func(c *failCell, n uint64) {
+			sd := c.sd()
+			if sd.errnos == nil {
+				sd.errnos = map[string]uint64{}
+			}
+			sd.errnos[errnoLabel(e)] += n
+		}
+		for i := range g.cells {
+			if take := min(left, g.cells[i].errs); take > 0 {
+				g.cells[i].errs -= take
+				left -= take
+				give(&g.cells[i], take)
+			}
+		}
+		if left > 0 { // the counts disagree (a cell reset): the busiest failer takes the rest
+			give(&g.cells[0], left)
+		}
+	}
 }
 
 // apply adds the deltas to the series, admitting newcomers busiest first

@@ -160,19 +160,39 @@ func TestMonotonicAcrossExitsAndReuse(t *testing.T) {
 }
 
 // Errnos are keyed by process and syscall in the kernel: a process that
-// moved cgroup has two cells carrying the same errno counts, taken once.
-func TestErrnosOncePerProcess(t *testing.T) {
-	a := newAgg(map[uint64]string{7: "web", 8: "db"}, 10, 10)
-	c1, c2 := cell(100, nrOpenat, 7, 4, 3000, 2), cell(100, nrOpenat, 8, 3, 3000, 1)
-	c2.Errnos = c1.Errnos // what Stats returns: the pair's errnos on each cell
-	a.Fold(time.Unix(10, 0), Snapshot{Cells: []stat.Cell{c1, c2}})
-	v := a.View()
-	var total uint64
-	for _, s := range v.Syscalls {
-		total += s.Errnos["ENOENT"]
+// moved cgroup has several cells carrying the same errno counts. Each
+// failure goes once, to the cell that failed.
+func TestErrnosFollowTheFailingCell(t *testing.T) {
+	// Before moving to web, the process made 4 calls in db, none failing;
+	// in web 3, 2 failing with ENOENT.
+	c1, c2 := cell(100, nrOpenat, 8, 4, 3000, 0), cell(100, nrOpenat, 7, 3, 3000, 2)
+	c1.Errnos, c2.Errnos = map[int]uint64{2: 2}, map[int]uint64{2: 2}
+	for _, order := range [][]stat.Cell{{c1, c2}, {c2, c1}} {
+		a := newAgg(map[uint64]string{7: "web", 8: "db"}, 10, 10)
+		a.Fold(time.Unix(10, 0), Snapshot{Cells: order})
+		v := a.View()
+		if s := find(v, "web", "openat"); s == nil || s.Errnos["ENOENT"] != 2 {
+			t.Errorf("web's openat: %+v; want 2 ENOENT", s)
+		}
+		if s := find(v, "db", "openat"); s == nil || len(s.Errnos) != 0 {
+			t.Errorf("db's openat: %+v; want no errors", s)
+		}
 	}
-	if total != 2 {
-		t.Fatalf("ENOENT counted %d times, want 2", total)
+	// Later both cells fail: each gets as many as it had.
+	a := newAgg(map[uint64]string{7: "web", 8: "db"}, 10, 10)
+	a.Fold(time.Unix(10, 0), Snapshot{Cells: []stat.Cell{c1, c2}})
+	d1, d2 := cell(100, nrOpenat, 8, 6, 3000, 1), cell(100, nrOpenat, 7, 5, 3000, 5)
+	d1.Errnos = map[int]uint64{2: 5, 13: 1}
+	d2.Errnos = d1.Errnos
+	a.Fold(time.Unix(15, 0), Snapshot{Cells: []stat.Cell{d1, d2}})
+	var total uint64
+	for _, s := range a.View().Syscalls {
+		for _, n := range s.Errnos {
+			total += n
+		}
+	}
+	if total != 6 {
+		t.Errorf("%d errors in the series, want 6: %+v", total, a.View().Syscalls)
 	}
 }
 

@@ -16,7 +16,7 @@ var (
 	descFaults = prometheus.NewDesc("sysray_page_faults_total",
 		"User page faults, by container.", ctrLabels, nil)
 	descSignals = prometheus.NewDesc("sysray_signals_total",
-		"Signals sent, by signal and the container of the process they were sent to.",
+		"Signals delivered (to a handler, or to their default action, fatal ones included), by signal and the receiving container.",
 		append([]string{"signal"}, ctrLabels...), nil)
 	descDropped = prometheus.NewDesc("sysray_events_dropped_total",
 		"What the kernel lost: events that found a ring buffer full (reason ring_buffer_full) and syscalls it could not add to its table of counts (count_table: the table was full, or a new cell found no memory).",

@@ -1,0 +1,392 @@
+package tests
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sysray/sysray/internal/proc"
+)
+
+// agentProc is a running `sysray agent`.
+type agentProc struct {
+	cmd  *exec.Cmd
+	base string // http://addr
+	logs chan string
+	done chan error
+}
+
+// startAgent runs the agent on a free loopback port and waits until its
+// first read is in. Cleanup stops it if the test has not.
+func startAgent(t *testing.T, args ...string) *agentProc {
+	t.Helper()
+	cmd := exec.Command(sysray, append([]string{"agent", "--listen", "127.0.0.1:0", "--interval", "500ms"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &agentProc{cmd: cmd, logs: make(chan string, 1000), done: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case a.logs <- sc.Text():
+			default:
+			}
+		}
+		close(a.logs)
+		a.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			select {
+			case <-a.done:
+			case <-time.After(10 * time.Second):
+			}
+		}
+	})
+	deadline := time.After(30 * time.Second)
+	for a.base == "" {
+		select {
+		case line, ok := <-a.logs:
+			if !ok {
+				t.Fatalf("the agent exited before listening: %v", <-a.done)
+			}
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) != nil {
+				t.Fatalf("log line is not JSON: %q", line)
+			}
+			if m["msg"] == "listening" {
+				a.base = "http://" + m["addr"].(string)
+			}
+		case <-deadline:
+			t.Fatal("the agent did not say where it listens")
+		}
+	}
+	for i := 0; ; i++ {
+		resp, err := http.Get(a.base + "/api/health")
+		if err == nil {
+			var h map[string]any
+			json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && h["status"] == "ok" {
+				break
+			}
+		}
+		if i > 100 {
+			t.Fatalf("the agent's health never became ok: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return a
+}
+
+// stop sends SIGTERM and returns the exit status.
+func (a *agentProc) stop(t *testing.T) (int, []string) {
+	t.Helper()
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	var lines []string
+	for l := range a.logs {
+		lines = append(lines, l)
+	}
+	select {
+	case err := <-a.done:
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, lines
+	case <-time.After(15 * time.Second):
+		t.Fatal("the agent did not exit within 15 s of SIGTERM")
+	}
+	return -1, nil
+}
+
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$`)
+var labelPair = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+
+// scrape reads /metrics into name{sorted labels} -> value.
+func (a *agentProc) scrape(t *testing.T) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(a.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := sampleLine.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("unparsable line in /metrics: %q", line)
+		}
+		v, err := strconv.ParseFloat(m[4], 64)
+		if err != nil {
+			t.Fatalf("bad value in %q", line)
+		}
+		out[m[1]+"{"+m[3]+"}"] = v
+	}
+	return out
+}
+
+// metric builds a scrape key; labels in the order the client library
+// writes them (sorted by name, a histogram's le last).
+func metric(name string, labels ...string) string {
+	var parts []string
+	for i := 0; i < len(labels); i += 2 {
+		parts = append(parts, labels[i]+`="`+labels[i+1]+`"`)
+	}
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// fakeContainers makes Docker-style cgroup scopes, so the container table
+// names their processes by id; cleanup removes them.
+func fakeContainers(t *testing.T, prefix int, n int) (ids, dirs []string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%02x%014x", prefix+i, time.Now().UnixNano()&(1<<56-1)) + strings.Repeat("6b", 24)
+		dir := filepath.Join(proc.CgroupV2Mount(), "sysray-agent-test", "docker-"+id+".scope")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatalf("creating cgroup: %v", err)
+		}
+		ids, dirs = append(ids, id), append(dirs, dir)
+	}
+	t.Cleanup(func() {
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+		os.Remove(filepath.Join(proc.CgroupV2Mount(), "sysray-agent-test"))
+	})
+	return ids, dirs
+}
+
+// inCgroup runs a program after moving into dir (the shell moves itself,
+// then execs it).
+func inCgroup(t *testing.T, dir string, argv ...string) {
+	t.Helper()
+	script := fmt.Sprintf("echo 0 > %s/cgroup.procs && exec %s", dir, strings.Join(argv, " "))
+	if out, err := exec.Command("/bin/sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+}
+
+// The agent counts a whole host; what runs in a cgroup of its own is
+// counted exactly: getppid calls, errors by errno, a fatal SIGSEGV. Then
+// SIGTERM detaches it and it exits 0.
+func TestAgentCountsExactly(t *testing.T) {
+	requireBPF(t)
+	ids, dirs := fakeContainers(t, 0xc0, 2)
+	a := startAgent(t, "--grace", "1h")
+	c0, c1 := ids[0][:12], ids[1][:12]
+	ppid0 := metric("sysray_syscall_duration_seconds_count", "container", c0, "namespace", "", "pod", "", "syscall", "getppid")
+	ppid1 := metric("sysray_syscall_duration_seconds_count", "container", c1, "namespace", "", "pod", "", "syscall", "getppid")
+	ebadf := metric("sysray_syscall_errors_total", "container", c0, "errno", "EBADF", "namespace", "", "pod", "", "syscall", "mmap")
+	enoent := metric("sysray_syscall_errors_total", "container", c1, "errno", "ENOENT", "namespace", "", "pod", "", "syscall", "openat")
+	segv := metric("sysray_signals_total", "container", c0, "namespace", "", "pod", "", "signal", "SIGSEGV")
+	before := a.scrape(t)
+	for _, k := range []string{ppid0, ppid1, ebadf, enoent, segv} {
+		if _, ok := before[k]; ok {
+			t.Fatalf("%s exists before its container ran anything", k)
+		}
+	}
+
+	// cgmove moves itself into each scope and calls getppid there.
+	if out, err := exec.Command(prog("cgmove"), dirs[0], dirs[1], "3000", "5000").CombinedOutput(); err != nil {
+		t.Fatalf("cgmove: %v\n%s", err, out)
+	}
+	inCgroup(t, dirs[0], prog("mmapfail"))
+	inCgroup(t, dirs[0], prog("segv"))
+	inCgroup(t, dirs[1], prog("openat"), filepath.Join(t.TempDir(), "created"))
+
+	want := map[string]float64{ppid0: 3000, ppid1: 5000, ebadf: 1, enoent: 1, segv: 1}
+	// New cgroups wait (up to 7 s) for the container table to name them.
+	var got map[string]float64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got = a.scrape(t)
+		all := true
+		for k, w := range want {
+			if got[k] < w {
+				all = false
+			}
+		}
+		if all || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Two more reads: nothing may be counted twice.
+	time.Sleep(1200 * time.Millisecond)
+	got = a.scrape(t)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %v, want %v", k, got[k], w)
+		}
+	}
+	// The histogram agrees with its count, and the host is there too.
+	inf := metric("sysray_syscall_duration_seconds_bucket", "container", c1, "namespace", "", "pod", "", "syscall", "getppid", "le", "+Inf")
+	if got[inf] != 5000 {
+		t.Errorf("%s = %v, want 5000", inf, got[inf])
+	}
+	hostRead := metric("sysray_syscall_duration_seconds_count", "container", "host", "namespace", "", "pod", "", "syscall", "read")
+	var host bool
+	for k := range got {
+		if strings.Contains(k, `container="host"`) && strings.HasPrefix(k, "sysray_syscall_duration_seconds_count") {
+			host = true
+		}
+	}
+	if !host {
+		t.Errorf("no syscall series for the host (e.g. %s)", hostRead)
+	}
+	for _, k := range []string{"go_goroutines{}", "process_resident_memory_bytes{}",
+		metric("sysray_events_dropped_total", "reason", "ring_buffer_full")} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("%s missing from /metrics", k)
+		}
+	}
+
+	code, logs := a.stop(t)
+	if code != 0 {
+		t.Errorf("exit status %d after SIGTERM, want 0; logs:\n%s", code, strings.Join(logs, "\n"))
+	}
+	if !strings.Contains(strings.Join(logs, "\n"), `"msg":"shutting down"`) {
+		t.Errorf("no shutdown line in the logs:\n%s", strings.Join(logs, "\n"))
+	}
+}
+
+// A real Prometheus scrapes the agent every second; its query API answers
+// with the exact counts of a program run in a container.
+func TestAgentPrometheus(t *testing.T) {
+	requireBPF(t)
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv("SYSRAY_REQUIRE_BPF") == "1" {
+			t.Fatal("prometheus is not installed (apt-get install prometheus)")
+		}
+		t.Skip("prometheus is not installed")
+	}
+	ids, dirs := fakeContainers(t, 0xd0, 1)
+	a := startAgent(t, "--grace", "1h")
+	target := strings.TrimPrefix(a.base, "http://")
+
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: sysray
+    static_configs:
+      - targets: [%q]
+`, target)), 0o600)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	promAddr := ln.Addr().String()
+	ln.Close()
+	pc := exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+promAddr, "--log.level=warn")
+	plog, _ := os.Create(filepath.Join(dir, "prometheus.log"))
+	pc.Stdout, pc.Stderr = plog, plog
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pdone := make(chan struct{})
+	go func() { pc.Wait(); close(pdone) }()
+	t.Cleanup(func() {
+		pc.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-pdone:
+		case <-time.After(10 * time.Second):
+			pc.Process.Kill()
+			<-pdone
+		}
+		plog.Close()
+	})
+
+	if out, err := exec.Command(prog("cgmove"), dirs[0], dirs[0], "2000", "500").CombinedOutput(); err != nil {
+		t.Fatalf("cgmove: %v\n%s", err, out)
+	}
+	inCgroup(t, dirs[0], prog("mmapfail"))
+	c := ids[0][:12]
+	queries := map[string]float64{
+		fmt.Sprintf(`sysray_syscall_errors_total{container=%q,syscall="mmap",errno="EBADF"}`, c): 1,
+		fmt.Sprintf(`sysray_syscall_duration_seconds_count{container=%q,syscall="getppid"}`, c):  2500,
+		// Every getppid is far below the first bound (1.024 µs) or not;
+		// the buckets hold all 2500 either way.
+		fmt.Sprintf(`sysray_syscall_duration_seconds_bucket{container=%q,syscall="getppid",le="+Inf"}`, c): 2500,
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for q, want := range queries {
+		var got float64
+		var last string
+		for {
+			got, last = promQuery(t, promAddr, q)
+			if got == want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if got != want {
+			b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log"))
+			t.Errorf("Prometheus says %s = %v (%s), want %v\nprometheus log:\n%s", q, got, last, want, b)
+		}
+	}
+	// A quantile over the histogram Prometheus stored: getppid is fast.
+	q := fmt.Sprintf(`histogram_quantile(0.5, sum by (le) (sysray_syscall_duration_seconds_bucket{container=%q,syscall="getppid"}))`, c)
+	if p50, raw := promQuery(t, promAddr, q); !(p50 > 0 && p50 < 0.001) {
+		t.Errorf("%s = %v (%s); want a positive median under 1 ms", q, p50, raw)
+	}
+}
+
+// promQuery asks Prometheus's HTTP API for one instant value (-1 if none).
+func promQuery(t *testing.T, addr, q string) (float64, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return -1, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var r struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Value [2]any
+			}
+		}
+	}
+	if json.Unmarshal(b, &r) != nil || r.Status != "success" || len(r.Data.Result) != 1 {
+		return -1, string(b)
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return -1, string(b)
+	}
+	return v, string(b)
+}
