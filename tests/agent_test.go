@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/sysray/sysray/internal/proc"
 )
 
@@ -199,6 +202,13 @@ func inCgroup(t *testing.T, dir string, argv ...string) {
 func TestAgentCountsExactly(t *testing.T) {
 	requireBPF(t)
 	ids, dirs := fakeContainers(t, 0xc0, 2)
+	// The kernel times BPF programs while someone holds this open; the
+	// agent then reports its own programs' run time.
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		t.Fatalf("enabling BPF run time stats: %v", err)
+	}
+	t.Cleanup(func() { stats.Close() })
 	a := startAgent(t, "--grace", "1h")
 	c0, c1 := ids[0][:12], ids[1][:12]
 	ppid0 := metric("sysray_syscall_duration_seconds_count", "container", c0, "namespace", "", "pod", "", "syscall", "getppid")
@@ -260,6 +270,9 @@ func TestAgentCountsExactly(t *testing.T) {
 	}
 	if !host {
 		t.Errorf("no syscall series for the host (e.g. %s)", hostRead)
+	}
+	if run := got[metric("sysray_bpf_run_seconds_total", "program", "sys_enter")]; !(run > 0 && run < 60) {
+		t.Errorf("sys_enter ran for %v s; want a positive time (BPF stats are on)", run)
 	}
 	for _, k := range []string{"go_goroutines{}", "process_resident_memory_bytes{}",
 		metric("sysray_events_dropped_total", "reason", "ring_buffer_full")} {

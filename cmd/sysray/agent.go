@@ -68,7 +68,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				return err
 			}
 			defer src.Close()
-			ag := &agent.Agent{Agg: agg, Src: src, Interval: interval, Log: log}
+			ag := agent.NewAgent(agg, src, interval, log)
 			srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
@@ -216,8 +216,15 @@ func (s *probeSource) snapshot(p *probe.Probe, gen uint64) (agent.Snapshot, erro
 			snap.RingDrops += n
 		}
 	}
-	if agent.BPFStatsOn() {
-		if m, err := agent.OwnBPFRunTime(); err == nil {
+	// The sysctl says whether an operator turned the kernel's timing on;
+	// a program holding BPF_ENABLE_STATS turns it on without the sysctl
+	// showing it, but then the run times grow.
+	if m, err := agent.OwnBPFRunTime(); err == nil {
+		var any time.Duration
+		for _, d := range m {
+			any += d
+		}
+		if any > 0 || agent.BPFStatsOn() {
 			snap.BPF = m
 		}
 	}

@@ -14,6 +14,7 @@ import (
 )
 
 // Agent reads a Source every Interval into an Aggregator and serves it.
+// Make one with NewAgent.
 type Agent struct {
 	Agg      *Aggregator
 	Src      Source
@@ -28,9 +29,13 @@ type Agent struct {
 	lastOK   time.Time
 }
 
+// NewAgent returns an Agent that has not read yet.
+func NewAgent(agg *Aggregator, src Source, interval time.Duration, log *slog.Logger) *Agent {
+	return &Agent{Agg: agg, Src: src, Interval: interval, Log: log, start: time.Now()}
+}
+
 // Run reads at once and then every Interval until ctx ends.
 func (a *Agent) Run(ctx context.Context) {
-	a.start = time.Now()
 	t := time.NewTicker(a.Interval)
 	defer t.Stop()
 	for {
