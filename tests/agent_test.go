@@ -209,7 +209,7 @@ func TestAgentCountsExactly(t *testing.T) {
 		t.Fatalf("enabling BPF run time stats: %v", err)
 	}
 	t.Cleanup(func() { stats.Close() })
-	a := startAgent(t, "--grace", "1h")
+	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60")
 	c0, c1 := ids[0][:12], ids[1][:12]
 	ppid0 := metric("sysray_syscall_duration_seconds_count", "container", c0, "namespace", "", "pod", "", "syscall", "getppid")
 	ppid1 := metric("sysray_syscall_duration_seconds_count", "container", c1, "namespace", "", "pod", "", "syscall", "getppid")
@@ -302,7 +302,7 @@ func TestAgentPrometheus(t *testing.T) {
 		t.Skip("prometheus is not installed")
 	}
 	ids, dirs := fakeContainers(t, 0xd0, 1)
-	a := startAgent(t, "--grace", "1h")
+	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60")
 	target := strings.TrimPrefix(a.base, "http://")
 
 	dir := t.TempDir()

@@ -95,8 +95,8 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:9437", "serve /metrics and /api/health on this address (anything but loopback exposes them)")
 	f.DurationVar(&interval, "interval", 5*time.Second, "how often to read the kernel's counts")
-	f.IntVar(&maxContainers, "max-containers", 30, "containers with series of their own; the rest are folded into container=\"other\"")
-	f.IntVar(&maxSyscalls, "max-syscalls", 25, "syscalls with series of their own per container; the rest are folded into syscall=\"other\"")
+	f.IntVar(&maxContainers, "max-containers", 20, "containers with series of their own; the rest are folded into container=\"other\"")
+	f.IntVar(&maxSyscalls, "max-syscalls", 10, "syscalls with series of their own per container; the rest are folded into syscall=\"other\"")
 	f.DurationVar(&grace, "grace", 5*time.Minute, "remove a container's (or syscall's) series after this long without a call")
 	return cmd
 }
