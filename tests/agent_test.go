@@ -403,3 +403,63 @@ func promQuery(t *testing.T, addr, q string) (float64, string) {
 	}
 	return v, string(b)
 }
+
+// The probe is reloaded (here every read or two) with an empty count
+// table; no counter the agent serves may go backwards across reloads while
+// processes come and go.
+func TestAgentMonotonicAcrossReloads(t *testing.T) {
+	requireBPF(t)
+	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60", "--reload-cells", "150")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			exec.Command(prog("getppid"), "2000").Run()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	prev := a.scrape(t)
+	var checked, grew int
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); {
+		time.Sleep(300 * time.Millisecond)
+		cur := a.scrape(t)
+		for k, v := range cur {
+			name := k[:strings.IndexByte(k, '{')]
+			if !strings.HasPrefix(name, "sysray_") || strings.HasPrefix(name, "sysray_agent_") {
+				continue
+			}
+			old, ok := prev[k]
+			if !ok {
+				continue
+			}
+			checked++
+			if v < old {
+				t.Errorf("%s went back from %v to %v", k, old, v)
+			}
+			if v > old && strings.Contains(k, `syscall="getppid"`) && strings.HasPrefix(name, "sysray_syscall_duration_seconds_count") {
+				grew++
+			}
+		}
+		prev = cur
+	}
+	close(stop)
+	<-done
+	code, logs := a.stop(t)
+	reloads := strings.Count(strings.Join(logs, "\n"), "reloaded the probe")
+	if reloads < 2 {
+		t.Errorf("%d reloads in 8 s with a 150-cell table; want several. logs:\n%s", reloads, strings.Join(logs, "\n"))
+	}
+	if checked == 0 || grew < 3 {
+		t.Errorf("checked %d samples; getppid's count grew in %d scrapes, want at least 3", checked, grew)
+	}
+	if code != 0 {
+		t.Errorf("exit status %d", code)
+	}
+	t.Logf("%d reloads, %d samples compared", reloads, checked)
+}

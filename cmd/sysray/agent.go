@@ -24,7 +24,7 @@ import (
 func newAgent() *cobra.Command {
 	var listen string
 	var interval, grace time.Duration
-	var maxContainers, maxSyscalls int
+	var maxContainers, maxSyscalls, reloadCells int
 	cmd := &cobra.Command{
 		Use:   "agent [flags]",
 		Short: "Run on every host: count syscalls, errors, faults and signals in the kernel and serve them to Prometheus",
@@ -47,6 +47,8 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				return fmt.Errorf("--max-syscalls %d: want 1 or more", maxSyscalls)
 			case grace <= 0:
 				return fmt.Errorf("--grace %s: want a positive duration", grace)
+			case reloadCells < 1 || reloadCells > statCells:
+				return fmt.Errorf("--reload-cells %d: want 1 to %d", reloadCells, statCells)
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 			// Listen first: a port already taken is an error before any
@@ -63,7 +65,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			defer lc.Close()
 			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
 				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle})
-			src := &probeSource{lc: lc, agg: agg, log: log}
+			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells}
 			if err := src.open(); err != nil {
 				return err
 			}
@@ -98,6 +100,9 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f.IntVar(&maxContainers, "max-containers", 20, "containers with series of their own; the rest are folded into container=\"other\"")
 	f.IntVar(&maxSyscalls, "max-syscalls", 10, "syscalls with series of their own per container; the rest are folded into syscall=\"other\"")
 	f.DurationVar(&grace, "grace", 5*time.Minute, "remove a container's (or syscall's) series after this long without a call")
+	// For tests: reload often, to watch the counters across reloads.
+	f.IntVar(&reloadCells, "reload-cells", statCells*3/4, "reload the probe when its count table holds this many cells")
+	f.MarkHidden("reload-cells")
 	return cmd
 }
 
@@ -129,17 +134,15 @@ func agentNamer(lc *liveContainers) agent.Namer {
 // statCells is the size of the kernel's count table (the stats map in
 // bpf/sysray.bpf.c). Cells are never deleted there, so a host that starts
 // processes fills it; the probe is reloaded with an empty one before then.
-const (
-	statCells = 32768
-	reloadAt  = statCells * 3 / 4
-)
+const statCells = 32768
 
 // probeSource reads an always-attached stat-mode probe over the whole
 // host, reloading it when its table fills up (a new generation).
 type probeSource struct {
-	lc  *liveContainers
-	agg *agent.Aggregator
-	log *slog.Logger
+	lc       *liveContainers
+	agg      *agent.Aggregator
+	log      *slog.Logger
+	reloadAt int // cells
 
 	mu   sync.Mutex
 	gen  uint64
@@ -168,6 +171,7 @@ func (s *probeSource) open() error {
 		Started: func(p *probe.Probe) error { ready <- p; return nil },
 		Finished: func(p *probe.Probe) error {
 			sess.final, sess.finalErr = s.snapshot(p, sess.gen)
+			sess.final.Final = true
 			return nil
 		},
 	}
@@ -250,7 +254,7 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 	default:
 	}
 	snap, err := s.snapshot(sess.p, sess.gen)
-	if err != nil || len(snap.Cells) < reloadAt {
+	if err != nil || len(snap.Cells) < s.reloadAt {
 		return snap, err
 	}
 	// The table is filling up with the cells of processes long gone: take

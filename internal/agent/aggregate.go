@@ -39,7 +39,8 @@ type Aggregator struct {
 	prev    map[stat.Key]cellPrev
 	prevErr map[errKey]uint64
 	prevPC  map[uint32]ProcCounts
-	first   map[uint64]time.Time // when a cgroup was first seen, while Name was unsure
+	first   map[uint64]*sighting // cgroups Name was unsure of
+	final   bool                 // folding the last read of a generation
 	sigs    map[sigKey]uint64    // signals not folded yet
 	ctrs    map[Labels]*ctr
 	lost    mono
@@ -56,6 +57,14 @@ type cellPrev struct {
 	count, total, errors uint64
 	hist                 promHist
 }
+
+// sighting is when a cgroup was first and last seen.
+type sighting struct{ first, last time.Time }
+
+// forget is how long a cgroup is remembered once no count mentions it: a
+// reload empties the kernel's table, and a cgroup seen again must not wait
+// to be named all over.
+const forget = 10 * time.Minute
 
 type errKey struct {
 	pid, nr uint32
@@ -99,7 +108,7 @@ type ctr struct {
 // New returns an empty Aggregator.
 func New(opts Options) *Aggregator {
 	a := &Aggregator{opts: opts, prev: map[stat.Key]cellPrev{}, prevErr: map[errKey]uint64{},
-		prevPC: map[uint32]ProcCounts{}, first: map[uint64]time.Time{}, sigs: map[sigKey]uint64{},
+		prevPC: map[uint32]ProcCounts{}, first: map[uint64]*sighting{}, sigs: map[sigKey]uint64{},
 		ctrs: map[Labels]*ctr{}, bpf: map[string]*mono{}}
 	a.view.Store(&View{})
 	return a
@@ -147,12 +156,13 @@ func (a *Aggregator) labels(pid uint32, cg uint64, now time.Time) (Labels, bool)
 	if sure {
 		return l, true
 	}
-	f, ok := a.first[cg]
-	if !ok {
-		a.first[cg] = now
-		f = now
+	f := a.first[cg]
+	if f == nil {
+		f = &sighting{first: now}
+		a.first[cg] = f
 	}
-	return l, now.Sub(f) >= a.opts.Settle
+	f.last = now
+	return l, a.final || now.Sub(f.first) >= a.opts.Settle
 }
 
 // Fold adds what changed since the last snapshot to the series and
@@ -160,6 +170,7 @@ func (a *Aggregator) labels(pid uint32, cg uint64, now time.Time) (Labels, bool)
 func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.final = s.Final
 	if !a.started || s.Gen != a.gen {
 		// New counters: every cell, errno and process starts from zero.
 		a.started, a.gen = true, s.Gen
@@ -182,14 +193,12 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 	}
 
 	live := make(map[stat.Key]bool, len(s.Cells))
-	liveCg := map[uint64]bool{}
 	livePN := map[[2]uint32]bool{}
 	fails := map[[2]uint32]*failGroup{}
 	pidCg := map[uint32]uint64{}
 	for i := range s.Cells {
 		c := &s.Cells[i]
 		live[c.Key] = true
-		liveCg[c.Cgroup] = true
 		pn := [2]uint32{c.PID, c.Nr}
 		livePN[pn] = true
 		pidCg[c.PID] = c.Cgroup
@@ -254,7 +263,6 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 		if !ready {
 			continue
 		}
-		liveCg[cg] = true
 		p := a.prevPC[pid]
 		if pc.Faults < p.Faults {
 			p.Faults = 0
@@ -277,15 +285,14 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 
 	for k, n := range a.sigs {
 		l, ready := a.labels(k.pid, k.cg, now)
-		liveCg[k.cg] = true
 		if !ready {
 			continue
 		}
 		get(l).signals[signalLabel(k.sig)] += n
 		delete(a.sigs, k)
 	}
-	for cg := range a.first {
-		if !liveCg[cg] {
+	for cg, f := range a.first {
+		if now.Sub(f.last) >= forget {
 			delete(a.first, cg)
 		}
 	}

@@ -354,3 +354,35 @@ func keys[V any](m map[string]V) []string {
 	}
 	return out
 }
+
+// The last read of a generation cannot wait: what is not named yet is
+// folded as it is named then, not lost with the old counters.
+func TestFinalReadFoldsUnsure(t *testing.T) {
+	a := New(Options{Arch: event.ArchAMD64, MaxContainers: 5, MaxSyscalls: 5, Grace: time.Hour, Settle: time.Minute,
+		Name: func(uint32, uint64) (Labels, bool) { return Host, false }})
+	t0 := time.Unix(0, 0)
+	a.Fold(t0, Snapshot{Gen: 1, Cells: []stat.Cell{cell(5, nrRead, 9, 10, 100, 0)}})
+	a.Fold(t0.Add(time.Second), Snapshot{Gen: 1, Final: true, Cells: []stat.Cell{cell(5, nrRead, 9, 12, 100, 0)}})
+	a.Fold(t0.Add(2*time.Second), Snapshot{Gen: 2, Cells: []stat.Cell{cell(5, nrRead, 9, 3, 100, 0)}})
+	if got := count(a.View(), "host", "read"); got != 12 {
+		t.Fatalf("host read = %d after the final read of generation 1; want its 12", got)
+	}
+}
+
+// Other holds no slot; idle for the grace period it is removed, but not in
+// the read that folds a newcomer into it (that would take its counts back).
+func TestOtherKeptWhileFedAfterIdle(t *testing.T) {
+	a := newAgg(map[uint64]string{1: "a", 2: "b", 3: "c"}, 1, 5)
+	t0 := time.Unix(0, 0)
+	a.Fold(t0, Snapshot{Cells: []stat.Cell{cell(1, nrRead, 1, 10, 100, 0), cell(2, nrRead, 2, 5, 100, 0)}})
+	// a keeps its slot; b stops; nothing goes to other for two minutes.
+	a.Fold(t0.Add(2*time.Minute), Snapshot{Cells: []stat.Cell{cell(1, nrRead, 1, 20, 100, 0), cell(2, nrRead, 2, 5, 100, 0),
+		cell(3, nrRead, 3, 4, 100, 0)}})
+	if got := count(a.View(), "other", "read"); got != 5+4 {
+		t.Fatalf("other read = %d, want b's 5 and c's 4", got)
+	}
+	a.Fold(t0.Add(5*time.Minute), Snapshot{Cells: []stat.Cell{cell(1, nrRead, 1, 30, 100, 0)}})
+	if find(a.View(), "other", "read") != nil {
+		t.Fatalf("other outlived the grace period idle")
+	}
+}

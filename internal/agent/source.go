@@ -12,7 +12,10 @@ import (
 // then forgets the previous values instead of reading the drop as a reset
 // of each cell.
 type Snapshot struct {
-	Gen   uint64
+	Gen uint64
+	// Final marks the last read of its generation: counts cannot wait for
+	// a later read to be named, they are folded as named now.
+	Final bool
 	Cells []stat.Cell
 	Procs map[uint32]ProcCounts
 	// Lost counts syscalls the kernel could not count: its table of
