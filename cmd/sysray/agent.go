@@ -131,10 +131,15 @@ func agentNamer(lc *liveContainers) agent.Namer {
 	}
 }
 
-// statCells is the size of the kernel's count table (the stats map in
-// bpf/sysray.bpf.c). Cells are never deleted there, so a host that starts
-// processes fills it; the probe is reloaded with an empty one before then.
-const statCells = 32768
+// Sizes of the kernel's tables in stat mode (bpf/sysray.bpf.c): counts
+// per (process, cgroup, syscall), per (process, syscall, errno) and faults
+// per process. None is ever emptied by the kernel, so a host that starts
+// processes fills them; the probe is reloaded with empty ones before then.
+const (
+	statCells  = 32768
+	errnoCells = 16384
+	procCells  = 16384
+)
 
 // probeSource reads an always-attached stat-mode probe over the whole
 // host, reloading it when its table fills up (a new generation).
@@ -254,10 +259,10 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 	default:
 	}
 	snap, err := s.snapshot(sess.p, sess.gen)
-	if err != nil || len(snap.Cells) < s.reloadAt {
+	if err != nil || !s.filling(snap) {
 		return snap, err
 	}
-	// The table is filling up with the cells of processes long gone: take
+	// The tables are filling up with processes long gone: take
 	// the last counts of this load and start an empty one.
 	start := time.Now()
 	close(sess.stop)
@@ -267,13 +272,32 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 	if err := s.open(); err != nil {
 		s.log.Error("reloading the probe failed; will retry", "error", err.Error())
 	} else {
-		s.log.Info("reloaded the probe with an empty count table", "cells", len(snap.Cells),
+		s.log.Info("reloaded the probe with empty tables", "cells", len(snap.Cells), "processes", len(snap.Procs),
 			"gap_ms", time.Since(start).Milliseconds())
 	}
 	if sess.finalErr != nil {
 		return snap, nil
 	}
 	return sess.final, nil
+}
+
+// filling says whether one of the kernel's tables is three quarters full
+// (the count table: as --reload-cells says).
+func (s *probeSource) filling(snap agent.Snapshot) bool {
+	if len(snap.Cells) >= s.reloadAt || len(snap.Procs) >= procCells*3/4 {
+		return true
+	}
+	// Each (process, syscall) pair's errnos ride on each of its cells.
+	seen := map[[2]uint32]bool{}
+	n := 0
+	for i := range snap.Cells {
+		c := &snap.Cells[i]
+		if k := [2]uint32{c.PID, c.Nr}; !seen[k] {
+			seen[k] = true
+			n += len(c.Errnos)
+		}
+	}
+	return n >= errnoCells*3/4
 }
 
 // Close detaches the probe.
