@@ -126,7 +126,6 @@ func (a *agentProc) stop(t *testing.T) (int, []string) {
 }
 
 var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$`)
-var labelPair = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
 
 // scrape reads /metrics into name{sorted labels} -> value.
 func (a *agentProc) scrape(t *testing.T) map[string]float64 {
