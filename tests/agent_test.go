@@ -462,3 +462,29 @@ func TestAgentMonotonicAcrossReloads(t *testing.T) {
 	}
 	t.Logf("%d reloads, %d samples compared", reloads, checked)
 }
+
+// Bad flags and a taken port are clear errors, before any BPF is loaded.
+func TestAgentBadInput(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-syscalls", "0"}, "--max-syscalls 0"},
+		{[]string{"--max-containers", "-1"}, "--max-containers -1"},
+		{[]string{"--interval", "1ms"}, "--interval 1ms"},
+		{[]string{"--grace", "0s"}, "--grace 0s"},
+		{[]string{"--listen", "nonsense"}, "--listen nonsense"},
+		{[]string{"--listen", ln.Addr().String()}, "address already in use"},
+		{[]string{"extra"}, "unknown command"},
+	} {
+		r := run(t, append([]string{"agent"}, c.args...)...)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) || strings.Contains(r.stderr, "panic") {
+			t.Errorf("sysray agent %v: exit %d, stderr %q; want an error mentioning %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
