@@ -488,3 +488,118 @@ func TestAgentBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A containerd container with Kubernetes labels (tests/containers/setup.sh)
+// is named by its container, pod and namespace; test programs copied into
+// its root and run there are counted exactly under those labels.
+func TestAgentNamesContainerdContainer(t *testing.T) {
+	requireBPF(t)
+	must := os.Getenv("SYSRAY_REQUIRE_BPF") == "1"
+	if _, err := exec.LookPath("containerd"); err != nil && !must {
+		t.Skip("containerd not installed (tests/containers/setup.sh installs it)")
+	}
+	// runc's setup of the container alone makes some 60 syscalls there.
+	a := startAgent(t, "--grace", "1h", "--max-syscalls", "400")
+	name := fmt.Sprintf("sysray-agent-%d", time.Now().UnixNano())
+	pod, ns, cname := "agent-pod-0", "agent-ns", "app"
+	// The container waits for its programs, runs them, then idles.
+	script := "while [ ! -x /sysray-getppid ]; do sleep 0.1; done; /sysray-getppid 4000; /sysray-mmapfail; exec sleep 600"
+	cmd := exec.Command("bash", "containers/setup.sh", "run", name, pod, ns, cname, "--", "sh", "-c", script)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("setup.sh run: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("bash", "containers/teardown.sh", name).CombinedOutput(); err != nil {
+			t.Errorf("teardown.sh %s: %v\n%s", name, err, out)
+		}
+	})
+	pid := strings.TrimSpace(string(out))
+	labels := []string{"container", cname, "namespace", ns, "pod", pod}
+	series := func(m string, extra ...string) string {
+		l := append(append([]string{}, labels...), extra...)
+		// sorted by label name, as the library writes them
+		var pairs [][2]string
+		for i := 0; i < len(l); i += 2 {
+			pairs = append(pairs, [2]string{l[i], l[i+1]})
+		}
+		for i := range pairs {
+			for j := i + 1; j < len(pairs); j++ {
+				if pairs[j][0] < pairs[i][0] {
+					pairs[i], pairs[j] = pairs[j], pairs[i]
+				}
+			}
+		}
+		var flat []string
+		for _, p := range pairs {
+			flat = append(flat, p[0], p[1])
+		}
+		return metric(m, flat...)
+	}
+	ppid := series("sysray_syscall_duration_seconds_count", "syscall", "getppid")
+	ebadf := series("sysray_syscall_errors_total", "errno", "EBADF", "syscall", "mmap")
+
+	// Wait until the container's own calls (its shell's loop) show under
+	// its labels: then the counts before the programs run are known.
+	var before map[string]float64
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		before = a.scrape(t)
+		if before[series("sysray_syscall_duration_seconds_count", "syscall", "nanosleep")]+
+			before[series("sysray_syscall_duration_seconds_count", "syscall", "clock_nanosleep")] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for k := range before {
+				if strings.HasPrefix(k, "sysray_page_faults_total") {
+					names = append(names, k)
+				}
+			}
+			t.Fatalf("no series of the container under %v after 30 s; containers seen: %v", labels, names)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	root := filepath.Join("/proc", pid, "root")
+	for _, p := range []string{"mmapfail", "getppid"} { // getppid last: the loop waits for it
+		b, err := os.ReadFile(prog(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(root, ".sysray-"+p)
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			t.Fatalf("copying %s into the container: %v", p, err)
+		}
+		if err := os.Rename(tmp, filepath.Join(root, "sysray-"+p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]float64{ppid: before[ppid] + 4000, ebadf: before[ebadf] + 1}
+	var got map[string]float64
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		got = a.scrape(t)
+		done := true
+		for k, w := range want {
+			if got[k] < w {
+				done = false
+			}
+		}
+		if done || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	got = a.scrape(t)
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %v, want %v (before: %v)", k, got[k], w, before[k])
+		}
+	}
+	if t.Failed() {
+		for k, v := range got {
+			if strings.Contains(k, `pod="`+pod+`"`) && strings.Contains(k, "_count") {
+				t.Logf("%s %v", k, v)
+			}
+		}
+	}
+}
