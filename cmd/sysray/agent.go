@@ -64,7 +64,8 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			lc := newLiveContainers()
 			defer lc.Close()
 			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
-				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle})
+				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle,
+				Reclaim: min(grace, reclaim)})
 			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells}
 			if err := src.open(); err != nil {
 				return err
@@ -110,6 +111,9 @@ SIGTERM or SIGINT detaches and exits 0.`,
 // container table finds new cgroups every 5 s and asks the runtime for
 // names within 2 s more.
 const settle = 7 * time.Second
+
+// reclaim is how long a slot must be idle for a newcomer to take it.
+const reclaim = time.Minute
 
 // agentNamer names containers as stat --by container does, short of the
 // image: a series' labels must not change while the container lives.

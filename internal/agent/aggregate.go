@@ -24,6 +24,11 @@ type Options struct {
 	// Grace is how long a container, or one syscall of it, may stay idle
 	// before its series are removed and its slot freed.
 	Grace time.Duration
+	// Reclaim is how long a slot must have been idle for a newcomer that
+	// finds no room to take it (its series are removed); 0 leaves slots to
+	// Grace alone. Without it the calls of a container's start (execve,
+	// mount, clone...) would hold the slots its work needs for Grace.
+	Reclaim time.Duration
 	// Settle is how long the counts of a cgroup first seen wait for Name to
 	// be sure of its container before they are given to the host.
 	Settle time.Duration
@@ -394,6 +399,10 @@ func (a *Aggregator) apply(now time.Time, pend map[Labels]*delta) {
 			room--
 			continue
 		}
+		if v, ok := a.idlest(now, pend); ok {
+			delete(a.ctrs, v)
+			continue
+		}
 		target[l] = Other
 	}
 	// Apply in a fixed order so that which syscalls win a slot does not
@@ -416,6 +425,38 @@ func (a *Aggregator) apply(now time.Time, pend map[Labels]*delta) {
 		}
 		a.merge(now, c, d)
 	}
+}
+
+// idlest is the container holding a slot that has been idle longest, if
+// for at least Reclaim and not busy now.
+func (a *Aggregator) idlest(now time.Time, pend map[Labels]*delta) (Labels, bool) {
+	var v Labels
+	var last time.Time
+	found := false
+	for l, c := range a.ctrs {
+		if _, busy := pend[l]; busy || l == Host || l == Other {
+			continue
+		}
+		if !found || c.last.Before(last) || (c.last.Equal(last) && less(l, v)) {
+			v, last, found = l, c.last, true
+		}
+	}
+	return v, found && a.opts.Reclaim > 0 && now.Sub(last) >= a.opts.Reclaim
+}
+
+// idlestSyscall is the syscall of c idle longest, if for at least Reclaim.
+func (a *Aggregator) idlestSyscall(now time.Time, c *ctr) (string, bool) {
+	var v string
+	var last time.Time
+	for n, s := range c.sys {
+		if n == OtherSyscall {
+			continue
+		}
+		if v == "" || s.last.Before(last) || (s.last.Equal(last) && n < v) {
+			v, last = n, s.last
+		}
+	}
+	return v, v != "" && a.opts.Reclaim > 0 && now.Sub(last) >= a.opts.Reclaim
 }
 
 // containers counts the containers holding a slot.
@@ -452,6 +493,8 @@ func (a *Aggregator) merge(now time.Time, c *ctr, d *delta) {
 		if s == nil {
 			if used < a.opts.MaxSyscalls {
 				used++
+			} else if v, ok := a.idlestSyscall(now, c); ok {
+				delete(c.sys, v)
 			} else {
 				n = OtherSyscall
 			}

@@ -386,3 +386,33 @@ func TestOtherKeptWhileFedAfterIdle(t *testing.T) {
 		t.Fatalf("other outlived the grace period idle")
 	}
 }
+
+// A slot idle for Reclaim goes to a newcomer that finds no room, before
+// Grace: the calls of a container's start do not hold its slots.
+func TestReclaimIdleSlots(t *testing.T) {
+	a := New(Options{Arch: event.ArchAMD64, Name: names(map[uint64]string{1: "a", 2: "b"}), MaxContainers: 1, MaxSyscalls: 2,
+		Grace: time.Hour, Reclaim: time.Minute})
+	t0 := time.Unix(0, 0)
+	start := []stat.Cell{cell(1, 59, 1, 1, 1e6, 0), cell(1, 165, 1, 3, 1e5, 0)} // execve, mount
+	a.Fold(t0, Snapshot{Cells: start})
+	a.Fold(t0.Add(30*time.Second), Snapshot{Cells: append(start, cell(1, nrRead, 1, 100, 100, 0))})
+	if got := count(a.View(), "a", "other"); got != 100 {
+		t.Fatalf("30 s in, a's reads went to %v; want other (no slot idle for a minute yet)", a.View().Syscalls)
+	}
+	a.Fold(t0.Add(70*time.Second), Snapshot{Cells: append(start, cell(1, nrRead, 1, 150, 100, 0))})
+	v := a.View()
+	// execve and mount are as idle; the first by name goes.
+	if count(v, "a", "read") != 50 || count(v, "a", "other") != 100 || find(v, "a", "execve") != nil || find(v, "a", "mount") == nil {
+		t.Fatalf("70 s in: %+v; want read to take execve's slot with its 50 new calls, other keeping 100", v.Syscalls)
+	}
+	// Container a goes quiet; b arrives after a minute and takes the slot.
+	a.Fold(t0.Add(100*time.Second), Snapshot{Cells: append(start, cell(1, nrRead, 1, 150, 100, 0), cell(2, nrRead, 2, 5, 100, 0))})
+	if count(a.View(), "other", "read") != 5 {
+		t.Fatalf("b found no idle slot yet, so other: %+v", a.View().Syscalls)
+	}
+	a.Fold(t0.Add(140*time.Second), Snapshot{Cells: append(start, cell(1, nrRead, 1, 150, 100, 0), cell(2, nrRead, 2, 9, 100, 0))})
+	v = a.View()
+	if count(v, "b", "read") != 4 || find(v, "a", "read") != nil {
+		t.Fatalf("140 s in: %+v; want b in a's slot (a idle 70 s) with its 4 new calls", v.Syscalls)
+	}
+}
