@@ -256,10 +256,17 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 	sess := s.sess
 	select {
 	case <-sess.done:
+		// The probe stopped by itself (a signal on the way to shutdown, or
+		// a failure): hand over its last counts; the next read loads anew.
+		s.sess = nil
+		s.gen++
 		if sess.runErr != nil {
-			return agent.Snapshot{}, fmt.Errorf("tracing stopped: %w", sess.runErr)
+			s.log.Error("tracing stopped", "error", sess.runErr.Error())
 		}
-		return agent.Snapshot{}, errors.New("tracing stopped")
+		if sess.finalErr != nil || sess.final.Cells == nil {
+			return agent.Snapshot{}, errors.New("tracing stopped")
+		}
+		return sess.final, nil
 	default:
 	}
 	snap, err := s.snapshot(sess.p, sess.gen)
