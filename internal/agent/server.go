@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -104,7 +105,7 @@ func (a *Agent) health() (Health, int) {
 }
 
 // Handler serves /metrics (the agent's series, Go runtime and process
-// collectors) and /api/health.
+// collectors), /api/health and /healthz.
 func (a *Agent) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Agg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -115,6 +116,13 @@ func (a *Agent) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		json.NewEncoder(w).Encode(h)
+	})
+	// The same verdict in one word, for probes that only read the status.
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		h, code := a.health()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		io.WriteString(w, h.Status+"\n")
 	})
 	return mux
 }

@@ -58,8 +58,14 @@ func TestHealthAndMetrics(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"status":"starting"`) {
 		t.Errorf("before the first read: %d %s", code, body)
 	}
+	if code, body := get(t, srv.URL+"/healthz"); code != http.StatusServiceUnavailable || body != "starting\n" {
+		t.Errorf("/healthz before the first read: %d %q", code, body)
+	}
 	ag.ReadOnce()
 	ag.ReadOnce()
+	if code, body := get(t, srv.URL+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz after two reads: %d %q", code, body)
+	}
 	code, body = get(t, srv.URL+"/api/health")
 	var h Health
 	if err := json.Unmarshal([]byte(body), &h); err != nil || code != 200 || h.Status != "ok" || h.Reads != 2 || h.SyscallSeries != 1 {
