@@ -187,10 +187,14 @@ struct stack_buf {
 
 #define STACK_MAX 16384
 
+/*
+ * Preallocated: new stacks come in bursts (a process's first sleeps), and
+ * the allocator behind BPF_F_NO_PREALLOC refills its per-CPU cache only
+ * later, from an irq_work, so a burst lost stacks to ENOMEM.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, STACK_MAX); /* 1 when stacks are off */
-	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct stack_buf);
 	__type(value, __u32);
 } stack_ids SEC(".maps");

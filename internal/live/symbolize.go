@@ -95,14 +95,14 @@ func (n *namer) name(e *event.Event) {
 }
 
 // kernelFrames names a kernel stack in place, and drops the frames of
-// sysray's own BPF program and its trampoline, which every stack taken from
-// a tracepoint starts with.
+// sysray's own BPF program, its trampoline and the tracepoint's iterator,
+// which every stack taken from a tracepoint starts with.
 func (n *namer) kernelFrames(fs []event.Frame) []event.Frame {
 	for i := range fs {
 		fs[i].Name = n.kernelName(fs[i].Addr)
 	}
 	skip := 0
-	for skip < len(fs) && (strings.HasPrefix(fs[skip].Name, "bpf_prog_") || strings.HasPrefix(fs[skip].Name, "bpf_trace_run")) {
+	for skip < len(fs) && (strings.HasPrefix(fs[skip].Name, "bpf_prog_") || strings.HasPrefix(fs[skip].Name, "bpf_trace_run") || strings.HasPrefix(fs[skip].Name, "__traceiter_")) {
 		skip++
 	}
 	return fs[skip:]
