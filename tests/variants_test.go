@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"testing"
 
 	"github.com/sysray/sysray/internal/doctor"
@@ -36,6 +37,13 @@ func TestVariants(t *testing.T) {
 			}
 			f, cerr := v.Check(r.Report)
 			if cerr != nil {
+				// What the detector did say, for a failure seen once in CI.
+				for _, g := range r.Report.Findings {
+					if slices.Contains(v.Expect.IDs, g.ID) {
+						ev, _ := json.Marshal(g.Evidence)
+						t.Logf("%s %s: %s\n  evidence: %s", g.Severity, g.ID, g.Summary, ev)
+					}
+				}
 				t.Fatal(cerr)
 			}
 			if f.Summary == "" || f.Fix == "" || len(f.Evidence) == 0 {
