@@ -120,7 +120,7 @@ func DiffSVG(w io.Writer, a, b map[string]uint64, title, unit string) error {
 		}
 	}
 	emit(root, 0, 0)
-	fmt.Fprintf(&sb, "</g>\n<script><![CDATA[%s]]></script>\n</svg>\n", diffZoomScript)
+	fmt.Fprintf(&sb, "</g>\n<script><![CDATA[%s]]></script>\n</svg>\n", zoomScript)
 	_, err := io.WriteString(w, sb.String())
 	return err
 }
@@ -139,30 +139,3 @@ func diffColor(a, b uint64) string {
 	}
 	return fmt.Sprintf("rgb(%d,%d,255)", v, v)
 }
-
-// diffZoomScript rescales the frames under the clicked one to the full width.
-const diffZoomScript = `
-(function(){
-var W=1200, P=10, CW=7.2;
-var gs=[].slice.call(document.querySelectorAll('g.f'));
-function fit(s,w){var n=Math.floor((w-6)/CW);if(n<3)return '';return s.length<=n?s:s.slice(0,n-2)+'..';}
-function zoom(g){
- var x0=+g.dataset.x, w0=+g.dataset.w, d0=+g.dataset.d;
- gs.forEach(function(e){
-  var x=+e.dataset.x, w=+e.dataset.w, d=+e.dataset.d, r=e.querySelector('rect'), t=e.querySelector('text');
-  var inside = x>=x0-1e-9 && x+w<=x0+w0+1e-9 && d>=d0;
-  var above = d<d0 && x<=x0+1e-9 && x+w>=x0+w0-1e-9;
-  if(!inside && !above){e.style.display='none';return;}
-  e.style.display='';
-  var nx = inside ? (x-x0)/w0 : 0, nw = inside ? w/w0 : 1;
-  r.setAttribute('x', P+nx*(W-2*P)); r.setAttribute('width', nw*(W-2*P));
-  r.style.opacity = above ? 0.5 : 1;
-  t.setAttribute('x', P+nx*(W-2*P)+3); t.textContent = fit(e.dataset.n, nw*(W-2*P));
- });
-}
-gs.forEach(function(g){
- g.addEventListener('click', function(){ zoom(g); });
- g.addEventListener('mouseover', function(){ document.getElementById('details').textContent = g.querySelector('title').textContent; });
-});
-})();
-`

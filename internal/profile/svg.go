@@ -68,11 +68,12 @@ func (p *Profile) SVG(w io.Writer, title string) error {
 		if k, ok := strings.CutSuffix(label, "_[k]"); ok {
 			label = k + " [kernel]" // the colour says it too; the suffix is for folded files
 		}
-		fmt.Fprintf(&b, `<g class="f" data-x="%.6f" data-w="%.6f" data-d="%d"><title>%s (%d samples, %.2f%%)</title>`+
+		short := strings.TrimSuffix(label, " [kernel]")
+		fmt.Fprintf(&b, `<g class="f" data-x="%.6f" data-w="%.6f" data-d="%d" data-n="%s"><title>%s (%d samples, %.2f%%)</title>`+
 			`<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="2" fill="%s"/><text x="%.1f" y="%d">%s</text></g>`+"\n",
-			x, wFrac, d, html.EscapeString(label), n.count, pct,
+			x, wFrac, d, html.EscapeString(short), html.EscapeString(label), n.count, pct,
 			pad+x*(svgWidth-2*pad), y, wFrac*(svgWidth-2*pad), rowHeight-1, color(n.name),
-			pad+x*(svgWidth-2*pad)+3, y+rowHeight-5, html.EscapeString(fit(strings.TrimSuffix(label, " [kernel]"), wFrac*(svgWidth-2*pad))))
+			pad+x*(svgWidth-2*pad)+3, y+rowHeight-5, html.EscapeString(fit(short, wFrac*(svgWidth-2*pad))))
 		kids := make([]*node, 0, len(n.children))
 		for _, c := range n.children {
 			kids = append(kids, c)
@@ -128,14 +129,13 @@ func color(name string) string {
 // zoomScript rescales the frames under the clicked one to the full width.
 const zoomScript = `
 (function(){
-var W=` + "1200" + `, P=10, CW=7.2;
+var W=1200, P=10, CW=7.2;
 var gs=[].slice.call(document.querySelectorAll('g.f'));
 function fit(s,w){var n=Math.floor((w-6)/CW);if(n<3)return '';return s.length<=n?s:s.slice(0,n-2)+'..';}
 function zoom(g){
  var x0=+g.dataset.x, w0=+g.dataset.w, d0=+g.dataset.d;
  gs.forEach(function(e){
   var x=+e.dataset.x, w=+e.dataset.w, d=+e.dataset.d, r=e.querySelector('rect'), t=e.querySelector('text');
-  var name=e.querySelector('title').textContent.replace(/ \(\d+ samples.*$/,'').replace(/ \[kernel\]$/,'');
   var inside = x>=x0-1e-9 && x+w<=x0+w0+1e-9 && d>=d0;
   var above = d<d0 && x<=x0+1e-9 && x+w>=x0+w0-1e-9;
   if(!inside && !above){e.style.display='none';return;}
@@ -143,7 +143,7 @@ function zoom(g){
   var nx = inside ? (x-x0)/w0 : 0, nw = inside ? w/w0 : 1;
   r.setAttribute('x', P+nx*(W-2*P)); r.setAttribute('width', nw*(W-2*P));
   r.style.opacity = above ? 0.5 : 1;
-  t.setAttribute('x', P+nx*(W-2*P)+3); t.textContent = fit(name, nw*(W-2*P));
+  t.setAttribute('x', P+nx*(W-2*P)+3); t.textContent = fit(e.dataset.n, nw*(W-2*P));
  });
 }
 gs.forEach(function(g){
