@@ -137,6 +137,23 @@ func (g *grpcConn) get(socket string) (*grpc.ClientConn, error) {
 	return g.conn, nil
 }
 
+// check forgets conn when err says it could not reach the runtime, so the
+// next call dials anew. A channel that once failed to connect (a runtime
+// down, its socket file left behind) fails each call at once, with its old
+// error, for as long as gRPC's reconnect backoff runs (up to two minutes):
+// a runtime that came back would stay unanswered that long.
+func (g *grpcConn) check(conn *grpc.ClientConn, err error) {
+	if status.Code(err) != codes.Unavailable {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.conn == conn {
+		g.conn.Close()
+		g.conn = nil
+	}
+}
+
 func (g *grpcConn) Close() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -180,6 +197,7 @@ func (c *Containerd) Fetch(ctx context.Context, r Ref) (Meta, error) {
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, "containerd-namespace", ns)
 	resp, err := containersapi.NewContainersClient(conn).Get(ctx, &containersapi.GetContainerRequest{ID: r.ID})
+	c.conn.check(conn, err)
 	if status.Code(err) == codes.NotFound {
 		return Meta{}, fmt.Errorf("containerd %s/%s: %w", ns, r.ID, ErrNotFound)
 	}
@@ -202,6 +220,7 @@ func (c *Containerd) Namespaces(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	resp, err := namespacesapi.NewNamespacesClient(conn).List(ctx, &namespacesapi.ListNamespacesRequest{})
+	c.conn.check(conn, err)
 	if err != nil {
 		return nil, fmt.Errorf("containerd: %w", err)
 	}
@@ -239,6 +258,7 @@ func (c *CRI) Fetch(ctx context.Context, r Ref) (Meta, error) {
 		return Meta{}, err
 	}
 	resp, err := criapi.NewRuntimeServiceClient(conn).ContainerStatus(ctx, &criapi.ContainerStatusRequest{ContainerId: r.ID})
+	c.conn.check(conn, err)
 	if status.Code(err) == codes.NotFound {
 		return Meta{}, fmt.Errorf("cri %s: %w", r.ID, ErrNotFound)
 	}

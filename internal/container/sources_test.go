@@ -194,6 +194,47 @@ func TestContainerdSource(t *testing.T) {
 	}
 }
 
+// A containerd that comes back behind the socket file its dead self left
+// is answered at once, not after gRPC's reconnect backoff: the agent asks
+// for a new container's name the moment it starts, and a failure is kept
+// for RetryAfter.
+func TestContainerdSourceComesBack(t *testing.T) {
+	sock := shortSocket(t, "containerd.sock")
+	stale, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.(*net.UnixListener).SetUnlinkOnClose(false)
+	stale.Close()
+	c := &Containerd{Socket: sock}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	web := Ref{Runtime: RuntimeContainerd, Namespace: "default", ID: "web"}
+	if _, err := c.Namespaces(ctx); err == nil {
+		t.Fatal("namespaces of a dead containerd: no error")
+	}
+	if _, err := c.Fetch(ctx, web); err == nil {
+		t.Fatal("fetch from a dead containerd: no error")
+	}
+
+	// containerd starts again: it replaces the socket file.
+	os.Remove(sock)
+	l := listen(t, sock)
+	gs := grpc.NewServer()
+	containersapi.RegisterContainersServer(gs, &fakeContainerd{containers: map[string]*containersapi.Container{
+		"default/web": {ID: "web", Image: "docker.io/sysray/busybox:test"}}})
+	namespacesapi.RegisterNamespacesServer(gs, fakeNamespaces{})
+	go gs.Serve(l)
+	defer gs.Stop()
+	if m, err := c.Fetch(ctx, web); err != nil || m.Image != "docker.io/sysray/busybox:test" {
+		t.Errorf("fetch once containerd is back: %+v %v", m, err)
+	}
+	if ns, err := c.Namespaces(ctx); err != nil || len(ns) != 2 {
+		t.Errorf("namespaces once containerd is back: %q %v", ns, err)
+	}
+}
+
 type fakeCRI struct {
 	criapi.UnimplementedRuntimeServiceServer
 }
