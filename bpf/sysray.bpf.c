@@ -104,6 +104,7 @@ struct task_state {
 	__u64 fault_ip;
 	__u64 fault_err;
 	__u64 fault_sp;
+	__u64 reclaim_ts; /* in memory-cgroup reclaim since; 0: not */
 };
 
 /*
@@ -212,7 +213,7 @@ struct {
  * not nest in itself on a CPU, while another may interrupt it (a wakeup in
  * a timer interrupt, a sample in an NMI).
  */
-enum { STK_SWITCH, STK_WAKING, STK_PROFILE, STK_SLOTS };
+enum { STK_SWITCH, STK_WAKING, STK_PROFILE, STK_RECLAIM, STK_SLOTS };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -1576,6 +1577,51 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	st->waker_tid = (__u32)id;
 	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
 	st->waker_kstack = stack_id(ctx, STK_WAKING, 0);
+	return 0;
+}
+
+/*
+ * Memory-cgroup reclaim. Its tracepoints fire only when a charge finds the
+ * cgroup at its limit, so they cost nothing on a healthy host.
+ */
+SEC("tp_btf/mm_vmscan_memcg_reclaim_begin")
+int BPF_PROG(memcg_reclaim_begin, int order, gfp_t gfp_flags)
+{
+	if (!selected())
+		return 0;
+	struct task_state *st =
+		bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st)
+		st->reclaim_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/mm_vmscan_memcg_reclaim_end")
+int BPF_PROG(memcg_reclaim_end, unsigned long nr_reclaimed)
+{
+	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+	if (!st || !st->reclaim_ts)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 begin = st->reclaim_ts;
+	st->reclaim_ts = 0;
+	if (cfg_stat && !cfg_sample)
+		return 0;
+	void *rb = cpu_ring();
+	if (!rb)
+		return 0;
+	struct reclaim_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		count_drop();
+		return 0;
+	}
+	fill_hdr(&r->h, K_RECLAIM, sizeof(*r), now);
+	r->dur = now - begin;
+	r->pages = nr_reclaimed;
+	r->nr = st->active ? (__s32)st->nr : -1;
+	/* Says what asked for it: a charge at the limit, or a write to memory.reclaim or memory.high. */
+	r->kstack = cfg_stacks ? stack_id(ctx, STK_RECLAIM, 0) : -1;
+	bpf_ringbuf_submit(r, wake_flags(rb));
 	return 0;
 }
 

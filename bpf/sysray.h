@@ -24,6 +24,7 @@ enum kind {
 	K_EXIT = 8,
 	/* 9 is a drop, made in user space */
 	K_RECENT = 10, /* lean mode: a thread's last syscalls, just before its exit record */
+	K_RECLAIM = 11, /* a task reclaimed memory from its memory cgroup */
 };
 
 /* hdr.flags */
@@ -197,6 +198,19 @@ struct exit_rec {
 	__u32 pad;
 };
 
+/*
+ * One pass of memory-cgroup reclaim (try_to_free_mem_cgroup_pages) a task
+ * made to charge memory: its whole time, on and off the CPU, which sleep
+ * stacks alone cannot show (reclaim mostly runs on the CPU).
+ */
+struct reclaim_rec {
+	struct hdr h;   /* ts: when the reclaim ended */
+	__u64 dur;      /* ns from begin to end */
+	__u64 pages;    /* reclaimed */
+	__s32 nr;       /* the syscall in flight; -1: none (a fault in user mode, or on the way back to it) */
+	__s32 kstack;   /* stack id where it reclaimed (with stacks), < 0 if none */
+};
+
 #define RECENT 8 /* a power of two */
 
 struct recent_call {
@@ -236,6 +250,7 @@ _Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");
 _Static_assert(sizeof(struct exec_rec) == 1144, "exec_rec");
 _Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");
 _Static_assert(sizeof(struct recent_rec) == 312, "recent_rec");
+_Static_assert(sizeof(struct reclaim_rec) == 72, "reclaim_rec");
 _Static_assert(sizeof(struct sleep) == 48, "sleep");
 _Static_assert(sizeof(struct sleeps) == 200, "sleeps");
 _Static_assert(sizeof(struct blocked_rec) == 544, "blocked_rec");

@@ -60,6 +60,10 @@ func TestRoundTripKinds(t *testing.T) {
 		{"exec empty argv", event.Event{Kind: event.KindExec, Time: 13, TID: 77, Proc: event.Proc{Argv: []string{}}}},
 		{"exit", event.Event{Kind: event.KindExit, Time: 14, TID: 77, Proc: event.Proc{ExitCode: -1, GroupDead: true, Unfinished: true}}},
 		{"drop", event.Event{Kind: event.KindDrop, Time: 15, CPU: 3, Drop: event.Drop{Count: math.MaxUint64}}},
+		{"reclaim in a syscall", event.Event{Kind: event.KindReclaim, Time: 15, PID: 5, TID: 6,
+			Reclaim: event.Reclaim{Duration: 1234567, Pages: 32, Nr: 1, Stack: []event.Frame{{Addr: 0xffffffff81234567, Name: "try_charge_memcg+0x1b0"}, {Addr: 1}}}}},
+		{"reclaim outside", event.Event{Kind: event.KindReclaim, Time: 15, TID: 6,
+			Reclaim: event.Reclaim{Duration: math.MaxUint64, Pages: math.MaxUint64, Nr: -1, Stack: []event.Frame{}}}},
 		{"unknown kind", event.Event{Kind: 200, Time: 16, CPU: 1, PID: 2, TID: 3, Comm: "c", Cgroup: 4}},
 		{"zero kind", event.Event{}},
 		{"time backwards", event.Event{Kind: event.KindSyscall, Time: 3, TID: 101, PID: 100}},
@@ -180,6 +184,7 @@ var subStruct = map[event.Kind]string{
 	event.KindExec:           "Proc",
 	event.KindExit:           "Proc",
 	event.KindDrop:           "Drop",
+	event.KindReclaim:        "Reclaim",
 }
 
 // randomEvents mixes fresh random events with near-repeats of a thread's

@@ -207,6 +207,16 @@ func (d *blockDecoder) next(e *event.Event) error {
 		if d.mask(dropCount)&dropCount != 0 {
 			e.Drop.Count = d.uvarint()
 		}
+	case event.KindReclaim:
+		y := &blockDecoder{buf: d.bytes()}
+		r := &e.Reclaim
+		r.Duration = y.uvarint()
+		r.Pages = y.uvarint()
+		r.Nr = int32(unzigzag(y.uvarint()))
+		r.Stack = y.frames()
+		if y.bad != "" {
+			d.fail("reclaim: " + y.bad)
+		}
 	default:
 		d.bytes() // a body only a newer reader understands
 	}

@@ -250,6 +250,16 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 		mask = bit(e.Drop.Count != 0, dropCount)
 		b = appendUvarint(b, mask)
 		b = appendNonZero(b, e.Drop.Count)
+	case event.KindReclaim:
+		// Length-prefixed, as every kind added after the first release:
+		// a reader that predates it skips the body as opaque.
+		r := &e.Reclaim
+		v := appendUvarint(s.extField[:0], r.Duration)
+		v = appendUvarint(v, r.Pages)
+		v = appendUvarint(v, zigzag(int64(r.Nr)))
+		v = appendFrames(v, r.Stack)
+		b = appendBytes(b, v)
+		s.extField = v
 	default:
 		// Kinds this version does not know have an opaque, length-prefixed
 		// body so that readers can skip them; there is nothing to put in it.

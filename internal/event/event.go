@@ -16,7 +16,8 @@ const (
 	// KindRecent carries a thread's last syscalls (Proc.Recent) from the
 	// kernel to the probe's reader, which folds them into the thread's exit
 	// event: consumers never see one.
-	KindRecent Kind = 10
+	KindRecent  Kind = 10
+	KindReclaim Kind = 11 // a thread reclaimed memory to charge it to its memory cgroup
 )
 
 var kindNames = [...]string{
@@ -29,6 +30,7 @@ var kindNames = [...]string{
 	KindExec:           "exec",
 	KindExit:           "exit",
 	KindDrop:           "drop",
+	KindReclaim:        "reclaim",
 }
 
 func (k Kind) String() string {
@@ -67,6 +69,7 @@ type Event struct {
 	Signal   Signal
 	Proc     Proc
 	Drop     Drop
+	Reclaim  Reclaim
 }
 
 // Syscall is one completed (or unfinished) system call.
@@ -188,6 +191,19 @@ type RecentCall struct {
 	Nr      uint32
 	Ret     int64
 	Latency uint64
+}
+
+// Reclaim is one pass of memory-cgroup reclaim (try_to_free_mem_cgroup_pages)
+// a thread made: its cgroup, or one above it, was at a memory limit when
+// the thread charged memory (or a write to memory.reclaim or memory.high
+// asked for it; Stack tells which). Event.Time is when it ended.
+type Reclaim struct {
+	Duration uint64 // ns, on and off the CPU
+	Pages    uint64 // pages reclaimed
+	// Nr is the syscall the thread was in; -1 outside one (a page fault in
+	// user mode, or the memory.high penalty on the way back to it).
+	Nr    int32
+	Stack []Frame // kernel stack, with stacks on; nil otherwise
 }
 
 // Drop reports events the kernel could not hand to user space.

@@ -51,6 +51,10 @@ func (n *namer) close() {
 const protExec = 4
 
 func (n *namer) name(e *event.Event) {
+	if e.Kind == event.KindReclaim {
+		e.Reclaim.Stack = n.kernelFrames(e.Reclaim.Stack)
+		return
+	}
 	if n.user == nil {
 		if e.Kind == event.KindSyscall {
 			for i := range e.Syscall.Sleeps {

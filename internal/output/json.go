@@ -30,6 +30,7 @@ type Record struct {
 	Exec    *ExecJSON    `json:"exec,omitempty"`
 	Exit    *ExitJSON    `json:"exit,omitempty"`
 	Drop    *DropJSON    `json:"drop,omitempty"`
+	Reclaim *ReclaimJSON `json:"reclaim,omitempty"`
 }
 
 type ArgJSON struct {
@@ -138,6 +139,15 @@ type DropJSON struct {
 	Count uint64 `json:"count"`
 }
 
+// ReclaimJSON is one pass of memory-cgroup reclaim. Syscall is empty when
+// the thread was in none (a page fault in user mode).
+type ReclaimJSON struct {
+	DurationNS uint64   `json:"duration_ns"`
+	Pages      uint64   `json:"pages"`
+	Syscall    string   `json:"syscall,omitempty"`
+	Stack      []string `json:"stack,omitempty"`
+}
+
 // JSON converts an event to its JSON record.
 func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 	r := &Record{
@@ -209,6 +219,12 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 		r.Exit = x
 	case event.KindDrop:
 		r.Drop = &DropJSON{Count: e.Drop.Count}
+	case event.KindReclaim:
+		rj := &ReclaimJSON{DurationNS: e.Reclaim.Duration, Pages: e.Reclaim.Pages, Stack: frameTexts(e.Reclaim.Stack)}
+		if e.Reclaim.Nr >= 0 {
+			rj.Syscall = event.SyscallName(arch, uint32(e.Reclaim.Nr))
+		}
+		r.Reclaim = rj
 	}
 	return r
 }

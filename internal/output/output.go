@@ -163,6 +163,13 @@ func Body(e *event.Event, arch event.Arch) string {
 		return fmt.Sprintf("exec filename=%q argv=%s", e.Proc.Filename, quoteList(e.Proc.Argv))
 	case event.KindExit:
 		return "exit " + ExitText(&e.Proc)
+	case event.KindReclaim:
+		r := &e.Reclaim
+		in := "outside a syscall"
+		if r.Nr >= 0 {
+			in = "in " + event.SyscallName(arch, uint32(r.Nr))
+		}
+		return fmt.Sprintf("memcg_reclaim pages=%d %s <%d.%06d>", r.Pages, in, r.Duration/1e9, r.Duration%1e9/1e3)
 	case event.KindDrop:
 		return fmt.Sprintf("drop cpu=%d lost=%d events (ring buffer full; try --buffer-size or a narrower selection)", e.CPU, e.Drop.Count)
 	}

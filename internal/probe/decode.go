@@ -13,16 +13,17 @@ import (
 // Record layouts from bpf/sysray.h. Decoding by hand is several times faster
 // than encoding/binary on this path, which runs for every event.
 const (
-	hdrSize    = 48
-	sysSize    = 128
-	faultSize  = 80
-	vsysSize   = 64
-	sigSize    = 96
-	forkSize   = 72
-	execSize   = 1144
-	exitSize   = 56
-	recentSize = 312
-	recentMax  = 8
+	hdrSize     = 48
+	sysSize     = 128
+	faultSize   = 80
+	vsysSize    = 64
+	sigSize     = 96
+	forkSize    = 72
+	execSize    = 1144
+	exitSize    = 56
+	recentSize  = 312
+	reclaimSize = 72
+	recentMax   = 8
 
 	dataSlot = 256
 	argvLen  = 512
@@ -48,7 +49,7 @@ var le = binary.LittleEndian
 var recSize = [...]int{
 	event.KindSyscall: sysSize, event.KindPageFault: faultSize, event.KindVsyscall: vsysSize,
 	event.KindSignalGenerate: sigSize, event.KindSignalDeliver: sigSize, event.KindFork: forkSize,
-	event.KindExec: execSize, event.KindExit: exitSize, event.KindRecent: recentSize,
+	event.KindExec: execSize, event.KindExit: exitSize, event.KindRecent: recentSize, event.KindReclaim: reclaimSize,
 }
 
 // comms turns the kernel's fixed 16-byte comm into a string without
@@ -201,25 +202,31 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 			e.Proc.Recent[i] = event.RecentCall{Time: le.Uint64(c), Latency: le.Uint64(c[8:]),
 				Ret: int64(le.Uint64(c[16:])), Nr: le.Uint32(c[24:])}
 		}
+	case event.KindReclaim:
+		e.Reclaim = event.Reclaim{Duration: le.Uint64(b[48:]), Pages: le.Uint64(b[56:]), Nr: int32(le.Uint32(b[64:])),
+			Stack: stackFrames(int32(le.Uint32(b[68:])), stacks)}
 	}
 	return nil
 }
 
-func decodeSleeps(b []byte, s *event.Syscall, cm *comms, stacks stackFunc) {
-	frames := func(id int32) []event.Frame {
-		if stacks == nil {
-			return nil
-		}
-		addrs := stacks(id)
-		if len(addrs) == 0 {
-			return nil
-		}
-		f := make([]event.Frame, len(addrs))
-		for i, a := range addrs {
-			f[i].Addr = a
-		}
-		return f
+// stackFrames reads a stack by id into frames still to be named.
+func stackFrames(id int32, stacks stackFunc) []event.Frame {
+	if stacks == nil {
+		return nil
 	}
+	addrs := stacks(id)
+	if len(addrs) == 0 {
+		return nil
+	}
+	f := make([]event.Frame, len(addrs))
+	for i, a := range addrs {
+		f[i].Addr = a
+	}
+	return f
+}
+
+func decodeSleeps(b []byte, s *event.Syscall, cm *comms, stacks stackFunc) {
+	frames := func(id int32) []event.Frame { return stackFrames(id, stacks) }
 	s.UserStack = frames(int32(le.Uint32(b[0:])))
 	n := min(int(le.Uint32(b[4:])), maxSleeps)
 	s.Sleeps = make([]event.Sleep, n)

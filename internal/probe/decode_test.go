@@ -55,6 +55,38 @@ func TestDecodeSyscallMatchesBTFLayout(t *testing.T) {
 	}
 }
 
+// struct reclaim_rec in bpf/sysray.h: a pass of memory-cgroup reclaim, with
+// its stack looked up by id.
+func TestDecodeReclaim(t *testing.T) {
+	b := make([]byte, reclaimSize)
+	b[0] = byte(event.KindReclaim)
+	le.PutUint16(b[2:], reclaimSize)
+	le.PutUint32(b[8:], 7)
+	le.PutUint64(b[16:], 5000)
+	le.PutUint64(b[48:], 2_500_000)
+	le.PutUint64(b[56:], 96)
+	le.PutUint32(b[64:], uint32(0xffffffff)) // -1: outside a syscall
+	le.PutUint32(b[68:], 3)
+	stacks := func(id int32) []uint64 {
+		if id != 3 {
+			t.Errorf("stack id %d, want 3", id)
+		}
+		return []uint64{0xffffffff81000010, 0xffffffff81000020}
+	}
+	var e event.Event
+	if err := decode(b, &e, &comms{}, stacks); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Reclaim
+	if e.Kind != event.KindReclaim || e.PID != 7 || e.Time != 5000 || r.Duration != 2_500_000 || r.Pages != 96 || r.Nr != -1 ||
+		len(r.Stack) != 2 || r.Stack[1].Addr != 0xffffffff81000020 {
+		t.Errorf("decoded as %+v", e)
+	}
+	if err := decode(b[:reclaimSize-1], &e, &comms{}, nil); err == nil {
+		t.Error("a short reclaim record decoded")
+	}
+}
+
 func TestDecodeRejectsShortAndUnknown(t *testing.T) {
 	var e event.Event
 	cm := &comms{}

@@ -76,6 +76,8 @@ var features = []struct {
 	{"sched_process_fork", "fork", false},
 	{"sched_process_exec", "exec", false},
 	{"sched_process_exit", "exit", false},
+	{"memcg_reclaim_begin", "memory-cgroup reclaim", false},
+	{"memcg_reclaim_end", "memory-cgroup reclaim", false},
 	{"sched_switch", "sleep stacks", true},
 	{"sched_waking", "wakers of sleeping syscalls", true},
 }
@@ -228,6 +230,8 @@ func (p *Probe) attach() error {
 		"sched_waking":          p.objs.SchedWaking,
 		"cgroup_attach_task":    p.objs.CgroupAttachTask,
 		"cgroup_transfer_tasks": p.objs.CgroupTransferTasks,
+		"memcg_reclaim_begin":   p.objs.MemcgReclaimBegin,
+		"memcg_reclaim_end":     p.objs.MemcgReclaimEnd,
 	}
 	for _, f := range features {
 		if f.stacks && !p.stacksOn {

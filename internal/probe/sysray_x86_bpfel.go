@@ -199,6 +199,7 @@ type sysrayTaskState struct {
 	FaultIp   uint64
 	FaultErr  uint64
 	FaultSp   uint64
+	ReclaimTs uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -227,6 +228,8 @@ const (
 	sysrayProgCgroupTransferTasks = "cgroup_transfer_tasks"
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
 	sysrayProgInflight            = "inflight"
+	sysrayProgMemcgReclaimBegin   = "memcg_reclaim_begin"
+	sysrayProgMemcgReclaimEnd     = "memcg_reclaim_end"
 	sysrayProgOnCpu               = "on_cpu"
 	sysrayProgPageFaultUser       = "page_fault_user"
 	sysrayProgSchedProcessExec    = "sched_process_exec"
@@ -308,6 +311,8 @@ type sysrayProgramSpecs struct {
 	CgroupTransferTasks *ebpf.ProgramSpec `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
 	Inflight            *ebpf.ProgramSpec `ebpf:"inflight"`
+	MemcgReclaimBegin   *ebpf.ProgramSpec `ebpf:"memcg_reclaim_begin"`
+	MemcgReclaimEnd     *ebpf.ProgramSpec `ebpf:"memcg_reclaim_end"`
 	OnCpu               *ebpf.ProgramSpec `ebpf:"on_cpu"`
 	PageFaultUser       *ebpf.ProgramSpec `ebpf:"page_fault_user"`
 	SchedProcessExec    *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
@@ -468,6 +473,8 @@ type sysrayPrograms struct {
 	CgroupTransferTasks *ebpf.Program `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
 	Inflight            *ebpf.Program `ebpf:"inflight"`
+	MemcgReclaimBegin   *ebpf.Program `ebpf:"memcg_reclaim_begin"`
+	MemcgReclaimEnd     *ebpf.Program `ebpf:"memcg_reclaim_end"`
 	OnCpu               *ebpf.Program `ebpf:"on_cpu"`
 	PageFaultUser       *ebpf.Program `ebpf:"page_fault_user"`
 	SchedProcessExec    *ebpf.Program `ebpf:"sched_process_exec"`
@@ -488,6 +495,8 @@ func (p *sysrayPrograms) Close() error {
 		p.CgroupTransferTasks,
 		p.EmulateVsyscall,
 		p.Inflight,
+		p.MemcgReclaimBegin,
+		p.MemcgReclaimEnd,
 		p.OnCpu,
 		p.PageFaultUser,
 		p.SchedProcessExec,
