@@ -19,12 +19,15 @@ import (
 //     cgroup is at pids.max. The same errno comes from the user's
 //     RLIMIT_NPROC and the kernel's threads-max, so the finding says which
 //     limit the facts show.
-//   - memory: syscalls asleep charging memory to a cgroup at memory.high or
-//     memory.max (v1: memory.limit_in_bytes), in reclaim or in the penalty
-//     sleep of memory.high. The sleep stack proves it (try_charge_memcg,
-//     try_to_free_mem_cgroup_pages, __mem_cgroup_handle_over_high); the
-//     cgroup's counters say which limit. slow-syscall leaves these calls
-//     here (memcgReclaim).
+//   - memory: threads reclaiming memory from their own cgroup to charge
+//     more to it, at memory.high or memory.max (v1:
+//     memory.limit_in_bytes). The kernel's memcg reclaim tracepoints time
+//     every pass, on and off the CPU, whatever the call that charged
+//     (KindReclaim events); slow calls asleep in reclaim or in the penalty
+//     sleep of memory.high add their sleep stacks (try_charge_memcg,
+//     try_to_free_mem_cgroup_pages, __mem_cgroup_handle_over_high), and
+//     slow-syscall leaves them here (memcgReclaim). The cgroup's counters
+//     say which limit.
 //   - cpu: the cgroup's cpu.stat nr_throttled and throttled time growing
 //     over the run (cpu.max, v1 cpu.cfs_quota_us): its tasks were runnable
 //     but not allowed to run.
@@ -115,6 +118,7 @@ type cgProc struct {
 	forkEx   string
 	rlimit   *nprocFacts // read at the first failed fork
 	reclaim  *reclaimCalls
+	passes   *reclaimPasses
 	queued   uint64 // slow calls that mostly waited for a CPU
 	queuedNS uint64
 }
@@ -133,6 +137,16 @@ type reclaimCalls struct {
 	stack            []string
 	example          string
 }
+
+// reclaimPasses are a process's passes of memory-cgroup reclaim, as the
+// kernel timed them.
+type reclaimPasses struct {
+	n, ns, maxNS, pages uint64
+	byCall              map[string]uint64 // ns by the syscall in flight, or outsideCall
+	stack               []string          // of the longest pass
+}
+
+const outsideCall = "page faults outside syscalls"
 
 // cgKey names a cgroup for one controller: on v2 one directory serves
 // them all.
@@ -200,6 +214,17 @@ func (c *cgroupLimit) Observe(e *event.Event) {
 	if e.Kind == event.KindExec {
 		c.resolve(e.PID, p, e.Time)
 	}
+	if e.Kind == event.KindReclaim {
+		if hasFrame(e.Reclaim.Stack, memcgControlFrames) {
+			return // asked for, not a limit reached
+		}
+		c.addPass(p, &e.Reclaim)
+		if p.resolved == 0 || e.Time >= p.resolved+cgResolveEvery {
+			c.resolve(e.PID, p, e.Time)
+		}
+		c.refresh(p, e.Time, true)
+		return
+	}
 	if e.Kind != event.KindSyscall {
 		c.refresh(p, e.Time, false)
 		return
@@ -262,13 +287,41 @@ func (c *cgroupLimit) addReclaim(p *cgProc, sc *event.Syscall, name string, ns u
 				longest = sl
 			}
 		}
-		r.stack = nil
-		for _, f := range longest.Stack {
-			if fn := funcOf(f.Name); !tracingFrame(fn) {
-				r.stack = append(r.stack, f.Name)
-			}
+		r.stack = stackNames(longest.Stack)
+	}
+}
+
+func (c *cgroupLimit) addPass(p *cgProc, r *event.Reclaim) {
+	ps := p.passes
+	if ps == nil {
+		ps = &reclaimPasses{byCall: map[string]uint64{}}
+		p.passes = ps
+	}
+	call := outsideCall
+	if r.Nr >= 0 {
+		call = event.SyscallName(c.arch, uint32(r.Nr))
+	}
+	ps.byCall[call] += r.Duration
+	ps.n++
+	ps.ns += r.Duration
+	ps.pages += r.Pages
+	if r.Duration >= ps.maxNS {
+		ps.maxNS = r.Duration
+		if len(r.Stack) > 0 || ps.stack == nil {
+			ps.stack = stackNames(r.Stack)
 		}
 	}
+}
+
+// stackNames are a kernel stack's frames past the tracepoint's own.
+func stackNames(fs []event.Frame) []string {
+	var out []string
+	for _, f := range fs {
+		if fn := funcOf(f.Name); !tracingFrame(fn) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // resolve looks up the process's cgroup for each controller, and reads a
@@ -739,48 +792,76 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 	type group struct {
 		dir   string
 		r     reclaimCalls
+		ps    reclaimPasses
 		procs []string
 	}
 	groups := map[string]*group{}
 	var order []string
 	for _, pid := range c.sortedPIDs() {
 		p := c.procs[pid]
-		if p.reclaim == nil {
+		if p.reclaim == nil && p.passes == nil {
 			continue
 		}
 		dir := c.memLimitDir(p)
 		g := groups[dir]
 		if g == nil {
-			g = &group{dir: dir, r: reclaimCalls{calls: map[string]uint64{}}}
+			g = &group{dir: dir, r: reclaimCalls{calls: map[string]uint64{}}, ps: reclaimPasses{byCall: map[string]uint64{}}}
 			groups[dir] = g
 			order = append(order, dir)
 		}
-		r := p.reclaim
-		for k, n := range r.calls {
-			g.r.calls[k] += n
+		if r := p.reclaim; r != nil {
+			for k, n := range r.calls {
+				g.r.calls[k] += n
+			}
+			g.r.n += r.n
+			g.r.totalNS += r.totalNS
+			g.r.sleptNS += r.sleptNS
+			if r.maxNS > g.r.maxNS {
+				g.r.maxNS, g.r.stack, g.r.example = r.maxNS, r.stack, r.example
+			}
 		}
-		g.r.n += r.n
-		g.r.totalNS += r.totalNS
-		g.r.sleptNS += r.sleptNS
-		if r.maxNS > g.r.maxNS {
-			g.r.maxNS, g.r.stack, g.r.example = r.maxNS, r.stack, r.example
+		if ps := p.passes; ps != nil {
+			for k, ns := range ps.byCall {
+				g.ps.byCall[k] += ns
+			}
+			g.ps.n += ps.n
+			g.ps.ns += ps.ns
+			g.ps.pages += ps.pages
+			if ps.maxNS >= g.ps.maxNS {
+				g.ps.maxNS, g.ps.stack = ps.maxNS, ps.stack
+			}
 		}
 		g.procs = append(g.procs, env.ProcName(pid, p.comm))
 	}
 	var out []Finding
 	for _, dir := range order {
 		g := groups[dir]
-		r := &g.r
-		// A single call asleep 100 ms charging memory is a stall a user
-		// sees (slowWarn); so are many shorter ones adding up to it. Only
-		// calls ≥ slowMin carry their sleeps, so the sum is a lower bound.
+		r, ps := &g.r, &g.ps
+		// The time lost to the limit: the kernel's own timing of the
+		// reclaim passes where the capture has it; else the sleeps of the
+		// slow calls, which see only calls ≥ slowMin and none of the
+		// reclaim done on the CPU, so a lower bound. The sleeps can also
+		// hold memory.high's penalty, outside any pass: the larger counts.
+		lost := max(ps.ns, r.sleptNS)
+		// 100 ms lost to the limit is a stall a user sees (slowWarn),
+		// whether in one call or over many short ones: a limit hit
+		// thousands of times costs as much as one long wait.
 		sev := Info
-		if r.maxNS >= slowWarn || r.sleptNS >= slowWarn {
+		if lost >= slowWarn || r.maxNS >= slowWarn {
 			sev = Warning
 		}
-		ev := map[string]any{"syscalls": r.calls, "count": r.n, "total_ns": r.totalNS, "reclaim_ns": r.sleptNS,
-			"max_reclaim_ns": r.maxNS, "stack": r.stack, "example": r.example, "processes": capList(g.procs)}
-		calls := fmt.Sprintf("%d %s call(s)", r.n, callList(r.calls))
+		ev := map[string]any{"processes": capList(g.procs), "lost_ns": lost}
+		if r.n > 0 {
+			ev["syscalls"], ev["count"], ev["total_ns"], ev["reclaim_ns"] = r.calls, r.n, r.totalNS, r.sleptNS
+			ev["max_reclaim_ns"], ev["stack"], ev["example"] = r.maxNS, r.stack, r.example
+		}
+		if ps.n > 0 {
+			ev["reclaim_passes"], ev["reclaim_pass_ns"], ev["reclaim_pass_max_ns"] = ps.n, ps.ns, ps.maxNS
+			ev["reclaim_pages"], ev["reclaim_ns_by_call"] = ps.pages, ps.byCall
+			if len(ps.stack) > 0 {
+				ev["reclaim_stack"] = ps.stack
+			}
+		}
 		where := "a memory cgroup"
 		limitText := ""
 		if d := c.dirs[cgKey{dir, ctlMemory}]; d != nil && d.last != nil {
@@ -806,19 +887,48 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 					events["high"], events["max"], events["oom"])
 			}
 		}
-		title := fmt.Sprintf("%s slept %s in memory-cgroup reclaim: %s is at its memory limit", calls, units.Duration(r.sleptNS), where)
-		summary := fmt.Sprintf("%s in %s took %s in all, %s of it asleep charging memory to the cgroup (up to %s in one call): "+
-			"the cgroup was at its memory limit, so every page the calls added (page cache for reads and writes, memory "+
-			"touched inside the call) first had to be reclaimed from the cgroup itself, or waited out memory.high's penalty.%s "+
-			"The host may have free memory; the container does not.", calls, strings.Join(capList(g.procs), "; "),
-			units.Duration(r.totalNS), units.Duration(r.sleptNS), units.Duration(r.maxNS), limitText)
+		procs := strings.Join(capList(g.procs), "; ")
+		why := "the cgroup was at its memory limit, so every page the calls added (page cache for reads and writes, memory " +
+			"touched inside the call) first had to be reclaimed from the cgroup itself, or waited out memory.high's penalty."
+		var title, summary string
+		if ps.n > 0 {
+			title = fmt.Sprintf("%s spent %s in memory-cgroup reclaim (%d passes): %s is at its memory limit",
+				callList(ps.byCall), units.Duration(lost), ps.n, where)
+			summary = fmt.Sprintf("%s reclaimed memory from its own cgroup %d times, %s in all (up to %s in one pass; %s "+
+				"reclaimed), charging memory in %s: %s", procs, ps.n, units.Duration(ps.ns), units.Duration(ps.maxNS),
+				mib(int64(ps.pages)*4096), byCallText(ps.byCall), why)
+			if r.n > 0 {
+				summary = joinSentences(summary, fmt.Sprintf("%d call(s) slower than %s slept %s of their %s asleep charging memory (up to %s in one call).",
+					r.n, units.Duration(slowMin), units.Duration(r.sleptNS), units.Duration(r.totalNS), units.Duration(r.maxNS)))
+			}
+		} else {
+			calls := fmt.Sprintf("%d %s call(s)", r.n, callList(r.calls))
+			title = fmt.Sprintf("%s slept %s in memory-cgroup reclaim: %s is at its memory limit", calls, units.Duration(r.sleptNS), where)
+			summary = fmt.Sprintf("%s in %s took %s in all, %s of it asleep charging memory to the cgroup (up to %s in one call): %s",
+				calls, procs, units.Duration(r.totalNS), units.Duration(r.sleptNS), units.Duration(r.maxNS), why)
+		}
+		summary += limitText + " The host may have free memory; the container does not."
 		fix := "Raise the container's memory limit (memory.high / memory.max, docker --memory, the pod's limits), or make " +
 			"the work fit it: stream files instead of caching them (posix_fadvise DONTNEED after use, O_DIRECT), " +
 			"write back dirty data sooner (sync_file_range, fsync), use less memory per request."
 		out = append(out, Finding{ID: "cgroup-limit", Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
-			Score: float64(r.sleptNS)})
+			Score: float64(lost)})
 	}
 	return out
+}
+
+// byCallText lists where reclaim time went, largest first.
+func byCallText(m map[string]uint64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s (%s)", k, units.Duration(m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func mib(n int64) string {

@@ -251,6 +251,64 @@ func TestCgroupMemoryNotWarned(t *testing.T) {
 	}
 }
 
+func pass(tid uint32, t, dur uint64, nr int32, stack []event.Frame) event.Event {
+	return event.Event{Kind: event.KindReclaim, Time: t, PID: tid, TID: tid, Comm: "prog",
+		Reclaim: event.Reclaim{Duration: dur, Pages: 32, Nr: nr, Stack: stack}}
+}
+
+var passStack = frames("__traceiter_mm_vmscan_memcg_reclaim_end+0x3b", "try_to_free_mem_cgroup_pages+0x1c3",
+	"try_charge_memcg+0x1b0", "charge_memcg+0x2f", "__mem_cgroup_charge+0x2c", "filemap_add_folio+0x7a",
+	"__filemap_get_folio+0x1d9", "ext4_da_write_begin+0xde", "generic_perform_write+0x9e", "vfs_write+0x22f")
+
+// A cgroup at its v1 limit hit by many short reclaims, none making a call
+// slow enough to carry its sleeps: the kernel's timing of each pass adds
+// up to the stall, whichever call (or fault) charged the memory.
+func TestCgroupMemoryManyShortPasses(t *testing.T) {
+	fs := fakeFS{
+		"/proc/7/cgroup": "4:memory:/ctr\n0::/\n",
+		"/sys/fs/cgroup/memory/ctr/memory.limit_in_bytes": "33554432\n",
+		"/sys/fs/cgroup/memory/ctr/memory.usage_in_bytes": "33000000\n",
+		"/sys/fs/cgroup/memory/ctr/memory.failcnt":        "100\n",
+		"/sys/fs/cgroup/memory/ctr/memory.oom_control":    "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+	}
+	var steps []cgStep
+	for i := range uint64(300) {
+		nr := int32(cgWrite)
+		if i%3 == 0 {
+			nr = -1
+		}
+		steps = append(steps, at(pass(7, 1*ms+i*ms, 500_000, nr, passStack)))
+	}
+	steps[150].before = func() { fs["/sys/fs/cgroup/memory/ctr/memory.failcnt"] = "2915\n" }
+	got := cgRun(fs, true, steps)
+	if len(got) != 1 {
+		t.Fatalf("want 1 finding, got %+v", got)
+	}
+	f := got[0]
+	want := "write, page faults outside syscalls spent 150.00ms in memory-cgroup reclaim (300 passes): /sys/fs/cgroup/memory/ctr is at its memory limit"
+	if f.Severity != Warning || f.Title != want {
+		t.Errorf("got %s %q, want warning %q", f.Severity, f.Title, want)
+	}
+	if !strings.Contains(f.Summary, "write (100.00ms), page faults outside syscalls (50.00ms)") ||
+		!strings.Contains(f.Summary, "the limit was hit 2815 times during this run (memory.failcnt)") {
+		t.Errorf("summary: %s", f.Summary)
+	}
+	if st, _ := f.Evidence["reclaim_stack"].([]string); len(st) == 0 || st[0] != "try_to_free_mem_cgroup_pages+0x1c3" {
+		t.Errorf("reclaim stack not past the tracepoint: %v", f.Evidence["reclaim_stack"])
+	}
+
+	// Twenty such passes are 10 ms: noticed, not a stall.
+	few := findings([]event.Event{pass(7, 1*ms, 500_000, cgWrite, passStack), pass(7, 2*ms, 9_500_000, -1, passStack)})
+	if f := byID(few, "cgroup-limit"); f == nil || f.Severity != Info {
+		t.Errorf("10 ms of reclaim: %+v", f)
+	}
+	// A write to memory.reclaim asked for it.
+	asked := frames("try_to_free_mem_cgroup_pages+0x1c3", "memory_reclaim+0xa0", "kernfs_fop_write_iter+0x13f", "vfs_write+0x22f")
+	if got := findings([]event.Event{pass(7, 1*ms, 400*ms, cgWrite, asked)}); byID(got, "cgroup-limit") != nil {
+		t.Errorf("a write to memory.reclaim is no limit reached: %+v", got)
+	}
+}
+
 func cpuFS(stat string) fakeFS {
 	return fakeFS{
 		"/proc/7/cgroup": "1:cpu,cpuacct:/kubepods/pod1\n0::/\n",

@@ -2,14 +2,18 @@
 // cgrun. The doctor's cgroup-limit finding must name the limit whatever the
 // number of processes or threads.
 //
-// usage: cgwork KIND [-n PROCS] [-t] [-d SECONDS] [-s MIB]
+// usage: cgwork KIND [-n PROCS] [-t] [-d SECONDS] [-s MIB] [-b KIB]
 //   fork: each of PROCS workers keeps creating children that wait (or, with
 //   -t, threads), retrying 5 ms after each failure: under pids.max, fork()
 //   (clone) or pthread_create (clone3) fails with EAGAIN.
 //   file: each worker writes MIB (default 256) to a file of its own in
 //   /var/tmp, 1 MiB a call, reads it back, truncates it, and again: the
 //   page cache is charged to the memory cgroup inside write() and read(),
-//   which reclaim when the cgroup is at its limit.
+//   which reclaim when the cgroup is at its limit. -b sets the size of a
+//   call (default 1024 KiB): small calls each reclaim a little, none slow.
+//   mapread: each worker writes the file once, then maps it and reads every
+//   page, unmaps it, and again: the page cache is charged in page faults,
+//   outside any syscall.
 //   spin: each worker (with -t, each of 2 threads) reads /dev/urandom,
 //   1 MiB a call (about 3 ms on the CPU): CPU time spent inside syscalls, so a CPU quota's
 //   throttling lands inside them.
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,6 +36,7 @@ static const char *kind;
 static double secs = 2;
 static long mib = 256;
 static int threads;
+static long kib = 1024;
 
 static double now(void)
 {
@@ -114,17 +120,18 @@ static void filer(void)
 	}
 	unlink(path);
 	static char buf[1 << 20];
+	size_t len = kib << 10;
 	memset(buf, 'x', sizeof(buf));
 	double end = now() + secs;
 	long passes = 0;
 	while (now() < end) {
-		for (long i = 0; i < mib && now() < end; i++)
-			if (write(fd, buf, sizeof(buf)) < 0) {
+		for (long i = 0; i < (mib << 10) / kib && now() < end; i++)
+			if (write(fd, buf, len) < 0) {
 				perror("write");
 				exit(1);
 			}
 		lseek(fd, 0, SEEK_SET);
-		while (now() < end && read(fd, buf, sizeof(buf)) > 0)
+		while (now() < end && read(fd, buf, len) > 0)
 			;
 		if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
 			perror("truncate");
@@ -133,6 +140,41 @@ static void filer(void)
 		passes++;
 	}
 	fprintf(stderr, "cgwork[%d]: %ld passes of %ld MiB\n", getpid(), passes, mib);
+}
+
+static void mapreader(void)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/var/tmp/cgwork.XXXXXX");
+	int fd = mkstemp(path);
+	if (fd < 0) {
+		perror(path);
+		exit(1);
+	}
+	unlink(path);
+	static char buf[1 << 20];
+	memset(buf, 'x', sizeof(buf));
+	for (long i = 0; i < mib; i++)
+		if (write(fd, buf, sizeof(buf)) < 0) {
+			perror("write");
+			exit(1);
+		}
+	size_t size = (size_t)mib << 20;
+	long page = sysconf(_SC_PAGESIZE), passes = 0;
+	volatile char sum = 0;
+	double end = now() + secs;
+	while (now() < end) {
+		char *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED) {
+			perror("mmap");
+			exit(1);
+		}
+		for (size_t off = 0; off < size && now() < end; off += page)
+			sum += p[off];
+		munmap(p, size);
+		passes++;
+	}
+	fprintf(stderr, "cgwork[%d]: %ld mapped passes of %ld MiB\n", getpid(), passes, mib);
 }
 
 static void *spinner(void *arg)
@@ -180,22 +222,24 @@ int main(int argc, char **argv)
 {
 	int procs = 1, opt;
 	if (argc < 2) {
-		fprintf(stderr, "usage: cgwork fork|file|spin [-n PROCS] [-t] [-d SECONDS] [-s MIB]\n");
+		fprintf(stderr, "usage: cgwork fork|file|mapread|spin [-n PROCS] [-t] [-d SECONDS] [-s MIB] [-b KIB]\n");
 		return 2;
 	}
 	kind = argv[1];
 	optind = 2;
-	while ((opt = getopt(argc, argv, "n:td:s:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:td:s:b:")) != -1) {
 		switch (opt) {
 		case 'n': procs = atoi(optarg); break;
 		case 't': threads = 1; break;
 		case 'd': secs = atof(optarg); break;
 		case 's': mib = atol(optarg); break;
+		case 'b': kib = atol(optarg); break;
 		default: return 2;
 		}
 	}
-	void (*work)(void) = !strcmp(kind, "fork") ? forker : !strcmp(kind, "file") ? filer : !strcmp(kind, "spin") ? spin : NULL;
-	if (!work || procs < 1 || procs > 64 || secs <= 0 || mib < 1) {
+	void (*work)(void) = !strcmp(kind, "fork") ? forker : !strcmp(kind, "file") ? filer
+		: !strcmp(kind, "mapread") ? mapreader : !strcmp(kind, "spin") ? spin : NULL;
+	if (!work || procs < 1 || procs > 64 || secs <= 0 || mib < 1 || kib < 1 || kib > 1024) {
 		fprintf(stderr, "cgwork: bad arguments\n");
 		return 2;
 	}
