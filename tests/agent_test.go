@@ -555,7 +555,10 @@ func TestAgentNamesContainerdContainer(t *testing.T) {
 					names = append(names, k)
 				}
 			}
-			t.Fatalf("no series of the container under %v after 30 s; containers seen: %v", labels, names)
+			// The agent logs why a container went unnamed (the runtime's error).
+			_, logs := a.stop(t)
+			t.Fatalf("no series of the container under %v after 30 s; containers seen: %v; the agent's log:\n%s",
+				labels, names, strings.Join(logs, "\n"))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -65,7 +65,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			defer lc.Close()
 			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
 				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle,
-				Reclaim: min(grace, reclaim)})
+				Reclaim: min(grace, reclaim), Unnamed: whyUnnamed(lc, log)})
 			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells}
 			if err := src.open(); err != nil {
 				return err
@@ -132,6 +132,29 @@ func agentNamer(lc *liveContainers) agent.Namer {
 		}
 		// Without the runtime's answer the name is the bare id for now.
 		return agent.Labels{Container: name, Pod: c.PodName, Namespace: c.PodNamespace}, c.Name != "" || c.Image != ""
+	}
+}
+
+// whyUnnamed logs why a container's counts went under its bare id: the
+// runtime's error (down, slow, no such container) or that it answered late.
+func whyUnnamed(lc *liveContainers, log *slog.Logger) func(pid uint32, cg uint64, l agent.Labels) {
+	return func(pid uint32, cg uint64, l agent.Labels) {
+		go func() {
+			r := lc.t.Lookup(pid, cg)
+			if !r.IsContainer() {
+				lc.mu.RLock()
+				r = lc.seen[cg]
+				lc.mu.RUnlock()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			why := "the runtime answered too late"
+			if _, err := lc.t.MetaWait(ctx, r); err != nil {
+				why = err.Error()
+			}
+			log.Warn("counting a container under its id: its runtime did not name it in time",
+				"container", l.Container, "id", r.ID, "runtime", r.Runtime, "error", why)
+		}()
 	}
 }
 

@@ -32,6 +32,12 @@ type Options struct {
 	// Settle is how long the counts of a cgroup first seen wait for Name to
 	// be sure of its container before they are given to the host.
 	Settle time.Duration
+	// Unnamed, if set, is told once per cgroup when counts of a container
+	// Name was unsure of are folded under the name it had then (its
+	// runtime did not answer within Settle): those series carry a bare id
+	// and no pod for good. It is called with the Aggregator locked and
+	// must not block.
+	Unnamed func(pid uint32, cgroup uint64, l Labels)
 }
 
 // Aggregator folds Source snapshots into monotonic, bounded series.
@@ -63,8 +69,12 @@ type cellPrev struct {
 	hist                 promHist
 }
 
-// sighting is when a cgroup was first and last seen.
-type sighting struct{ first, last time.Time }
+// sighting is when a cgroup was first and last seen, and whether Unnamed
+// was told of it.
+type sighting struct {
+	first, last time.Time
+	told        bool
+}
 
 // forget is how long a cgroup is remembered once no count mentions it: a
 // reload empties the kernel's table, and a cgroup seen again must not wait
@@ -167,7 +177,12 @@ func (a *Aggregator) labels(pid uint32, cg uint64, now time.Time) (Labels, bool)
 		a.first[cg] = f
 	}
 	f.last = now
-	return l, a.final || now.Sub(f.first) >= a.opts.Settle
+	ready := a.final || now.Sub(f.first) >= a.opts.Settle
+	if ready && !f.told && l != Host && a.opts.Unnamed != nil {
+		f.told = true
+		a.opts.Unnamed(pid, cg, l)
+	}
+	return l, ready
 }
 
 // Fold adds what changed since the last snapshot to the series and

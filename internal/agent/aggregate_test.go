@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -294,6 +295,40 @@ func TestSettleDefersUnsure(t *testing.T) {
 	}
 	if len(v.Containers) != 1 || v.Containers[0].Faults != 6 || v.Containers[0].Signals["SIGSEGV"] != 1 {
 		t.Fatalf("containers %+v: want 6 faults and one SIGSEGV", v.Containers)
+	}
+}
+
+// A container still unnamed when Settle runs out is folded under the bare
+// id it has, and Unnamed is told once, so the agent can say why; the host,
+// unsure too, is not a container to name.
+func TestUnnamedToldOnce(t *testing.T) {
+	var told []string
+	a := New(Options{Arch: event.ArchAMD64, MaxContainers: 5, MaxSyscalls: 5, Grace: time.Hour, Settle: 10 * time.Second,
+		Name: func(pid uint32, cg uint64) (Labels, bool) {
+			if cg == 9 {
+				return Labels{Container: "0123456789ab"}, false
+			}
+			return Host, false
+		},
+		Unnamed: func(pid uint32, cg uint64, l Labels) {
+			told = append(told, fmt.Sprintf("%d %d %s", pid, cg, l.Container))
+		}})
+	t0 := time.Unix(0, 0)
+	for i, at := range []time.Duration{0, 5 * time.Second, 10 * time.Second, 11 * time.Second} {
+		a.Fold(t0.Add(at), Snapshot{Cells: []stat.Cell{cell(5, nrRead, 9, uint64(10+i), 100, 0), cell(6, nrRead, 1, 7, 100, 0)}})
+		want := 0
+		if at >= 10*time.Second {
+			want = 1
+		}
+		if len(told) != want {
+			t.Fatalf("at %v: told %q; want %d", at, told, want)
+		}
+	}
+	if told[0] != "5 9 0123456789ab" {
+		t.Errorf("told %q", told)
+	}
+	if got := count(a.View(), "0123456789ab", "read"); got != 13 {
+		t.Errorf("0123456789ab read = %d, want 13", got)
 	}
 }
 
