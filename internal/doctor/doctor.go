@@ -3,6 +3,7 @@ package doctor
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -58,6 +59,19 @@ type Finding struct {
 	Fix      string         `json:"fix"`
 	// Score orders findings of the same severity: the time or harm at stake.
 	Score float64 `json:"-"`
+	// Containers names the containers of the processes the finding names
+	// (live, where known); none for processes on the host.
+	Containers []string `json:"containers,omitempty"`
+	// Procs are the processes the finding names, with their cgroups, for
+	// callers that label findings their own way (the agent).
+	Procs []ProcRef `json:"-"`
+}
+
+// ProcRef is a process a finding names.
+type ProcRef struct {
+	PID       uint32
+	Cgroup    uint64
+	Container string // as Host.Container describes it; "" on the host
 }
 
 // Host holds the facts about the traced machine that explain findings.
@@ -99,6 +113,7 @@ type Env struct {
 	threads map[uint32]*lifetime // by tid: first and last event
 	series  *Series              // live: the kernel's counts over time
 	oncpu   []CPUSample          // live: where the CPUs were, sampled
+	named   []ProcRef            // the processes ProcName named since Report last looked
 }
 
 // lifetime is a thread's span as its events saw it.
@@ -125,12 +140,58 @@ func (env *Env) threadTime() (map[uint32]uint64, map[uint32]int) {
 // and its container.
 func (env *Env) ProcName(pid uint32, comm string) string {
 	name := env.procName(pid, comm)
+	ref := ProcRef{PID: pid, Cgroup: env.cgroups[pid]}
 	if env.Host.Container != nil {
-		if c := env.Host.Container(pid, env.cgroups[pid]); c != "" {
+		if c := env.Host.Container(pid, ref.Cgroup); c != "" {
 			name += " in container " + c
+			ref.Container = c
 		}
 	}
+	env.named = append(env.named, ref)
 	return name
+}
+
+// mentions reports whether text names the process as ProcName does,
+// "comm[pid]": a bracketed number right after a name, not a list of
+// numbers ("[12]" in a printed slice follows a space, colon or bracket).
+func mentions(text string, pid uint32) bool {
+	want := fmt.Sprintf("[%d]", pid)
+	for i := 0; ; {
+		j := strings.Index(text[i:], want)
+		if j < 0 {
+			return false
+		}
+		if k := i + j; k > 0 && !strings.ContainsRune(" :[\n", rune(text[k-1])) {
+			return true
+		}
+		i += j + 1
+	}
+}
+
+// attribute gives each finding the processes, among those its detector
+// named, that its text mentions ("comm[pid]"), and their containers: a
+// detector names processes as it writes, and may write several findings.
+func (env *Env) attribute(fs []Finding) {
+	defer func() { env.named = env.named[:0] }()
+	if len(env.named) == 0 {
+		return
+	}
+	for i := range fs {
+		f := &fs[i]
+		text := f.Title + "\n" + f.Summary + "\n" + fmt.Sprint(f.Evidence)
+		seen := map[uint32]bool{}
+		for _, r := range env.named {
+			if seen[r.PID] || !mentions(text, r.PID) {
+				continue
+			}
+			seen[r.PID] = true
+			f.Procs = append(f.Procs, r)
+			if r.Container != "" && !slices.Contains(f.Containers, r.Container) {
+				f.Containers = append(f.Containers, r.Container)
+			}
+		}
+		sort.Strings(f.Containers)
+	}
 }
 
 func (env *Env) procName(pid uint32, comm string) string {
@@ -260,7 +321,10 @@ func (d *Doctor) Report() *Report {
 	}
 	var fs []Finding
 	for _, det := range d.detectors {
-		fs = append(fs, det.Findings(d.env)...)
+		d.env.named = d.env.named[:0]
+		got := det.Findings(d.env)
+		d.env.attribute(got)
+		fs = append(fs, got...)
 	}
 	sort.SliceStable(fs, func(i, j int) bool {
 		if fs[i].Severity != fs[j].Severity {

@@ -385,3 +385,44 @@ func TestSlowInterruptedWait(t *testing.T) {
 		}
 	}
 }
+
+// A finding carries the processes its text names, with their containers;
+// a number list in its evidence is not a process.
+func TestFindingsNameTheirContainers(t *testing.T) {
+	h := host
+	h.Container = func(pid uint32, cg uint64) string {
+		if cg == 77 {
+			return "web"
+		}
+		return ""
+	}
+	d := New(h, nil)
+	// Two processes die of SIGSEGV, one in a container.
+	for _, pid := range []uint32{12, 40} {
+		e := event.Event{Kind: event.KindSignalDeliver, Time: uint64(pid), PID: pid, TID: pid, Comm: "crash", Cgroup: uint64(pid) / 40 * 77,
+			Signal: event.Signal{Sig: 11, Code: 1, Addr: 0x10, TargetPID: pid, TargetTID: pid}}
+		d.Observe(&e)
+		x := event.Event{Kind: event.KindExit, Time: uint64(pid) + 1, PID: pid, TID: pid, Comm: "crash", Cgroup: e.Cgroup,
+			Proc: event.Proc{ExitCode: 11, GroupDead: true}}
+		d.Observe(&x)
+	}
+	fs := d.Report().Findings
+	for _, f := range fs {
+		t.Logf("%s %q containers %v procs %v", f.ID, f.Title, f.Containers, f.Procs)
+	}
+	var byPID = map[uint32]Finding{}
+	for _, f := range fs {
+		for _, p := range f.Procs {
+			byPID[p.PID] = f
+		}
+	}
+	if f, ok := byPID[40]; !ok || len(f.Containers) != 1 || f.Containers[0] != "web" {
+		t.Errorf("the crash in container web: %+v", fs)
+	}
+	if f, ok := byPID[12]; !ok || len(f.Containers) != 0 || len(f.Procs) != 1 || f.Procs[0].Cgroup != 0 {
+		t.Errorf("the crash on the host: %+v", fs)
+	}
+	if !mentions("cgwork[1157] (cgwork file)", 1157) || mentions("pids:[1157]", 1157) || mentions("[1157 1158]", 1157) {
+		t.Error("mentions")
+	}
+}
