@@ -253,6 +253,9 @@ func (p *Probe) attach() error {
 // Detach stops tracing, then emits the syscalls still in flight as unfinished.
 // Events already queued stay readable.
 func (p *Probe) Detach() error {
+	// In attach order, so sys_enter stops before sys_exit. The other way
+	// round, a call in flight at Run's cut could end unseen and its thread's
+	// next entry overwrite it before the iterator below found it.
 	for _, l := range p.links {
 		l.Close()
 	}
