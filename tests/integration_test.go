@@ -569,6 +569,11 @@ func TestUnfinishedAtStop(t *testing.T) {
 	defer sleeper.Process.Kill()
 	time.Sleep(100 * time.Millisecond)
 	r := runOut(t, "trace", "--json", "-p", strconv.Itoa(sleeper.Process.Pid), "--duration", "1s")
+	defer func() {
+		if t.Failed() {
+			t.Logf("trace output:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		}
+	}()
 	var done, unfinished int
 	for _, e := range parseJSON(t, r.stdout) {
 		if e.Syscall == nil || !strings.HasSuffix(e.Syscall.Name, "nanosleep") {
@@ -585,7 +590,7 @@ func TestUnfinishedAtStop(t *testing.T) {
 		}
 	}
 	if done < 1 || unfinished != 1 {
-		t.Fatalf("%d completed and %d unfinished sleeps, want >= 1 and exactly 1:\n%s", done, unfinished, r.stdout)
+		t.Errorf("%d completed and %d unfinished sleeps, want >= 1 and exactly 1", done, unfinished)
 	}
 }
 
