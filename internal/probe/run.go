@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -81,20 +83,17 @@ func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop fun
 	}()
 
 	m := newMerger(len(readers), fn)
-	// The cut is taken here, where events are emitted, so that none stamped
-	// after it can have been emitted before it. Then the producers stop, and
-	// the readers drain what is left.
-	done := ctx.Done()
-	detach := func() {
-		done = nil
-		m.cut = monoNow()
-		draining.Add(1)
-		go func() {
-			defer draining.Done()
-			p.Detach()
-			close(stop)
-		}()
-	}
+	// Take the cut, stop the producers, then tell the readers to drain
+	// what is left.
+	draining.Add(1)
+	go func() {
+		defer draining.Done()
+		<-ctx.Done()
+		m.stop()
+		p.Detach()
+		close(stop)
+	}()
+
 	ticker := time.NewTicker(250 * time.Millisecond)
 	defer ticker.Stop()
 	var lastDrops []uint64
@@ -133,14 +132,7 @@ loop:
 			}
 		case <-ticker.C:
 			checkDrops()
-		case <-done:
-			detach()
 		}
-	}
-	if done != nil {
-		// Every ring failed: still trace until told to stop.
-		<-done
-		detach()
 	}
 	checkDrops()
 	if err := m.flush(); err != nil && ferr == nil {
@@ -254,7 +246,9 @@ func sub(a, b uint64) uint64 {
 
 // merger puts the per-CPU streams back in time order.
 type merger struct {
-	cut    uint64     // when the capture ended (monotonic ns); 0 while it runs
+	// cut is when the capture ended (monotonic ns): 0 while it runs,
+	// cutting while stop takes the time.
+	cut    atomic.Uint64
 	queues [][]*batch // per ring, batches not yet fully emitted
 	marks  []uint64
 	fn     func(*event.Event) error
@@ -343,12 +337,30 @@ func (m *merger) emitReady(all bool) error {
 	}
 }
 
+const cutting = math.MaxUint64
+
+// stop takes the cut. The mark goes first, so an event the merger emitted
+// without seeing it had been read, and so stamped, before the time taken.
+func (m *merger) stop() {
+	m.cut.Store(cutting)
+	m.cut.Store(monoNow())
+}
+
+func (m *merger) cutAt() uint64 {
+	for {
+		if c := m.cut.Load(); c != cutting {
+			return c
+		}
+		runtime.Gosched()
+	}
+}
+
 func (m *merger) emit(e *event.Event) error {
-	if m.cut != 0 && e.Kind != event.KindDrop && e.End() > m.cut {
-		if e.Time > m.cut || e.Kind != event.KindSyscall {
+	if cut := m.cutAt(); cut != 0 && e.Kind != event.KindDrop && e.End() > cut {
+		if e.Time > cut || e.Kind != event.KindSyscall {
 			return nil
 		}
-		cutOff(&e.Syscall, m.cut-e.Time)
+		cutOff(&e.Syscall, cut-e.Time)
 	}
 	switch e.Kind {
 	case event.KindRecent:

@@ -17,7 +17,7 @@ func mergeAll(t *testing.T, cut uint64, evs []event.Event) []event.Event {
 		got = append(got, *e)
 		return nil
 	})
-	m.cut = cut
+	m.cut.Store(cut)
 	m.inject(event.Event{Kind: event.KindDrop, Time: 5000, Drop: event.Drop{Count: 2}})
 	b := newBatch(0)
 	b.evs = append(b.evs, evs...)
