@@ -1,0 +1,251 @@
+package agent
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+// Finding is a doctor finding as the agent keeps it across windows: the
+// latest occurrence's words and evidence, the highest severity any
+// occurrence had (severity rises, never flaps back), and when it was seen.
+type Finding struct {
+	doctor.Finding
+	Key         string    `json:"key"`
+	Labels      []Labels  `json:"labels"` // the containers it names; Host when none
+	FirstSeen   time.Time `json:"first_seen"`
+	LastSeen    time.Time `json:"last_seen"`
+	Occurrences uint64    `json:"occurrences"` // windows it was found in
+	Active      bool      `json:"active"`      // found in one of the last few windows
+}
+
+// FindingsOptions bound the store.
+type FindingsOptions struct {
+	// ActiveFor: a finding not seen again for this long is no longer
+	// active (a few windows: one quiet window is not a recovery).
+	ActiveFor time.Duration
+	// Forget: a finding not seen for this long is dropped.
+	Forget time.Duration
+	// Max findings kept; past it the one seen longest ago goes.
+	Max int
+	// Name labels a process of a finding (the container it runs in).
+	Name Namer
+	// MaxContainers bounds the containers findings are labelled with;
+	// findings in later ones are labelled Other.
+	MaxContainers int
+}
+
+// Findings de-duplicates the doctor's findings from window to window.
+type Findings struct {
+	opt FindingsOptions
+
+	mu    sync.Mutex
+	byKey map[string]*Finding
+	// total counts occurrences by (id, severity, container labels): a
+	// counter that only grows, whatever the store forgets.
+	total map[findingSeries]uint64
+	ctrs  map[Labels]bool // containers with labels of their own
+}
+
+type findingSeries struct {
+	id, severity string
+	Labels
+}
+
+// NewFindings returns an empty store.
+func NewFindings(opt FindingsOptions) *Findings {
+	if opt.Max <= 0 {
+		opt.Max = 1000
+	}
+	return &Findings{opt: opt, byKey: map[string]*Finding{}, total: map[findingSeries]uint64{}, ctrs: map[Labels]bool{}}
+}
+
+// Merge adds one window's findings, seen at now. It returns the findings
+// that are new, or whose severity rose, at warning or above: what a flight
+// recorder should keep a capture of.
+func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var news []Finding
+	seen := map[string]bool{}
+	for i := range fs {
+		f := &fs[i]
+		labels := s.labels(f)
+		key := findingKey(f, labels)
+		if seen[key] {
+			continue // the same finding twice in one window (two groups worded alike)
+		}
+		seen[key] = true
+		old := s.byKey[key]
+		if old == nil {
+			old = &Finding{Key: key, FirstSeen: now}
+			s.byKey[key] = old
+		}
+		rose := old.Occurrences == 0 || f.Severity > old.Severity
+		sev := max(old.Severity, f.Severity)
+		old.Finding = *f
+		old.Finding.Severity = sev
+		old.Finding.Procs = nil
+		old.Labels = labels
+		old.LastSeen = now
+		old.Occurrences++
+		for _, l := range labels {
+			s.total[findingSeries{f.ID, f.Severity.String(), l}]++
+		}
+		if rose && sev >= doctor.Warning {
+			news = append(news, *old)
+		}
+	}
+	s.expire(now)
+	return news
+}
+
+func (s *Findings) labels(f *doctor.Finding) []Labels {
+	var out []Labels
+	have := map[Labels]bool{}
+	for _, p := range f.Procs {
+		l := Host
+		if s.opt.Name != nil {
+			l, _ = s.opt.Name(p.PID, p.Cgroup)
+		}
+		if l != Host && !s.ctrs[l] {
+			if len(s.ctrs) >= s.opt.MaxContainers {
+				l = Other
+			} else {
+				s.ctrs[l] = true
+			}
+		}
+		if !have[l] {
+			have[l] = true
+			out = append(out, l)
+		}
+	}
+	if len(out) == 0 {
+		out = []Labels{Host}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Container < out[j].Container })
+	return out
+}
+
+// findingKey names a finding across windows: its detector, its containers,
+// and its title with the numbers taken out ("12 write calls slept 1.2s"
+// and "15 write calls slept 2s" are one finding; pids change with
+// restarts, which is the same program failing again).
+func findingKey(f *doctor.Finding, labels []Labels) string {
+	var b strings.Builder
+	b.WriteString(f.ID)
+	for _, l := range labels {
+		b.WriteString("|" + l.Namespace + "/" + l.Pod + "/" + l.Container)
+	}
+	b.WriteByte('|')
+	t := []rune(f.Title)
+	for i := 0; i < len(t); i++ {
+		if !unicode.IsDigit(t[i]) {
+			b.WriteRune(t[i])
+			continue
+		}
+		// A number, decimals and thousands included: "12.5", "2,815".
+		b.WriteByte('#')
+		for i+1 < len(t) && (unicode.IsDigit(t[i+1]) ||
+			(t[i+1] == '.' || t[i+1] == ',') && i+2 < len(t) && unicode.IsDigit(t[i+2])) {
+			i++
+		}
+	}
+	return b.String()
+}
+
+func (s *Findings) expire(now time.Time) {
+	for k, f := range s.byKey {
+		if s.opt.Forget > 0 && now.Sub(f.LastSeen) > s.opt.Forget {
+			delete(s.byKey, k)
+		}
+	}
+	for len(s.byKey) > s.opt.Max {
+		var oldest *Finding
+		for _, f := range s.byKey {
+			if oldest == nil || f.LastSeen.Before(oldest.LastSeen) {
+				oldest = f
+			}
+		}
+		delete(s.byKey, oldest.Key)
+	}
+}
+
+// List returns the findings kept, active ones first, then by severity and
+// last seen.
+func (s *Findings) List(now time.Time) []Finding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Finding, 0, len(s.byKey))
+	for _, f := range s.byKey {
+		c := *f
+		c.Active = s.active(f, now)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		if a.Active != b.Active {
+			return a.Active
+		}
+		if a.Severity != b.Severity {
+			return a.Severity > b.Severity
+		}
+		if !a.LastSeen.Equal(b.LastSeen) {
+			return a.LastSeen.After(b.LastSeen)
+		}
+		return a.Key < b.Key
+	})
+	return out
+}
+
+func (s *Findings) active(f *Finding, now time.Time) bool {
+	return s.opt.ActiveFor <= 0 || now.Sub(f.LastSeen) <= s.opt.ActiveFor
+}
+
+var (
+	findingLabels = append([]string{"id", "severity"}, ctrLabels...)
+	descFindings  = prometheus.NewDesc("sysray_findings_total",
+		"Doctor windows in which a finding was made, by detector, the severity it had then, and container.",
+		findingLabels, nil)
+	descActive = prometheus.NewDesc("sysray_finding_active",
+		"Findings active now (found in one of the last few windows), by detector, their highest severity, and container.",
+		findingLabels, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (s *Findings) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFindings
+	ch <- descActive
+}
+
+// Collect implements prometheus.Collector. A series of sysray_finding_active
+// exists only while some finding has its labels: Prometheus sees it go
+// stale when the finding ends or its severity rises.
+func (s *Findings) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, n := range s.total {
+		ch <- prometheus.MustNewConstMetric(descFindings, prometheus.CounterValue, float64(n),
+			k.id, k.severity, k.Container, k.Pod, k.Namespace)
+	}
+	active := map[findingSeries]int{}
+	for _, f := range s.byKey {
+		if !s.active(f, now) {
+			continue
+		}
+		for _, l := range f.Labels {
+			active[findingSeries{f.ID, f.Severity.String(), l}]++
+		}
+	}
+	for k, n := range active {
+		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(n),
+			k.id, k.severity, k.Container, k.Pod, k.Namespace)
+	}
+}

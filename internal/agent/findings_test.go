@@ -1,0 +1,105 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+func finding(id string, sev doctor.Severity, title string, pids ...uint32) doctor.Finding {
+	f := doctor.Finding{ID: id, Severity: sev, Title: title}
+	for _, p := range pids {
+		f.Procs = append(f.Procs, doctor.ProcRef{PID: p, Cgroup: uint64(p)})
+	}
+	return f
+}
+
+// Pid 1xx runs in container "web", 2xx in "db", the rest on the host.
+func testNamer(pid uint32, cg uint64) (Labels, bool) {
+	switch pid / 100 {
+	case 1:
+		return Labels{Container: "web", Pod: "web-1", Namespace: "shop"}, true
+	case 2:
+		return Labels{Container: "db"}, true
+	}
+	return Host, true
+}
+
+// The same finding window after window is one finding, seen many times;
+// its severity rises and does not fall back; it stops being active after
+// a quiet spell and is forgotten later.
+func TestFindingsDeduplicate(t *testing.T) {
+	s := NewFindings(FindingsOptions{ActiveFor: 30 * time.Second, Forget: time.Hour, Name: testNamer, MaxContainers: 10})
+	t0 := time.Unix(1_700_000_000, 0)
+	w := func(i int) time.Time { return t0.Add(time.Duration(i) * 10 * time.Second) }
+
+	news := s.Merge([]doctor.Finding{finding("slow-syscall", doctor.Info, "3 slow write, up to 12.5ms", 101)}, w(0))
+	if len(news) != 0 {
+		t.Errorf("an info finding triggered a capture: %+v", news)
+	}
+	news = s.Merge([]doctor.Finding{finding("slow-syscall", doctor.Warning, "7 slow write, up to 140ms", 102)}, w(1))
+	if len(news) != 1 || news[0].Severity != doctor.Warning || news[0].Occurrences != 2 {
+		t.Fatalf("the rise to warning: %+v", news)
+	}
+	news = s.Merge([]doctor.Finding{finding("slow-syscall", doctor.Info, "2 slow write, up to 11ms", 101),
+		finding("fatal-signal", doctor.Critical, "crash[7] was killed by SIGSEGV", 7)}, w(2))
+	if len(news) != 1 || news[0].ID != "fatal-signal" {
+		t.Errorf("only the new crash is news: %+v", news)
+	}
+	l := s.List(w(2))
+	if len(l) != 2 {
+		t.Fatalf("want 2 findings, got %+v", l)
+	}
+	if l[0].ID != "fatal-signal" || l[0].Labels[0] != Host {
+		t.Errorf("first: %+v", l[0])
+	}
+	sl := l[1]
+	if sl.Severity != doctor.Warning || sl.Occurrences != 3 || !sl.FirstSeen.Equal(w(0)) || !sl.LastSeen.Equal(w(2)) ||
+		sl.Title != "2 slow write, up to 11ms" || sl.Labels[0].Container != "web" || !sl.Active {
+		t.Errorf("slow-syscall kept as %+v", sl)
+	}
+	if l := s.List(w(6)); l[0].Active || l[1].Active {
+		t.Errorf("still active 40 s later: %+v", l)
+	}
+	s.Merge(nil, t0.Add(2*time.Hour))
+	if l := s.List(t0.Add(2 * time.Hour)); len(l) != 0 {
+		t.Errorf("not forgotten after an hour: %+v", l)
+	}
+}
+
+// Findings in other containers are other findings; a finding naming two
+// containers is active in both; containers past the cap fold into other.
+func TestFindingsMetrics(t *testing.T) {
+	s := NewFindings(FindingsOptions{ActiveFor: 30 * time.Second, Name: testNamer, MaxContainers: 1})
+	now := time.Now()
+	s.Merge([]doctor.Finding{
+		finding("kernel-hotspot", doctor.Warning, "3 processes in 2 cgroups spend 40% in fadvise", 101, 201),
+		finding("slow-syscall", doctor.Warning, "1 slow fsync, up to 300ms", 101),
+		finding("slow-syscall", doctor.Warning, "1 slow fsync, up to 300ms", 201),
+	}, now)
+	s.Merge([]doctor.Finding{finding("slow-syscall", doctor.Warning, "2 slow fsync, up to 310ms", 101)}, now)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	want := `
+# HELP sysray_finding_active Findings active now (found in one of the last few windows), by detector, their highest severity, and container.
+# TYPE sysray_finding_active gauge
+sysray_finding_active{container="other",id="kernel-hotspot",namespace="",pod="",severity="warning"} 1
+sysray_finding_active{container="other",id="slow-syscall",namespace="",pod="",severity="warning"} 1
+sysray_finding_active{container="web",id="kernel-hotspot",namespace="shop",pod="web-1",severity="warning"} 1
+sysray_finding_active{container="web",id="slow-syscall",namespace="shop",pod="web-1",severity="warning"} 1
+# HELP sysray_findings_total Doctor windows in which a finding was made, by detector, the severity it had then, and container.
+# TYPE sysray_findings_total counter
+sysray_findings_total{container="other",id="kernel-hotspot",namespace="",pod="",severity="warning"} 1
+sysray_findings_total{container="other",id="slow-syscall",namespace="",pod="",severity="warning"} 1
+sysray_findings_total{container="web",id="kernel-hotspot",namespace="shop",pod="web-1",severity="warning"} 1
+sysray_findings_total{container="web",id="slow-syscall",namespace="shop",pod="web-1",severity="warning"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
