@@ -13,6 +13,16 @@
 // before zstd sees them: the tight loops a tracer records repeat almost
 // everything but their timing, so an event costs a few bytes on disk.
 //
+// BlockBuilder and Writer.WriteBlock split the writer in two for callers
+// that keep recent events in memory, such as the agent's flight recorder:
+// BlockBuilder encodes events into a Block, one events frame already
+// compressed (the very bytes Writer would write for those events), and
+// WriteBlock puts such blocks into a capture later, as plain copies. A file
+// assembled this way is byte for byte the one a Writer flushed at the same
+// events would produce, so readers and truncation recovery treat it alike.
+// A Block keeps about 5 bytes per event instead of a decoded event's
+// hundreds, and writing one costs no encoding.
+//
 // The byte layout is specified in docs/capture-format.md; anything that
 // changes it must change that document and, if old readers would misread the
 // result, Version.

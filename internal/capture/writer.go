@@ -17,11 +17,8 @@ var errClosed = errors.New("capture: writer is closed")
 // Writer appends events to a capture. It is not safe for concurrent use.
 type Writer struct {
 	w      io.Writer
-	f      *os.File // set when Create opened it, so Close closes it
-	state  state
-	raw    []byte // the current block, encoded but not compressed
-	out    []byte // frame and compressed payload, reused across blocks
-	n      int    // events in raw
+	f      *os.File     // set when Create opened it, so Close closes it
+	b      BlockBuilder // the current block; its out is reused across blocks
 	blocks uint64
 	events uint64
 	err    error // sticky: after a failed write the file's tail is unknown
@@ -71,11 +68,9 @@ func NewWriter(w io.Writer, h *Header) (*Writer, error) {
 	if _, err := w.Write(b); err != nil {
 		return nil, err
 	}
-	cw := &Writer{
-		w:   w,
-		raw: make([]byte, 0, blockRawTarget+64<<10),
-	}
-	cw.state.reset()
+	cw := &Writer{w: w}
+	cw.b.raw = make([]byte, 0, blockRawTarget+64<<10)
+	cw.b.state.reset()
 	return cw, nil
 }
 
@@ -85,21 +80,21 @@ func (w *Writer) Write(e *event.Event) error {
 	if w.err != nil {
 		return w.err
 	}
-	// Only huge events (megabytes of captured data) can overflow a block;
-	// for them, start a fresh one rather than fail, and refuse only events
-	// that could not fit even alone.
-	if size := sizeBound(e); len(w.raw)+size > maxSection {
-		if size > maxSection {
-			return fmt.Errorf("capture: %s event too large (up to %d bytes encoded, limit %d)", e.Kind, size, maxSection)
+	if err := w.b.Add(e); err != nil {
+		// Only huge events (megabytes of captured data) can overflow a
+		// block; for them, start a fresh one rather than fail.
+		if err != ErrBlockFull {
+			return err
 		}
 		if err := w.flushBlock(); err != nil {
 			return err
 		}
+		if err := w.b.Add(e); err != nil {
+			return err
+		}
 	}
-	w.raw = w.state.appendEvent(w.raw, e)
-	w.n++
 	w.events++
-	if len(w.raw) >= blockRawTarget || w.n >= blockMaxEvents {
+	if w.b.full() {
 		return w.flushBlock()
 	}
 	return nil
@@ -109,30 +104,16 @@ func (w *Writer) flushBlock() error {
 	if w.err != nil {
 		return w.err
 	}
-	if w.n == 0 {
+	if w.b.n == 0 {
 		return nil
 	}
-	out := append(w.out[:0], make([]byte, frameSize)...)
-	out = encoder().EncodeAll(w.raw, out)
-	codec := uint8(codecZstd)
-	if len(out)-frameSize >= len(w.raw) {
-		// Incompressible (mostly captured data): storing it as is reads
-		// faster and is no bigger.
-		out = append(out[:frameSize], w.raw...)
-		codec = codecNone
-	}
-	payload := out[frameSize:]
-	fr := frame{typ: frameEvents, codec: codec, rawLen: uint32(len(w.raw)), length: uint32(len(payload)), count: uint32(w.n), crc: crc32.Checksum(payload, castagnoli)}
-	fr.put(out)
-	w.out = out
-	if _, err := w.w.Write(out); err != nil {
+	w.b.out = w.b.seal(w.b.out[:0])
+	if _, err := w.w.Write(w.b.out); err != nil {
 		w.err = fmt.Errorf("capture: writing block %d: %w", w.blocks+1, err)
 		return w.err
 	}
 	w.blocks++
-	w.raw = w.raw[:0]
-	w.n = 0
-	w.state.reset()
+	w.b.reset()
 	return nil
 }
 
