@@ -190,15 +190,20 @@ func (d *Dir) prune(keep string) error {
 		total += e.Size
 	}
 	// Oldest first, as entries returns them.
-	for i := 0; i < len(es) && (total > d.maxBytes || len(es)-i > d.maxFiles); i++ {
-		if es[i].Name == keep {
+	n := len(es)
+	for _, e := range es {
+		if total <= d.maxBytes && n <= d.maxFiles {
+			break
+		}
+		if e.Name == keep {
 			continue
 		}
-		if err := os.Remove(filepath.Join(d.path, es[i].Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(d.path, e.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 			continue
 		}
-		total -= es[i].Size
+		total -= e.Size
+		n--
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("flight: pruning %s: %w", d.path, err)
