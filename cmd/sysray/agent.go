@@ -137,8 +137,21 @@ func agentNamer(lc *liveContainers) agent.Namer {
 
 // whyUnnamed logs why a container's counts went under its bare id: the
 // runtime's error (down, slow, no such container) or that it answered late.
+// Once per container in ten minutes: the Aggregator tells of each cgroup,
+// and of processes seen by their faults alone.
 func whyUnnamed(lc *liveContainers, log *slog.Logger) func(pid uint32, cg uint64, l agent.Labels) {
+	told := map[agent.Labels]time.Time{} // the Aggregator calls with its lock held
 	return func(pid uint32, cg uint64, l agent.Labels) {
+		now := time.Now()
+		for k, at := range told {
+			if now.Sub(at) > 10*time.Minute {
+				delete(told, k)
+			}
+		}
+		if _, ok := told[l]; ok {
+			return
+		}
+		told[l] = now
 		go func() {
 			r := lc.t.Lookup(pid, cg)
 			if !r.IsContainer() {
