@@ -36,7 +36,9 @@ type agentProc struct {
 // first read is in. Cleanup stops it if the test has not.
 func startAgent(t *testing.T, args ...string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(sysray, append([]string{"agent", "--listen", "127.0.0.1:0", "--interval", "500ms"}, args...)...)
+	// Flight captures go to the test's directory unless args say where.
+	cmd := exec.Command(sysray, append([]string{"agent", "--listen", "127.0.0.1:0", "--interval", "500ms",
+		"--capture-dir", t.TempDir()}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,8 @@ func newAgent() *cobra.Command {
 	var listen string
 	var interval, grace time.Duration
 	var maxContainers, maxSyscalls, reloadCells int
+	var noDoctor bool
+	do := agentDoctorOptions{}
 	cmd := &cobra.Command{
 		Use:   "agent [flags]",
 		Short: "Run on every host: count syscalls, errors, faults and signals in the kernel and serve them to Prometheus",
@@ -49,6 +51,12 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				return fmt.Errorf("--grace %s: want a positive duration", grace)
 			case reloadCells < 1 || reloadCells > statCells:
 				return fmt.Errorf("--reload-cells %d: want 1 to %d", reloadCells, statCells)
+			case do.window < time.Second:
+				return fmt.Errorf("--window %s: at least 1s", do.window)
+			case do.flightWindow < time.Second || do.flightBytes < 1<<20:
+				return fmt.Errorf("--flight-window %s, --flight-bytes %d: at least 1s and 1 MiB", do.flightWindow, do.flightBytes)
+			case do.captureBytes < 1<<20 || do.captureFiles < 1:
+				return fmt.Errorf("--capture-max-bytes %d, --capture-max-files %d: at least 1 MiB and 1", do.captureBytes, do.captureFiles)
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 			// Listen first: a port already taken is an error before any
@@ -67,11 +75,39 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle,
 				Reclaim: min(grace, reclaim), Unnamed: whyUnnamed(lc, log)})
 			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells}
+			if !noDoctor {
+				do.maxContainers = maxContainers
+				if src.doc, err = newAgentDoctor(log, lc, do); err != nil {
+					return fmt.Errorf("--capture-dir %s: %w", do.captureDir, err)
+				}
+			}
 			if err := src.open(); err != nil {
 				return err
 			}
 			defer src.Close()
 			ag := agent.NewAgent(agg, src, interval, log)
+			if src.doc != nil {
+				ag.Findings = src.doc.store
+				if src.doc.dir != nil {
+					ag.Captures = captures{src.doc}
+					usr1 := make(chan os.Signal, 1)
+					signal.Notify(usr1, syscall.SIGUSR1)
+					defer signal.Stop(usr1)
+					go func() {
+						for {
+							select {
+							case <-ctx.Done():
+								return
+							case <-usr1:
+								if _, err := ag.Captures.Snapshot("SIGUSR1"); err != nil {
+									log.Error("writing a flight capture failed", "reason", "SIGUSR1", "error", err.Error())
+								}
+							}
+						}
+					}()
+				}
+				go src.doc.run(ctx, src.current)
+			}
 			srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			served := make(chan error, 1)
 			go func() { served <- srv.Serve(ln) }()
@@ -104,8 +140,21 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	// For tests: reload often, to watch the counters across reloads.
 	f.IntVar(&reloadCells, "reload-cells", statCells*3/4, "reload the probe when its count table holds this many cells")
 	f.MarkHidden("reload-cells")
+	f.BoolVar(&noDoctor, "no-doctor", false, "count only: no continuous doctor, no findings, no flight recorder (the least cost)")
+	f.DurationVar(&do.window, "window", 10*time.Second, "run the doctor over windows this long")
+	f.StringVar(&do.captureDir, "capture-dir", "/var/lib/sysray/captures", "write flight captures here (\"\" for none)")
+	f.Int64Var(&do.captureBytes, "capture-max-bytes", 512<<20, "keep the capture directory under this many bytes, deleting the oldest first")
+	f.IntVar(&do.captureFiles, "capture-max-files", 100, "keep at most this many captures, deleting the oldest first")
+	f.DurationVar(&do.cooldown, "cooldown", 10*time.Minute, "write at most one capture per finding and container this often")
+	f.DurationVar(&do.flightWindow, "flight-window", 30*time.Second, "how far back a flight capture reaches")
+	f.Int64Var(&do.flightBytes, "flight-bytes", 64<<20, "memory for the flight recorder's compressed events")
 	return cmd
 }
+
+// agentPoll is how long the event reader sleeps on an idle ring: the
+// default 5 ms keeps `trace` prompt and user stacks nameable, and woke an
+// idle agent hundreds of times a second.
+const agentPoll = 50 * time.Millisecond
 
 // settle is how long the counts of a new cgroup wait to be named: the
 // container table finds new cgroups every 5 s and asks the runtime for
@@ -189,9 +238,21 @@ type probeSource struct {
 	log      *slog.Logger
 	reloadAt int // cells
 
+	doc *agentDoctor // nil: counts only
+
 	mu   sync.Mutex
 	gen  uint64
 	sess *session
+}
+
+// current is the probe loaded now; nil between loads.
+func (s *probeSource) current() *probe.Probe {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == nil {
+		return nil
+	}
+	return s.sess.p
 }
 
 // session is one load of the probe.
@@ -203,6 +264,7 @@ type session struct {
 	runErr   error
 	final    agent.Snapshot // read after the last event, before the programs went
 	finalErr error
+	sampling *probe.Sampling // the doctor's on-CPU samples
 }
 
 // open loads and attaches a probe; callers hold mu, or own s alone.
@@ -210,15 +272,41 @@ func (s *probeSource) open() error {
 	sess := &session{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan *probe.Probe, 1)
 	opts := live.Options{
-		Probe:   probe.Config{Stat: true},
-		Stop:    sess.stop,
-		Warn:    func(m string) { s.log.Warn(m) },
-		Started: func(p *probe.Probe) error { ready <- p; return nil },
+		// Nothing the agent does needs events within milliseconds.
+		Probe: probe.Config{Stat: true, Poll: agentPoll},
+		Stop:  sess.stop,
+		Warn:  func(m string) { s.log.Warn(m) },
+		Started: func(p *probe.Probe) error {
+			if s.doc != nil {
+				var err error
+				if sess.sampling, err = p.StartSampling(doctorHz); err != nil {
+					s.log.Warn("on-CPU stacks are off", "error", err.Error())
+				}
+			}
+			ready <- p
+			return nil
+		},
 		Finished: func(p *probe.Probe) error {
+			if sess.sampling != nil {
+				sess.sampling.Close()
+			}
 			sess.final, sess.finalErr = s.snapshot(p, sess.gen)
 			sess.final.Final = true
 			return nil
 		},
+	}
+	if s.doc != nil {
+		// The doctor's mode, as `sysray doctor` runs it: every call
+		// counted in the kernel, failures, slow calls with their sleep
+		// stacks and one call in 64 (at most one a millisecond per thread)
+		// crossing over as events (docs/doctor.md). Not its lean timing:
+		// /metrics' histograms count every call, so every call is timed.
+		opts.Probe.Sample = 64
+		opts.Probe.SampleGap = uint64(time.Millisecond)
+		opts.Probe.Stacks = true
+		// User frames would mean reading every process's maps on a busy
+		// host, all the time; the kernel's frames say where calls waited.
+		opts.UserFrames = func() bool { return false }
 	}
 	go func() {
 		defer close(sess.done)
@@ -238,6 +326,9 @@ func (s *probeSource) open() error {
 
 func (s *probeSource) event(e *event.Event) error {
 	s.lc.observe(e)
+	if s.doc != nil {
+		s.doc.observe(e)
+	}
 	// Counted where they arrive: the delivery runs in the receiving
 	// thread, so its cgroup names the container even when the sender was
 	// elsewhere, and it fires for fatal default actions too.

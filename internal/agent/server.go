@@ -21,6 +21,11 @@ type Agent struct {
 	Src      Source
 	Interval time.Duration
 	Log      *slog.Logger
+	// Findings, if set, is served at /api/findings and in /metrics.
+	Findings *Findings
+	// Captures, if set, serves the flight recorder's captures and takes
+	// snapshots on request.
+	Captures Captures
 
 	start    time.Time
 	mu       sync.Mutex
@@ -105,11 +110,16 @@ func (a *Agent) health() (Health, int) {
 }
 
 // Handler serves /metrics (the agent's series, Go runtime and process
-// collectors), /api/health and /healthz.
+// collectors), /api/health and /healthz, and with Findings and Captures
+// set /api/findings, /api/captures[/NAME] and POST /api/snapshot.
 func (a *Agent) Handler() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Agg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if a.Findings != nil {
+		reg.MustRegister(a.Findings)
+	}
 	mux := http.NewServeMux()
+	a.api(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
 		h, code := a.health()

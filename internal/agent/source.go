@@ -43,7 +43,9 @@ type Source interface {
 // Labels name the container a count belongs to. Processes outside any
 // container are Host; containers beyond the cap are Other.
 type Labels struct {
-	Container, Pod, Namespace string
+	Container string `json:"container"`
+	Pod       string `json:"pod,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // Names of the folded series.

@@ -49,9 +49,9 @@ type Dir struct {
 
 // Entry is one capture in a Dir.
 type Entry struct {
-	Name string    // file name, as Open takes it
-	Size int64     // bytes
-	Time time.Time // when it was taken, from its name (UTC, to the second)
+	Name string    `json:"name"` // file name, as Open takes it
+	Size int64     `json:"size"` // bytes
+	Time time.Time `json:"time"` // when it was taken, from its name (UTC, to the second)
 }
 
 // OpenDir creates path (0700) if needed and returns it as a capture

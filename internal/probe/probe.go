@@ -46,6 +46,10 @@ type Config struct {
 	// kernel's types are then read through the bpf syscall rather than
 	// from /sys/kernel/btf, and the caller reads fewer files.
 	SlowOpens bool
+	// Poll is how long a reader sleeps on an idle ring (0: 5 ms). Longer
+	// costs less CPU when little happens and delays events by as much: a
+	// long-lived agent that names no user frames can wait.
+	Poll time.Duration
 }
 
 // Probe is the loaded and attached set of BPF programs.
@@ -55,6 +59,7 @@ type Probe struct {
 	rings    []*ebpf.Map
 	arch     event.Arch
 	stacksOn bool
+	poll     time.Duration
 	Warnings []string // features that could not be enabled; the rest works
 }
 
@@ -148,7 +153,7 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 
-	p := &Probe{arch: arch, stacksOn: cfg.Stacks}
+	p := &Probe{arch: arch, stacksOn: cfg.Stacks, poll: cfg.Poll}
 	var opts ebpf.CollectionOptions
 	if cfg.SlowOpens {
 		// CO-RE then needs no listing of /sys/kernel/btf for modules

@@ -23,7 +23,7 @@ import (
 // put in order.
 const slack = uint64(5 * time.Millisecond)
 
-// How long a reader sleeps on an idle ring. The kernel wakes it sooner once
+// How long a reader sleeps on an idle ring by default. The kernel wakes it sooner once
 // an eighth of the ring is full. Short enough that events reach consumers
 // while their processes are usually still alive (to read their maps).
 const idlePoll = 5 * time.Millisecond
@@ -74,7 +74,7 @@ func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop fun
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			readRing(i, rd, stop, batches, p.stack)
+			readRing(i, rd, stop, batches, p.stack, p.poll)
 		}()
 	}
 	go func() {
@@ -171,7 +171,10 @@ func sorted(evs []event.Event) bool {
 	return true
 }
 
-func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, stacks stackFunc) {
+func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, stacks stackFunc, poll time.Duration) {
+	if poll <= 0 {
+		poll = idlePoll
+	}
 	cm := &comms{}
 	var rec ringbuf.Record
 	b := newBatch(i)
@@ -189,7 +192,7 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 		if stopping {
 			rd.SetDeadline(time.Now())
 		} else {
-			rd.SetDeadline(time.Now().Add(idlePoll))
+			rd.SetDeadline(time.Now().Add(poll))
 		}
 		var err error
 		for {

@@ -12,11 +12,12 @@ import (
 type Table struct {
 	mu    sync.RWMutex
 	procs map[uint32]*Info
+	ended map[uint32]uint64 // event time a process's last thread exited
 }
 
 // NewTable starts a table from a snapshot.
 func NewTable(snap []Info) *Table {
-	t := &Table{procs: make(map[uint32]*Info, len(snap))}
+	t := &Table{procs: make(map[uint32]*Info, len(snap)), ended: map[uint32]uint64{}}
 	for i := range snap {
 		p := snap[i]
 		t.procs[p.PID] = &p
@@ -25,9 +26,17 @@ func NewTable(snap []Info) *Table {
 }
 
 // Update applies a lifecycle event. Exited processes are kept: their
-// events may still be in flight or read later.
+// events may still be in flight or read later (Prune forgets them).
 func (t *Table) Update(e *event.Event) {
 	switch e.Kind {
+	case event.KindExit:
+		if e.Proc.GroupDead {
+			t.mu.Lock()
+			if _, ok := t.procs[e.PID]; ok {
+				t.ended[e.PID] = e.Time
+			}
+			t.mu.Unlock()
+		}
 	case event.KindFork:
 		if e.Proc.Thread {
 			return
@@ -39,6 +48,7 @@ func (t *Table) Update(e *event.Event) {
 			child.Cmdline = parent.Cmdline
 		}
 		t.procs[child.PID] = &child
+		delete(t.ended, child.PID)
 		t.mu.Unlock()
 	case event.KindExec:
 		t.mu.Lock()
@@ -47,6 +57,7 @@ func (t *Table) Update(e *event.Event) {
 			p = &Info{PID: e.PID}
 			t.procs[e.PID] = p
 		}
+		delete(t.ended, e.PID) // a reused pid
 		p.Comm = e.Comm
 		p.Exe = e.Proc.Filename
 		p.Cmdline = e.Proc.Argv
@@ -74,4 +85,32 @@ func (t *Table) Cmdline(pid uint32) string {
 		return strings.Join(p.Cmdline, " ")
 	}
 	return ""
+}
+
+// Prune forgets the processes that exited before the event time before,
+// and says how many: a table that lives as long as a host's agent would
+// otherwise keep every process the host ever ran.
+func (t *Table) Prune(before uint64) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for pid, at := range t.ended {
+		if at < before {
+			delete(t.procs, pid)
+			delete(t.ended, pid)
+			n++
+		}
+	}
+	return n
+}
+
+// All returns what is known of every process, exited ones included.
+func (t *Table) All() []Info {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]Info, 0, len(t.procs))
+	for _, p := range t.procs {
+		out = append(out, *p)
+	}
+	return out
 }

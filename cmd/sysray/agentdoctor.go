@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sysray/sysray/internal/agent"
+	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/container"
+	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/flight"
+	"github.com/sysray/sysray/internal/host"
+	"github.com/sysray/sysray/internal/probe"
+	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/stat"
+)
+
+// agentDoctor is the agent's continuous doctor and flight recorder: the
+// doctor runs on rolling windows of the live events, its findings are kept
+// across windows, and the last seconds of events stay in memory to be
+// written out when a finding is new or worse, on SIGUSR1, or on request.
+type agentDoctor struct {
+	log    *slog.Logger
+	lc     *liveContainers
+	arch   event.Arch
+	kernel string
+	vsys   string
+	procs  *proc.Table
+	win    *agent.Windows
+	store  *agent.Findings
+	rec    *flight.Recorder
+	dir    *flight.Dir // nil: captures off
+	cool   *flight.Cooldown
+	every  time.Duration
+	names  agent.Namer
+
+	snapMu sync.Mutex // one snapshot at a time: each copies the recorder's blocks
+}
+
+type agentDoctorOptions struct {
+	window, cooldown time.Duration
+	captureDir       string
+	captureBytes     int64
+	captureFiles     int
+	flightWindow     time.Duration
+	flightBytes      int64
+	maxContainers    int
+}
+
+func newAgentDoctor(log *slog.Logger, lc *liveContainers, o agentDoctorOptions) (*agentDoctor, error) {
+	_, kernel := host.Uname()
+	a := &agentDoctor{log: log, lc: lc, arch: event.HostArch(), kernel: kernel, vsys: host.VsyscallMode(),
+		every: o.window, names: agentNamer(lc), cool: flight.NewCooldown(o.cooldown),
+		rec: flight.New(flight.Config{Window: o.flightWindow, MaxBytes: o.flightBytes})}
+	snap, _ := proc.Snapshot()
+	a.procs = proc.NewTable(snap)
+	// A finding stays active for three windows: one quiet window is not a
+	// recovery. It is forgotten after a day without a sign of it.
+	a.store = agent.NewFindings(agent.FindingsOptions{ActiveFor: 3 * o.window, Forget: 24 * time.Hour,
+		Name: a.names, MaxContainers: o.maxContainers})
+	a.win = &agent.Windows{New: a.newDoctor, Store: a.store}
+	if o.captureDir != "" {
+		d, err := flight.OpenDir(o.captureDir, o.captureBytes, o.captureFiles)
+		if err != nil {
+			return nil, err
+		}
+		a.dir = d
+	}
+	return a, nil
+}
+
+func (a *agentDoctor) newDoctor() *doctor.Doctor {
+	return doctor.New(doctor.Host{Arch: a.arch, Kernel: a.kernel, VsyscallMode: a.vsys, Live: true,
+		Container: func(pid uint32, cg uint64) string { return describe(a.lc.Container(pid, cg)) },
+		OOMKills:  host.OOMKills,
+		Libc: func(pid uint32) string {
+			l, err := container.Libc(int(pid))
+			if err != nil {
+				return ""
+			}
+			return l.String()
+		}}, a.procs)
+}
+
+// observe takes one live event (the event reader's goroutine).
+func (a *agentDoctor) observe(e *event.Event) {
+	a.win.Observe(e)
+	a.rec.Add(e)
+}
+
+// run closes a window every a.every until ctx ends. p returns the probe
+// loaded now (nil between loads).
+func (a *agentDoctor) run(ctx context.Context, p func() *probe.Probe) {
+	t := time.NewTicker(a.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		a.closeWindow(p())
+	}
+}
+
+func (a *agentDoctor) closeWindow(p *probe.Probe) {
+	var cells []stat.Cell
+	var samples []doctor.CPUSample
+	if p != nil {
+		cells, _, _ = p.Stats()
+		if s, _, err := p.Samples(); err == nil {
+			samples = kernelSamples(s)
+		}
+	}
+	now := time.Now()
+	rep, news := a.win.Close(now, cells, samples)
+	// Exited processes are named in findings for a few windows, then
+	// forgotten: the table would otherwise grow with every process the
+	// host ever ran.
+	if now, keep := host.Mono(), uint64(3*a.every); now > keep {
+		a.procs.Prune(now - keep)
+	}
+	for _, f := range news {
+		a.log.Warn("finding", "id", f.ID, "severity", f.Severity.String(), "title", f.Title,
+			"containers", labelNames(f.Labels), "first_seen", f.FirstSeen, "occurrences", f.Occurrences)
+		if a.dir == nil {
+			continue
+		}
+		for _, l := range f.Labels {
+			if !a.cool.Allow(f.ID+"/"+l.Container, now) {
+				continue
+			}
+			if _, err := a.save(now, f.ID, l.Container, "finding "+f.ID+": "+f.Title); err != nil {
+				a.log.Error("writing a flight capture failed", "finding", f.ID, "error", err.Error())
+			}
+		}
+	}
+	if rep.Drops > 0 {
+		a.log.Warn("events lost in the last window", "drops", rep.Drops)
+	}
+}
+
+func labelNames(ls []agent.Labels) []string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.Container
+	}
+	return out
+}
+
+// save writes the flight recorder's events into the capture directory.
+func (a *agentDoctor) save(at time.Time, finding, ctr, reason string) (flight.Entry, error) {
+	a.snapMu.Lock()
+	defer a.snapMu.Unlock()
+	e, sum, err := a.dir.Save(a.rec, a.header(), at, finding, ctr, reason)
+	if err != nil {
+		return e, err
+	}
+	a.log.Info("wrote a flight capture", "name", e.Name, "bytes", e.Size, "events", sum.Events, "reason", reason)
+	return e, nil
+}
+
+// header describes the host for a capture, as record does, with the
+// processes known now (those that exited recently included).
+func (a *agentDoctor) header() *capture.Header {
+	node, kernel := host.Uname()
+	names := make([]string, event.MaxSyscall(a.arch)+1)
+	for i := range names {
+		names[i] = event.SyscallName(a.arch, uint32(i))
+	}
+	hdr := &capture.Header{Arch: a.arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
+		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: names, Procs: a.procs.All(), Meta: host.Facts()}
+	hdr.Meta[metaContainers] = a.lc.snapshot()
+	return hdr
+}
+
+// captures serves the flight recorder to the HTTP API.
+type captures struct{ a *agentDoctor }
+
+func (c captures) List() ([]flight.Entry, error)      { return c.a.dir.List() }
+func (c captures) Open(name string) (*os.File, error) { return c.a.dir.Open(name) }
+func (c captures) Snapshot(reason string) (flight.Entry, error) {
+	return c.a.save(time.Now(), "snapshot", strings.ReplaceAll(reason, " ", "-"), reason)
+}

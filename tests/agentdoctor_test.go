@@ -1,0 +1,205 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+type agentFinding struct {
+	ID          string            `json:"id"`
+	Severity    string            `json:"severity"`
+	Title       string            `json:"title"`
+	Occurrences int               `json:"occurrences"`
+	Active      bool              `json:"active"`
+	Labels      []json.RawMessage `json:"labels"`
+}
+
+func (a *agentProc) findings(t *testing.T) []agentFinding {
+	t.Helper()
+	resp, err := http.Get(a.base + "/api/findings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Findings []agentFinding }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Findings
+}
+
+type agentCapture struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+}
+
+func (a *agentProc) captures(t *testing.T) []agentCapture {
+	t.Helper()
+	resp, err := http.Get(a.base + "/api/captures")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Captures []agentCapture }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	return body.Captures
+}
+
+// crashes runs tests/progs/segv, whose child dies of SIGSEGV, and returns
+// the child's pid.
+func crashes(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command(prog("segv")).Output()
+	var pid, signaled, sig int
+	if _, serr := fmt.Sscanf(string(out), "child %d signaled=%d sig=%d", &pid, &signaled, &sig); err != nil || serr != nil || sig != 11 {
+		t.Fatalf("segv: %v %v %q", err, serr, out)
+	}
+	return pid
+}
+
+// The continuous doctor: a process that dies of SIGSEGV under the agent is
+// a critical finding within a window or two, in /api/findings and
+// /metrics, and leaves a flight capture behind that `doctor -r` diagnoses
+// the same way. The same crash again is the same finding, seen twice,
+// and the cooldown keeps it to one capture; a snapshot is taken on POST
+// /api/snapshot and on SIGUSR1.
+func TestAgentDoctorFindsAndRecords(t *testing.T) {
+	requireBPF(t)
+	dir := filepath.Join(t.TempDir(), "captures")
+	a := startAgent(t, "--window", "1s", "--capture-dir", dir, "--cooldown", "1h")
+
+	pid := crashes(t)
+	var f *agentFinding
+	for i := 0; i < 50 && f == nil; i++ {
+		time.Sleep(200 * time.Millisecond)
+		for _, x := range a.findings(t) {
+			if x.ID == "fatal-signal" && strings.Contains(x.Title, fmt.Sprintf("segv[%d]", pid)) {
+				f = &x
+				break
+			}
+		}
+	}
+	if f == nil {
+		t.Fatalf("no fatal-signal finding for segv[%d] after 10 s: %+v", pid, a.findings(t))
+	}
+	if f.Severity != "critical" || f.Occurrences != 1 || !f.Active || !strings.Contains(f.Title, "SIGSEGV") {
+		t.Errorf("finding: %+v", f)
+	}
+	m := a.scrape(t)
+	key := metric("sysray_finding_active", "container", "host", "id", "fatal-signal", "namespace", "", "pod", "", "severity", "critical")
+	if m[key] < 1 || m[strings.Replace(key, "sysray_finding_active", "sysray_findings_total", 1)] < 1 {
+		t.Errorf("%s = %v; findings metrics: %v", key, m[key], grep(m, "sysray_finding"))
+	}
+
+	// The capture it left: private, listed, downloadable, and diagnosed.
+	var name string
+	for i := 0; i < 25 && name == ""; i++ {
+		for _, c := range a.captures(t) {
+			if strings.Contains(c.Name, "-fatal-signal-host") {
+				name = c.Name
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if name == "" {
+		t.Fatalf("no flight capture for the crash: %+v", a.captures(t))
+	}
+	st, err := os.Stat(filepath.Join(dir, name))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("capture %s: %v %v", name, err, st)
+	}
+	resp, err := http.Get(a.base + "/api/captures/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := filepath.Join(t.TempDir(), "got.sysray")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || int64(len(b)) != st.Size() || os.WriteFile(got, b, 0o600) != nil {
+		t.Fatalf("download: %d, %d bytes of %d", resp.StatusCode, len(b), st.Size())
+	}
+	r := runOut(t, "doctor", "-r", got, "--json")
+	var rep struct {
+		Findings []agentFinding `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range rep.Findings {
+		found = found || x.ID == "fatal-signal" && x.Severity == "critical" && strings.Contains(x.Title, fmt.Sprintf("segv[%d]", pid))
+	}
+	if !found {
+		t.Errorf("doctor -r on the flight capture does not find segv[%d]'s crash: %s", pid, r.stdout)
+	}
+	for _, bad := range []string{"..%2f..%2fetc%2fpasswd", "nosuch.sysray"} {
+		if resp, err := http.Get(a.base + "/api/captures/" + bad); err != nil || resp.StatusCode != 404 {
+			t.Errorf("GET /api/captures/%s: %v %v, want 404", bad, err, resp.Status)
+		}
+	}
+
+	// The same crash again: one finding, seen twice; no second capture.
+	pid2 := crashes(t)
+	var twice bool
+	for i := 0; i < 50 && !twice; i++ {
+		time.Sleep(200 * time.Millisecond)
+		for _, x := range a.findings(t) {
+			twice = twice || x.ID == "fatal-signal" && strings.Contains(x.Title, fmt.Sprintf("segv[%d]", pid2)) && x.Occurrences == 2
+		}
+	}
+	if !twice {
+		t.Errorf("the second crash (segv[%d]) is not the first finding seen twice: %+v", pid2, a.findings(t))
+	}
+	n := 0
+	for _, c := range a.captures(t) {
+		if strings.Contains(c.Name, "-fatal-signal-host") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d captures of the crash within the cooldown, want 1: %+v", n, a.captures(t))
+	}
+
+	// On request, and on SIGUSR1.
+	resp, err = http.Post(a.base+"/api/snapshot", "", nil)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /api/snapshot: %v %v", err, resp.Status)
+	}
+	resp.Body.Close()
+	a.cmd.Process.Signal(syscall.SIGUSR1)
+	var api, usr1 bool
+	for i := 0; i < 25 && !(api && usr1); i++ {
+		time.Sleep(200 * time.Millisecond)
+		for _, c := range a.captures(t) {
+			api = api || strings.Contains(c.Name, "-snapshot-api")
+			usr1 = usr1 || strings.Contains(c.Name, "-snapshot-SIGUSR1")
+		}
+	}
+	if !api || !usr1 {
+		t.Errorf("snapshots: api %v, SIGUSR1 %v: %+v", api, usr1, a.captures(t))
+	}
+	if code, _ := a.stop(t); code != 0 {
+		t.Errorf("agent exited %d", code)
+	}
+}
+
+func grep(m map[string]float64, prefix string) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
