@@ -1,0 +1,172 @@
+package tests
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v2"
+)
+
+// The Kubernetes manifest's DaemonSet: what it must say for the agent to
+// work on a node, checked field by field, and its arguments run for real.
+func TestDeployDaemonSet(t *testing.T) {
+	requireBPF(t)
+	b, err := os.ReadFile("../deploy/kubernetes/sysray-agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type port struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	}
+	type probe struct {
+		HTTPGet struct {
+			Path string `yaml:"path"`
+			Port string `yaml:"port"`
+		} `yaml:"httpGet"`
+	}
+	type doc struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					HostPID    bool `yaml:"hostPID"`
+					Containers []struct {
+						Args            []string `yaml:"args"`
+						Ports           []port   `yaml:"ports"`
+						SecurityContext struct {
+							Privileged bool `yaml:"privileged"`
+						} `yaml:"securityContext"`
+						ReadinessProbe probe `yaml:"readinessProbe"`
+						LivenessProbe  probe `yaml:"livenessProbe"`
+						VolumeMounts   []struct {
+							Name      string `yaml:"name"`
+							MountPath string `yaml:"mountPath"`
+						} `yaml:"volumeMounts"`
+					} `yaml:"containers"`
+					Volumes []struct {
+						Name     string `yaml:"name"`
+						HostPath struct {
+							Path string `yaml:"path"`
+						} `yaml:"hostPath"`
+					} `yaml:"volumes"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	var ds *doc
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var d doc
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("manifest: %v", err)
+		}
+		if d.Kind == "DaemonSet" {
+			ds = &d
+		}
+	}
+	if ds == nil {
+		t.Fatal("no DaemonSet in the manifest")
+	}
+	spec := ds.Spec.Template.Spec
+	if !spec.HostPID || len(spec.Containers) != 1 {
+		t.Fatalf("want hostPID and one container: %+v", spec)
+	}
+	c := spec.Containers[0]
+	if !c.SecurityContext.Privileged {
+		t.Error("the agent loads BPF programs: it needs privileges")
+	}
+	args := c.Args
+	if len(args) == 0 || args[0] != "agent" {
+		t.Fatalf("args %v do not run the agent", args)
+	}
+	flag := func(name string) string {
+		for i := range args[:len(args)-1] {
+			if args[i] == name {
+				return args[i+1]
+			}
+		}
+		return ""
+	}
+	listen := flag("--listen")
+	if len(c.Ports) != 1 || !strings.HasSuffix(listen, ":"+strconv.Itoa(c.Ports[0].ContainerPort)) || strings.HasPrefix(listen, "127.") {
+		t.Errorf("--listen %q against ports %+v: Prometheus must reach the pod's port", listen, c.Ports)
+	}
+	for _, p := range []probe{c.ReadinessProbe, c.LivenessProbe} {
+		if p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port != c.Ports[0].Name {
+			t.Errorf("probe %+v: want /healthz on port %s", p, c.Ports[0].Name)
+		}
+	}
+	vols := map[string]string{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v.HostPath.Path
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		if _, ok := vols[m.Name]; !ok {
+			t.Errorf("mount %s has no volume", m.Name)
+		}
+		mounts[m.MountPath] = vols[m.Name]
+	}
+	for _, need := range []string{"/sys/fs/cgroup", "/sys/kernel/btf", flag("--capture-dir")} {
+		if mounts[need] != need {
+			t.Errorf("%s is not the host's %s: %v", need, need, mounts)
+		}
+	}
+
+	// The same arguments, on loopback and a private directory, start an
+	// agent that answers /healthz.
+	for i := range args {
+		switch {
+		case i > 0 && args[i-1] == "--listen":
+			args[i] = "127.0.0.1:0"
+		case i > 0 && args[i-1] == "--capture-dir":
+			args[i] = t.TempDir()
+		}
+	}
+	a := startAgent(t, args[1:]...)
+	resp, err := http.Get(a.base + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if code, _ := a.stop(t); code != 0 {
+		t.Errorf("agent exited %d", code)
+	}
+}
+
+// The systemd unit passes systemd's own check, with ExecStart pointing at
+// the binary under test.
+func TestDeploySystemdUnit(t *testing.T) {
+	requireBPF(t)
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze is needed to check the unit: " + err.Error())
+	}
+	b, err := os.ReadFile("../deploy/systemd/sysray-agent.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := strings.ReplaceAll(string(b), "/usr/local/bin/sysray", sysray)
+	if unit == string(b) {
+		t.Fatal("the unit does not start /usr/local/bin/sysray")
+	}
+	path := filepath.Join(t.TempDir(), "sysray-agent.service")
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
