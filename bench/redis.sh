@@ -46,12 +46,17 @@ start_tool() {
 	sysray-floor) $sysray stat -e sync -o "$work/floor.txt" >/dev/null 2>&1 & ;; # programs attached, every syscall filtered out at entry
 	sysray-stat) $sysray stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
 	sysray-record) $sysray record -w "$work/r.sysray" >/dev/null 2>"$work/record.err" & ;;
+	sysray-agent) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" >/dev/null 2>&1 & ;; # the defaults: duty cycling, doctor, flight recorder
+	sysray-agent-always) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --syscalls always >/dev/null 2>&1 & ;;
 	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
 	perf-trace) perf trace -s -a -o "$work/pt.txt" >/dev/null 2>&1 & ;;
 	strace-server) strace -f -c -o "$work/st.txt" -p "$rpid" >/dev/null 2>&1 & ;;
 	esac
 	[ "$1" = baseline ] || tool=$!
-	sleep 2
+	case $1 in
+	sysray-agent*) sleep 5 ;; # the container table waits up to 2 s before the probe loads
+	*) sleep 2 ;;
+	esac
 }
 
 stop_tool() {
@@ -60,7 +65,9 @@ stop_tool() {
 	wait $tool 2>/dev/null || true
 }
 
-order=(baseline sysray-floor sysray-stat sysray-record bpftrace-hist perf-trace strace-server)
+order=(baseline sysray-floor sysray-stat sysray-record sysray-agent sysray-agent-always bpftrace-hist perf-trace strace-server)
+# ONLY="baseline sysray-agent bpftrace-hist" runs a subset, in that order.
+[ -n "${ONLY:-}" ] && read -r -a order <<<"$ONLY"
 declare -A samples
 for ((r = 1; r <= ROUNDS; r++)); do
 	for m in "${order[@]}"; do

@@ -83,6 +83,7 @@ struct task_state {
 	__u64 cg;        /* cgroup id, likewise */
 	__u64 cg_gen;    /* cgroup_gen when tgid and cg were read; 0: never */
 	__u64 seq;       /* syscalls entered: names the call in flight */
+	__u64 gen;       /* attach_gen when the thread last entered a call */
 	__u64 sl_owner;  /* seq of the syscall the sleep slots belong to */
 	__u64 jts;       /* lean timing: jiffies at entry */
 	__u64 p1;        /* lean timing: clock at the call's first switch-out */
@@ -113,6 +114,14 @@ struct task_state {
  * generation it read it in, and reads it again only after a move.
  */
 volatile __u64 cgroup_gen = 1;
+
+/*
+ * Bumped by user space each time it attaches sys_enter and sys_exit again
+ * (the agent's duty cycling). A call a thread entered under an earlier
+ * attach, or while they were off, is none of this attach's business: its
+ * state is stale, and an exit without a seen entry is no seccomp refusal.
+ */
+volatile __u64 attach_gen = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
@@ -671,6 +680,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	/* The sleep slots are reset by the first switch-out of this call (sl_owner). */
 	st->active = 1;
 	st->seq++;
+	st->gen = attach_gen;
 	if (lean_timing()) {
 		/*
 		 * The clock costs more than everything else here put together.
@@ -965,9 +975,14 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
 	if (!st)
 		return 0;
+	if (st->gen != attach_gen) {
+		/* Entered before this attach (or never since the probe loaded). */
+		st->active = 0;
+		return 0;
+	}
 	if (!st->active) {
-		/* seq: the thread has entered a call since we attached, so it was not inside one then. */
-		if (st->seq && ret < 0 && ret >= -4095)
+		/* gen: the thread has entered a call since we attached, so it was not inside one then. */
+		if (ret < 0 && ret >= -4095)
 			refused(st, regs, ret);
 		return 0;
 	}
@@ -1437,6 +1452,8 @@ int inflight(struct bpf_iter__task *ctx)
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	if (!st || !(st->active || st->held))
 		return 0;
+	if (!st->held && st->gen != attach_gen)
+		return 0; /* a call entered under an earlier attach: its state is stale */
 	if (!task_selected(task))
 		return 0;
 	if (st->held) {

@@ -37,8 +37,9 @@ type agentProc struct {
 func startAgent(t *testing.T, args ...string) *agentProc {
 	t.Helper()
 	// Flight captures go to the test's directory unless args say where.
+	// Exact counts unless args ask for duty cycling.
 	cmd := exec.Command(sysray, append([]string{"agent", "--listen", "127.0.0.1:0", "--interval", "500ms",
-		"--capture-dir", t.TempDir()}, args...)...)
+		"--capture-dir", t.TempDir(), "--syscalls", "always"}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

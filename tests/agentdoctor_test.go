@@ -203,3 +203,34 @@ func grep(m map[string]float64, prefix string) map[string]float64 {
 	}
 	return out
 }
+
+// Duty cycling: with the syscall programs attached a quarter of the time,
+// a container's 19 batches of 20001 getppid calls (380019, odd) are
+// counted about a quarter of the time and scaled by four: a multiple of
+// four, near the truth. Signals are always attached and stay exact.
+func TestAgentDutyCycle(t *testing.T) {
+	requireBPF(t)
+	ids, dirs := fakeContainers(t, 0xd0, 1)
+	a := startAgent(t, "--syscalls", "duty", "--duty-on", "250ms", "--duty-period", "1s", "--grace", "1h")
+	key := metric("sysray_syscall_duration_seconds_count", "container", ids[0][:12], "namespace", "", "pod", "", "syscall", "getppid")
+	segv := metric("sysray_signals_total", "container", ids[0][:12], "namespace", "", "pod", "", "signal", "SIGSEGV")
+	inCgroup(t, dirs[0], "/bin/sh", "-c", fmt.Sprintf("'for i in $(seq 19); do %s 20001; sleep 0.2; done; %s'", prog("getppid"), prog("segv")))
+	var last float64 = -1
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		time.Sleep(time.Second)
+		m := a.scrape(t)
+		n, ok := m[key]
+		if ok && n == last && m[segv] == 1 {
+			break
+		}
+		last = n
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never settled (last %v), %s = %v", key, last, segv, m[segv])
+		}
+	}
+	if int64(last)%4 != 0 || last < 380019*0.4 || last > 380019*1.6 {
+		t.Errorf("%s = %v: want a multiple of 4 near 380019", key, last)
+	}
+	t.Logf("duty-cycled count %v for 380019 calls", last)
+}

@@ -26,6 +26,8 @@ func newAgent() *cobra.Command {
 	var interval, grace time.Duration
 	var maxContainers, maxSyscalls, reloadCells int
 	var noDoctor bool
+	var syscallsMode string
+	var dutyOn, dutyPeriod time.Duration
 	do := agentDoctorOptions{}
 	cmd := &cobra.Command{
 		Use:   "agent [flags]",
@@ -57,6 +59,16 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				return fmt.Errorf("--flight-window %s, --flight-bytes %d: at least 1s and 1 MiB", do.flightWindow, do.flightBytes)
 			case do.captureBytes < 1<<20 || do.captureFiles < 1:
 				return fmt.Errorf("--capture-max-bytes %d, --capture-max-files %d: at least 1 MiB and 1", do.captureBytes, do.captureFiles)
+			case syscallsMode != "duty" && syscallsMode != "always":
+				return fmt.Errorf("--syscalls %q: duty or always", syscallsMode)
+			case syscallsMode == "duty" && (dutyOn < 100*time.Millisecond || dutyPeriod < 2*dutyOn || dutyPeriod%dutyOn != 0):
+				return fmt.Errorf("--duty-on %s, --duty-period %s: on at least 100ms, the period a multiple of it, at least twice", dutyOn, dutyPeriod)
+			}
+			duty := syscallsMode == "duty"
+			if duty {
+				// The doctor's window is the duty period: one stretch of
+				// traced syscalls each.
+				do.window = dutyPeriod
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 			// Listen first: a port already taken is an error before any
@@ -74,7 +86,10 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
 				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle,
 				Reclaim: min(grace, reclaim), Unnamed: whyUnnamed(lc, log)})
-			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells}
+			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells, scale: 1}
+			if duty {
+				src.scale = uint64(dutyPeriod / dutyOn)
+			}
 			if !noDoctor {
 				do.maxContainers = maxContainers
 				if src.doc, err = newAgentDoctor(log, lc, do); err != nil {
@@ -106,7 +121,12 @@ SIGTERM or SIGINT detaches and exits 0.`,
 						}
 					}()
 				}
-				go src.doc.run(ctx, src.current)
+				if !duty {
+					go src.doc.run(ctx, src.current)
+				}
+			}
+			if duty {
+				go src.dutyCycle(ctx, dutyOn, dutyPeriod)
 			}
 			srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
 			served := make(chan error, 1)
@@ -140,6 +160,9 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	// For tests: reload often, to watch the counters across reloads.
 	f.IntVar(&reloadCells, "reload-cells", statCells*3/4, "reload the probe when its count table holds this many cells")
 	f.MarkHidden("reload-cells")
+	f.StringVar(&syscallsMode, "syscalls", "duty", "duty: attach the per-syscall programs --duty-on in every --duty-period and scale their counts; always: exact counts at their full cost")
+	f.DurationVar(&dutyOn, "duty-on", time.Second, "with --syscalls duty, how long the per-syscall programs stay attached each period")
+	f.DurationVar(&dutyPeriod, "duty-period", 10*time.Second, "with --syscalls duty, the period (a multiple of --duty-on); also the doctor's window")
 	f.BoolVar(&noDoctor, "no-doctor", false, "count only: no continuous doctor, no findings, no flight recorder (the least cost)")
 	f.DurationVar(&do.window, "window", 10*time.Second, "run the doctor over windows this long")
 	f.StringVar(&do.captureDir, "capture-dir", "/var/lib/sysray/captures", "write flight captures here (\"\" for none)")
@@ -238,11 +261,13 @@ type probeSource struct {
 	log      *slog.Logger
 	reloadAt int // cells
 
-	doc *agentDoctor // nil: counts only
+	doc   *agentDoctor // nil: counts only
+	scale uint64       // Snapshot.Scale: duty period over on time, 1 when always attached
 
 	mu   sync.Mutex
 	gen  uint64
 	sess *session
+	off  bool // duty cycling has the syscall programs off now
 }
 
 // current is the probe loaded now; nil between loads.
@@ -315,6 +340,9 @@ func (s *probeSource) open() error {
 	select {
 	case sess.p = <-ready:
 		s.sess = sess
+		if s.off {
+			sess.p.PauseSyscalls() // loaded while duty cycling has them off
+		}
 		return nil
 	case <-sess.done:
 		if sess.runErr == nil {
@@ -347,7 +375,7 @@ func (s *probeSource) snapshot(p *probe.Probe, gen uint64) (agent.Snapshot, erro
 	if err != nil {
 		return agent.Snapshot{}, fmt.Errorf("reading the fault counts: %w", err)
 	}
-	snap := agent.Snapshot{Gen: gen, Cells: cells, Lost: lost, Procs: make(map[uint32]agent.ProcCounts, len(pc))}
+	snap := agent.Snapshot{Gen: gen, Cells: cells, Lost: lost, Procs: make(map[uint32]agent.ProcCounts, len(pc)), Scale: s.scale}
 	for pid, c := range pc {
 		snap.Procs[pid] = agent.ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
 	}

@@ -104,11 +104,13 @@ func (a *agentDoctor) run(ctx context.Context, p func() *probe.Probe) {
 			return
 		case <-t.C:
 		}
-		a.closeWindow(p())
+		a.closeWindow(p(), [2]uint64{})
 	}
 }
 
-func (a *agentDoctor) closeWindow(p *probe.Probe) {
+// closeWindow ends the doctor's window; traced, if not zero, is when the
+// per-syscall programs were attached during it (duty cycling).
+func (a *agentDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 	var cells []stat.Cell
 	var samples []doctor.CPUSample
 	if p != nil {
@@ -118,7 +120,7 @@ func (a *agentDoctor) closeWindow(p *probe.Probe) {
 		}
 	}
 	now := time.Now()
-	rep, news := a.win.Close(now, cells, samples)
+	rep, news := a.win.Close(now, cells, samples, traced)
 	// Exited processes are named in findings for a few windows, then
 	// forgotten: the table would otherwise grow with every process the
 	// host ever ran.

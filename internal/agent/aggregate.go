@@ -52,6 +52,7 @@ type Aggregator struct {
 	prevPC  map[uint32]ProcCounts
 	first   map[uint64]*sighting // cgroups Name was unsure of
 	final   bool                 // folding the last read of a generation
+	scale   uint64               // the read's Snapshot.Scale, at least 1
 	sigs    map[sigKey]uint64    // signals not folded yet
 	ctrs    map[Labels]*ctr
 	lost    mono
@@ -191,6 +192,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.final = s.Final
+	a.scale = max(s.Scale, 1)
 	if !a.started || s.Gen != a.gen {
 		// New counters: every cell, errno and process starts from zero.
 		a.started, a.gen = true, s.Gen
@@ -245,7 +247,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 			sd := d.syscall(name)
 			var n uint64
 			for j := range cur.hist {
-				x := uint64(cur.hist[j] - p.hist[j]) // modulo 2^32: see promHist
+				x := uint64(cur.hist[j]-p.hist[j]) * a.scale // modulo 2^32: see promHist
 				sd.hist[j] += x
 				n += x
 			}
@@ -254,6 +256,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 			if cur.total < p.total {
 				t = cur.total
 			}
+			t *= a.scale
 			sd.total += t
 			d.activity += n + t
 		}
@@ -376,7 +379,7 @@ func (a *Aggregator) foldErrnos(pn [2]uint32, g *failGroup) {
 			if sd.errnos == nil {
 				sd.errnos = map[string]uint64{}
 			}
-			sd.errnos[errnoLabel(e)] += n
+			sd.errnos[errnoLabel(e)] += n * a.scale
 		}
 		for i := range g.cells {
 			if take := min(left, g.cells[i].errs); take > 0 {

@@ -451,3 +451,22 @@ func TestReclaimIdleSlots(t *testing.T) {
 		t.Fatalf("140 s in: %+v; want b in a's slot (a idle 70 s) with its 4 new calls", v.Syscalls)
 	}
 }
+
+// Duty-cycled reads count about one call in Scale: the series grow by
+// Scale times what the kernel counted, errors by errno too.
+func TestScaledReads(t *testing.T) {
+	a := newAgg(map[uint64]string{7: "web"}, 10, 10)
+	a.Fold(time.Unix(10, 0), Snapshot{Cells: []stat.Cell{cell(100, nrOpenat, 7, 3, 3000, 1)}, Scale: 10})
+	a.Fold(time.Unix(15, 0), Snapshot{Cells: []stat.Cell{cell(100, nrOpenat, 7, 5, 3000, 2)}, Scale: 10})
+	s := find(a.View(), "web", "openat")
+	if s == nil || s.Count != 50 || s.SumNS != 50*3000 || s.Errnos["ENOENT"] != 20 {
+		t.Fatalf("scaled series: %+v; want 50 calls, 150 µs, 20 ENOENT", s)
+	}
+	var inBuckets uint64
+	for _, n := range s.Buckets {
+		inBuckets += n
+	}
+	if inBuckets != 50 {
+		t.Errorf("buckets hold %d calls, want 50", inBuckets)
+	}
+}

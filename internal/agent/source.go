@@ -27,6 +27,10 @@ type Snapshot struct {
 	// BPF is the run time of each of the probe's programs by name; nil
 	// when the kernel does not keep it (kernel.bpf_stats_enabled is 0).
 	BPF map[string]time.Duration
+	// Scale multiplies the growth of Cells: with the per-syscall programs
+	// attached one period in Scale (duty cycling), the calls counted are
+	// about one in Scale of those made. 0 or 1: exact.
+	Scale uint64
 }
 
 // ProcCounts are one process's page faults and legacy vsyscall emulations.

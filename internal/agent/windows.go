@@ -47,9 +47,10 @@ func (w *Windows) Observe(e *event.Event) {
 // Close ends the current window at now and starts the next. cells are the
 // kernel's counts now and samples its on-CPU samples now, both as they
 // grew since the probe was loaded (nil when unknown); the window's share
-// is what grew since the last Close. It returns the findings that are new
-// or rose to warning or above.
-func (w *Windows) Close(now time.Time, cells []stat.Cell, samples []doctor.CPUSample) (*doctor.Report, []Finding) {
+// is what grew since the last Close. traced, if not zero, is the stretch
+// of event time the per-syscall programs were attached (duty cycling). It
+// returns the findings that are new or rose to warning or above.
+func (w *Windows) Close(now time.Time, cells []stat.Cell, samples []doctor.CPUSample, traced [2]uint64) (*doctor.Report, []Finding) {
 	w.mu.Lock()
 	d := w.cur
 	w.cur = w.New()
@@ -62,6 +63,9 @@ func (w *Windows) Close(now time.Time, cells []stat.Cell, samples []doctor.CPUSa
 	}
 	if samples != nil {
 		d.OnCPU(w.samplesDelta(samples))
+	}
+	if traced[1] > 0 {
+		d.Traced(traced[0], traced[1])
 	}
 	rep := d.Report()
 	return rep, w.Store.Merge(rep.Findings, now)

@@ -36,7 +36,7 @@ func TestWindowsCarryFindings(t *testing.T) {
 				w.Observe(&e)
 			}
 		}
-		_, news := w.Close(t0.Add(time.Duration(i)*10*time.Second), nil, nil)
+		_, news := w.Close(t0.Add(time.Duration(i)*10*time.Second), nil, nil, [2]uint64{})
 		all = append(all, news)
 	}
 	if len(all[0]) != 1 || all[0][0].ID != "fatal-signal" || len(all[1])+len(all[2])+len(all[3]) != 0 {

@@ -114,6 +114,9 @@ type Env struct {
 	series  *Series              // live: the kernel's counts over time
 	oncpu   []CPUSample          // live: where the CPUs were, sampled
 	named   []ProcRef            // the processes ProcName named since Report last looked
+	// traced, when set, is the only stretch of time syscalls were traced
+	// (a duty-cycled agent): a thread's time counts only within it.
+	traced [2]uint64
 }
 
 // lifetime is a thread's span as its events saw it.
@@ -128,8 +131,12 @@ type lifetime struct {
 func (env *Env) threadTime() (map[uint32]uint64, map[uint32]int) {
 	ns, n := map[uint32]uint64{}, map[uint32]int{}
 	for _, t := range env.threads {
-		if t.last > t.first {
-			ns[t.pid] += t.last - t.first
+		first, last := t.first, t.last
+		if env.traced[1] > 0 {
+			first, last = max(first, env.traced[0]), min(last, env.traced[1])
+		}
+		if last > first {
+			ns[t.pid] += last - first
 			n[t.pid]++
 		}
 	}
@@ -266,6 +273,12 @@ func (d *Doctor) Counts(cells []stat.Cell) {
 		}
 	}
 }
+
+// Traced says syscalls were traced only from from to to (event time): a
+// duty-cycled agent attaches the per-syscall programs for part of each
+// window. The share of a thread's time its calls took is then a share of
+// the time they were traced, not of the window.
+func (d *Doctor) Traced(from, to uint64) { d.env.traced = [2]uint64{from, to} }
 
 // Observe feeds one event to every detector.
 func (d *Doctor) Observe(e *event.Event) {

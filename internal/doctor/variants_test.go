@@ -209,3 +209,37 @@ func TestHotPollTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A duty-cycled agent traced syscalls for the first fifth of a window in
+// which the thread also made rare events: its calls' share is of the time
+// they were traced.
+func TestHotSyscallTracedPart(t *testing.T) {
+	run := func(traced bool) float64 {
+		d := New(host, nil)
+		tm := uint64(1e9)
+		for range 400 { // 0.4 s of sampled calls
+			e := sys(9, tm, nrGetppid, 8, 300)
+			d.Observe(&e)
+			tm += 1_000_000
+		}
+		// A signal 1.6 s later, while syscalls were not traced.
+		late := event.Event{Kind: event.KindSignalDeliver, Time: tm + 1_600_000_000, PID: 9, TID: 9, Comm: "prog",
+			Signal: event.Signal{Sig: 17, TargetPID: 9, TargetTID: 9, Handler: 1}}
+		d.Observe(&late)
+		d.Counts([]stat.Cell{{Key: stat.Key{PID: 9, Nr: nrGetppid}, Count: 400_000, Total: 400_000 * 450}})
+		if traced {
+			d.Traced(1e9, tm)
+		}
+		f := byID(d.Report().Findings, "hot-syscall")
+		if f == nil {
+			return 0
+		}
+		return f.Evidence["share_of_time"].(float64)
+	}
+	if s := run(true); s < 0.4 || s > 0.5 {
+		t.Errorf("share over the traced time %.2f, want 0.45", s)
+	}
+	if s := run(false); s > 0.1 {
+		t.Errorf("share over the whole window %.2f, want under a tenth", s)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -60,6 +61,12 @@ type Probe struct {
 	arch     event.Arch
 	stacksOn bool
 	poll     time.Duration
+
+	linkMu sync.Mutex
+	// sysIdx are sys_enter's and sys_exit's places in links, which hold
+	// nil there while PauseSyscalls has them off.
+	sysIdx   [2]int
+	gen      uint64   // attach_gen in the kernel
 	Warnings []string // features that could not be enabled; the rest works
 }
 
@@ -251,8 +258,73 @@ func (p *Probe) attach() error {
 			continue
 		}
 		p.links = append(p.links, l)
+		switch f.prog {
+		case "sys_enter":
+			p.sysIdx[0] = len(p.links) - 1
+		case "sys_exit":
+			p.sysIdx[1] = len(p.links) - 1
+		}
 	}
+	p.gen = 1
 	return nil
+}
+
+// PauseSyscalls detaches sys_enter and sys_exit: syscalls are neither
+// counted nor emitted until ResumeSyscalls, and cost nothing (the agent's
+// duty cycling). Everything else stays attached.
+func (p *Probe) PauseSyscalls() {
+	p.linkMu.Lock()
+	defer p.linkMu.Unlock()
+	if p.links == nil {
+		return
+	}
+	// sys_enter first: a call whose entry was seen still finds sys_exit.
+	for _, i := range p.sysIdx {
+		if l := p.links[i]; l != nil {
+			l.Close()
+			p.links[i] = nil
+		}
+	}
+}
+
+// ResumeSyscalls attaches sys_enter and sys_exit again. Calls that were in
+// flight across the pause are not reported: the kernel ignores the state of
+// any call entered under an earlier attach (attach_gen).
+func (p *Probe) ResumeSyscalls() error {
+	p.linkMu.Lock()
+	defer p.linkMu.Unlock()
+	if p.links == nil || p.links[p.sysIdx[0]] != nil {
+		return nil // not paused, or detached for good
+	}
+	p.gen++
+	if err := p.objs.AttachGen.Set(p.gen); err != nil {
+		return fmt.Errorf("resuming syscall tracing: %w", err)
+	}
+	var got [2]link.Link
+	for i, prog := range []*ebpf.Program{p.objs.SysEnter, p.objs.SysExit} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
+		if err != nil {
+			if got[0] != nil {
+				got[0].Close() // both or neither: the next resume tries again
+			}
+			return fmt.Errorf("resuming syscall tracing: %w", err)
+		}
+		got[i] = l
+	}
+	p.links[p.sysIdx[0]], p.links[p.sysIdx[1]] = got[0], got[1]
+	return nil
+}
+
+// closeLinks detaches every program.
+func (p *Probe) closeLinks() {
+	p.linkMu.Lock()
+	defer p.linkMu.Unlock()
+	for _, l := range p.links {
+		if l != nil {
+			l.Close()
+		}
+	}
+	p.links = nil
 }
 
 // Detach stops tracing, then emits the syscalls still in flight as unfinished.
@@ -261,10 +333,7 @@ func (p *Probe) Detach() error {
 	// In attach order, so sys_enter stops before sys_exit. The other way
 	// round, a call in flight at Run's cut could end unseen and its thread's
 	// next entry overwrite it before the iterator below found it.
-	for _, l := range p.links {
-		l.Close()
-	}
-	p.links = nil
+	p.closeLinks()
 	// Staged syscall records reach the rings within one stage timer period.
 	time.Sleep(stageFlush)
 	it, err := link.AttachIter(link.IterOptions{Program: p.objs.Inflight})
@@ -316,10 +385,7 @@ func (p *Probe) Drops() ([]uint64, error) {
 // CloseMaps detaches and frees the rings, leaving the programs and maps
 // loaded until Close or the process's exit.
 func (p *Probe) CloseMaps() {
-	for _, l := range p.links {
-		l.Close()
-	}
-	p.links = nil
+	p.closeLinks()
 	for _, m := range p.rings {
 		m.Close()
 	}
@@ -328,10 +394,7 @@ func (p *Probe) CloseMaps() {
 
 // Close detaches and frees everything.
 func (p *Probe) Close() error {
-	for _, l := range p.links {
-		l.Close()
-	}
-	p.links = nil
+	p.closeLinks()
 	for _, m := range p.rings {
 		m.Close()
 	}

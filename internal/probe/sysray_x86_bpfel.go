@@ -156,6 +156,7 @@ type sysrayTaskState struct {
 	Cg           uint64
 	CgGen        uint64
 	Seq          uint64
+	Gen          uint64
 	SlOwner      uint64
 	Jts          uint64
 	P1           uint64
@@ -241,6 +242,7 @@ const (
 	sysrayProgSignalGenerate      = "signal_generate"
 	sysrayProgSysEnter            = "sys_enter"
 	sysrayProgSysExit             = "sys_exit"
+	sysrayVarAttachGen            = "attach_gen"
 	sysrayVarCapRules             = "cap_rules"
 	sysrayVarCfgAllFaults         = "cfg_all_faults"
 	sysrayVarCfgCgroups           = "cfg_cgroups"
@@ -353,6 +355,7 @@ type sysrayMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sysrayVariableSpecs struct {
+	AttachGen        *ebpf.VariableSpec `ebpf:"attach_gen"`
 	CapRules         *ebpf.VariableSpec `ebpf:"cap_rules"`
 	CfgAllFaults     *ebpf.VariableSpec `ebpf:"cfg_all_faults"`
 	CfgCgroups       *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
@@ -441,6 +444,7 @@ func (m *sysrayMaps) Close() error {
 //
 // It can be passed to loadSysrayObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sysrayVariables struct {
+	AttachGen        *ebpf.Variable `ebpf:"attach_gen"`
 	CapRules         *ebpf.Variable `ebpf:"cap_rules"`
 	CfgAllFaults     *ebpf.Variable `ebpf:"cfg_all_faults"`
 	CfgCgroups       *ebpf.Variable `ebpf:"cfg_cgroups"`

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/sysray/sysray/internal/host"
+)
+
+// dutyDrain is how long after pausing the syscall programs the doctor's
+// window waits for their last events: the reader's idle sleep (agentPoll)
+// and the merger's slack, with room to spare.
+const dutyDrain = 150 * time.Millisecond
+
+// dutyCycle attaches the per-syscall programs for on in every period until
+// ctx ends, so that a syscall-heavy host pays their cost a fraction of the
+// time; everything else stays attached. With the doctor, its window is the
+// period, closed once each on stretch's events are in.
+func (s *probeSource) dutyCycle(ctx context.Context, on, period time.Duration) {
+	sleep := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for {
+		start := time.Now()
+		s.setOff(false)
+		if p := s.current(); p != nil {
+			if err := p.ResumeSyscalls(); err != nil {
+				s.log.Error("attaching the syscall programs failed", "error", err.Error())
+			}
+		}
+		from := host.Mono()
+		if !sleep(on) {
+			return
+		}
+		s.setOff(true)
+		p := s.current()
+		if p != nil {
+			p.PauseSyscalls()
+		}
+		to := host.Mono()
+		if s.doc != nil {
+			if !sleep(dutyDrain) {
+				return
+			}
+			s.doc.closeWindow(p, [2]uint64{from, to})
+		}
+		if !sleep(period - time.Since(start)) {
+			return
+		}
+	}
+}
+
+// setOff records whether the syscall programs should be off now, for a
+// probe loaded meanwhile (a reload starts with them attached).
+func (s *probeSource) setOff(off bool) {
+	s.mu.Lock()
+	s.off = off
+	s.mu.Unlock()
+}
