@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,9 +64,9 @@ type Probe struct {
 	poll     time.Duration
 
 	linkMu sync.Mutex
-	// sysIdx are sys_enter's and sys_exit's places in links, which hold
-	// nil there while PauseSyscalls has them off.
-	sysIdx   [2]int
+	// duty are the places in links of the programs PauseSyscalls
+	// detaches, which hold nil there while they are off.
+	duty     map[string]int
 	gen      uint64   // attach_gen in the kernel
 	Warnings []string // features that could not be enabled; the rest works
 }
@@ -258,60 +259,76 @@ func (p *Probe) attach() error {
 			continue
 		}
 		p.links = append(p.links, l)
-		switch f.prog {
-		case "sys_enter":
-			p.sysIdx[0] = len(p.links) - 1
-		case "sys_exit":
-			p.sysIdx[1] = len(p.links) - 1
+		if slices.Contains(dutyProgs, f.prog) {
+			if p.duty == nil {
+				p.duty = map[string]int{}
+			}
+			p.duty[f.prog] = len(p.links) - 1
 		}
 	}
 	p.gen = 1
 	return nil
 }
 
-// PauseSyscalls detaches sys_enter and sys_exit: syscalls are neither
-// counted nor emitted until ResumeSyscalls, and cost nothing (the agent's
-// duty cycling). Everything else stays attached.
+// PauseSyscalls detaches the programs that run on every syscall and every
+// context switch: sys_enter and sys_exit, and sched_switch and
+// sched_waking, which follow only the sleeps of the syscalls those see.
+// Syscalls are then neither counted nor emitted until ResumeSyscalls, and
+// cost nothing (the agent's duty cycling). The rest stays attached.
 func (p *Probe) PauseSyscalls() {
 	p.linkMu.Lock()
 	defer p.linkMu.Unlock()
 	if p.links == nil {
 		return
 	}
-	// sys_enter first: a call whose entry was seen still finds sys_exit.
-	for _, i := range p.sysIdx {
-		if l := p.links[i]; l != nil {
-			l.Close()
+	// sys_enter first: a call whose entry was seen still finds sys_exit,
+	// and its sleeps the scheduler's programs.
+	for _, name := range dutyProgs {
+		if i, ok := p.duty[name]; ok && p.links[i] != nil {
+			p.links[i].Close()
 			p.links[i] = nil
 		}
 	}
 }
 
-// ResumeSyscalls attaches sys_enter and sys_exit again. Calls that were in
-// flight across the pause are not reported: the kernel ignores the state of
-// any call entered under an earlier attach (attach_gen).
+// dutyProgs are the programs PauseSyscalls detaches, in that order;
+// ResumeSyscalls attaches them in the reverse one, so that every call whose
+// entry is seen has its sleeps followed from the start.
+var dutyProgs = []string{"sys_enter", "sys_exit", "sched_switch", "sched_waking"}
+
+// ResumeSyscalls attaches them again. Calls that were in flight across
+// the pause are not reported: the kernel ignores the state of any call
+// entered under an earlier attach (attach_gen).
 func (p *Probe) ResumeSyscalls() error {
 	p.linkMu.Lock()
 	defer p.linkMu.Unlock()
-	if p.links == nil || p.links[p.sysIdx[0]] != nil {
+	if i, ok := p.duty["sys_enter"]; p.links == nil || !ok || p.links[i] != nil {
 		return nil // not paused, or detached for good
 	}
 	p.gen++
 	if err := p.objs.AttachGen.Set(p.gen); err != nil {
 		return fmt.Errorf("resuming syscall tracing: %w", err)
 	}
-	var got [2]link.Link
-	for i, prog := range []*ebpf.Program{p.objs.SysEnter, p.objs.SysExit} {
-		l, err := link.AttachTracing(link.TracingOptions{Program: prog})
-		if err != nil {
-			if got[0] != nil {
-				got[0].Close() // both or neither: the next resume tries again
-			}
-			return fmt.Errorf("resuming syscall tracing: %w", err)
+	progs := map[string]*ebpf.Program{"sys_enter": p.objs.SysEnter, "sys_exit": p.objs.SysExit,
+		"sched_switch": p.objs.SchedSwitch, "sched_waking": p.objs.SchedWaking}
+	got := map[string]link.Link{}
+	for j := len(dutyProgs) - 1; j >= 0; j-- {
+		name := dutyProgs[j]
+		if _, ok := p.duty[name]; !ok {
+			continue // not attached in the first place (no stacks)
 		}
-		got[i] = l
+		l, err := link.AttachTracing(link.TracingOptions{Program: progs[name]})
+		if err != nil {
+			for _, l := range got {
+				l.Close() // all or none: the next resume tries again
+			}
+			return fmt.Errorf("resuming syscall tracing: %s: %w", name, err)
+		}
+		got[name] = l
 	}
-	p.links[p.sysIdx[0]], p.links[p.sysIdx[1]] = got[0], got[1]
+	for name, l := range got {
+		p.links[p.duty[name]] = l
+	}
 	return nil
 }
 
