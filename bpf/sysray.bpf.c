@@ -1330,6 +1330,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 				load_args(st, regs);
 				st->ts = now;
 				st->seq++;
+				st->gen = attach_gen;
 				st->active = syscall_wanted(st->nr);
 			}
 		}
