@@ -327,7 +327,11 @@ func (s *probeSource) open() error {
 		// crossing over as events (docs/doctor.md). Not its lean timing:
 		// /metrics' histograms count every call, so every call is timed.
 		opts.Probe.Sample = 64
-		opts.Probe.SampleGap = uint64(time.Millisecond)
+		// Ten times the doctor's gap: on a server of 50 busy threads the
+		// doctor's 1 ms let 50,000 sampled calls a second cross over,
+		// which the agent then decoded, diagnosed and recorded on the
+		// server's own CPUs. Failures and slow calls still all cross.
+		opts.Probe.SampleGap = uint64(10 * time.Millisecond)
 		opts.Probe.Stacks = true
 		// User frames would mean reading every process's maps on a busy
 		// host, all the time; the kernel's frames say where calls waited.
@@ -342,6 +346,9 @@ func (s *probeSource) open() error {
 		s.sess = sess
 		if s.off {
 			sess.p.PauseSyscalls() // loaded while duty cycling has them off
+			if sess.sampling != nil {
+				sess.sampling.Pause()
+			}
 		}
 		return nil
 	case <-sess.done:

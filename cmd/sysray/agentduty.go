@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sysray/sysray/internal/host"
+	"github.com/sysray/sysray/internal/probe"
 )
 
 // dutyDrain is how long after pausing the syscall programs the doctor's
@@ -28,9 +29,12 @@ func (s *probeSource) dutyCycle(ctx context.Context, on, period time.Duration) {
 	for {
 		start := time.Now()
 		s.setOff(false)
-		if p := s.current(); p != nil {
+		if p, smp := s.currentSampling(); p != nil {
 			if err := p.ResumeSyscalls(); err != nil {
 				s.log.Error("attaching the syscall programs failed", "error", err.Error())
+			}
+			if smp != nil {
+				smp.Resume()
 			}
 		}
 		from := host.Mono()
@@ -38,9 +42,12 @@ func (s *probeSource) dutyCycle(ctx context.Context, on, period time.Duration) {
 			return
 		}
 		s.setOff(true)
-		p := s.current()
+		p, smp := s.currentSampling()
 		if p != nil {
 			p.PauseSyscalls()
+			if smp != nil {
+				smp.Pause()
+			}
 		}
 		to := host.Mono()
 		if s.doc != nil {
@@ -61,4 +68,15 @@ func (s *probeSource) setOff(off bool) {
 	s.mu.Lock()
 	s.off = off
 	s.mu.Unlock()
+}
+
+// currentSampling is the probe loaded now and its on-CPU sampler (either
+// may be nil).
+func (s *probeSource) currentSampling() (*probe.Probe, *probe.Sampling) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sess == nil {
+		return nil, nil
+	}
+	return s.sess.p, s.sess.sampling
 }

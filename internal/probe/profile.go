@@ -89,6 +89,22 @@ func (s *Sampling) open(prog *ebpf.Program, ncpu int, typ uint32, config uint64)
 	return nil
 }
 
+// Pause stops taking samples on every CPU until Resume; a paused sampler
+// costs nothing (the agent's duty cycling: outside the stretches syscalls
+// are traced, a sample could not tell which call the CPU was in).
+func (s *Sampling) Pause() {
+	for _, fd := range s.fds {
+		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_DISABLE, 0)
+	}
+}
+
+// Resume takes samples again after Pause.
+func (s *Sampling) Resume() {
+	for _, fd := range s.fds {
+		unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0)
+	}
+}
+
 // Close stops sampling.
 func (s *Sampling) Close() {
 	for _, l := range s.links {
