@@ -171,10 +171,7 @@ func (a *agentDoctor) save(at time.Time, finding, ctr, reason string) (flight.En
 // processes known now (those that exited recently included).
 func (a *agentDoctor) header() *capture.Header {
 	node, kernel := host.Uname()
-	names := make([]string, event.MaxSyscall(a.arch)+1)
-	for i := range names {
-		names[i] = event.SyscallName(a.arch, uint32(i))
-	}
+	names := syscallNames(a.arch)
 	hdr := &capture.Header{Arch: a.arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
 		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: names, Procs: a.procs.All(), Meta: host.Facts()}
 	hdr.Meta[metaContainers] = a.lc.snapshot()

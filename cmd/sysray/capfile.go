@@ -59,3 +59,13 @@ func (c *capFile) each(fn func(*event.Event) error) (drops uint64, err error) {
 	}
 	return drops, nil
 }
+
+// syscallNames is arch's syscall table, for a capture header: a reader
+// elsewhere names the calls as this sysray did.
+func syscallNames(arch event.Arch) []string {
+	names := make([]string, event.MaxSyscall(arch)+1)
+	for i := range names {
+		names[i] = event.SyscallName(arch, uint32(i))
+	}
+	return names
+}

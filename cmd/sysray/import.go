@@ -53,10 +53,7 @@ the capture's header, never made up. See docs/import.md.`,
 			if err != nil {
 				return err
 			}
-			names := make([]string, event.MaxSyscall(arch)+1)
-			for i := range names {
-				names[i] = event.SyscallName(arch, uint32(i))
-			}
+			names := syscallNames(arch)
 			hdr := &capture.Header{Arch: arch, Command: os.Args, Syscalls: names, Meta: importMeta(st)}
 			if st.Times == "unix" {
 				hdr.Start = int64(st.First)

@@ -40,10 +40,7 @@ func newRecord() *cobra.Command {
 			procs := proc.NewTable(snap)
 			envv := env{arch: arch, procs: procs, ctrs: ctrs}
 			node, kernel := host.Uname()
-			names := make([]string, event.MaxSyscall(arch)+1)
-			for i := range names {
-				names[i] = event.SyscallName(arch, uint32(i))
-			}
+			names := syscallNames(arch)
 			hdr := &capture.Header{
 				Arch: arch, Hostname: node, Kernel: kernel,
 				BootTime: host.BootTime(), Start: time.Now().UnixNano(),

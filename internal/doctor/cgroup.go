@@ -138,12 +138,38 @@ type reclaimCalls struct {
 	example          string
 }
 
+// add folds another process's calls into r.
+func (r *reclaimCalls) add(o *reclaimCalls) {
+	for k, n := range o.calls {
+		r.calls[k] += n
+	}
+	r.n += o.n
+	r.totalNS += o.totalNS
+	r.sleptNS += o.sleptNS
+	if o.maxNS > r.maxNS {
+		r.maxNS, r.stack, r.example = o.maxNS, o.stack, o.example
+	}
+}
+
 // reclaimPasses are a process's passes of memory-cgroup reclaim, as the
 // kernel timed them.
 type reclaimPasses struct {
 	n, ns, maxNS, pages uint64
 	byCall              map[string]uint64 // ns by the syscall in flight, or outsideCall
 	stack               []string          // of the longest pass
+}
+
+// add folds another process's passes into ps.
+func (ps *reclaimPasses) add(o *reclaimPasses) {
+	for k, ns := range o.byCall {
+		ps.byCall[k] += ns
+	}
+	ps.n += o.n
+	ps.ns += o.ns
+	ps.pages += o.pages
+	if o.maxNS >= ps.maxNS {
+		ps.maxNS, ps.stack = o.maxNS, o.stack
+	}
 }
 
 const outsideCall = "page faults outside syscalls"
@@ -809,27 +835,11 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 			groups[dir] = g
 			order = append(order, dir)
 		}
-		if r := p.reclaim; r != nil {
-			for k, n := range r.calls {
-				g.r.calls[k] += n
-			}
-			g.r.n += r.n
-			g.r.totalNS += r.totalNS
-			g.r.sleptNS += r.sleptNS
-			if r.maxNS > g.r.maxNS {
-				g.r.maxNS, g.r.stack, g.r.example = r.maxNS, r.stack, r.example
-			}
+		if p.reclaim != nil {
+			g.r.add(p.reclaim)
 		}
-		if ps := p.passes; ps != nil {
-			for k, ns := range ps.byCall {
-				g.ps.byCall[k] += ns
-			}
-			g.ps.n += ps.n
-			g.ps.ns += ps.ns
-			g.ps.pages += ps.pages
-			if ps.maxNS >= g.ps.maxNS {
-				g.ps.maxNS, g.ps.stack = ps.maxNS, ps.stack
-			}
+		if p.passes != nil {
+			g.ps.add(p.passes)
 		}
 		g.procs = append(g.procs, env.ProcName(pid, p.comm))
 	}
@@ -919,11 +929,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 
 // byCallText lists where reclaim time went, largest first.
 func byCallText(m map[string]uint64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
+	keys := byValue(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s (%s)", k, units.Duration(m[k]))

@@ -469,10 +469,15 @@ func (g *slowGroup) evidence(env *Env) map[string]any {
 }
 
 func callList(m map[string]uint64) string {
+	return strings.Join(byValue(m), ", ")
+}
+
+// byValue is m's keys, largest value first, ties by name.
+func byValue(m map[string]uint64) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
-	return strings.Join(keys, ", ")
+	return keys
 }

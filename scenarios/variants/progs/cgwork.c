@@ -109,7 +109,9 @@ static void forker(void)
 	fprintf(stderr, "cgwork[%d]: %ld %s made, %ld failed\n", getpid(), made, threads ? "threads" : "children", failed);
 }
 
-static void filer(void)
+// scratch opens a file of the worker's own in /var/tmp, unlinked at once:
+// its page cache is charged to the worker's cgroup and goes with it.
+static int scratch(void)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/var/tmp/cgwork.XXXXXX");
@@ -119,6 +121,12 @@ static void filer(void)
 		exit(1);
 	}
 	unlink(path);
+	return fd;
+}
+
+static void filer(void)
+{
+	int fd = scratch();
 	static char buf[1 << 20];
 	size_t len = kib << 10;
 	memset(buf, 'x', sizeof(buf));
@@ -144,14 +152,7 @@ static void filer(void)
 
 static void mapreader(void)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/var/tmp/cgwork.XXXXXX");
-	int fd = mkstemp(path);
-	if (fd < 0) {
-		perror(path);
-		exit(1);
-	}
-	unlink(path);
+	int fd = scratch();
 	static char buf[1 << 20];
 	memset(buf, 'x', sizeof(buf));
 	for (long i = 0; i < mib; i++)
