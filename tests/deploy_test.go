@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,7 +44,17 @@ func TestDeployDaemonSet(t *testing.T) {
 						Args            []string `yaml:"args"`
 						Ports           []port   `yaml:"ports"`
 						SecurityContext struct {
-							Privileged bool `yaml:"privileged"`
+							RunAsUser                *int  `yaml:"runAsUser"`
+							Privileged               *bool `yaml:"privileged"`
+							AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+							ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
+							Capabilities             struct {
+								Add  []string `yaml:"add"`
+								Drop []string `yaml:"drop"`
+							} `yaml:"capabilities"`
+							SeccompProfile struct {
+								Type string `yaml:"type"`
+							} `yaml:"seccompProfile"`
 						} `yaml:"securityContext"`
 						ReadinessProbe probe `yaml:"readinessProbe"`
 						LivenessProbe  probe `yaml:"livenessProbe"`
@@ -83,8 +94,30 @@ func TestDeployDaemonSet(t *testing.T) {
 		t.Fatalf("want hostPID and one container: %+v", spec)
 	}
 	c := spec.Containers[0]
-	if !c.SecurityContext.Privileged {
-		t.Error("the agent loads BPF programs: it needs privileges")
+	sc := c.SecurityContext
+	if sc.Privileged == nil || *sc.Privileged {
+		t.Error("the agent must not run privileged: it has the capabilities it needs")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation must be false")
+	}
+	if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+		t.Error("runAsUser must be 0: the runtime's socket and the capture directory are root's")
+	}
+	if !sc.ReadOnlyRootFilesystem {
+		t.Error("the agent writes only its captures: the root filesystem must be read-only")
+	}
+	if strings.Join(sc.Capabilities.Drop, ",") != "ALL" {
+		t.Errorf("capabilities.drop %v: want [ALL]", sc.Capabilities.Drop)
+	}
+	// Exactly the capabilities docs/deploy.md gives a reason for.
+	want := []string{"BPF", "DAC_READ_SEARCH", "PERFMON", "SYSLOG", "SYS_PTRACE"}
+	got := slices.Sorted(slices.Values(sc.Capabilities.Add))
+	if !slices.Equal(got, want) {
+		t.Errorf("capabilities.add %v: want exactly %v", sc.Capabilities.Add, want)
+	}
+	if sc.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("seccompProfile %q: want RuntimeDefault", sc.SeccompProfile.Type)
 	}
 	args := c.Args
 	if len(args) == 0 || args[0] != "agent" {
@@ -118,7 +151,7 @@ func TestDeployDaemonSet(t *testing.T) {
 		}
 		mounts[m.MountPath] = vols[m.Name]
 	}
-	for _, need := range []string{"/sys/fs/cgroup", "/sys/kernel/btf", flag("--capture-dir")} {
+	for _, need := range []string{"/sys/fs/cgroup", "/sys/kernel/btf", "/run/containerd/containerd.sock", flag("--capture-dir")} {
 		if mounts[need] != need {
 			t.Errorf("%s is not the host's %s: %v", need, need, mounts)
 		}
