@@ -40,6 +40,13 @@ func startAgent(t *testing.T, args ...string) *agentProc {
 	// Exact counts unless args ask for duty cycling.
 	cmd := exec.Command(sysray, append([]string{"agent", "--listen", "127.0.0.1:0", "--interval", "500ms",
 		"--capture-dir", t.TempDir(), "--syscalls", "always"}, args...)...)
+	return runAgent(t, cmd)
+}
+
+// runAgent starts cmd, an agent or something that runs one with its
+// stdout (a container), and waits as startAgent does.
+func runAgent(t *testing.T, cmd *exec.Cmd) *agentProc {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

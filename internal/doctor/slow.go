@@ -86,7 +86,7 @@ var schedFrames = []string{"__schedule", "schedule", "schedule_timeout", "schedu
 var waitFrames = []string{"do_nanosleep", "futex_wait", "ep_poll", "do_epoll_wait", "do_select", "do_sys_poll", "pipe_read", "anon_pipe_read", "pipe_wait_readable", "pipe_wait_writable", "anon_pipe_write",
 	"n_tty_read", "wait_woken", "unix_stream_read_generic", "sk_wait_data", "inet_csk_accept", "do_wait",
 	"sigsuspend", "__x64_sys_pause", "__skb_wait_for_more_packets", "poll_schedule_timeout", "read_events",
-	"io_cqring_wait", "pipe_write", "unix_wait_for_peer", "do_sigtimedwait", "futex_wait_queue", "sys_pause"}
+	"io_cqring_wait", "pipe_write", "unix_wait_for_peer", "wait_for_partner", "do_sigtimedwait", "futex_wait_queue", "sys_pause"}
 
 // Syscalls whose whole purpose is to wait: never a stall, whatever the stack.
 var pureWaits = map[string]bool{"poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,
@@ -106,6 +106,16 @@ func funcOf(frame string) string {
 	f, _, _ := strings.Cut(frame, "+")
 	f, _, _ = strings.Cut(f, " ")
 	return f
+}
+
+// named reports whether any frame of stack has a name.
+func named(stack []event.Frame) bool {
+	for _, f := range stack {
+		if f.Name != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func hasFrame(stack []event.Frame, names []string) bool {
@@ -202,7 +212,9 @@ func (s *slow) Observe(e *event.Event) {
 			if hasFrame(sl.Stack, []string{"audit_log_start"}) {
 				isAudit = true
 			}
-			if len(sl.Stack) == 0 {
+			if !named(sl.Stack) {
+				// No frame has a name (kernel symbols hidden from the
+				// reader): the stack cannot tell a wait from a stall.
 				stacked = false
 			}
 			if preempted(sl) {

@@ -13,7 +13,7 @@ import (
 
 // ErrRestricted means /proc/kallsyms listed every address as zero: the kernel
 // hides them from this reader (kernel.kptr_restrict, or no CAP_SYSLOG).
-var ErrRestricted = errors.New("kernel addresses are hidden (kernel.kptr_restrict): run as root, or set sysctl kernel.kptr_restrict=0")
+var ErrRestricted = errors.New("kernel addresses are hidden (kernel.kptr_restrict): run as root with CAP_SYSLOG, or set sysctl kernel.kptr_restrict=0")
 
 // KallsymsPath is the file LoadKernel reads; tests may point it elsewhere.
 var KallsymsPath = "/proc/kallsyms"
