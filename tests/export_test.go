@@ -12,6 +12,7 @@ import (
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/export/perfetto/pftest"
+	"github.com/sysray/sysray/internal/host"
 )
 
 // exportRun records one shell running programs whose behaviour is known
@@ -46,7 +47,9 @@ func procOf(truth []record) map[uint32]string {
 
 func TestExportPerfetto(t *testing.T) {
 	requireBPF(t)
+	before := host.Mono()
 	file, created, truth := exportRun(t)
+	after := host.Mono()
 	out := filepath.Join(t.TempDir(), "run.pftrace")
 	os.WriteFile(out, []byte("old"), 0o644) // an existing world-readable file
 	r := run(t, "export", "--format", "perfetto", "-r", file, "-o", out)
@@ -64,6 +67,33 @@ func TestExportPerfetto(t *testing.T) {
 	sl, err := tr.Slices()
 	if err != nil {
 		t.Fatalf("slices do not nest: %v", err)
+	}
+
+	// The times are CLOCK_MONOTONIC, taken while the run ran, and the trace
+	// says so: its own clock and every packet's are MONOTONIC, related to
+	// REALTIME by the capture's boot time and to nothing it does not record.
+	c, err := capture.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot := c.Header().BootTime
+	c.Close()
+	if tr.Clock != pftest.ClockMonotonic {
+		t.Errorf("the trace's clock is %d, want MONOTONIC", tr.Clock)
+	}
+	for _, e := range tr.Events {
+		if e.Clock != pftest.ClockMonotonic {
+			t.Fatalf("event %d (%s) is timed in clock %d, want MONOTONIC", e.Index, e.Name, e.Clock)
+		}
+	}
+	mono, ok := tr.Clocks[pftest.ClockMonotonic]
+	if _, boottime := tr.Clocks[pftest.ClockBoottime]; !ok || boottime || int64(tr.Clocks[pftest.ClockRealtime]-mono) != boot {
+		t.Errorf("clock snapshot %v, want MONOTONIC and REALTIME %d ns apart (the capture's boot time), no BOOTTIME", tr.Clocks, boot)
+	}
+	for _, s := range sl {
+		if s.Cat == "syscall" && (s.TS < before || s.TS+s.Dur > after) {
+			t.Fatalf("%s at %d..%d, outside the run's CLOCK_MONOTONIC %d..%d", s.Name, s.TS, s.TS+s.Dur, before, after)
+		}
 	}
 
 	// Ground truth from the capture: syscalls per process, and the programs.

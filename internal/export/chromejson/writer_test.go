@@ -222,3 +222,31 @@ func TestStrings(t *testing.T) {
 		t.Error("no openat")
 	}
 }
+
+// The format has no clock: ts is the capture's CLOCK_MONOTONIC in
+// microseconds, counted from boot, and the document says so, with the Unix
+// time of that zero.
+func TestClock(t *testing.T) {
+	var b bytes.Buffer
+	if _, err := export.Export(exporttest.Source(), chromejson.NewWriter(&b), export.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		OtherData map[string]string `json:"otherData"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OtherData["clock"] != "CLOCK_MONOTONIC" || doc.OtherData["boot_time_unix_ns"] != "1700000000000000000" {
+		t.Errorf("otherData %v, want the clock and the fixture's boot time", doc.OtherData)
+	}
+	for _, e := range decode(t, b.Bytes()) {
+		if e.Ph == "X" && e.Name == "openat" && e.Args["pathname"] == "/etc/app.conf" {
+			if got := ns(t, e.TS); got != exporttest.T+1000 {
+				t.Errorf("openat at ts %s, want %d ns, its CLOCK_MONOTONIC time", e.TS, exporttest.T+1000)
+			}
+			return
+		}
+	}
+	t.Fatal("no openat of /etc/app.conf")
+}

@@ -22,17 +22,20 @@ const (
 	pktSequenceFlags   = 13
 	pktClockSnapshot   = 6
 	pktTrackDesc       = 60
+	pktClockID         = 58 // timestamp_clock_id
+	pktDefaults        = 59 // trace_packet_defaults
 	pktFirstOnSequence = 87 // first_packet_on_sequence
+	defClockID         = 58 // TracePacketDefaults.timestamp_clock_id
 
 	seqIncrementalStateCleared = 1
 	seqNeedsIncrementalState   = 2
 
 	clockSnapClocks  = 1
+	clockSnapPrimary = 2 // primary_trace_clock
 	clockID          = 1
 	clockTimestamp   = 2
-	clockRealtime    = 1
+	clockRealtime    = 1 // BuiltinClock values
 	clockMonotonic   = 3
-	clockBoottime    = 6
 	tdUUID           = 1
 	tdName           = 2
 	tdProcess        = 3
@@ -109,16 +112,21 @@ func NewWriter(w io.Writer) *Writer {
 }
 
 // Begin writes a clock snapshot, which clears the sequence's incremental
-// state, and a descriptor for every track.
+// state and says which clock the packets' times are in, and a descriptor
+// for every track.
 func (w *Writer) Begin(h export.Header, tracks []*export.Track) error {
-	// Event times are CLOCK_MONOTONIC; the trace's clock is BOOTTIME, which
-	// equals it on a machine that has not been suspended. REALTIME lets a
-	// viewer show wall-clock times.
+	// Event times are CLOCK_MONOTONIC (bpf_ktime_get_ns). Perfetto assumes
+	// BOOTTIME unless told otherwise, and a capture does not record how far
+	// BOOTTIME had run ahead of MONOTONIC (the time the machine spent
+	// suspended before and during it): so the packets are stamped in
+	// MONOTONIC, which is also the trace's own clock, and the snapshot
+	// relates it only to what the header knows, REALTIME at the same instant
+	// (its boot_time), so that a viewer can show wall-clock times.
 	var snap []byte
 	for _, c := range []struct {
 		id uint64
 		ts uint64
-	}{{clockBoottime, h.First}, {clockMonotonic, h.First}, {clockRealtime, h.First + uint64(h.BootTime)}} {
+	}{{clockMonotonic, h.First}, {clockRealtime, h.First + uint64(h.BootTime)}} {
 		var cl []byte
 		cl = protowire.AppendTag(cl, clockID, protowire.VarintType)
 		cl = protowire.AppendVarint(cl, c.id)
@@ -126,10 +134,17 @@ func (w *Writer) Begin(h export.Header, tracks []*export.Track) error {
 		cl = protowire.AppendVarint(cl, c.ts)
 		snap = appendBytes(snap, clockSnapClocks, cl)
 	}
+	snap = appendVarint(snap, clockSnapPrimary, clockMonotonic)
+	// The defaults hold for every later packet on the sequence: cheaper
+	// than a clock id on each of them.
+	var defaults []byte
+	defaults = appendVarint(defaults, defClockID, clockMonotonic)
 	p := w.pkt[:0]
 	p = appendVarint(p, pktTimestamp, h.First)
+	p = appendVarint(p, pktClockID, clockMonotonic)
 	p = appendVarint(p, pktSequenceID, sequence)
 	p = appendVarint(p, pktSequenceFlags, seqIncrementalStateCleared)
+	p = appendBytes(p, pktDefaults, defaults)
 	p = appendVarint(p, pktFirstOnSequence, 1)
 	p = appendBytes(p, pktClockSnapshot, snap)
 	w.pkt = p

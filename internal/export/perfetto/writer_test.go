@@ -153,8 +153,26 @@ func TestFixtureDecodesWithPerfettoSchema(t *testing.T) {
 	if perProc[exporttest.Server] != exporttest.ServerSyscalls*bucketsPerSec || perProc[exporttest.Client] != exporttest.ClientSyscalls*bucketsPerSec {
 		t.Errorf("rates add up to %v", perProc)
 	}
-	if tr.Clocks[6] != tr.Clocks[3] || tr.Clocks[1] != tr.Clocks[6]+1_700_000_000_000_000_000 {
-		t.Errorf("clock snapshot %v", tr.Clocks)
+	// Times are CLOCK_MONOTONIC and say so: the trace's clock, every event's
+	// clock, and a snapshot that relates it to REALTIME by the capture's
+	// boot time, claiming nothing about BOOTTIME, which the capture does not
+	// record.
+	if tr.Clock != pftest.ClockMonotonic {
+		t.Errorf("trace clock %d, want MONOTONIC (%d)", tr.Clock, pftest.ClockMonotonic)
+	}
+	for _, e := range tr.Events {
+		if e.Clock != pftest.ClockMonotonic {
+			t.Fatalf("event %d (%s) timed in clock %d, want MONOTONIC", e.Index, e.Name, e.Clock)
+		}
+	}
+	lo, hi := tr.Events[0].TS, tr.Events[0].TS
+	for _, e := range tr.Events {
+		lo, hi = min(lo, e.TS), max(hi, e.TS)
+	}
+	mono, inSnap := tr.Clocks[pftest.ClockMonotonic]
+	if len(tr.Clocks) != 2 || !inSnap || mono < lo || mono > hi ||
+		tr.Clocks[pftest.ClockRealtime] != mono+1_700_000_000_000_000_000 {
+		t.Errorf("clock snapshot %v, want MONOTONIC within the events (%d to %d) and REALTIME the boot time later", tr.Clocks, lo, hi)
 	}
 }
 

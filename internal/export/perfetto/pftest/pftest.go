@@ -82,6 +82,7 @@ type Event struct {
 	Flows   []uint64
 	Ends    []uint64 // terminating flow ids
 	Counter int64
+	Clock   uint64 // the builtin clock TS is in, resolved as trace_processor does
 }
 
 // Trace is a decoded trace.
@@ -89,12 +90,23 @@ type Trace struct {
 	Tracks map[uint64]*Track
 	Events []Event
 	Clocks map[uint64]uint64 // the first clock snapshot: builtin clock id → timestamp
+	// Clock is the trace's own clock, which every timestamp is converted
+	// to: the snapshot's primary_trace_clock, else BOOTTIME.
+	Clock uint64
 }
+
+// Builtin clock ids (perfetto.protos.BuiltinClock).
+const (
+	ClockRealtime  = 1
+	ClockMonotonic = 3
+	ClockBoottime  = 6
+)
 
 // seqState is what trace_processor keeps per packet sequence.
 type seqState struct {
 	cleared bool
 	tables  map[string]map[uint64]string // InternedData field → iid → string
+	clock   uint64                       // TracePacketDefaults.timestamp_clock_id, 0 for none
 }
 
 // Decode parses a trace with the official schema.
@@ -126,6 +138,13 @@ func Decode(b []byte) (*Trace, error) {
 		if flags&1 != 0 || p.Get(fd(pd, "incremental_state_cleared")).Bool() {
 			st.cleared = true
 			st.tables = map[string]map[uint64]string{}
+			st.clock = 0
+		}
+		if has(p, "trace_packet_defaults") {
+			// trace_processor reads the defaults before the packet's own
+			// timestamp: they hold for this packet too.
+			d := p.Get(fd(pd, "trace_packet_defaults")).Message()
+			st.clock = d.Get(fd(d.Descriptor(), "timestamp_clock_id")).Uint()
 		}
 		if has(p, "interned_data") {
 			if !st.cleared {
@@ -168,6 +187,7 @@ func Decode(b []byte) (*Trace, error) {
 		case has(p, "clock_snapshot") && t.Clocks == nil:
 			t.Clocks = map[uint64]uint64{}
 			cl := p.Get(fd(pd, "clock_snapshot")).Message()
+			t.Clock = uint64(cl.Get(fd(cl.Descriptor(), "primary_trace_clock")).Enum())
 			l := cl.Get(fd(cl.Descriptor(), "clocks")).List()
 			for j := 0; j < l.Len(); j++ {
 				c := l.Get(j).Message()
@@ -192,7 +212,31 @@ func Decode(b []byte) (*Trace, error) {
 				return nil, fmt.Errorf("packet %d: %w", i, err)
 			}
 			e.Index, e.TS = len(t.Events), p.Get(fd(pd, "timestamp")).Uint()
+			e.Clock = p.Get(fd(pd, "timestamp_clock_id")).Uint()
+			if e.Clock == 0 {
+				e.Clock = st.clock
+			}
 			t.Events = append(t.Events, e)
+		}
+	}
+	if t.Clock == 0 {
+		t.Clock = ClockBoottime
+	}
+	// trace_processor converts every timestamp to the trace's clock through
+	// the clock snapshots, and drops a packet whose clock they do not
+	// relate to it.
+	for i := range t.Events {
+		e := &t.Events[i]
+		if e.Clock == 0 {
+			e.Clock = t.Clock
+		}
+		if e.Clock == t.Clock {
+			continue
+		}
+		_, from := t.Clocks[e.Clock]
+		_, to := t.Clocks[t.Clock]
+		if !from || !to {
+			return nil, fmt.Errorf("event %d (%s) is timed in clock %d, which no clock snapshot relates to the trace's clock %d", i, e.Name, e.Clock, t.Clock)
 		}
 	}
 	return t, nil

@@ -97,3 +97,40 @@ func TestChecks(t *testing.T) {
 		}
 	}
 }
+
+// Which clock a timestamp is in comes from the packet, else the sequence's
+// defaults, else the trace's clock; one no snapshot ties to the trace's
+// clock is what trace_processor drops.
+func TestClocks(t *testing.T) {
+	clock := func(id, ts uint64) func([]byte) []byte { return sub(1, msg(varint(1, id), varint(2, ts))) }
+	snapshot := func(parts ...func([]byte) []byte) []byte { return msg(varint(10, 1), sub(6, msg(parts...))) }
+	monoDefaults := msg(varint(10, 1), varint(13, 1), sub(59, msg(varint(58, ClockMonotonic))))
+	at := func(clk uint64, b []byte) []byte { return append(b, msg(varint(58, clk))...) }
+
+	tr, err := Decode(trace(monoDefaults, snapshot(clock(ClockMonotonic, 5), clock(ClockRealtime, 105), varint(2, ClockMonotonic)),
+		thread, ev(10, 3), at(ClockRealtime, ev(20, 3))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Clock != ClockMonotonic || tr.Events[0].Clock != ClockMonotonic || tr.Events[1].Clock != ClockRealtime {
+		t.Errorf("trace clock %d, events' %d and %d; want MONOTONIC, MONOTONIC from the defaults, REALTIME from the packet",
+			tr.Clock, tr.Events[0].Clock, tr.Events[1].Clock)
+	}
+	tr, err = Decode(trace(clear, thread, ev(10, 3)))
+	if err != nil || tr.Clock != ClockBoottime || tr.Events[0].Clock != ClockBoottime {
+		t.Errorf("without clocks: %v; want BOOTTIME, Perfetto's default", err)
+	}
+	for _, c := range []struct {
+		name string
+		b    []byte
+	}{
+		{"MONOTONIC times and no snapshot", trace(monoDefaults, thread, ev(10, 3))},
+		{"MONOTONIC times, a BOOTTIME trace, a snapshot without BOOTTIME",
+			trace(monoDefaults, snapshot(clock(ClockMonotonic, 5), clock(ClockRealtime, 105)), thread, ev(10, 3))},
+		{"a packet's own clock unrelated", trace(clear, thread, at(ClockMonotonic, ev(10, 3)))},
+	} {
+		if _, err := Decode(c.b); err == nil || !strings.Contains(err.Error(), "no clock snapshot relates") {
+			t.Errorf("%s: got %v, want the clock refused", c.name, err)
+		}
+	}
+}
