@@ -26,6 +26,7 @@ lint:
 
 test: build lint
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
+	cd deploy/check && $(GO) test -count=1 ./...
 
 # The main job: every bundled incident (scenarios/) reproduced live and
 # diagnosed by the doctor.
