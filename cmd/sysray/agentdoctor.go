@@ -175,6 +175,9 @@ func (a *agentDoctor) header() *capture.Header {
 	hdr := &capture.Header{Arch: a.arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
 		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: names, Procs: a.procs.All(), Meta: host.Facts()}
 	hdr.Meta[metaContainers] = a.lc.snapshot()
+	// The agent's doctor traces with sleeps and kernel stacks on, at the
+	// probe's default threshold (agent.go).
+	stacksMeta(hdr.Meta, true, 0)
 	return hdr
 }
 

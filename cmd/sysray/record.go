@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,6 +48,7 @@ func newRecord() *cobra.Command {
 				Command: os.Args, Syscalls: names, Procs: snap, Meta: host.Facts(),
 			}
 			hdr.Meta[metaContainers] = ctrs.snapshot()
+			stacksMeta(hdr.Meta, opts.Probe.Stacks, opts.Probe.Slow)
 			w, err := capture.Create(path, hdr)
 			if err != nil {
 				return err
@@ -91,3 +93,29 @@ func newRecord() *cobra.Command {
 	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
 	return cmd
 }
+
+// Header meta keys that say which optional data a capture holds
+// (docs/capture-format.md). A capture without "absent" predates them, or
+// comes from a writer that does not say: what it holds is unknown.
+const (
+	metaAbsent     = "absent"      // what the writer did not collect, comma-separated; "" for nothing
+	metaStacksSlow = "stacks_slow" // ns: calls at least this slow carry where they slept
+)
+
+// stacksMeta says in a capture's header whether sleeps and stacks were
+// recorded, and for which calls: without them the doctor cannot tell a
+// slow call that ran on the CPU from one that slept.
+func stacksMeta(m map[string]string, stacks bool, slow uint64) {
+	if !stacks {
+		m[metaAbsent] = "stacks"
+		return
+	}
+	if slow == 0 {
+		slow = uint64(probeDefaultSlow)
+	}
+	m[metaAbsent] = ""
+	m[metaStacksSlow] = strconv.FormatUint(slow, 10)
+}
+
+// probeDefaultSlow is the threshold the probe takes for a Slow of 0.
+const probeDefaultSlow = 10 * time.Millisecond

@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
@@ -410,21 +411,23 @@ func (s *slow) Findings(env *Env) []Finding {
 
 // unknownCause says why a capture cannot tell what its slow calls did, or
 // "" when it can: live, the doctor tracks sleeps itself, and a capture
-// with any sleep record was recorded with --stacks, so a slow call without
-// one ran on the CPU. A capture without a single sleep record was imported
-// (its header lists stacks as absent) or, most likely, recorded without
-// --stacks (its header does not say; with them, every slow call that ran
-// on the CPU would be the only kind of slow call it holds).
+// with any sleep record, or whose header says every call the doctor calls
+// slow would carry one (stacks_slow), was recorded with --stacks, so a slow
+// call without one ran on the CPU. The header lists stacks as absent in a
+// capture imported from another tool or recorded without --stacks; older
+// captures do not say.
 func (s *slow) unknownCause(env *Env) string {
 	switch {
 	case env.Host.Live || s.stacked:
 		return ""
 	case absent(env.Host.Meta, "stacks"):
-		src := env.Host.Meta["source"]
-		if src == "" {
-			src = "another tool"
+		if src := env.Host.Meta["source"]; src != "" {
+			return fmt.Sprintf("This capture was imported from %s, which records no sleeps or kernel stacks:", src)
 		}
-		return fmt.Sprintf("This capture was imported from %s, which records no sleeps or kernel stacks:", src)
+		return "Stacks were not recorded (the capture was made without --stacks), so"
+	}
+	if v, err := strconv.ParseUint(env.Host.Meta["stacks_slow"], 10, 64); err == nil && v <= slowMin {
+		return ""
 	}
 	return "This capture holds no sleep record at all (recorded without --stacks, or with them and no slow call slept):"
 }
