@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v2"
+	"golang.org/x/sys/unix"
 )
 
 // The Kubernetes manifest's DaemonSet: what it must say for the agent to
@@ -201,5 +204,89 @@ func TestDeploySystemdUnit(t *testing.T) {
 	out, err := exec.Command(analyze, "verify", path).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+
+	// The unit's ExecStart, run as systemd would as far as privileges go:
+	// root with only CapabilityBoundingSet and no_new_privs. It counts
+	// getppid calls in two cgroups exactly.
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv is needed to run the agent with the unit's capabilities: " + err.Error())
+	}
+	key := func(k string) []string {
+		var vals []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, k+"="); ok {
+				vals = append(vals, strings.Fields(v)...)
+			}
+		}
+		return vals
+	}
+	caps := key("CapabilityBoundingSet")
+	want := []string{"CAP_BPF", "CAP_DAC_READ_SEARCH", "CAP_PERFMON", "CAP_SYSLOG", "CAP_SYS_PTRACE"}
+	if got := slices.Sorted(slices.Values(caps)); !slices.Equal(got, want) {
+		t.Errorf("CapabilityBoundingSet %v: want exactly %v, as the DaemonSet has", caps, want)
+	}
+	if nnp := key("NoNewPrivileges"); len(nnp) != 1 || nnp[0] != "true" {
+		t.Errorf("NoNewPrivileges %v: want true", nnp)
+	}
+	bset := "-all"
+	for _, c := range caps {
+		bset += ",+" + strings.ToLower(strings.TrimPrefix(c, "CAP_"))
+	}
+	exe := key("ExecStart")
+	if len(exe) < 2 || exe[0] != "/usr/local/bin/sysray" || exe[1] != "agent" {
+		t.Fatalf("ExecStart %v does not run the agent", exe)
+	}
+	uargs := slices.Clone(exe[2:])
+	for i := range uargs {
+		if i > 0 && uargs[i-1] == "--capture-dir" {
+			uargs[i] = t.TempDir()
+		}
+	}
+	ids, dirs := fakeContainers(t, 0xd0, 2)
+	cmd := exec.Command(setpriv, append([]string{"--bounding-set", bset, "--inh-caps", "-all", "--no-new-privs", "--",
+		sysray, "agent", "--listen", "127.0.0.1:0", "--interval", "500ms", "--syscalls", "always"}, uargs...)...)
+	a := runAgent(t, cmd)
+	// The agent holds exactly those capabilities.
+	capNum := map[string]int{"CAP_BPF": unix.CAP_BPF, "CAP_PERFMON": unix.CAP_PERFMON, "CAP_SYSLOG": unix.CAP_SYSLOG,
+		"CAP_SYS_PTRACE": unix.CAP_SYS_PTRACE, "CAP_DAC_READ_SEARCH": unix.CAP_DAC_READ_SEARCH}
+	var mask uint64
+	for _, c := range caps {
+		mask |= 1 << capNum[c]
+	}
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff := regexp.MustCompile(`(?m)^CapEff:\s+([0-9a-f]+)$`).FindSubmatch(status); eff == nil {
+		t.Errorf("no CapEff in the agent's status:\n%s", status)
+	} else if v, _ := strconv.ParseUint(string(eff[1]), 16, 64); v != mask {
+		t.Errorf("the agent's effective capabilities are %#x, want %#x (%v)", v, mask, caps)
+	}
+	if out, err := exec.Command(prog("cgmove"), dirs[0], dirs[1], "3000", "5000").CombinedOutput(); err != nil {
+		t.Fatalf("cgmove: %v\n%s", err, out)
+	}
+	ppid := func(id string) string {
+		return metric("sysray_syscall_duration_seconds_count", "container", id[:12], "namespace", "", "pod", "", "syscall", "getppid")
+	}
+	wantN := map[string]float64{ppid(ids[0]): 3000, ppid(ids[1]): 5000}
+	var got map[string]float64
+	// New cgroups wait (up to 7 s) for the container table to name them.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		got = a.scrape(t)
+		if got[ppid(ids[0])] >= 3000 && got[ppid(ids[1])] >= 5000 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(1200 * time.Millisecond)
+	got = a.scrape(t)
+	for k, w := range wantN {
+		if got[k] != w {
+			t.Errorf("with the unit's capabilities, %s = %v, want %v", k, got[k], w)
+		}
+	}
+	if code, logs := a.stop(t); code != 0 {
+		t.Errorf("agent exited %d:\n%s", code, strings.Join(logs, "\n"))
 	}
 }
