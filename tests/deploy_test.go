@@ -161,7 +161,8 @@ func TestDeployDaemonSet(t *testing.T) {
 	}
 
 	// The same arguments, on loopback and a private directory, start an
-	// agent that answers /healthz.
+	// agent that answers /healthz, holding only the manifest's
+	// capabilities (TestAgentInContainer runs it in a real container).
 	for i := range args {
 		switch {
 		case i > 0 && args[i-1] == "--listen":
@@ -170,7 +171,16 @@ func TestDeployDaemonSet(t *testing.T) {
 			args[i] = t.TempDir()
 		}
 	}
-	a := startAgent(t, args[1:]...)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv is needed to run the agent with the manifest's capabilities: " + err.Error())
+	}
+	bset := "-all"
+	for _, c := range sc.Capabilities.Add {
+		bset += ",+" + strings.ToLower(c)
+	}
+	a := runAgent(t, exec.Command(setpriv, append([]string{"--bounding-set", bset, "--inh-caps", "-all", "--no-new-privs", "--",
+		sysray, "agent", "--interval", "500ms"}, args[1:]...)...))
 	resp, err := http.Get(a.base + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/healthz: %v %v", err, resp)
