@@ -224,8 +224,18 @@ func wiring(t *testing.T, objs Objects, socks map[string]string) {
 			t.Errorf("%s is not the host's: %v", p, ms[p])
 		}
 	}
-	dir, _ := flag(c.Args, "--capture-dir")
-	if hp, ok := ms[dir]; dir == "" || !ok || hp.Path != dir || hp.Type == nil || *hp.Type != corev1.HostPathDirectoryOrCreate {
+	dir, given := flag(c.Args, "--capture-dir")
+	if !given {
+		t.Error("no --capture-dir: the agent's default is not mounted from the host")
+	}
+	if dir == "" {
+		// No captures: nothing to mount.
+		for path, hp := range ms {
+			if hp.Type != nil && *hp.Type == corev1.HostPathDirectoryOrCreate {
+				t.Errorf("--capture-dir \"\" but a capture directory is mounted at %s", path)
+			}
+		}
+	} else if hp, ok := ms[dir]; !ok || hp.Path != dir || hp.Type == nil || *hp.Type != corev1.HostPathDirectoryOrCreate {
 		t.Errorf("--capture-dir %q is not a hostPath directory at the same path: %v", dir, hp)
 	}
 	for _, vm := range c.VolumeMounts {
@@ -363,7 +373,15 @@ func TestChartRenders(t *testing.T) {
 				t.Errorf("labels %v, interval %q: want release=prometheus and 15s", sm.Labels, sm.Spec.Endpoints[0].Interval)
 			}
 		}},
-		{"always, port 9500, no captures", []string{"agent.syscalls=always", "agent.window=30s", "port=9500", "captureDir=/srv/captures", "agent.extraArgs={--max-containers,50}"}, func(t *testing.T, objs Objects) {
+		{"no captures", []string{"captureDir="}, func(t *testing.T, objs Objects) {
+			if len(mounts(t, objs.DaemonSets[0])) != 3 {
+				t.Errorf("mounts %v: want cgroup, btf and the socket only", mounts(t, objs.DaemonSets[0]))
+			}
+		}},
+		{"always, port 9500, captures in /srv", []string{"agent.syscalls=always", "agent.window=30s", "port=9500", "captureDir=/srv/captures", "agent.extraArgs={--max-containers,50}"}, func(t *testing.T, objs Objects) {
+			if ms := mounts(t, objs.DaemonSets[0]); ms["/srv/captures"].Path != "/srv/captures" {
+				t.Errorf("mounts %v: want /srv/captures from the host", ms)
+			}
 			args := agentContainer(t, objs.DaemonSets[0]).Args
 			w, _ := flag(args, "--window")
 			m, _ := flag(args, "--max-containers")
