@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -24,7 +25,7 @@ import (
 func newAgent() *cobra.Command {
 	var listen string
 	var interval, grace time.Duration
-	var maxContainers, maxSyscalls, reloadCells int
+	var maxContainers, maxSyscalls, reloadCells, ringMiB int
 	var noDoctor bool
 	var syscallsMode string
 	var dutyOn, dutyPeriod time.Duration
@@ -51,6 +52,8 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				return fmt.Errorf("--max-syscalls %d: want 1 or more", maxSyscalls)
 			case grace <= 0:
 				return fmt.Errorf("--grace %s: want a positive duration", grace)
+			case ringMiB < 1 || ringMiB > 1024:
+				return fmt.Errorf("--buffer-size %d: want 1 to 1024 MiB", ringMiB)
 			case reloadCells < 1 || reloadCells > statCells:
 				return fmt.Errorf("--reload-cells %d: want 1 to %d", reloadCells, statCells)
 			case do.window < time.Second:
@@ -71,6 +74,14 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				do.window = dutyPeriod
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+			if os.Getenv("GOGC") == "" {
+				// The agent's live heap is some 40 MiB (kernel symbols,
+				// event batches, the flight recorder's encoder); its
+				// garbage is mostly the container table's reads of /proc.
+				// Go's default lets the heap double between collections:
+				// half that keeps the RSS under 150 MiB (docs/agent.md).
+				debug.SetGCPercent(50)
+			}
 			// Listen first: a port already taken is an error before any
 			// program is loaded.
 			ln, err := net.Listen("tcp", listen)
@@ -86,12 +97,12 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
 				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle,
 				Reclaim: min(grace, reclaim), Unnamed: whyUnnamed(lc, log)})
-			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells, scale: 1}
+			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells, ringMiB: ringMiB, scale: 1}
 			if duty {
 				src.scale = uint64(dutyPeriod / dutyOn)
 			}
 			if !noDoctor {
-				do.maxContainers = maxContainers
+				do.maxContainers, do.grace = maxContainers, grace
 				if src.doc, err = newAgentDoctor(log, lc, do); err != nil {
 					return fmt.Errorf("--capture-dir %s: %w", do.captureDir, err)
 				}
@@ -163,6 +174,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f.StringVar(&syscallsMode, "syscalls", "duty", "duty: attach the per-syscall programs --duty-on in every --duty-period and scale their counts; always: exact counts at their full cost")
 	f.DurationVar(&dutyOn, "duty-on", time.Second, "with --syscalls duty, how long the per-syscall programs stay attached each period")
 	f.DurationVar(&dutyPeriod, "duty-period", 10*time.Second, "with --syscalls duty, the period (a multiple of --duty-on); also the doctor's window")
+	f.IntVar(&ringMiB, "buffer-size", agentRingMiB, "event ring per CPU, MiB (drops are counted in sysray_events_dropped_total)")
 	f.BoolVar(&noDoctor, "no-doctor", false, "count only: no continuous doctor, no findings, no flight recorder (the least cost)")
 	f.DurationVar(&do.window, "window", 10*time.Second, "run the doctor over windows this long")
 	f.StringVar(&do.captureDir, "capture-dir", "/var/lib/sysray/captures", "write flight captures here (\"\" for none)")
@@ -178,6 +190,14 @@ SIGTERM or SIGINT detaches and exits 0.`,
 // default 5 ms keeps `trace` prompt and user stacks nameable, and woke an
 // idle agent hundreds of times a second.
 const agentPoll = 50 * time.Millisecond
+
+// agentRingMiB is the agent's ring per CPU. The agent's events are the
+// doctor's (failures, slow calls, one call in 64 at most every 10 ms per
+// thread, faults, signals, lifecycle), not every call: 50 busy threads
+// send some 5,000 a second, 1 MiB at most, which 4 MiB drains with room
+// for bursts. The 64 MiB that record uses would be twice that in the
+// agent's RSS (the kernel maps a ring's pages twice), for nothing.
+const agentRingMiB = 4
 
 // settle is how long the counts of a new cgroup wait to be named: the
 // container table finds new cgroups every 5 s and asks the runtime for
@@ -260,6 +280,7 @@ type probeSource struct {
 	agg      *agent.Aggregator
 	log      *slog.Logger
 	reloadAt int // cells
+	ringMiB  int // per CPU
 
 	doc   *agentDoctor // nil: counts only
 	scale uint64       // Snapshot.Scale: duty period over on time, 1 when always attached
@@ -298,7 +319,7 @@ func (s *probeSource) open() error {
 	ready := make(chan *probe.Probe, 1)
 	opts := live.Options{
 		// Nothing the agent does needs events within milliseconds.
-		Probe: probe.Config{Stat: true, Poll: agentPoll},
+		Probe: probe.Config{Stat: true, Poll: agentPoll, RingSize: s.ringMiB << 20},
 		Stop:  sess.stop,
 		Warn:  func(m string) { s.log.Warn(m) },
 		Started: func(p *probe.Probe) error {

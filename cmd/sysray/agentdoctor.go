@@ -50,6 +50,7 @@ type agentDoctorOptions struct {
 	flightWindow     time.Duration
 	flightBytes      int64
 	maxContainers    int
+	grace            time.Duration // release a container's finding series after this long (--grace)
 }
 
 func newAgentDoctor(log *slog.Logger, lc *liveContainers, o agentDoctorOptions) (*agentDoctor, error) {
@@ -62,7 +63,7 @@ func newAgentDoctor(log *slog.Logger, lc *liveContainers, o agentDoctorOptions) 
 	// A finding stays active for three windows: one quiet window is not a
 	// recovery. It is forgotten after a day without a sign of it.
 	a.store = agent.NewFindings(agent.FindingsOptions{ActiveFor: 3 * o.window, Forget: 24 * time.Hour,
-		Name: a.names, MaxContainers: o.maxContainers})
+		Name: a.names, MaxContainers: o.maxContainers, Grace: o.grace})
 	a.win = &agent.Windows{New: a.newDoctor, Store: a.store}
 	if o.captureDir != "" {
 		d, err := flight.OpenDir(o.captureDir, o.captureBytes, o.captureFiles)

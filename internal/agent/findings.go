@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,11 @@ type FindingsOptions struct {
 	// MaxContainers bounds the containers findings are labelled with;
 	// findings in later ones are labelled Other.
 	MaxContainers int
+	// Grace: a container no finding has named for this long, with none
+	// active, gives its label slot back and its sysray_findings_total
+	// series go (as the syscall series of a container gone for --grace).
+	// Its findings stay listed until Forget. Zero keeps slots for good.
+	Grace time.Duration
 }
 
 // Findings de-duplicates the doctor's findings from window to window.
@@ -50,7 +56,7 @@ type Findings struct {
 	// total counts occurrences by (id, severity, container labels): a
 	// counter that only grows, whatever the store forgets.
 	total map[findingSeries]uint64
-	ctrs  map[Labels]bool // containers with labels of their own
+	ctrs  map[Labels]time.Time // containers with labels of their own: when a finding last named them
 }
 
 type findingSeries struct {
@@ -63,7 +69,7 @@ func NewFindings(opt FindingsOptions) *Findings {
 	if opt.Max <= 0 {
 		opt.Max = 1000
 	}
-	return &Findings{opt: opt, byKey: map[string]*Finding{}, total: map[findingSeries]uint64{}, ctrs: map[Labels]bool{}}
+	return &Findings{opt: opt, byKey: map[string]*Finding{}, total: map[findingSeries]uint64{}, ctrs: map[Labels]time.Time{}}
 }
 
 // Merge adds one window's findings, seen at now. It returns the findings
@@ -72,11 +78,14 @@ func NewFindings(opt FindingsOptions) *Findings {
 func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Forget first: a slot given back now is free for this window's
+	// findings.
+	s.expire(now)
 	var news []Finding
 	seen := map[string]bool{}
 	for i := range fs {
 		f := &fs[i]
-		labels := s.labels(f)
+		labels := s.labels(f, now)
 		key := findingKey(f, labels)
 		if seen[key] {
 			continue // the same finding twice in one window (two groups worded alike)
@@ -102,11 +111,10 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 			news = append(news, *old)
 		}
 	}
-	s.expire(now)
 	return news
 }
 
-func (s *Findings) labels(f *doctor.Finding) []Labels {
+func (s *Findings) labels(f *doctor.Finding, now time.Time) []Labels {
 	var out []Labels
 	have := map[Labels]bool{}
 	for _, p := range f.Procs {
@@ -114,12 +122,11 @@ func (s *Findings) labels(f *doctor.Finding) []Labels {
 		if s.opt.Name != nil {
 			l, _ = s.opt.Name(p.PID, p.Cgroup)
 		}
-		if l != Host && !s.ctrs[l] {
-			if len(s.ctrs) >= s.opt.MaxContainers {
-				l = Other
-			} else {
-				s.ctrs[l] = true
-			}
+		if _, ok := s.ctrs[l]; l != Host && !ok && len(s.ctrs) >= s.opt.MaxContainers {
+			l = Other
+		}
+		if l != Host && l != Other {
+			s.ctrs[l] = now
 		}
 		if !have[l] {
 			have[l] = true
@@ -175,6 +182,30 @@ func (s *Findings) expire(now time.Time) {
 		}
 		delete(s.byKey, oldest.Key)
 	}
+	if s.opt.Grace <= 0 {
+		return
+	}
+	for l, last := range s.ctrs {
+		if now.Sub(last) <= s.opt.Grace || s.named(l, now) {
+			continue
+		}
+		delete(s.ctrs, l)
+		for k := range s.total {
+			if k.Labels == l {
+				delete(s.total, k)
+			}
+		}
+	}
+}
+
+// named reports whether an active finding has container l's labels.
+func (s *Findings) named(l Labels, now time.Time) bool {
+	for _, f := range s.byKey {
+		if s.active(f, now) && slices.Contains(f.Labels, l) {
+			return true
+		}
+	}
+	return false
 }
 
 // List returns the findings kept, active ones first, then by severity and

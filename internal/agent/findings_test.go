@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,54 @@ sysray_findings_total{container="web",id="slow-syscall",namespace="shop",pod="we
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)
+	}
+}
+
+// Containers come and go: one no finding has named for the grace period
+// gives its label slot to the next, and its findings_total series go;
+// a container with an active finding keeps its slot however old.
+func TestFindingsReleaseContainers(t *testing.T) {
+	s := NewFindings(FindingsOptions{ActiveFor: 30 * time.Second, Grace: time.Minute, Name: testNamer, MaxContainers: 1})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(s)
+	t0 := time.Now()
+	crash := func(pid uint32) doctor.Finding {
+		return finding("fatal-signal", doctor.Critical, fmt.Sprintf("crasher[%d] was killed by SIGSEGV", pid), pid)
+	}
+	s.Merge([]doctor.Finding{crash(101)}, t0)
+	// db's crash, while web holds the one slot: other.
+	s.Merge([]doctor.Finding{crash(201)}, t0.Add(10*time.Second))
+	if n := testutil.CollectAndCount(s, "sysray_findings_total"); n != 2 {
+		t.Fatalf("%d findings_total series, want web's and other's", n)
+	}
+	// Two minutes on web has no finding: db's next crash gets the slot,
+	// and web's series are gone.
+	s.Merge([]doctor.Finding{crash(202)}, t0.Add(2*time.Minute))
+	want := `
+# HELP sysray_findings_total Doctor windows in which a finding was made, by detector, the severity it had then, and container.
+# TYPE sysray_findings_total counter
+sysray_findings_total{container="db",id="fatal-signal",namespace="",pod="",severity="critical"} 1
+sysray_findings_total{container="other",id="fatal-signal",namespace="",pod="",severity="critical"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "sysray_findings_total"); err != nil {
+		t.Error(err)
+	}
+	// db stays named while its finding is active, past the grace.
+	for _, m := range []time.Duration{3 * time.Minute, 3*time.Minute + 20*time.Second} {
+		s.Merge([]doctor.Finding{crash(203)}, t0.Add(m))
+	}
+	s.Merge([]doctor.Finding{crash(102)}, t0.Add(4*time.Minute+10*time.Second))
+	for _, f := range s.List(t0.Add(4*time.Minute + 10*time.Second)) {
+		if strings.Contains(f.Title, "[102]") && f.Labels[0] != Other {
+			t.Errorf("web's crash while db's finding is active: %v, want other", f.Labels)
+		}
+	}
+	// web's first crash is still listed (until forgotten), under its name.
+	var web bool
+	for _, f := range s.List(t0) {
+		web = web || strings.Contains(f.Title, "[101]") && f.Labels[0].Container == "web"
+	}
+	if !web {
+		t.Errorf("web's finding went with its slot: %+v", s.List(t0))
 	}
 }
