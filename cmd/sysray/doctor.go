@@ -70,6 +70,7 @@ func newDoctor() *cobra.Command {
 		},
 	}
 	sel.register(cmd)
+	durationHelp(cmd)
 	cmd.Flags().StringVarP(&file, "read", "r", "", "diagnose a capture file instead of tracing live")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document (docs/doctor.md)")
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write the report to this file instead of stdout")

@@ -90,6 +90,7 @@ func newRecord() *cobra.Command {
 		},
 	}
 	sel.register(cmd)
+	durationHelp(cmd)
 	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
 	return cmd
 }

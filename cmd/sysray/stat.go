@@ -138,6 +138,7 @@ per syscall. With -r FILE, counts the syscalls of a capture exactly instead.`,
 		},
 	}
 	sel.register(cmd)
+	durationHelp(cmd)
 	cmd.Flags().StringVar(&by, "by", "syscall", "group rows by syscall, process or container")
 	cmd.Flags().StringVar(&sortBy, "sort", "time", "order rows by time, calls, errors, p99, max or name")
 	cmd.Flags().StringVarP(&file, "read", "r", "", "count the syscalls of a capture file")

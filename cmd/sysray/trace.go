@@ -73,6 +73,7 @@ func newTrace() *cobra.Command {
 		},
 	}
 	sel.register(cmd)
+	durationHelp(cmd)
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
 	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
@@ -93,4 +94,12 @@ func reportDrops(res live.Result) {
 	if res.Drops > 0 {
 		fmt.Fprintf(os.Stderr, "sysray: %d events were lost in the kernel (per CPU: %v); results are incomplete\n", res.Drops, res.PerCPU)
 	}
+}
+
+// durationHelp says in a live command's help what --duration does to a
+// command it runs (internal/live): tracing stops at the duration, and the
+// command, if still running, is ended as perf stat --timeout ends its own.
+func durationHelp(cmd *cobra.Command) {
+	cmd.Flags().Lookup("duration").Usage = "stop after this long, e.g. 10s; a COMMAND still running then is sent SIGTERM " +
+		"(SIGKILL 10s later) and sysray exits 0"
 }

@@ -22,9 +22,13 @@ import (
 
 // Options says what to trace and for how long.
 type Options struct {
-	Probe    probe.Config
-	Command  []string      // run and follow this command; stop when it exits
-	Duration time.Duration // stop after this long (0: until interrupted or the command exits)
+	Probe   probe.Config
+	Command []string // run and follow this command; stop when it exits
+	// Duration stops the run after this long (0: until interrupted or the
+	// command exits). A command still running then is ended: SIGTERM, and
+	// SIGKILL if it has not exited killGrace later or sysray is
+	// interrupted meanwhile.
+	Duration time.Duration
 	// Warn receives problems that do not stop the run (missing features, drops).
 	Warn func(string)
 	// Started, if set, is called once tracing is on and before the command runs.
@@ -53,9 +57,14 @@ type namerResult struct {
 // namerWait is how long a command waits for the kernel's symbols to be read.
 const namerWait = 500 * time.Millisecond
 
+// killGrace is how long a command ended by the run's Duration has to exit
+// after SIGTERM before it is killed: time to clean up (the scenarios undo
+// what they changed to the host), as docker stop gives.
+const killGrace = 10 * time.Second
+
 // Result is how a run ended.
 type Result struct {
-	ExitCode int    // the command's status as a shell reports it; 0 without a command
+	ExitCode int    // the command's status as a shell reports it; 0 without a command or when Duration ended it
 	Drops    uint64 // events lost in the kernel, all CPUs
 	PerCPU   []uint64
 }
@@ -169,6 +178,7 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 
 	var cmd *exec.Cmd
 	done := make(chan struct{})
+	timedOut := make(chan struct{}) // closed when the Duration ended a command's run
 	if len(opts.Command) > 0 {
 		cmd, err = startCommand(opts.Command, opts.Stdout, p)
 		if err != nil {
@@ -193,11 +203,10 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				cancel()
 				return
 			case <-timeout:
+				// The time asked for is up: tracing stops now, not when
+				// the command is done; the command is ended once it has.
 				if cmd != nil {
-					cmd.Process.Signal(syscall.SIGTERM)
-					// keep tracing until it is gone
-					timeout = nil
-					continue
+					close(timedOut)
 				}
 				cancel()
 				return
@@ -235,13 +244,52 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		}
 	}
 	if cmd != nil {
-		<-done
-		res.ExitCode = launch.ExitCode(cmd.ProcessState)
+		select {
+		case <-timedOut:
+			// A command the run ended, as asked, gives no status: only
+			// one that exited on its own as the time ran out does.
+			if !endCommand(cmd, done, sigs, opts.Duration, warn) {
+				res.ExitCode = launch.ExitCode(cmd.ProcessState)
+			}
+		default:
+			<-done
+			res.ExitCode = launch.ExitCode(cmd.ProcessState)
+		}
 	}
 	if err == nil && opts.Finished != nil {
 		err = opts.Finished(p)
 	}
 	return res, err
+}
+
+// endCommand ends a command still running when the run's time is up, as
+// perf stat --timeout and timeout(1) do: SIGTERM, then SIGKILL if it has
+// not exited within killGrace, or at once if sysray is interrupted while
+// it waits. It reports whether it had to (false: the command exited on its
+// own as the time ran out). Only the command is signalled: its children
+// are its to end.
+func endCommand(cmd *exec.Cmd, done <-chan struct{}, sigs <-chan os.Signal, d time.Duration, warn func(string)) bool {
+	select {
+	case <-done:
+		return false
+	default:
+	}
+	pid := cmd.Process.Pid
+	warn(fmt.Sprintf("stopped tracing after %s; ending the command (pid %d) with SIGTERM", d, pid))
+	cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(killGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		warn(fmt.Sprintf("the command (pid %d) did not exit within %s of SIGTERM; killing it", pid, killGrace))
+	case <-sigs:
+		warn(fmt.Sprintf("interrupted; killing the command (pid %d)", pid))
+	}
+	cmd.Process.Kill()
+	<-done
+	return true
 }
 
 // startCommand forks and execs argv; the kernel selects the child from its
