@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -288,6 +289,9 @@ type probeSource struct {
 	mu   sync.Mutex
 	gen  uint64
 	sess *session
+	// gone: processes of the current load's cells found exited, and when.
+	gone    map[uint32]time.Time
+	goneGen uint64
 	off  bool // duty cycling has the syscall programs off now
 }
 
@@ -453,6 +457,9 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 	default:
 	}
 	snap, err := s.snapshot(sess.p, sess.gen)
+	if err == nil {
+		s.forget(sess, snap, time.Now())
+	}
 	if err != nil || !s.filling(snap) {
 		return snap, err
 	}
@@ -473,6 +480,56 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 		return snap, nil
 	}
 	return sess.final, nil
+}
+
+// forgetAfter is how long the counts of an exited process stay in the
+// kernel. The read that first finds it gone may precede its last calls,
+// and the aggregator leaves the counts of a process it cannot name yet
+// in the kernel for up to settle (7 s); 30 s covers both with reads to
+// spare at the default --interval of 5 s.
+const forgetAfter = 30 * time.Second
+
+// forget deletes from the kernel the counts of processes that exited at
+// least forgetAfter ago, so the tables hold the living rather than
+// filling with the dead until a reload (and every read, window and
+// delta carries fewer cells). A pid that came back (reused) is kept.
+func (s *probeSource) forget(sess *session, snap agent.Snapshot, now time.Time) {
+	if s.gone == nil || s.goneGen != sess.gen {
+		s.gone, s.goneGen = map[uint32]time.Time{}, sess.gen
+	}
+	alive := func(pid uint32) bool {
+		_, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10))
+		return err == nil
+	}
+	due := map[uint32]bool{}
+	for pid, t := range s.gone {
+		switch {
+		case alive(pid):
+			delete(s.gone, pid)
+		case now.Sub(t) >= forgetAfter:
+			due[pid] = true
+			delete(s.gone, pid)
+		}
+	}
+	if _, err := sess.p.Forget(due); err != nil {
+		s.log.Warn("forgetting exited processes' counts", "error", err.Error())
+	}
+	seen := map[uint32]bool{}
+	check := func(pid uint32) {
+		if seen[pid] || due[pid] {
+			return
+		}
+		seen[pid] = true
+		if _, ok := s.gone[pid]; !ok && !alive(pid) {
+			s.gone[pid] = now
+		}
+	}
+	for i := range snap.Cells {
+		check(snap.Cells[i].PID)
+	}
+	for pid := range snap.Procs {
+		check(pid)
+	}
 }
 
 // filling says whether one of the kernel's tables is three quarters full

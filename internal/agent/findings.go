@@ -85,7 +85,7 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 	seen := map[string]bool{}
 	for i := range fs {
 		f := &fs[i]
-		labels := s.labels(f, now)
+		ordered, labels := s.labels(f)
 		key := findingKey(f, labels)
 		if seen[key] {
 			continue // the same finding twice in one window (two groups worded alike)
@@ -104,7 +104,11 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 		old.Labels = labels
 		old.LastSeen = now
 		old.Occurrences++
-		for _, l := range labels {
+		series := map[Labels]bool{}
+		for _, l := range ordered {
+			series[s.slot(l, now)] = true
+		}
+		for l := range series {
 			s.total[findingSeries{f.ID, f.Severity.String(), l}]++
 		}
 		if rose && sev >= doctor.Warning {
@@ -114,19 +118,19 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 	return news
 }
 
-func (s *Findings) labels(f *doctor.Finding, now time.Time) []Labels {
+// labels names the containers of a finding's processes, unbounded: the
+// store and the API keep a crash in container c4 apart from one in c5
+// (and a flight capture is named after each); only the metrics fold
+// containers past MaxContainers into Other (slot).
+// They come in the order of the processes (the order slots are given
+// in), and sorted.
+func (s *Findings) labels(f *doctor.Finding) (ordered, sorted []Labels) {
 	var out []Labels
 	have := map[Labels]bool{}
 	for _, p := range f.Procs {
 		l := Host
 		if s.opt.Name != nil {
 			l, _ = s.opt.Name(p.PID, p.Cgroup)
-		}
-		if _, ok := s.ctrs[l]; l != Host && !ok && len(s.ctrs) >= s.opt.MaxContainers {
-			l = Other
-		}
-		if l != Host && l != Other {
-			s.ctrs[l] = now
 		}
 		if !have[l] {
 			have[l] = true
@@ -136,8 +140,27 @@ func (s *Findings) labels(f *doctor.Finding, now time.Time) []Labels {
 	if len(out) == 0 {
 		out = []Labels{Host}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Container < out[j].Container })
-	return out
+	sorted = slices.Clone(out)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Container < sorted[j].Container })
+	return out, sorted
+}
+
+// slot is the labels container l's findings have in the metrics: its own
+// while it holds one of MaxContainers slots (taking a free one if it has
+// none), Other past them. now, if set, marks l as named by a finding.
+func (s *Findings) slot(l Labels, now time.Time) Labels {
+	if l == Host || l == Other {
+		return l
+	}
+	if _, ok := s.ctrs[l]; !ok {
+		if now.IsZero() || len(s.ctrs) >= s.opt.MaxContainers {
+			return Other
+		}
+	}
+	if !now.IsZero() {
+		s.ctrs[l] = now
+	}
+	return l
 }
 
 // findingKey names a finding across windows: its detector, its containers,
@@ -271,7 +294,11 @@ func (s *Findings) Collect(ch chan<- prometheus.Metric) {
 		if !s.active(f, now) {
 			continue
 		}
+		series := map[Labels]bool{}
 		for _, l := range f.Labels {
+			series[s.slot(l, time.Time{})] = true
+		}
+		for l := range series {
 			active[findingSeries{f.ID, f.Severity.String(), l}]++
 		}
 	}

@@ -146,6 +146,11 @@ var (
 			zstd.WithAllLitEntropyCompression(true),
 			zstd.WithEncoderCRC(false), // the frame's crc32c already covers it
 			zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), 4)),
+			// A block is compressed alone and is about blockRawTarget long:
+			// matches never reach further back. The default 8 MiB window
+			// kept 8 MiB of history per encoder for nothing (16 MiB of the
+			// agent's live heap).
+			zstd.WithWindowSize(blockRawTarget),
 		)
 		if err != nil {
 			panic(err) // only for invalid options

@@ -77,3 +77,47 @@ func (p *Probe) ProcCounts() (map[uint32]Counts, error) {
 	}
 	return out, it.Err()
 }
+
+// Forget deletes the counts of the given processes from the kernel's
+// tables (stat mode). The tables keep a cell for every process that ever
+// made a call until the probe is reloaded; a reader that has read the
+// last counts of processes that exited forgets them, so the tables (and
+// every later read) hold the living. It returns how many entries went.
+func (p *Probe) Forget(pids map[uint32]bool) (int, error) {
+	if len(pids) == 0 {
+		return 0, nil
+	}
+	n := 0
+	var sk, snext sysrayStatKey
+	var doomedStats []sysrayStatKey
+	for err := p.objs.Stats.NextKey(nil, &snext); err == nil; err = p.objs.Stats.NextKey(&sk, &snext) {
+		sk = snext
+		if pids[sk.Pid] {
+			doomedStats = append(doomedStats, sk)
+		}
+	}
+	for i := range doomedStats {
+		if p.objs.Stats.Delete(&doomedStats[i]) == nil {
+			n++
+		}
+	}
+	var ek, enext sysrayErrnoKey
+	var doomedErrnos []sysrayErrnoKey
+	for err := p.objs.Errnos.NextKey(nil, &enext); err == nil; err = p.objs.Errnos.NextKey(&ek, &enext) {
+		ek = enext
+		if pids[ek.Pid] {
+			doomedErrnos = append(doomedErrnos, ek)
+		}
+	}
+	for i := range doomedErrnos {
+		if p.objs.Errnos.Delete(&doomedErrnos[i]) == nil {
+			n++
+		}
+	}
+	for pid := range pids {
+		if p.objs.Pcounts.Delete(pid) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
