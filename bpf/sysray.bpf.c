@@ -89,6 +89,7 @@ struct task_state {
 	__u64 p1;        /* lean timing: clock at the call's first switch-out */
 	__u64 j1;        /* lean timing: jiffies then */
 	__u64 sampled_at; /* lean mode: when the thread's last sampled call ended */
+	__u64 record_at;  /* sampled mode: when the thread's last record call crossed over */
 	__u64 runq;       /* ns the call in flight spent preempted (valid while sl_owner == seq) */
 	/* lean mode: the thread's last calls, for a death by signal (most are not emitted) */
 	__u32 nrecent;
@@ -827,7 +828,11 @@ static __always_inline __u32 hist_bucket(__u64 v)
  * process makes 30 times still shows how its latency moves (a fork that
  * slows as mappings grow), at a cost bounded by log2 per process.
  */
-static __always_inline bool stat_account(struct task_state *st, long ret, __u64 lat, bool exact)
+/* What stat_account saw of a call. */
+#define ACC_FIRST 1  /* one of its cell's first calls (the 1st, 2nd, 4th, ... 64th) */
+#define ACC_RECORD 2 /* slower than any call of its cell before, on this CPU */
+
+static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, bool exact)
 {
 	__u64 gen = cgroup_gen;
 	if (st->cg_gen != gen) {
@@ -848,19 +853,22 @@ static __always_inline bool stat_account(struct task_state *st, long ret, __u64 
 			__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
 			if (lost)
 				(*lost)++;
-			return false;
+			return 0;
 		}
 		v = bpf_map_lookup_elem(&stats, &k);
 		if (!v)
-			return false;
+			return 0;
 	}
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
 	v->total += lat;
 	if (cfg_stacks && st->sl_owner == st->seq)
 		v->runq += st->runq;
-	if (lat > v->max)
+	__u32 acc = 0;
+	if (lat > v->max) {
 		v->max = lat;
+		acc |= ACC_RECORD;
+	}
 	if (exact) { /* lean timing: the histogram is of the calls timed by the clock */
 		__u32 b = hist_bucket(lat);
 		if (b < HIST_BUCKETS)
@@ -878,7 +886,9 @@ static __always_inline bool stat_account(struct task_state *st, long ret, __u64 
 		}
 	}
 	__u64 c = v->count;
-	return c <= 64 && (c & (c - 1)) == 0;
+	if (c <= 64 && (c & (c - 1)) == 0)
+		acc |= ACC_FIRST;
+	return acc;
 }
 
 /*
@@ -1019,7 +1029,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		}
 		if (!timed)
 			flags = F_APPROX;
-		bool first = stat_account(st, ret, lat, timed);
+		__u32 acc = stat_account(st, ret, lat, timed);
 		if (!cfg_sample)
 			return 0;
 		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];
@@ -1031,7 +1041,23 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->prev_failed;
 		st->prev_failed = failed;
-		bool sampled = lean_timing() ? (st->ts && sample_gap(st, now)) || first : sample_tick(st, now);
+		bool sampled;
+		if (lean_timing()) {
+			sampled = (st->ts && sample_gap(st, now)) || (acc & ACC_FIRST);
+		} else {
+			/*
+			 * Exact timing samples one call in cfg_sample, far apart;
+			 * a call slower than any of its process's before crosses
+			 * too (at most one a millisecond per thread): for a
+			 * latency that grows with the process every call is one,
+			 * for a steady one a few dozen in a run.
+			 */
+			sampled = sample_tick(st, now);
+			if (!sampled && (acc & ACC_RECORD) && now - st->record_at >= 1000000) {
+				st->record_at = now;
+				sampled = true;
+			}
+		}
 		if (!failed && !after_failure && lat < cfg_slow && !sampled)
 			return 0;
 		late_args(st, regs, ret);

@@ -21,6 +21,7 @@ type agentFinding struct {
 	Occurrences int               `json:"occurrences"`
 	Active      bool              `json:"active"`
 	Labels      []json.RawMessage `json:"labels"`
+	Evidence    map[string]any    `json:"evidence"`
 }
 
 func (a *agentProc) findings(t *testing.T) []agentFinding {
@@ -233,4 +234,41 @@ func TestAgentDutyCycle(t *testing.T) {
 		t.Errorf("%s = %v: want a multiple of 4 near 380019", key, last)
 	}
 	t.Logf("duty-cycled count %v for 380019 calls", last)
+	// The counts say they are estimates.
+	if r := a.scrape(t)["sysray_syscall_sample_ratio{}"]; r != 0.25 {
+		t.Errorf("sysray_syscall_sample_ratio = %v, want 0.25", r)
+	}
+}
+
+// Growth over many windows: a process forks every 300 ms or so, each time
+// after 1,600 more mappings, under an agent with 1 s windows. No window
+// holds more than a few forks, fewer than the rule needs; the agent's long
+// doctor, which keeps every window's calls, finds fork slowing with the
+// mappings, from more calls than any one window had.
+func TestAgentGrowthAcrossWindows(t *testing.T) {
+	requireBPF(t)
+	a := startAgent(t, "--window", "1s")
+	cmd := exec.Command(scenario(t, "forkgrow"), "-n", "40", "-m", "1600", "-i", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	var f *agentFinding
+	for deadline := time.Now().Add(60 * time.Second); f == nil && time.Now().Before(deadline); time.Sleep(time.Second) {
+		for _, x := range a.findings(t) {
+			if x.ID == "latency-grows-with-count" && strings.Contains(x.Title, fmt.Sprintf("[%d]", pid)) {
+				f = &x
+			}
+		}
+	}
+	cmd.Wait()
+	if f == nil {
+		t.Fatalf("no latency-grows-with-count finding for forkgrow[%d]: %+v", pid, a.findings(t))
+	}
+	calls, _ := f.Evidence["calls"].(float64)
+	if !strings.Contains(f.Title, "mappings") || calls <= 8 {
+		t.Errorf("finding %q from %v calls; want the mappings, from more calls than a 1 s window holds", f.Title, calls)
+	}
+	t.Logf("%s (%v calls)", f.Title, calls)
 }

@@ -64,7 +64,9 @@ func newAgentDoctor(log *slog.Logger, lc *liveContainers, o agentDoctorOptions) 
 	// recovery. It is forgotten after a day without a sign of it.
 	a.store = agent.NewFindings(agent.FindingsOptions{ActiveFor: 3 * o.window, Forget: 24 * time.Hour,
 		Name: a.names, MaxContainers: o.maxContainers, Grace: o.grace})
-	a.win = &agent.Windows{New: a.newDoctor, Store: a.store}
+	// Growth over hours: one doctor that keeps its state from window to
+	// window (docs/agent.md).
+	a.win = &agent.Windows{New: a.newDoctor, Store: a.store, Long: doctor.NewLong(a.host(), a.procs)}
 	if o.captureDir != "" {
 		d, err := flight.OpenDir(o.captureDir, o.captureBytes, o.captureFiles)
 		if err != nil {
@@ -75,8 +77,10 @@ func newAgentDoctor(log *slog.Logger, lc *liveContainers, o agentDoctorOptions) 
 	return a, nil
 }
 
-func (a *agentDoctor) newDoctor() *doctor.Doctor {
-	return doctor.New(doctor.Host{Arch: a.arch, Kernel: a.kernel, VsyscallMode: a.vsys, Live: true,
+func (a *agentDoctor) newDoctor() *doctor.Doctor { return doctor.New(a.host(), a.procs) }
+
+func (a *agentDoctor) host() doctor.Host {
+	return doctor.Host{Arch: a.arch, Kernel: a.kernel, VsyscallMode: a.vsys, Live: true,
 		Container: func(pid uint32, cg uint64) string { return describe(a.lc.Container(pid, cg)) },
 		OOMKills:  host.OOMKills,
 		Libc: func(pid uint32) string {
@@ -85,7 +89,7 @@ func (a *agentDoctor) newDoctor() *doctor.Doctor {
 				return ""
 			}
 			return l.String()
-		}}, a.procs)
+		}}
 }
 
 // observe takes one live event (the event reader's goroutine).

@@ -15,11 +15,15 @@ import (
 // kernel counted and sampled during the window (not since the agent
 // started), and merges its findings into Store. A window's doctor starts
 // empty, so a finding needs what the detector needs within one window;
-// what carries across windows is the store's memory of each finding.
+// what carries across windows is the store's memory of each finding, and
+// Long's state.
 type Windows struct {
 	// New makes the doctor of a window.
 	New   func() *doctor.Doctor
 	Store *Findings
+	// Long, if set, sees every event of every window and reports after
+	// each (doctor.NewLong): a growth over hours.
+	Long *doctor.Doctor
 
 	mu      sync.Mutex
 	cur     *doctor.Doctor
@@ -41,6 +45,9 @@ func (w *Windows) Observe(e *event.Event) {
 		w.cur = w.New()
 	}
 	w.cur.Observe(e)
+	if w.Long != nil {
+		w.Long.Observe(e)
+	}
 	w.mu.Unlock()
 }
 
@@ -68,6 +75,14 @@ func (w *Windows) Close(now time.Time, cells []stat.Cell, samples []doctor.CPUSa
 		d.Traced(traced[0], traced[1])
 	}
 	rep := d.Report()
+	if w.Long != nil {
+		// Under the lock: the event reader feeds it meanwhile.
+		w.mu.Lock()
+		long := w.Long.Report().Findings
+		w.Long.Forget()
+		w.mu.Unlock()
+		rep.Findings = append(rep.Findings, long...)
+	}
 	return rep, w.Store.Merge(rep.Findings, now)
 }
 

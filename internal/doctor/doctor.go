@@ -233,6 +233,10 @@ type Doctor struct {
 	last      uint64
 	events    uint64
 	drops     uint64
+	// long: a doctor kept across windows (NewLong); ended holds the
+	// processes that ended since its last Forget.
+	long  bool
+	ended map[uint32]bool
 }
 
 // New returns a doctor with every detector.
@@ -282,8 +286,11 @@ func (d *Doctor) Traced(from, to uint64) { d.env.traced = [2]uint64{from, to} }
 
 // Observe feeds one event to every detector.
 func (d *Doctor) Observe(e *event.Event) {
-	if d.env.Procs != nil {
+	if d.env.Procs != nil && !d.long {
 		d.env.Procs.Update(e)
+	}
+	if d.long && e.Kind == event.KindExit && e.Proc.GroupDead {
+		d.ended[e.PID] = true
 	}
 	if e.Kind == event.KindDrop {
 		d.drops += e.Drop.Count

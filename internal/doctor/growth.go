@@ -37,6 +37,10 @@ type samples struct {
 	totalNS            uint64
 	n                  uint64
 	approx             uint64 // of n, timed in ticks
+	// stride: one call in stride becomes a point. When the points reach
+	// maxSamples every other one goes and the stride doubles, so they
+	// cover the whole run evenly (a long doctor's runs last hours).
+	stride uint64
 }
 
 const maxSamples = 50000
@@ -62,6 +66,10 @@ func (g *growth) proc(e *event.Event) *growthProc {
 
 func (g *growth) Observe(e *event.Event) {
 	switch e.Kind {
+	case event.KindExec:
+		// A new program: its threads, mappings and files start over, and
+		// so does its name.
+		delete(g.procs, e.PID)
 	case event.KindFork:
 		if e.Proc.Thread {
 			g.proc(e).threads++
@@ -95,7 +103,14 @@ func (g *growth) Observe(e *event.Event) {
 		// A latency known only to a kernel tick is still a point: its
 		// expected value is the call's length, and the fit averages such
 		// points instead of taking their median.
-		if len(sm.threads) < maxSamples {
+		if sm.stride == 0 {
+			sm.stride = 1
+		}
+		if sm.n%sm.stride == 0 {
+			if len(sm.threads) >= maxSamples {
+				sm.threads, sm.maps, sm.fds = halve(sm.threads), halve(sm.maps), halve(sm.fds)
+				sm.stride *= 2
+			}
 			// Time preempted inside the call is the CPUs' queue, which
 			// grows with the host's load, not with the process.
 			lat := s.Latency
@@ -240,4 +255,20 @@ func tickNote(sm *samples) string {
 		return ""
 	}
 	return fmt.Sprintf(" (%d timed to a kernel tick, averaged)", sm.approx)
+}
+
+// halve keeps every other point.
+func halve(pts []point) []point {
+	out := pts[:0]
+	for i := 0; i < len(pts); i += 2 {
+		out = append(out, pts[i])
+	}
+	return out
+}
+
+// forget drops ended processes (a long doctor's Forget).
+func (g *growth) forget(pids map[uint32]bool) {
+	for pid := range pids {
+		delete(g.procs, pid)
+	}
 }

@@ -162,6 +162,7 @@ type sysrayTaskState struct {
 	P1           uint64
 	J1           uint64
 	SampledAt    uint64
+	RecordAt     uint64
 	Runq         uint64
 	Nrecent      uint32
 	Pad3         uint32

@@ -1,0 +1,46 @@
+package doctor
+
+import "github.com/sysray/sysray/internal/proc"
+
+// NewLong returns a doctor for what shows only over hours: the detectors
+// that follow a process's state as it grows (a call that slows with the
+// process's threads, mappings or files). An agent runs one beside its
+// short windows' doctors and keeps it: a process that forks a few times a
+// minute while its mappings grow all day gives no window enough calls,
+// but this doctor all of them. Report may be called after every window;
+// Forget then drops the processes that ended, so memory follows the
+// living. procs names processes and is not updated here (the windows'
+// doctors update it).
+func NewLong(host Host, procs *proc.Table) *Doctor {
+	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}, threads: map[uint32]*lifetime{}},
+		long: true, ended: map[uint32]bool{}}
+	d.detectors = []Detector{newGrowth(host.Arch)}
+	return d
+}
+
+// forgetter is a detector that keeps per-process state across windows.
+type forgetter interface {
+	forget(pids map[uint32]bool)
+}
+
+// Forget drops what a long doctor holds of the processes that ended since
+// the last Forget (their findings were reported by then).
+func (d *Doctor) Forget() {
+	if len(d.ended) == 0 {
+		return
+	}
+	for _, det := range d.detectors {
+		if f, ok := det.(forgetter); ok {
+			f.forget(d.ended)
+		}
+	}
+	for tid, t := range d.env.threads {
+		if d.ended[t.pid] {
+			delete(d.env.threads, tid)
+		}
+	}
+	for pid := range d.ended {
+		delete(d.env.cgroups, pid)
+	}
+	d.ended = map[uint32]bool{}
+}
