@@ -383,6 +383,48 @@ scrape_configs:
 	if p50, raw := promQuery(t, promAddr, q); !(p50 > 0 && p50 < 0.001) {
 		t.Errorf("%s = %v (%s); want a positive median under 1 ms", q, p50, raw)
 	}
+
+	// 200 sleeps of 5 ms in the container, under `sysray stat` too: the
+	// same count, and medians in the bucket of 5 ms (4.19 to 8.39 ms: the
+	// histogram's resolution, which stat's percentiles share).
+	script := fmt.Sprintf("echo 0 > %s/cgroup.procs && exec %s 5 200", dirs[0], prog("sleeper"))
+	st := runStat(t, "--", "/bin/sh", "-c", script)
+	var stat50 uint64
+	var statN uint64
+	for _, r := range st.Rows {
+		if r.Name == "clock_nanosleep" {
+			stat50, statN = r.P50NS, r.Calls
+		}
+	}
+	if statN != 200 {
+		t.Fatalf("stat counted %d nanosleep, want 200 (glibc sleeps with clock_nanosleep): %+v", statN, st.Rows)
+	}
+	n := fmt.Sprintf(`sysray_syscall_duration_seconds_count{container=%q,syscall="clock_nanosleep"}`, c)
+	var got float64
+	for deadline := time.Now().Add(30 * time.Second); got != 200 && time.Now().Before(deadline); time.Sleep(time.Second) {
+		got, _ = promQuery(t, promAddr, n)
+	}
+	if got != 200 {
+		t.Errorf("Prometheus says %s = %v, stat says 200", n, got)
+	}
+	q = fmt.Sprintf(`histogram_quantile(0.5, sum by (le) (sysray_syscall_duration_seconds_bucket{container=%q,syscall="clock_nanosleep"}))`, c)
+	p50, raw := promQuery(t, promAddr, q)
+	lo, hi := 1.024e-6*(1<<12), 1.024e-6*(1<<13)
+	if s := float64(stat50) / 1e9; !(p50 >= lo && p50 <= hi && s >= lo && s <= hi) {
+		t.Errorf("median of 5 ms sleeps: Prometheus %v (%s), stat %v s; want both in [%v, %v]", p50, raw, s, lo, hi)
+	}
+
+	// A crash in the container: the doctor's finding, counted by
+	// Prometheus under the container.
+	inCgroup(t, dirs[0], prog("segv"))
+	f := fmt.Sprintf(`sum(sysray_findings_total{container=%q,id="fatal-signal",severity="critical"})`, c)
+	got = -1
+	for deadline := time.Now().Add(40 * time.Second); got < 1 && time.Now().Before(deadline); time.Sleep(time.Second) {
+		got, raw = promQuery(t, promAddr, f)
+	}
+	if got != 1 {
+		t.Errorf("Prometheus says %s = %v (%s), want 1: one crash, in one window", f, got, raw)
+	}
 }
 
 // promQuery asks Prometheus's HTTP API for one instant value (-1 if none).

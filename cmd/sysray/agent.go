@@ -292,7 +292,7 @@ type probeSource struct {
 	// gone: processes of the current load's cells found exited, and when.
 	gone    map[uint32]time.Time
 	goneGen uint64
-	off  bool // duty cycling has the syscall programs off now
+	off     bool // duty cycling has the syscall programs off now
 }
 
 // current is the probe loaded now; nil between loads.

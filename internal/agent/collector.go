@@ -28,12 +28,14 @@ var (
 		"The (process, cgroup, syscall) cells in the kernel's count table at the last read.", nil, nil)
 	descLastRead = prometheus.NewDesc("sysray_agent_last_read_timestamp_seconds",
 		"When the agent last read the kernel's counts.", nil, nil)
+	descRatio = prometheus.NewDesc("sysray_syscall_sample_ratio",
+		"The share of time the per-syscall programs are attached (--syscalls duty): syscall counts, errors and histograms are estimates, scaled by its inverse; 1 when every call is counted.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (a *Aggregator) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLatency, descErrors, descVsyscalls, descFaults, descSignals,
-		descDropped, descBPF, descCells, descLastRead} {
+		descDropped, descBPF, descCells, descLastRead, descRatio} {
 		ch <- d
 	}
 }
@@ -78,4 +80,5 @@ func (a *Aggregator) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(v.Cells))
 	ch <- prometheus.MustNewConstMetric(descLastRead, prometheus.GaugeValue, float64(v.At.UnixNano())/1e9)
+	ch <- prometheus.MustNewConstMetric(descRatio, prometheus.GaugeValue, 1/float64(max(v.Scale, 1)))
 }

@@ -15,6 +15,7 @@ type View struct {
 	RingDrops  uint64
 	BPF        map[string]time.Duration // nil when the kernel's BPF stats are off
 	Cells      int                      // the kernel's cells at the last read
+	Scale      uint64                   // counts of calls are scaled by this (duty cycling); 1 when exact
 }
 
 // SyscallSeries is one syscall of one container.
@@ -38,7 +39,7 @@ type ContainerSeries struct {
 func (a *Aggregator) View() *View { return a.view.Load() }
 
 func (a *Aggregator) publish(now time.Time) {
-	v := &View{At: now, Lost: a.lost.total, RingDrops: a.ring.total, Cells: a.cells}
+	v := &View{At: now, Lost: a.lost.total, RingDrops: a.ring.total, Cells: a.cells, Scale: a.scale}
 	if a.bpfOn {
 		v.BPF = map[string]time.Duration{}
 		for n, m := range a.bpf {

@@ -76,9 +76,14 @@ type Table struct {
 	metaQ chan *metaEntry
 
 	refreshMu sync.Mutex
-	ready     chan struct{}
-	readyOnce sync.Once
-	kick      chan struct{}
+	// placements caches parsed /proc/PID/cgroup contents: most processes
+	// share a handful (every host process in one service's cgroups), and
+	// a refresh reads every process's file every few seconds.
+	placeMu    sync.Mutex
+	placements map[placeKey]Placement
+	ready      chan struct{}
+	readyOnce  sync.Once
+	kick       chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -240,12 +245,28 @@ func (t *Table) Refresh(ctx context.Context) {
 	})
 }
 
+type placeKey struct {
+	parser  *Parser
+	content string
+}
+
 func (t *Table) readPlacement(pid uint32) (Placement, bool) {
 	b, err := os.ReadFile(filepath.Join(t.opts.ProcRoot, strconv.FormatUint(uint64(pid), 10), "cgroup"))
 	if err != nil {
 		return Placement{}, false
 	}
-	return t.parser.Load().ParseCgroupFile(b), true
+	p := t.parser.Load()
+	t.placeMu.Lock()
+	defer t.placeMu.Unlock()
+	if pl, ok := t.placements[placeKey{p, string(b)}]; ok {
+		return pl, true
+	}
+	pl := p.ParseCgroupFile(b)
+	if t.placements == nil || len(t.placements) >= 4096 {
+		t.placements = map[placeKey]Placement{}
+	}
+	t.placements[placeKey{p, string(b)}] = pl
+	return pl, true
 }
 
 func (t *Table) learnNamespaces(ctx context.Context) {
