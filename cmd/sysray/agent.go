@@ -77,11 +77,17 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
 			if os.Getenv("GOGC") == "" {
 				// The agent's live heap is some 40 MiB (kernel symbols,
-				// event batches, the flight recorder's encoder); its
-				// garbage is mostly the container table's reads of /proc.
+				// event batches, the flight recorder's encoder) plus
+				// what each read of the kernel's tables and each window
+				// hold for a moment; its garbage is mostly those reads.
 				// Go's default lets the heap double between collections:
-				// half that keeps the RSS under 150 MiB (docs/agent.md).
+				// half that, and a soft limit of the flight recorder's
+				// bytes plus 64 MiB, keep the RSS under 150 MiB
+				// (docs/agent.md, TestAgentSoak).
 				debug.SetGCPercent(50)
+			}
+			if os.Getenv("GOMEMLIMIT") == "" {
+				debug.SetMemoryLimit(64<<20 + do.flightBytes)
 			}
 			// Listen first: a port already taken is an error before any
 			// program is loaded.
@@ -153,6 +159,9 @@ SIGTERM or SIGINT detaches and exits 0.`,
 				stop()
 			}
 			<-reading
+			if src.doc != nil {
+				src.doc.wait() // captures being written
+			}
 			log.Info("shutting down")
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -183,7 +192,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f.IntVar(&do.captureFiles, "capture-max-files", 100, "keep at most this many captures, deleting the oldest first")
 	f.DurationVar(&do.cooldown, "cooldown", 10*time.Minute, "write at most one capture per finding and container this often")
 	f.DurationVar(&do.flightWindow, "flight-window", 30*time.Second, "how far back a flight capture reaches")
-	f.Int64Var(&do.flightBytes, "flight-bytes", 64<<20, "memory for the flight recorder's compressed events")
+	f.Int64Var(&do.flightBytes, "flight-bytes", 16<<20, "memory for the flight recorder's compressed events (1 to 3 million events)")
 	return cmd
 }
 

@@ -40,7 +40,14 @@ type agentDoctor struct {
 	names  agent.Namer
 
 	snapMu sync.Mutex // one snapshot at a time: each copies the recorder's blocks
+	// saving counts captures being written off the window's goroutine:
+	// a capture's header may wait up to 3 s for containers' names, which
+	// must not hold up the next window (or duty cycle's attach).
+	saving sync.WaitGroup
 }
+
+// wait returns once the captures being written are.
+func (a *agentDoctor) wait() { a.saving.Wait() }
 
 type agentDoctorOptions struct {
 	window, cooldown time.Duration
@@ -132,6 +139,8 @@ func (a *agentDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 	if now, keep := host.Mono(), uint64(3*a.every); now > keep {
 		a.procs.Prune(now - keep)
 	}
+	type capture struct{ id, ctr, reason string }
+	var todo []capture
 	for _, f := range news {
 		a.log.Warn("finding", "id", f.ID, "severity", f.Severity.String(), "title", f.Title,
 			"containers", labelNames(f.Labels), "first_seen", f.FirstSeen, "occurrences", f.Occurrences)
@@ -139,13 +148,21 @@ func (a *agentDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 			continue
 		}
 		for _, l := range f.Labels {
-			if !a.cool.Allow(f.ID+"/"+l.Container, now) {
-				continue
-			}
-			if _, err := a.save(now, f.ID, l.Container, "finding "+f.ID+": "+f.Title); err != nil {
-				a.log.Error("writing a flight capture failed", "finding", f.ID, "error", err.Error())
+			if a.cool.Allow(f.ID+"/"+l.Container, now) {
+				todo = append(todo, capture{f.ID, l.Container, "finding " + f.ID + ": " + f.Title})
 			}
 		}
+	}
+	if len(todo) > 0 {
+		a.saving.Add(1)
+		go func() {
+			defer a.saving.Done()
+			for _, c := range todo {
+				if _, err := a.save(now, c.id, c.ctr, c.reason); err != nil {
+					a.log.Error("writing a flight capture failed", "finding", c.id, "error", err.Error())
+				}
+			}
+		}()
 	}
 	if rep.Drops > 0 {
 		a.log.Warn("events lost in the last window", "drops", rep.Drops)

@@ -69,6 +69,14 @@ type Probe struct {
 	duty     map[string]int
 	gen      uint64   // attach_gen in the kernel
 	Warnings []string // features that could not be enabled; the rest works
+
+	// Stats reads the count table in batches into these, kept from read
+	// to read: a reader every few seconds (the agent) would otherwise
+	// allocate each cell's per-CPU values anew each time.
+	statMu    sync.Mutex
+	statKeys  []sysrayStatKey
+	statVals  []sysrayStatVal
+	lastCells int
 }
 
 // Feature names the tracepoints so a missing one can be reported by what it gives.

@@ -1,6 +1,10 @@
 package probe
 
 import (
+	"errors"
+
+	"github.com/cilium/ebpf"
+
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -23,15 +27,13 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 	if err := it.Err(); err != nil {
 		return nil, 0, err
 	}
-	var (
-		k    sysrayStatKey
-		vals []sysrayStatVal
-		out  []stat.Cell
-	)
-	it = p.objs.Stats.Iterate()
-	for it.Next(&k, &vals) {
+	p.statMu.Lock()
+	defer p.statMu.Unlock()
+	out := make([]stat.Cell, 0, p.lastCells+p.lastCells/8)
+	add := func(k *sysrayStatKey, vals []sysrayStatVal) {
 		c := stat.Cell{Key: stat.Key{PID: k.Pid, Nr: k.Nr, Cgroup: k.Cgroup}, Errnos: errs[[2]uint32{k.Pid, k.Nr}]}
-		for _, v := range vals {
+		for i := range vals {
+			v := &vals[i]
 			c.Count += v.Count
 			c.Errors += v.Errors
 			c.Total += v.Total
@@ -43,9 +45,21 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 		}
 		out = append(out, c)
 	}
-	if err := it.Err(); err != nil {
-		return nil, 0, err
+	if err := p.statBatches(add); err != nil {
+		// Batch lookups are newer than the rest (Linux 5.6): read the
+		// table one cell at a time.
+		out = out[:0]
+		var k sysrayStatKey
+		var vals []sysrayStatVal
+		it := p.objs.Stats.Iterate()
+		for it.Next(&k, &vals) {
+			add(&k, vals)
+		}
+		if err := it.Err(); err != nil {
+			return nil, 0, err
+		}
 	}
+	p.lastCells = len(out)
 	var lost []uint64
 	var total uint64
 	if err := p.objs.StatLost.Lookup(uint32(0), &lost); err == nil {
@@ -54,6 +68,37 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 		}
 	}
 	return out, total, nil
+}
+
+// statBatch is how many cells one batch lookup reads.
+const statBatch = 512
+
+// statBatches hands every cell of the count table to add, read in batches
+// into buffers kept for the next read (per-CPU values land in them
+// without a copy: sysrayStatVal is a multiple of 8 bytes, as the kernel
+// lays out each CPU's value).
+func (p *Probe) statBatches(add func(*sysrayStatKey, []sysrayStatVal)) error {
+	ncpu, err := possibleCPUs()
+	if err != nil {
+		return err
+	}
+	if len(p.statVals) != statBatch*ncpu {
+		p.statKeys = make([]sysrayStatKey, statBatch)
+		p.statVals = make([]sysrayStatVal, statBatch*ncpu)
+	}
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := p.objs.Stats.BatchLookup(&cursor, p.statKeys, p.statVals, nil)
+		for i := 0; i < n; i++ {
+			add(&p.statKeys[i], p.statVals[i*ncpu:(i+1)*ncpu])
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // Counts are a process's page faults and legacy vsyscall emulations (stat mode).
