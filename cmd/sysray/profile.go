@@ -148,6 +148,7 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 		},
 	}
 	sel.register(cmd)
+	durationHelp(cmd)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write: .folded, .pb.gz or .svg")
 	cmd.Flags().IntVar(&hz, "hz", 99, "samples per second per CPU")
 	cmd.Flags().BoolVar(&offCPU, "off-cpu", false, "also count time slow syscalls spent asleep, by where they slept (see --slow)")

@@ -86,6 +86,7 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 		},
 	}
 	sel.register(cmd)
+	durationHelp(cmd)
 	cmd.Flags().StringVarP(&file, "read", "r", "", "make the report from this capture file")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML file to write (created 0600)")
 	cmd.Flags().StringVarP(&keep, "write", "w", "", "when recording, keep the capture in this file (default: a temporary file, removed)")
