@@ -48,6 +48,7 @@ start_tool() {
 	sysray-record) $sysray record -w "$work/r.sysray" >/dev/null 2>"$work/record.err" & ;;
 	sysray-agent) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" >/dev/null 2>&1 & ;; # the defaults: duty cycling, doctor, flight recorder
 	sysray-agent-always) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --syscalls always >/dev/null 2>&1 & ;;
+	sysray-agent-counts) $sysray agent --listen 127.0.0.1:0 --no-doctor >/dev/null 2>&1 & ;; # duty-cycled counts only: what the doctor adds is the difference
 	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
 	perf-trace) perf trace -s -a -o "$work/pt.txt" >/dev/null 2>&1 & ;;
 	strace-server) strace -f -c -o "$work/st.txt" -p "$rpid" >/dev/null 2>&1 & ;;
@@ -65,7 +66,7 @@ stop_tool() {
 	wait $tool 2>/dev/null || true
 }
 
-order=(baseline sysray-floor sysray-stat sysray-record sysray-agent sysray-agent-always bpftrace-hist perf-trace strace-server)
+order=(baseline sysray-floor sysray-stat sysray-record sysray-agent sysray-agent-counts sysray-agent-always bpftrace-hist perf-trace strace-server)
 # ONLY="baseline sysray-agent bpftrace-hist" runs a subset, in that order.
 [ -n "${ONLY:-}" ] && read -r -a order <<<"$ONLY"
 declare -A samples
