@@ -9,7 +9,13 @@
 
 static void *worker(void *arg)
 {
-	usleep(1000);
+	/*
+	 * Long enough that main is already waiting in pthread_join (a futex
+	 * wait) when it ends: with 1 ms, a loaded host once let main reach
+	 * the join late, found the thread gone, and made one futex call
+	 * fewer than the run it was compared with.
+	 */
+	usleep(20000);
 	if (arg)
 		exit(7);
 	return NULL;
