@@ -1,7 +1,7 @@
 package event
 
-// This file fixes the decoding API. Bodies marked "stub" are replaced by the
-// real tables in syscalls_*.go, errno.go, flags.go, spec.go and format.go.
+// This file holds the decoding API's types; the tables behind it are in
+// syscalls_*.go, errno.go, flags.go, spec.go and format.go.
 
 import "runtime"
 
