@@ -426,3 +426,22 @@ func TestFindingsNameTheirContainers(t *testing.T) {
 		t.Error("mentions")
 	}
 }
+
+// Kernel symbols hidden from the reader (no CAP_SYSLOG): a timed futex
+// wait's sleep has a stack of addresses without names. That stack cannot
+// tell a wait from a stall, so the call is judged as one without a stack
+// (futex waits by design), not reported as 71 slow futex.
+func TestSlowUnnamedStackIsNoStack(t *testing.T) {
+	const nrFutex = 202
+	var evs []event.Event
+	for i := range 71 {
+		e := sys(80, uint64(100+i), nrFutex, -110, 850_000_000, 0x1000, 0x80, 0)
+		e.Syscall.Sleeps = []event.Sleep{{Duration: 849_000_000, Stack: []event.Frame{{Addr: 0xffffffff81000000}, {Addr: 0xffffffff81000100}}}}
+		evs = append(evs, e)
+	}
+	for _, f := range findings(evs) {
+		if f.ID == "slow-syscall" {
+			t.Errorf("futex waits with unnamed stacks reported: %s", f.Title)
+		}
+	}
+}
