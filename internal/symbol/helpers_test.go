@@ -16,7 +16,7 @@ func need(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed", tool)
+			unavailable(t, tool+" is not installed")
 		}
 	}
 }
@@ -24,8 +24,20 @@ func need(t testing.TB, tools ...string) {
 func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		unavailable(t, "not root")
 	}
+}
+
+// unavailable skips a test this machine cannot run, or fails it under
+// SYSRAY_REQUIRE_BPF=1: CI sets that where it runs as root and installs
+// every compiler these tests build with (.ci/run), so a skip there could
+// only hide a test that never ran.
+func unavailable(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("SYSRAY_REQUIRE_BPF") == "1" {
+		t.Fatalf("cannot run: %s, but SYSRAY_REQUIRE_BPF=1", why)
+	}
+	t.Skip(why)
 }
 
 // run runs a command in dir and fails the test on error.
