@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -131,6 +132,17 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	if cfg.Stacks && cfg.SlowOpens {
 		startNamer()
 	}
+	if len(opts.Command) == 0 && len(cfg.PIDs) > 0 {
+		// As strace -p says: from here on nothing the processes do is missed.
+		until := "stopping when it exits or on Ctrl-C"
+		if len(cfg.PIDs) > 1 {
+			until = "stopping when they have all exited or on Ctrl-C"
+		}
+		if cfg.Children {
+			until = "and what they start; stopping on Ctrl-C"
+		}
+		warn(fmt.Sprintf("attached to pid %s; %s", pidList(cfg.PIDs), until))
+	}
 
 	// Ready before the command runs if it can be (events wait for it, and
 	// a short-lived process's maps may be gone by then), but the command
@@ -189,6 +201,12 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 			close(done)
 		}()
 	}
+	// Processes given by pid and not followed into their children end the
+	// run when they have all exited.
+	var gone <-chan struct{}
+	if cmd == nil && len(cfg.PIDs) > 0 && !cfg.Children {
+		gone = whenGone(cfg.PIDs, ctx.Done())
+	}
 	go func() {
 		stop := opts.Stop
 		var timeout <-chan time.Time
@@ -200,6 +218,9 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		for {
 			select {
 			case <-done:
+				cancel()
+				return
+			case <-gone:
 				cancel()
 				return
 			case <-timeout:
@@ -314,4 +335,15 @@ func startCommand(argv []string, stdout io.Writer, p *probe.Probe) (*exec.Cmd, e
 		return nil, err
 	}
 	return cmd, nil
+}
+
+func pidList(pids []uint32) string {
+	var b strings.Builder
+	for i, p := range pids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, p)
+	}
+	return b.String()
 }
