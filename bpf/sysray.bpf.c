@@ -35,6 +35,21 @@ char LICENSE[] SEC("license") = "GPL";
 
 #define VSYSCALL_ADDR 0xffffffffff600000UL
 
+/*
+ * Budgeted timing. A thread's syscalls share 32 budgets by number mod 32:
+ * two syscalls that collide only share a budget, which still times a
+ * random share of each.
+ */
+#define BUDGET_SLOTS 32
+/*
+ * A call that crossed a timer tick and may have taken this long is counted
+ * on its own, timed or not, instead of through the sample that stands for
+ * it: so a rare slow call in a busy thread is never lost to sampling. It
+ * is far above what a fast call's bound reaches in a thread busy enough to
+ * be sampled (a few microseconds: the calls since its last clock read).
+ */
+#define LONG_NS 1000000ULL
+
 /* pids map values */
 #define SEL_ACTIVE 1
 #define SEL_FOLLOW 2  /* new processes forked by this one are selected too */
@@ -53,7 +68,10 @@ volatile const __u8 cfg_stat;        /* count syscalls in the kernel instead of 
 volatile const __u32 cfg_sample;     /* stat mode: still emit failures, the call after one, slow calls
 				      * (>= cfg_slow) and 1 in cfg_sample others (a power of two; 0: none) */
 volatile const __u64 cfg_sample_gap; /* and at most one such sample per thread per this many ns */
-volatile const __u64 cfg_tick_ns;    /* lean timing: one jiffy; 0 times every call with the clock */
+volatile const __u64 cfg_tick_ns;    /* lean and budgeted timing: one jiffy; lean: 0 times every call with the clock */
+volatile const __u32 cfg_budget;     /* budgeted timing (stat without samples): calls of a syscall a
+				      * thread has timed by the clock per jiffy; 0 times every call */
+volatile const __u32 cfg_every_shift; /* budgeted timing: past the budget, 1 in 2^this is timed */
 volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least this slow */
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
@@ -107,6 +125,12 @@ struct task_state {
 	__u64 fault_err;
 	__u64 fault_sp;
 	__u64 reclaim_ts; /* in memory-cgroup reclaim since; 0: not */
+	/* budgeted timing */
+	__u64 last_clk;  /* the thread's last clock read */
+	__u64 prev_clk;  /* the one before the call in flight's entry, when it was timed */
+	__u64 rng;       /* picks the calls timed past the budget */
+	__u32 weight;    /* calls the call in flight stands for if short: 0 when not timed */
+	__u32 budget[BUDGET_SLOTS]; /* per syscall slot: jiffies << 8 | calls in that jiffy */
 };
 
 /*
@@ -327,6 +351,32 @@ static __always_inline void fill_hdr(struct hdr *h, __u8 kind, __u16 size, __u64
 	bpf_get_current_comm(h->comm, sizeof(h->comm));
 }
 
+/*
+ * fill_hdr for the current task's syscall records: its ids and name read
+ * straight from the task, its cgroup from the cache stat_account keeps. The
+ * helpers for these cost more than the rest of a record together.
+ */
+static __always_inline void fill_hdr_st(struct hdr *h, struct task_state *st, __u8 kind, __u16 size,
+					__u64 ts)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 gen = cgroup_gen;
+	if (st->cg_gen != gen) {
+		st->cg = bpf_get_current_cgroup_id();
+		st->tgid = t->tgid;
+		st->cg_gen = gen;
+	}
+	h->kind = kind;
+	h->flags = 0;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pid = t->tgid;
+	h->tid = t->pid;
+	h->ts = ts;
+	h->cgroup = st->cg;
+	__builtin_memcpy(h->comm, t->comm, TASK_COMM_LEN);
+}
+
 static __always_inline __u64 task_cgroup(struct task_struct *t)
 {
 	return BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
@@ -381,6 +431,18 @@ static __always_inline bool task_selected(struct task_struct *t)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * Budgeted timing: stat and top without samples. The clock is half of what
+ * counting a call costs; it times every call of a syscall while the thread
+ * has made fewer than cfg_budget of them in the current jiffy, then a random
+ * 1 in 2^cfg_every_shift, and the histogram weighs each timed call by the
+ * calls it stands for. Counts and failures stay exact.
+ */
+static __always_inline bool budget_timing(void)
+{
+	return cfg_stat && !cfg_sample && cfg_budget;
 }
 
 /* Lean timing: the doctor's stat mode with sleep tracking and a known tick. */
@@ -543,7 +605,7 @@ static __always_inline bool stage_syscall(struct task_state *st, long ret, __u64
 		off = 0;
 	}
 	struct sys_rec *r = (void *)(sg->buf + off);
-	fill_hdr(&r->h, K_SYSCALL, sizeof(*r), st->ts);
+	fill_hdr_st(&r->h, st, K_SYSCALL, sizeof(*r), st->ts);
 	r->h.flags = flags;
 	fill_sys(r, st, ret, now);
 	r->dlen[0] = 0;
@@ -640,6 +702,36 @@ static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now
 		count_drop();
 }
 
+/* Budgeted timing: whether the clock times this call, and what it stands for. */
+static __always_inline void budget_entry(struct task_state *st, __u32 nr)
+{
+	__u64 j = bpf_jiffies64();
+	st->jts = j;
+	__u32 *b = &st->budget[nr & (BUDGET_SLOTS - 1)];
+	__u32 tag = (__u32)j << 8, v = *b;
+	if ((v & ~0xffu) != tag)
+		v = tag; /* a new jiffy: a new budget */
+	__u32 n = v & 0xff;
+	if (n < 0xff)
+		v++;
+	*b = v;
+	__u32 w = 1;
+	if (n >= cfg_budget) {
+		/* Random, not every Nth: a loop's calls alternate (a read that fills, one that finds nothing). */
+		st->rng = st->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		w = (st->rng >> (64 - cfg_every_shift)) == 0 ? 1u << cfg_every_shift : 0;
+	}
+	st->weight = w;
+	if (!w) {
+		st->ts = 0;
+		return;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	st->prev_clk = st->last_clk;
+	st->last_clk = now;
+	st->ts = now;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
@@ -691,6 +783,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		 */
 		st->jts = bpf_jiffies64();
 		st->ts = (st->tick++ & (cfg_sample - 1)) == 0 ? bpf_ktime_get_ns() : 0;
+		return 0;
+	}
+	if (budget_timing()) {
+		budget_entry(st, id);
 		return 0;
 	}
 	st->ts = bpf_ktime_get_ns();
@@ -832,7 +928,11 @@ static __always_inline __u32 hist_bucket(__u64 v)
 #define ACC_FIRST 1  /* one of its cell's first calls (the 1st, 2nd, 4th, ... 64th) */
 #define ACC_RECORD 2 /* slower than any call of its cell before, on this CPU */
 
-static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, bool exact)
+/*
+ * hw is what the call weighs in the histogram (0: its latency is not
+ * known well enough); tw in the total and the max (0: not at all).
+ */
+static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw, __u32 tw)
 {
 	__u64 gen = cgroup_gen;
 	if (st->cg_gen != gen) {
@@ -861,18 +961,19 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 	}
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
-	v->total += lat;
+	v->total += lat * tw;
 	if (cfg_stacks && st->sl_owner == st->seq)
 		v->runq += st->runq;
 	__u32 acc = 0;
-	if (lat > v->max) {
+	if (tw && lat > v->max) {
 		v->max = lat;
 		acc |= ACC_RECORD;
 	}
-	if (exact) { /* lean timing: the histogram is of the calls timed by the clock */
+	if (hw) { /* lean timing: the histogram is of the calls timed by the clock */
+		v->timed++;
 		__u32 b = hist_bucket(lat);
 		if (b < HIST_BUCKETS)
-			v->hist[b]++;
+			v->hist[b] += hw;
 	}
 	if (ret < 0 && ret >= -4095) {
 		v->errors++;
@@ -912,7 +1013,7 @@ static __noinline void refused(struct task_state *st, struct pt_regs *regs, long
 	st->ts = now;
 	load_args(st, regs);
 	if (cfg_stat) {
-		stat_account(st, ret, 0, true);
+		stat_account(st, ret, 0, 1, 1);
 		if (!cfg_sample)
 			return;
 		st->prev_failed = true;
@@ -979,6 +1080,33 @@ static __noinline void account_missed(struct task_state *st, __u64 dur)
 	account_sleep(st, dur);
 }
 
+/*
+ * Budgeted timing: counts the call. A short call weighs what budget_entry
+ * gave it; a call that crossed a tick and may have taken LONG_NS counts as
+ * itself, timed or not: untimed, its latency is bounded by the thread's last
+ * clock read, which in a thread busy enough to be sampled is a few calls
+ * back. The test for "long" reads the same things for timed and untimed
+ * calls, so none is counted both in person and through a sample.
+ */
+static __always_inline void budget_exit(struct task_state *st, long ret)
+{
+	__u64 d = bpf_jiffies64() - st->jts;
+	if (!st->ts && !d) {
+		stat_account(st, ret, 0, 0, 0);
+		return;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	__u64 lat, bound;
+	bound = now - (st->ts ? st->prev_clk : st->last_clk);
+	/* It began in jiffy jts: a stale last read cannot make it longer. */
+	if (cfg_tick_ns && bound > (d + 1) * cfg_tick_ns)
+		bound = (d + 1) * cfg_tick_ns;
+	lat = st->ts ? now - st->ts : bound;
+	st->last_clk = now;
+	__u32 w = d && bound >= LONG_NS ? 1 : st->weight;
+	stat_account(st, ret, lat, w, w);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
@@ -1011,6 +1139,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	__u64 now = 0;
 	__u8 flags = 0;
+	if (budget_timing()) {
+		budget_exit(st, ret);
+		return 0;
+	}
 	if (cfg_stat) {
 		__u64 lat;
 		bool timed = true;
@@ -1029,7 +1161,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		}
 		if (!timed)
 			flags = F_APPROX;
-		__u32 acc = stat_account(st, ret, lat, timed);
+		__u32 acc = stat_account(st, ret, lat, timed, 1);
 		if (!cfg_sample)
 			return 0;
 		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];

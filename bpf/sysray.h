@@ -125,7 +125,8 @@ struct stat_val {
 	__u64 total; /* ns */
 	__u64 max;   /* ns */
 	__u64 runq;  /* ns of total spent preempted, waiting for a CPU (with stacks) */
-	__u32 hist[HIST_BUCKETS];
+	__u64 timed; /* calls whose latency was measured (budgeted timing: the rest are counted only) */
+	__u32 hist[HIST_BUCKETS]; /* budgeted timing: weighted, so the counts sum to about count */
 };
 
 /* Stat mode: per-process counts of what is not a syscall. */

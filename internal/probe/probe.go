@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"slices"
 	"sync"
@@ -39,6 +40,14 @@ type Config struct {
 	// clock then times one call in Sample, the calls that sleep from their
 	// first switch-out, and jiffies the rest (Syscall.Approx).
 	TickNS uint64
+	// Budget, with Stat and no Sample, is budgeted timing: the clock times
+	// every call of a syscall while its thread has made fewer than Budget
+	// of them in the current jiffy, then a random 1 in Every (a power of
+	// two, 2 to 65536); the histogram weighs each by what it stands for
+	// (Cell.Timed). 0 times every call. TickNS, when known, bounds an
+	// untimed long call's latency.
+	Budget uint32
+	Every  uint32
 	// Launch marks the probe as following a command sysray will start:
 	// pids may be added later with Expect or StartChild.
 	Launch   bool
@@ -470,6 +479,16 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 	if cfg.Sample&(cfg.Sample-1) != 0 {
 		return fmt.Errorf("sample rate %d is not a power of two", cfg.Sample)
 	}
+	var shift uint32
+	if cfg.Budget > 0 {
+		if cfg.Budget > 255 {
+			return fmt.Errorf("timing budget %d is over 255 calls a jiffy", cfg.Budget)
+		}
+		if cfg.Every < 2 || cfg.Every > 1<<16 || cfg.Every&(cfg.Every-1) != 0 {
+			return fmt.Errorf("timing 1 call in %d: want a power of two from 2 to 65536", cfg.Every)
+		}
+		shift = uint32(bits.TrailingZeros32(cfg.Every))
+	}
 	execve, _ := event.SyscallByName(arch, "execve")
 	execveat, _ := event.SyscallByName(arch, "execveat")
 	sigreturn, _ := event.SyscallByName(arch, "rt_sigreturn")
@@ -488,6 +507,8 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 		{"cfg_sample", cfg.Sample},
 		{"cfg_sample_gap", cfg.SampleGap},
 		{"cfg_tick_ns", cfg.TickNS},
+		{"cfg_budget", cfg.Budget},
+		{"cfg_every_shift", shift},
 		{"cfg_slow", slow},
 		{"cfg_nr_execve", execve},
 		{"cfg_nr_execveat", execveat},

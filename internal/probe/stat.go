@@ -38,6 +38,7 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 			c.Errors += v.Errors
 			c.Total += v.Total
 			c.Runq += v.Runq
+			c.Timed += v.Timed
 			c.Max = max(c.Max, v.Max)
 			for i, n := range v.Hist {
 				c.Hist[i] += uint64(n)

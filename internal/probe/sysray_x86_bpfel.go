@@ -86,6 +86,7 @@ type sysrayStatVal struct {
 	Total  uint64
 	Max    uint64
 	Runq   uint64
+	Timed  uint64
 	Hist   [160]uint32
 }
 
@@ -202,6 +203,12 @@ type sysrayTaskState struct {
 	FaultErr  uint64
 	FaultSp   uint64
 	ReclaimTs uint64
+	LastClk   uint64
+	PrevClk   uint64
+	Rng       uint64
+	Weight    uint32
+	Budget    [32]uint32
+	_         [4]byte
 }
 
 // Names of all BPF objects in the ELF.
@@ -246,7 +253,9 @@ const (
 	sysrayVarAttachGen            = "attach_gen"
 	sysrayVarCapRules             = "cap_rules"
 	sysrayVarCfgAllFaults         = "cfg_all_faults"
+	sysrayVarCfgBudget            = "cfg_budget"
 	sysrayVarCfgCgroups           = "cfg_cgroups"
+	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
 	sysrayVarCfgNrExecve          = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
@@ -359,7 +368,9 @@ type sysrayVariableSpecs struct {
 	AttachGen        *ebpf.VariableSpec `ebpf:"attach_gen"`
 	CapRules         *ebpf.VariableSpec `ebpf:"cap_rules"`
 	CfgAllFaults     *ebpf.VariableSpec `ebpf:"cfg_all_faults"`
+	CfgBudget        *ebpf.VariableSpec `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
+	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
@@ -448,7 +459,9 @@ type sysrayVariables struct {
 	AttachGen        *ebpf.Variable `ebpf:"attach_gen"`
 	CapRules         *ebpf.Variable `ebpf:"cap_rules"`
 	CfgAllFaults     *ebpf.Variable `ebpf:"cfg_all_faults"`
+	CfgBudget        *ebpf.Variable `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.Variable `ebpf:"cfg_cgroups"`
+	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`

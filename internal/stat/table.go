@@ -24,7 +24,11 @@ type Cell struct {
 	Count, Errors, Total, Max uint64
 	// Runq is the part of Total the calls spent preempted, waiting for a
 	// CPU (known live with sleep tracking on; 0 otherwise).
-	Runq   uint64
+	Runq uint64
+	// Timed is how many calls' latencies were measured. Under budgeted
+	// timing it is fewer than Count, and Hist is weighted: each timed
+	// call counts for the calls it stands for.
+	Timed  uint64
 	Hist   Hist
 	Errnos map[int]uint64 // failures by errno
 }
@@ -33,6 +37,9 @@ type Cell struct {
 type Table struct {
 	arch  event.Arch
 	cells map[Key]*Cell
+	// Every is the sampling of budgeted timing (Budget.Every) when the
+	// cells came from it; 0 when every call was timed.
+	Every uint32
 }
 
 // NewTable returns an empty table for arch's syscall names.
@@ -60,6 +67,7 @@ func (t *Table) AddEvent(e *event.Event) {
 	}
 	s := &e.Syscall
 	c.Count++
+	c.Timed++
 	c.Total += s.Latency
 	c.Max = max(c.Max, s.Latency)
 	c.Hist.Add(s.Latency)
@@ -84,6 +92,13 @@ type StatRow struct {
 	P99NS   uint64            `json:"p99_ns"`
 	MaxNS   uint64            `json:"max_ns"`
 	Errnos  map[string]uint64 `json:"errnos,omitempty"`
+	// Timed is how many calls were timed by the clock; the percentiles
+	// come from them. P50Rank and P99Rank bound how far, in fractions of
+	// the calls, the rank each percentile was read at may lie from 0.5
+	// and 0.99 (budgeted timing; 0 when every call was timed).
+	Timed   uint64  `json:"timed"`
+	P50Rank float64 `json:"p50_rank_error"`
+	P99Rank float64 `json:"p99_rank_error"`
 	hist    Hist
 }
 
@@ -100,6 +115,7 @@ func (t *Table) Rows(group func(Key) string) []StatRow {
 			by[name] = r
 		}
 		r.Calls += c.Count
+		r.Timed += c.Timed
 		r.Errors += c.Errors
 		r.TotalNS += c.Total
 		r.MaxNS = max(r.MaxNS, c.Max)
@@ -117,6 +133,8 @@ func (t *Table) Rows(group func(Key) string) []StatRow {
 		r.P50NS = r.hist.Quantile(0.5, r.MaxNS)
 		r.P90NS = r.hist.Quantile(0.9, r.MaxNS)
 		r.P99NS = r.hist.Quantile(0.99, r.MaxNS)
+		r.P50Rank = RankError(0.5, r.Calls, r.Timed, t.Every)
+		r.P99Rank = RankError(0.99, r.Calls, r.Timed, t.Every)
 		if all > 0 {
 			r.Percent = 100 * float64(r.TotalNS) / float64(all)
 		}
@@ -150,8 +168,29 @@ func SortRows(rows []StatRow, by string) error {
 	return nil
 }
 
-// PrintRows writes the rows like strace -c, with percentiles.
+// PrintRows writes the rows like strace -c, with percentiles, and says
+// how far to trust them when not every call was timed.
 func PrintRows(w io.Writer, rows []StatRow, what string) error {
+	if err := printTable(w, rows, what); err != nil {
+		return err
+	}
+	var calls, timed uint64
+	var worst float64
+	for _, r := range rows {
+		calls += r.Calls
+		timed += r.Timed
+		worst = max(worst, r.P99Rank)
+	}
+	if timed >= calls {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "\n%d of %d calls were timed (budgeted timing: docs/stat.md); each percentile is within %.1f%% "+
+		"of the latency at a rank within ±%.2f points of its own (99%% confidence); --exact-timing times every call\n",
+		timed, calls, 100*MaxRelError, 100*worst)
+	return err
+}
+
+func printTable(w io.Writer, rows []StatRow, what string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%% time\tseconds\tcalls\terrors\tp50\tp99\tmax\t %s\t\n", what)
 	var tot StatRow
