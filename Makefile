@@ -36,7 +36,7 @@ demo: build
 # Every table in BENCHMARKS.md: syscall overhead and sampling, redis, and
 # the accuracy of stat's percentiles.
 bench: build
-	bash bench/overhead.sh
+	bash bench/peers.sh
 	bash bench/redis.sh
 	bash bench/accuracy.sh
 	bash bench/doctor-vs-stat.sh

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Nanoseconds added per syscall by each tracer, in one run, on a tight
-# getppid loop. Modes are interleaved round by round so that drift in a
-# noisy machine hits all of them alike; the table gives medians.
+# sysray against its peers on their own ground: nanoseconds added per
+# syscall by each tracer, on a tight getppid loop, in one run. Modes are
+# interleaved round by round so that drift in a noisy machine (±50% from
+# hour to hour here) hits all of them alike; the table gives medians, and
+# the ratios under it are the headline (issue #14's goals):
+#   stat / bpftrace bare counter <= 0.8, stat / sysray floor <= 2.5,
+#   record / perf record <= 0.25.
 #
-#   bash bench/overhead.sh [ROUNDS] [CALLS]
+#   bash bench/peers.sh [ROUNDS] [CALLS]
 #
 # Needs root. Installs strace, linux-perf and bpftrace when missing.
 set -euo pipefail
@@ -38,17 +42,18 @@ declare -A cmds=(
 	[sysray-record]="$sysray record -w $work/s.sysray -- $loop $CALLS"
 	[sysray-floor]="$sysray stat -e sync -o $work/floor.txt -- $loop $CALLS"
 	[sysray-stat]="$sysray stat -o $work/stat.txt -- $loop $CALLS"
+	[sysray-stat-exact]="$sysray stat --exact-timing -o $work/stat2.txt -- $loop $CALLS"
 	[sysray-doctor]="$sysray doctor -o $work/doctor.txt -- $loop $CALLS"
 	[sysray-record-stacks]="$sysray record --stacks -w $work/s2.sysray -- $loop $CALLS"
 	[perf-record]="perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o $work/perf.data -- $loop $CALLS"
-	[bpftrace-count]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @[args->id] = count(); }' -c '$loop $CALLS'"
+	[bpftrace-count]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @[args->id] = count(); }' -c '$loop $CALLS'"
 	[bpftrace-hist]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter /pid == cpid/ { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' -c '$loop $CALLS'"
 	[perf-trace-s]="perf trace -s -o $work/ptrace.txt -- $loop $SLOW_CALLS"
 	[strace-c]="strace -f -c -o $work/strace.txt $loop $SLOW_CALLS"
 	[strace-o]="strace -f -o $work/strace.out $loop $SLOW_CALLS"
 )
 # MODES="baseline sysray-stat" picks some modes (and skips the sampling part).
-default_order=(baseline sysray-floor sysray-stat sysray-doctor sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+default_order=(baseline sysray-floor sysray-stat sysray-stat-exact sysray-doctor sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
 read -r -a order <<<"${MODES:-${default_order[*]}}"
 
 declare -A samples
@@ -83,6 +88,18 @@ for m in "${order[@]}"; do
 	med=$(echo "${samples[$m]}" | median)
 	awk -v m="$m" -v med="$med" -v base="$base" -v s="${samples[$m]}" 'BEGIN{printf "| %s | %.0f | %+.0f | %.1fx | %s|\n", m, med, med-base, med/base, s}'
 done
+added() { awk -v a="$(echo "${samples[$1]:-}" | median)" -v b="$base" 'BEGIN{printf "%.1f", a-b}'; }
+ratio() { # ratio NAME A B GOAL: A's added ns over B's, against a goal
+	[ -n "${samples[$2]:-}" ] && [ -n "${samples[$3]:-}" ] || return 0
+	awk -v n="$1" -v a="$(added "$2")" -v b="$(added "$3")" -v g="$4" \
+		'BEGIN{r=a/b; printf "| %s | %+.0f / %+.0f | %.2f | <= %s | %s |\n", n, a, b, r, g, (r<=g)?"met":"missed"}'
+}
+echo
+echo "| ratio of added ns | this run | ratio | goal | |"
+echo "|---|---:|---:|---:|---|"
+ratio "stat / bpftrace bare counter" sysray-stat bpftrace-count 0.8
+ratio "stat / sysray floor" sysray-stat sysray-floor 2.5
+ratio "record / perf record" sysray-record perf-record 0.25
 echo
 echo "Capture size per syscall: sysray $(echo "${samples[sysray-bytes]:-}" | median) bytes (one event per syscall);" \
 	"perf.data $(echo "${samples[perf-bytes]:-}" | median) bytes (enter+exit records)."

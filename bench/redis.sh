@@ -45,6 +45,7 @@ start_tool() {
 	baseline) ;;
 	sysray-floor) $sysray stat -e sync -o "$work/floor.txt" >/dev/null 2>&1 & ;; # programs attached, every syscall filtered out at entry
 	sysray-stat) $sysray stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
+	sysray-stat-exact) $sysray stat --exact-timing -o "$work/stat.txt" >/dev/null 2>&1 & ;; # every call timed by the clock
 	sysray-record) $sysray record -w "$work/r.sysray" >/dev/null 2>"$work/record.err" & ;;
 	sysray-agent) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" >/dev/null 2>&1 & ;; # the defaults: duty cycling, doctor, flight recorder
 	sysray-agent-always) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --syscalls always >/dev/null 2>&1 & ;;
@@ -66,7 +67,7 @@ stop_tool() {
 	wait $tool 2>/dev/null || true
 }
 
-order=(baseline sysray-floor sysray-stat sysray-record sysray-agent sysray-agent-counts sysray-agent-always bpftrace-hist perf-trace strace-server)
+order=(baseline sysray-floor sysray-stat sysray-stat-exact sysray-record sysray-agent sysray-agent-counts sysray-agent-always bpftrace-hist perf-trace strace-server)
 # ONLY="baseline sysray-agent bpftrace-hist" runs a subset, in that order.
 [ -n "${ONLY:-}" ] && read -r -a order <<<"$ONLY"
 declare -A samples
