@@ -237,6 +237,8 @@ type Doctor struct {
 	// processes that ended since its last Forget.
 	long  bool
 	ended map[uint32]bool
+	// procsKept: the caller updates the process table (ProcsKeptByCaller).
+	procsKept bool
 }
 
 // New returns a doctor with every detector.
@@ -284,9 +286,13 @@ func (d *Doctor) Counts(cells []stat.Cell) {
 // the time they were traced, not of the window.
 func (d *Doctor) Traced(from, to uint64) { d.env.traced = [2]uint64{from, to} }
 
+// ProcsKeptByCaller says the caller updates the process table with every
+// event before Observe (a session does), so the doctor only reads it.
+func (d *Doctor) ProcsKeptByCaller() { d.procsKept = true }
+
 // Observe feeds one event to every detector.
 func (d *Doctor) Observe(e *event.Event) {
-	if d.env.Procs != nil && !d.long {
+	if d.env.Procs != nil && !d.long && !d.procsKept {
 		d.env.Procs.Update(e)
 	}
 	if d.long && e.Kind == event.KindExit && e.Proc.GroupDead {
