@@ -255,16 +255,11 @@ func whyUnnamed(lc *liveContainers, log *slog.Logger) func(pid uint32, cg uint64
 		}
 		told[l] = now
 		go func() {
-			r := lc.t.Lookup(pid, cg)
-			if !r.IsContainer() {
-				lc.mu.RLock()
-				r = lc.seen[cg]
-				lc.mu.RUnlock()
-			}
+			r := lc.Ref(pid, cg)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			why := "the runtime answered too late"
-			if _, err := lc.t.MetaWait(ctx, r); err != nil {
+			if _, err := lc.MetaWait(ctx, r); err != nil {
 				why = err.Error()
 			}
 			log.Warn("counting a container under its id: its runtime did not name it in time",
@@ -394,7 +389,7 @@ func (s *probeSource) open() error {
 }
 
 func (s *probeSource) event(e *event.Event) error {
-	s.lc.observe(e)
+	s.lc.Observe(e)
 	if s.doc != nil {
 		s.doc.observe(e)
 	}

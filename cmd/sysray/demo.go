@@ -14,6 +14,7 @@ import (
 
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/report"
+	sess "github.com/sysray/sysray/internal/session"
 )
 
 // A demo is one bundled reproduction of a real debugging story (scenarios/),
@@ -88,9 +89,9 @@ func newDemo() *cobra.Command {
 				if !asJSON {
 					fmt.Printf("\n==== demo %s: %s\n$ sysray doctor -- %s\n\n", d.name, d.story, strings.Join(argv, " "))
 				}
-				sel := selection{stacks: true, slow: 10 * time.Millisecond}
+				sel := sess.Selection{Stacks: true, Slow: 10 * time.Millisecond}
 				// The reports own stdout; the scenarios' own output goes to stderr.
-				rep, _, err := doctorLive(&sel, argv, os.Stderr)
+				rep, _, err := doctor.Live(&sel, argv, os.Stderr)
 				if err != nil {
 					return fmt.Errorf("demo %s: %w", d.name, err)
 				}

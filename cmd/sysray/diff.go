@@ -14,6 +14,7 @@ import (
 	"github.com/sysray/sysray/internal/diff"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/profile"
+	sess "github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -161,16 +162,16 @@ func article(kind string) string {
 // would, except that processes are named by comm alone (their pids differ
 // from run to run); with stacks, it also folds its slow calls' stacks.
 func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.Stacks, error) {
-	c, err := openCapture(path)
+	c, err := sess.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	defer c.Close()
 
-	t := stat.NewTable(c.h.Arch)
+	t := stat.NewTable(c.Header.Arch)
 	var first, last uint64
 	comm := func(pid uint32) string {
-		if p, ok := c.procs.Get(pid); ok && p.Comm != "" {
+		if p, ok := c.Procs.Get(pid); ok && p.Comm != "" {
 			return p.Comm
 		}
 		return fmt.Sprintf("[%d]", pid)
@@ -181,7 +182,7 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 	}
 	found := false
 	pids := map[uint32]bool{}
-	drops, err := c.each(func(e *event.Event) error {
+	drops, err := c.Each(func(e *event.Event) error {
 		if e.Kind == event.KindDrop {
 			return nil
 		}
@@ -193,7 +194,7 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 		if e.Kind == event.KindSyscall && !e.Syscall.Unfinished {
 			pids[e.PID] = true
 		}
-		if wantStacks && st.AddSyscall(e, comm(e.PID), event.SyscallName(c.h.Arch, e.Syscall.Nr), offCPU) {
+		if wantStacks && st.AddSyscall(e, comm(e.PID), event.SyscallName(c.Header.Arch, e.Syscall.Nr), offCPU) {
 			found = true
 		}
 		return nil
@@ -203,13 +204,13 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 	}
 	// Recorded with --stacks, a capture may still hold none: no call was
 	// slow enough and slept.
-	if wantStacks && !found && !recordedWithStacks(c.h.Command) {
+	if wantStacks && !found && !recordedWithStacks(c.Header.Command) {
 		return nil, nil, fmt.Errorf("%s has no stacks: only sysray record --stacks keeps them (for calls slower than --slow that slept)", path)
 	}
 	s := diff.NewSide(path, diff.KindCapture, by)
 	s.Drops = drops
-	if tr := c.r.Trailer(); tr != nil && tr.End > c.h.Start {
-		s.Duration = time.Duration(tr.End - c.h.Start)
+	if tr := c.Trailer(); tr != nil && tr.End > c.Header.Start {
+		s.Duration = time.Duration(tr.End - c.Header.Start)
 	} else if last > first {
 		s.Duration = time.Duration(last - first) // cut short: the span of its events
 	}
@@ -221,7 +222,7 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 		group = func(k stat.Key) string { return comm(k.PID) }
 	case "container":
 		group = func(k stat.Key) string {
-			if d := describe(c.ctrs.Container(k.PID, k.Cgroup)); d != "" {
+			if d := sess.Describe(c.Ctrs.Container(k.PID, k.Cgroup)); d != "" {
 				return d
 			}
 			return "host"

@@ -17,6 +17,7 @@ import (
 	"github.com/sysray/sysray/internal/export/perfetto"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/output"
+	sess "github.com/sysray/sysray/internal/session"
 )
 
 var exportFormats = map[string]func(io.Writer) export.Sink{
@@ -78,24 +79,24 @@ See docs/export.md.`,
 // exportCapture reads the capture twice (names and layout first, then the
 // events) and writes the timeline. A partly written file is removed.
 func exportCapture(in, out string, newSink func(io.Writer) export.Sink, opt export.Options) (export.Stats, error) {
-	c, err := openCapture(in)
+	c, err := sess.Open(in)
 	if err != nil {
 		return export.Stats{}, err
 	}
 	defer c.Close()
-	h := c.h
+	h := c.Header
 	passes := 0
 	src := export.Source{
 		Arch:     h.Arch,
 		BootTime: h.BootTime,
 		Procs:    h.Procs,
 		Container: func(pid uint32, cg uint64) string {
-			return containerLabel(c.ctrs.Container(pid, cg))
+			return containerLabel(c.Ctrs.Container(pid, cg))
 		},
 		Events: func(fn func(*event.Event) error) error {
 			passes++
 			if passes == 1 {
-				_, err := c.each(fn)
+				_, err := c.Each(fn)
 				return err
 			}
 			// Later passes: the first already warned of a cut-off file.

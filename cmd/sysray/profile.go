@@ -12,11 +12,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/profile"
+	sess "github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/symbol"
 )
 
 func newProfile() *cobra.Command {
-	var sel selection
+	var sel sess.Selection
 	var out string
 	var hz int
 	var offCPU bool
@@ -41,13 +42,13 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 			if hz <= 0 || hz > 10000 {
 				return fmt.Errorf("--hz %d: want 1 to 10000", hz)
 			}
-			if len(args) == 0 && sel.duration == 0 && len(sel.pids) == 0 {
+			if len(args) == 0 && sel.Duration == 0 && len(sel.PIDs) == 0 {
 				return errors.New("profile needs a command, -p PID or --duration")
 			}
-			sel.stacks = true
-			ctrs := newLiveContainers()
+			sel.Stacks = true
+			ctrs := sess.NewLive()
 			defer ctrs.Close()
-			opts, flt, err := sel.build(args, ctrs)
+			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
 				return err
 			}
@@ -84,15 +85,13 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 				samples, prof.Lost, err = p.Samples()
 				return err
 			}
-			offStacks := map[string]*profile.Stack{}
+			// Off-CPU stacks only: the process table is not needed.
+			s := sess.New(arch, nil, ctrs, flt)
+			off := profile.NewOffCPU(hz)
 			res, err := live.Run(opts, func(e *event.Event) error {
-				if !offCPU || e.Kind != event.KindSyscall || len(e.Syscall.Sleeps) == 0 {
-					return nil
+				if s.Pass(e) && offCPU {
+					off.Add(e)
 				}
-				if flt != nil && !flt.Match(e, env{arch: arch, ctrs: ctrs}) {
-					return nil
-				}
-				addOffCPU(offStacks, e, hz)
 				return nil
 			})
 			if sampling != nil && err != nil {
@@ -106,27 +105,13 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 			if kerr != nil {
 				fmt.Fprintf(os.Stderr, "sysray: kernel frames will not be named: %v\n", kerr)
 			}
-			for _, s := range samples {
-				st := profile.Stack{PID: s.PID, Comm: s.Comm, Count: s.Count}
-				if s.Syscall >= 0 {
-					st.Syscall = event.SyscallName(arch, uint32(s.Syscall))
-				}
-				for i := len(s.User) - 1; i >= 0; i-- {
-					st.User = append(st.User, name(live.FuncName(syms.Resolve(s.PID, s.User[i])), s.User[i]))
-				}
-				kfs := s.Kernel
-				for i := len(kfs) - 1; i >= 0; i-- {
-					n := ""
-					if kernel != nil {
-						n = live.FuncName(kernel.Resolve(kfs[i]))
-					}
-					st.Kernel = append(st.Kernel, name(n, kfs[i]))
-				}
-				prof.Stacks = append(prof.Stacks, st)
+			var kname func(addr uint64) string
+			if kernel != nil {
+				kname = func(a uint64) string { return live.FuncName(kernel.Resolve(a)) }
 			}
-			for _, s := range offStacks {
-				prof.Stacks = append(prof.Stacks, *s)
-			}
+			uname := func(pid uint32, a uint64) string { return live.FuncName(syms.Resolve(pid, a)) }
+			prof.Stacks = append(prof.Stacks, profile.FromSamples(samples, arch, uname, kname)...)
+			prof.Stacks = append(prof.Stacks, off.Stacks()...)
 			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 			if err != nil {
 				return err
@@ -140,14 +125,14 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 			}
 			prof.Summary(os.Stdout)
 			fmt.Fprintf(os.Stderr, "sysray: wrote %s\n", out)
-			reportDrops(res)
+			sess.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
 			}
 			return nil
 		},
 	}
-	sel.register(cmd)
+	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write: .folded, .pb.gz or .svg")
 	cmd.Flags().IntVar(&hz, "hz", 99, "samples per second per CPU")
@@ -180,38 +165,4 @@ func snapshotSampled(p *probe.Probe, syms *symbol.Resolver, stop <-chan struct{}
 			}
 		}
 	}
-}
-
-// addOffCPU turns a slow syscall's sleeps into stacks weighted like samples
-// (one per 1/hz seconds asleep), so on- and off-CPU time share one graph.
-func addOffCPU(acc map[string]*profile.Stack, e *event.Event, hz int) {
-	for _, sl := range e.Syscall.Sleeps {
-		n := sl.Duration * uint64(hz) / 1e9
-		if n == 0 {
-			continue
-		}
-		st := profile.Stack{PID: e.PID, Comm: e.Comm, Syscall: "off-cpu"}
-		for i := len(e.Syscall.UserStack) - 1; i >= 0; i-- {
-			f := e.Syscall.UserStack[i]
-			st.User = append(st.User, name(f.Name, f.Addr))
-		}
-		st.User = append(st.User, "[off-cpu]")
-		for i := len(sl.Stack) - 1; i >= 0; i-- {
-			st.Kernel = append(st.Kernel, name(sl.Stack[i].Name, sl.Stack[i].Addr))
-		}
-		key := fmt.Sprint(st.PID, st.User, st.Kernel)
-		if a := acc[key]; a != nil {
-			a.Count += n
-			continue
-		}
-		st.Count = n
-		acc[key] = &st
-	}
-}
-
-func name(n string, addr uint64) string {
-	if n != "" {
-		return n
-	}
-	return fmt.Sprintf("%#x", addr)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/output"
+	sess "github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -30,12 +31,13 @@ func newRead() *cobra.Command {
 					return err
 				}
 			}
-			c, err := openCapture(args[0])
+			c, err := sess.Open(args[0])
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			h := c.h
+			c.Filter = flt
+			h := c.Header
 			if src := h.Meta["source"]; src != "" {
 				// Say it before the events: what is missing is absent, not zero.
 				absent := strings.ReplaceAll(h.Meta["absent"], ",", ", ")
@@ -44,19 +46,15 @@ func newRead() *cobra.Command {
 				}
 				fmt.Fprintf(os.Stderr, "sysray: imported from %s; absent: %s\n", plainText(src), plainText(absent))
 			}
-			envv := env{arch: h.Arch, procs: c.procs, ctrs: c.ctrs}
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
 			defer closeOut()
 			pr := output.New(out, h.Arch, h.BootTime, asJSON)
-			pr.Containers = label(c.ctrs)
+			pr.Containers = sess.Label(c.Ctrs)
 			sum := stat.NewTable(h.Arch)
-			drops, err := c.each(func(e *event.Event) error {
-				if flt != nil && !flt.Match(e, envv) {
-					return nil
-				}
+			drops, err := c.Each(func(e *event.Event) error {
 				if summary {
 					sum.AddEvent(e)
 					return nil

@@ -13,10 +13,11 @@ import (
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/proc"
+	sess "github.com/sysray/sysray/internal/session"
 )
 
 func newRecord() *cobra.Command {
-	var sel selection
+	var sel sess.Selection
 	var path string
 	cmd := &cobra.Command{
 		Use:   "record -w FILE [flags] [-- COMMAND [ARG...]]",
@@ -27,9 +28,9 @@ func newRecord() *cobra.Command {
 			if path == "" {
 				return fmt.Errorf("record needs -w FILE")
 			}
-			ctrs := newLiveContainers()
+			ctrs := sess.NewLive()
 			defer ctrs.Close()
-			opts, flt, err := sel.build(args, ctrs)
+			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
 				return err
 			}
@@ -38,8 +39,7 @@ func newRecord() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			procs := proc.NewTable(snap)
-			envv := env{arch: arch, procs: procs, ctrs: ctrs}
+			s := sess.New(arch, proc.NewTable(snap), ctrs, flt)
 			node, kernel := host.Uname()
 			names := syscallNames(arch)
 			hdr := &capture.Header{
@@ -47,7 +47,7 @@ func newRecord() *cobra.Command {
 				BootTime: host.BootTime(), Start: time.Now().UnixNano(),
 				Command: os.Args, Syscalls: names, Procs: snap, Meta: host.Facts(),
 			}
-			hdr.Meta[metaContainers] = ctrs.snapshot()
+			hdr.Meta[sess.MetaContainers] = ctrs.Snapshot()
 			stacksMeta(hdr.Meta, opts.Probe.Stacks, opts.Probe.Slow)
 			w, err := capture.Create(path, hdr)
 			if err != nil {
@@ -56,9 +56,7 @@ func newRecord() *cobra.Command {
 			var n uint64
 			lastFlush := host.Mono()
 			res, err := live.Run(opts, func(e *event.Event) error {
-				procs.Update(e)
-				ctrs.observe(e)
-				if flt != nil && e.Kind != event.KindDrop && !flt.Match(e, envv) {
+				if !s.Pass(e) {
 					return nil
 				}
 				n++
@@ -82,14 +80,14 @@ func newRecord() *cobra.Command {
 				return cerr
 			}
 			fmt.Fprintf(os.Stderr, "sysray: wrote %d events to %s\n", n, path)
-			reportDrops(res)
+			sess.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
 			}
 			return nil
 		},
 	}
-	sel.register(cmd)
+	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
 	return cmd
@@ -120,3 +118,13 @@ func stacksMeta(m map[string]string, stacks bool, slow uint64) {
 
 // probeDefaultSlow is the threshold the probe takes for a Slow of 0.
 const probeDefaultSlow = 10 * time.Millisecond
+
+// syscallNames is arch's syscall table, for a capture header: a reader
+// elsewhere names the calls as this sysray did.
+func syscallNames(arch event.Arch) []string {
+	names := make([]string, event.MaxSyscall(arch)+1)
+	for i := range names {
+		names[i] = event.SyscallName(arch, uint32(i))
+	}
+	return names
+}

@@ -15,10 +15,11 @@ import (
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/htmlreport"
+	sess "github.com/sysray/sysray/internal/session"
 )
 
 func newReport() *cobra.Command {
-	var sel selection
+	var sel sess.Selection
 	var file, out, keep string
 	cmd := &cobra.Command{
 		Use:   "report (-r FILE | [flags] -- COMMAND [ARG...] | [flags] --duration D) -o FILE.html",
@@ -53,7 +54,7 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 				}
 				return writeReport(file, out, "")
 			}
-			if len(args) == 0 && sel.duration == 0 && len(sel.pids) == 0 && len(sel.cgroups) == 0 && len(sel.container) == 0 {
+			if len(args) == 0 && sel.Duration == 0 && len(sel.PIDs) == 0 && len(sel.Cgroups) == 0 && len(sel.Containers) == 0 {
 				return errors.New("report needs -r FILE, a command after --, -p PID, --cgroup, --container or --duration")
 			}
 			if keep != "" && filepath.Clean(keep) == filepath.Clean(out) {
@@ -85,14 +86,14 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 			return nil
 		},
 	}
-	sel.register(cmd)
+	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&file, "read", "r", "", "make the report from this capture file")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML file to write (created 0600)")
 	cmd.Flags().StringVarP(&keep, "write", "w", "", "when recording, keep the capture in this file (default: a temporary file, removed)")
 	// The doctor and the off-CPU graph need where slow syscalls slept.
 	cmd.Flags().Lookup("stacks").DefValue = "true"
-	sel.stacks = true
+	sel.Stacks = true
 	return cmd
 }
 
@@ -143,30 +144,30 @@ func writeReport(capPath, out, title string) error {
 	if err != nil {
 		return err
 	}
-	c, err := openCapture(capPath)
+	c, err := sess.Open(capPath)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	h := c.h
+	h := c.Header
 	b := htmlreport.New(h.Arch, htmlreport.Names{
-		Container: func(pid uint32, cg uint64) string { return describe(c.ctrs.Container(pid, cg)) },
-		Command:   c.procs.Cmdline,
+		Container: func(pid uint32, cg uint64) string { return sess.Describe(c.Ctrs.Container(pid, cg)) },
+		Command:   c.Procs.Cmdline,
 	}, htmlreport.Limits{})
-	drops, err := c.each(func(e *event.Event) error { b.Observe(e); return nil })
+	drops, err := c.Each(func(e *event.Event) error { b.Observe(e); return nil })
 	if err != nil {
 		return err
 	}
 	facts := map[string]string{}
 	for k, v := range h.Meta {
-		if k != metaContainers {
+		if k != sess.MetaContainers {
 			facts[k] = v
 		}
 	}
 	meta := htmlreport.Meta{Hostname: h.Hostname, Kernel: h.Kernel, Arch: h.Arch.String(),
 		VsyscallMode: h.Meta["vsyscall_mode"], Command: h.Command, Start: h.Start, BootTime: h.BootTime,
 		Drops: drops, Facts: facts, Generated: time.Now().UnixNano()}
-	if t := c.r.Trailer(); t != nil {
+	if t := c.Trailer(); t != nil {
 		meta.End = t.End
 		meta.DropsPerCPU = t.Drops
 	} else {

@@ -13,11 +13,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
+	sess "github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
 func newStat() *cobra.Command {
-	var sel selection
+	var sel sess.Selection
 	var by, sortBy, file, outPath string
 	var asJSON, exact bool
 	cmd := &cobra.Command{
@@ -36,7 +37,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var group func(t *stat.Table) func(stat.Key) string
 			procs := proc.NewTable(nil)
-			var ctrs containers
+			var ctrs sess.Containers
 			switch by {
 			case "syscall":
 				group = func(t *stat.Table) func(stat.Key) string { return t.BySyscall }
@@ -53,7 +54,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 				group = func(*stat.Table) func(stat.Key) string {
 					return func(k stat.Key) string {
 						if ctrs != nil {
-							if d := describe(ctrs.Container(k.PID, k.Cgroup)); d != "" {
+							if d := sess.Describe(ctrs.Container(k.PID, k.Cgroup)); d != "" {
 								return d
 							}
 						}
@@ -75,21 +76,21 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 				if len(args) > 0 {
 					return errors.New("stat -r reads a capture; it does not run a command")
 				}
-				c, err := openCapture(file)
+				c, err := sess.Open(file)
 				if err != nil {
 					return err
 				}
 				defer c.Close()
-				procs, ctrs = c.procs, c.ctrs
-				t = stat.NewTable(c.h.Arch)
-				if drops, err = c.each(func(e *event.Event) error { t.AddEvent(e); return nil }); err != nil {
+				procs, ctrs = c.Procs, c.Ctrs
+				t = stat.NewTable(c.Header.Arch)
+				if drops, err = c.Each(func(e *event.Event) error { t.AddEvent(e); return nil }); err != nil {
 					return err
 				}
 			} else {
-				lc := newLiveContainers()
+				lc := sess.NewLive()
 				defer lc.Close()
 				ctrs = lc
-				opts, flt, err := sel.build(args, lc)
+				opts, flt, err := sel.Build(args, lc)
 				if err != nil {
 					return err
 				}
@@ -98,6 +99,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 				}
 				snap, _ := proc.Snapshot()
 				procs = proc.NewTable(snap)
+				s := sess.New(event.HostArch(), procs, lc, nil)
 				opts.Probe.Stat = true
 				t = stat.NewTable(event.HostArch())
 				if !exact {
@@ -112,8 +114,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 					return err
 				}
 				res, err := live.Run(opts, func(e *event.Event) error {
-					procs.Update(e)
-					lc.observe(e)
+					s.Pass(e)
 					return nil
 				})
 				if err != nil {
@@ -146,7 +147,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 			return nil
 		},
 	}
-	sel.register(cmd)
+	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVar(&by, "by", "syscall", "group rows by syscall, process or container")
 	cmd.Flags().StringVar(&sortBy, "sort", "time", "order rows by time, calls, errors, p99, max or name")

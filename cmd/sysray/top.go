@@ -12,11 +12,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
+	sess "github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/top"
 )
 
 func newTop() *cobra.Command {
-	var sel selection
+	var sel sess.Selection
 	var once, exact bool
 	var interval time.Duration
 	var level, within, sortBy string
@@ -39,9 +40,9 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			if interval < 100*time.Millisecond {
 				return fmt.Errorf("--interval %s: at least 100ms", interval)
 			}
-			ctrs := newLiveContainers()
+			ctrs := sess.NewLive()
 			defer ctrs.Close()
-			opts, flt, err := sel.build(args, ctrs)
+			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
 				return err
 			}
@@ -53,7 +54,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 				setBudget(&opts.Probe)
 			}
 			snap, _ := proc.Snapshot()
-			procs := proc.NewTable(snap)
+			s := sess.New(event.HostArch(), proc.NewTable(snap), ctrs, nil)
 			ready := make(chan *probe.Probe, 1)
 			stop := make(chan struct{})
 			opts.Stop = stop
@@ -64,8 +65,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			go func() {
 				defer wg.Done()
 				_, runErr = live.Run(opts, func(e *event.Event) error {
-					procs.Update(e)
-					ctrs.observe(e)
+					s.Pass(e)
 					return nil
 				})
 				close(ready)
@@ -90,12 +90,12 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 					return top.Sample{At: time.Now(), Cells: cells, Counts: counts}, err
 				},
 				Process: func(pid uint32) string {
-					if info, ok := procs.Get(pid); ok {
+					if info, ok := s.Procs.Get(pid); ok {
 						return fmt.Sprintf("%s[%d]", info.Comm, pid)
 					}
 					return fmt.Sprintf("[%d]", pid)
 				},
-				Container: func(pid uint32, cg uint64) string { return describe(ctrs.Container(pid, cg)) },
+				Container: func(pid uint32, cg uint64) string { return sess.Describe(ctrs.Container(pid, cg)) },
 			}
 			if once {
 				err = top.Once(os.Stdout, src, interval, l, within, sortBy)
@@ -110,7 +110,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			return runErr
 		},
 	}
-	sel.register(cmd)
+	registerSelection(cmd, &sel)
 	cmd.Flags().BoolVar(&once, "once", false, "print one snapshot and exit")
 	cmd.Flags().DurationVar(&interval, "interval", time.Second, "refresh period")
 	cmd.Flags().StringVar(&level, "level", "container", "with --once: container, process or syscall")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 
@@ -12,11 +11,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/proc"
+	sess "github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
 func newTrace() *cobra.Command {
-	var sel selection
+	var sel sess.Selection
 	var asJSON, summary bool
 	var outPath string
 	cmd := &cobra.Command{
@@ -26,28 +26,25 @@ func newTrace() *cobra.Command {
   sysray trace -p 4242 -f 'evt.latency > 10ms'
   sysray trace -e openat,connect --json -- curl -s localhost:8080`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctrs := newLiveContainers()
+			ctrs := sess.NewLive()
 			defer ctrs.Close()
-			opts, flt, err := sel.build(args, ctrs)
+			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
 				return err
 			}
 			arch := event.HostArch()
 			snap, _ := proc.Snapshot()
-			procs := proc.NewTable(snap)
-			envv := env{arch: arch, procs: procs, ctrs: ctrs}
+			s := sess.New(arch, proc.NewTable(snap), ctrs, flt)
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
 			defer closeOut()
 			pr := output.New(out, arch, host.BootTime(), asJSON)
-			pr.Containers = label(ctrs)
+			pr.Containers = sess.Label(ctrs)
 			sum := stat.NewTable(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
-				procs.Update(e)
-				ctrs.observe(e)
-				if flt != nil && !flt.Match(e, envv) {
+				if !s.Pass(e) {
 					return nil
 				}
 				if summary {
@@ -65,14 +62,14 @@ func newTrace() *cobra.Command {
 					return err
 				}
 			}
-			reportDrops(res)
+			sess.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
 			}
 			return nil
 		},
 	}
-	sel.register(cmd)
+	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
@@ -88,12 +85,6 @@ func printSummary(w io.Writer, sum *stat.Table, asJSON bool, drops uint64) error
 		return stat.PrintJSON(w, rows, "syscall", drops)
 	}
 	return stat.PrintRows(w, rows, "syscall")
-}
-
-func reportDrops(res live.Result) {
-	if res.Drops > 0 {
-		fmt.Fprintf(os.Stderr, "sysray: %d events were lost in the kernel (per CPU: %v); results are incomplete\n", res.Drops, res.PerCPU)
-	}
 }
 
 // durationHelp says in a live command's help what --duration does to a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/report"
+	sess "github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/scenarios/variants"
 )
 
@@ -96,9 +97,9 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		argv[i] = strings.ReplaceAll(a, "{tmp}", tmp)
 	}
 	argv[0] = filepath.Join(bin, argv[0])
-	sel := selection{stacks: true, slow: 10 * time.Millisecond}
+	sel := sess.Selection{Stacks: true, Slow: 10 * time.Millisecond}
 	if v.Mode == variants.Cmd {
-		rep, _, err := doctorLive(&sel, argv, os.Stderr)
+		rep, _, err := doctor.Live(&sel, argv, os.Stderr)
 		return rep, err
 	}
 	w := exec.Command(argv[0], argv[1:]...)
@@ -120,11 +121,11 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		}
 	}()
 	time.Sleep(v.Lead)
-	sel.duration = v.For
+	sel.Duration = v.For
 	if v.Mode == variants.PID {
-		sel.pids = []int{w.Process.Pid}
-		sel.children = true
+		sel.PIDs = []int{w.Process.Pid}
+		sel.Children = true
 	}
-	rep, _, err := doctorLive(&sel, nil, os.Stderr)
+	rep, _, err := doctor.Live(&sel, nil, os.Stderr)
 	return rep, err
 }
