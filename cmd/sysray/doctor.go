@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/doctor"
-	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/report"
 	sess "github.com/sysray/sysray/internal/session"
 )
@@ -29,7 +28,7 @@ func newDoctor() *cobra.Command {
 				if len(args) > 0 {
 					return errors.New("doctor -r reads a capture; it does not run a command")
 				}
-				rep, err = doctorFile(file)
+				rep, err = doctor.ReadCapture(file)
 			} else {
 				rep, code, err = doctor.Live(&sel, args, nil)
 			}
@@ -64,26 +63,6 @@ func newDoctor() *cobra.Command {
 	cmd.Flags().Lookup("stacks").DefValue = "true"
 	sel.Stacks = true
 	return cmd
-}
-
-func doctorFile(path string) (*doctor.Report, error) {
-	c, err := sess.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	h := c.Header
-	hostFacts := doctor.Host{Arch: h.Arch, Kernel: h.Meta["kernel"], VsyscallMode: h.Meta["vsyscall_mode"], Meta: h.Meta}
-	if hostFacts.Kernel == "" {
-		hostFacts.Kernel = h.Kernel
-	}
-	hostFacts.Container = func(pid uint32, cg uint64) string { return sess.Describe(c.Ctrs.Container(pid, cg)) }
-	d := doctor.New(hostFacts, c.Procs)
-	d.ProcsKeptByCaller()
-	if _, err := c.Each(func(e *event.Event) error { d.Observe(e); return nil }); err != nil {
-		return nil, err
-	}
-	return d.Report(), nil
 }
 
 // doctorHz is how often the agent's doctor samples the CPUs: as the live

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/htmlreport"
 	sess "github.com/sysray/sysray/internal/session"
@@ -140,7 +141,7 @@ func recordTo(cmd *cobra.Command, args []string, path string) (int, error) {
 // writeReport runs the doctor on a capture, aggregates its events and
 // writes the page, replacing out only once it is complete.
 func writeReport(capPath, out, title string) error {
-	rep, err := doctorFile(capPath)
+	rep, err := doctor.ReadCapture(capPath)
 	if err != nil {
 		return err
 	}

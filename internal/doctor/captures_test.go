@@ -20,11 +20,11 @@ import (
 // doctor -r` reads a capture, and check the findings against what each
 // program is known to have done: no root, no BPF.
 
-// diagnose reads a capture the way cmd/sysray's doctorFile does (its
-// openCapture and capFile.each): the header's process table, the host facts
-// from the header, then every event through the process table and the
-// doctor. The container table is left out: it lives in cmd/, and these
-// captures were recorded on the host, outside any container.
+// diagnose reads a capture the way ReadCapture (doctor -r) does, by hand:
+// the header's process table, the host facts from the header, then every
+// event through the process table and the doctor. The container table is
+// left out: these captures were recorded on the host, outside any
+// container.
 func diagnose(t *testing.T, name string) *doctor.Report {
 	t.Helper()
 	r, err := capture.Open(filepath.Join("testdata", name))

@@ -1,0 +1,29 @@
+package doctor
+
+import (
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/session"
+)
+
+// ReadCapture diagnoses a capture file, as `sysray doctor -r` does: the host
+// facts its header recorded, its processes and containers kept by the
+// capture's session, every event in order.
+func ReadCapture(path string) (*Report, error) {
+	c, err := session.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	h := c.Header
+	facts := Host{Arch: h.Arch, Kernel: h.Meta["kernel"], VsyscallMode: h.Meta["vsyscall_mode"], Meta: h.Meta}
+	if facts.Kernel == "" {
+		facts.Kernel = h.Kernel
+	}
+	facts.Container = func(pid uint32, cg uint64) string { return session.Describe(c.Container(pid, cg)) }
+	d := New(facts, c.Procs)
+	d.ProcsKeptByCaller()
+	if _, err := c.Each(func(e *event.Event) error { d.Observe(e); return nil }); err != nil {
+		return nil, err
+	}
+	return d.Report(), nil
+}
