@@ -26,3 +26,11 @@ func registerSelection(cmd *cobra.Command, s *sess.Selection) {
 	f.StringSliceVar(&s.Containers, "container", nil, "only this container, by id (or 12-char prefix) or name; enforced in the kernel by cgroup")
 	f.IntVar(&s.BufferMiB, "buffer-size", 0, "ring buffer per CPU, MiB (default: 64 MiB shared by all CPUs, 8 to 64 each)")
 }
+
+// durationHelp says in a live command's help what --duration does to a
+// command it runs (internal/live): tracing stops at the duration, and the
+// command, if still running, is ended as perf stat --timeout ends its own.
+func durationHelp(cmd *cobra.Command) {
+	cmd.Flags().Lookup("duration").Usage = "stop after this long, e.g. 10s; a COMMAND still running then is sent SIGTERM " +
+		"(SIGKILL 10s later) and sysray exits 0"
+}

@@ -86,11 +86,3 @@ func printSummary(w io.Writer, sum *stat.Table, asJSON bool, drops uint64) error
 	}
 	return stat.PrintRows(w, rows, "syscall")
 }
-
-// durationHelp says in a live command's help what --duration does to a
-// command it runs (internal/live): tracing stops at the duration, and the
-// command, if still running, is ended as perf stat --timeout ends its own.
-func durationHelp(cmd *cobra.Command) {
-	cmd.Flags().Lookup("duration").Usage = "stop after this long, e.g. 10s; a COMMAND still running then is sent SIGTERM " +
-		"(SIGKILL 10s later) and sysray exits 0"
-}
