@@ -1,4 +1,5 @@
-// Package profile holds on-CPU stack samples with their frames named, and
+// Package profile holds on-CPU stack samples with their frames named (and
+// the sleeps of slow syscalls folded like samples, for off-CPU time), and
 // writes them as folded stacks (flamegraph.pl, speedscope), pprof protobuf
 // (go tool pprof) or a self-contained SVG flame graph.
 package profile
