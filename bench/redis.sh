@@ -48,6 +48,7 @@ start_tool() {
 	sysray-stat-exact) $sysray stat --exact-timing -o "$work/stat.txt" >/dev/null 2>&1 & ;; # every call timed by the clock
 	sysray-record) $sysray record -w "$work/r.sysray" >/dev/null 2>"$work/record.err" & ;;
 	sysray-agent) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" >/dev/null 2>&1 & ;; # the defaults: duty cycling, doctor, flight recorder
+	sysray-agent-exact) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --exact-timing >/dev/null 2>&1 & ;; # the defaults, every call timed by the clock while attached
 	sysray-agent-always) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --syscalls always >/dev/null 2>&1 & ;;
 	sysray-agent-counts) $sysray agent --listen 127.0.0.1:0 --no-doctor >/dev/null 2>&1 & ;; # duty-cycled counts only: what the doctor adds is the difference
 	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
@@ -67,7 +68,7 @@ stop_tool() {
 	wait $tool 2>/dev/null || true
 }
 
-order=(baseline sysray-floor sysray-stat sysray-stat-exact sysray-record sysray-agent sysray-agent-counts sysray-agent-always bpftrace-hist perf-trace strace-server)
+order=(baseline sysray-floor sysray-stat sysray-stat-exact sysray-record sysray-agent sysray-agent-exact sysray-agent-counts sysray-agent-always bpftrace-hist perf-trace strace-server)
 # ONLY="baseline sysray-agent bpftrace-hist" runs a subset, in that order.
 [ -n "${ONLY:-}" ] && read -r -a order <<<"$ONLY"
 declare -A samples

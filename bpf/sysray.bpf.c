@@ -434,7 +434,7 @@ static __always_inline bool task_selected(struct task_struct *t)
 }
 
 /*
- * Budgeted timing: stat and top without samples. The clock is half of what
+ * Budgeted timing: stat, top and the agent. The clock is half of what
  * counting a call costs; it times every call of a syscall while the thread
  * has made fewer than cfg_budget of them in the current jiffy, then a random
  * 1 in 2^cfg_every_shift, and the histogram weighs each timed call by the
@@ -442,13 +442,13 @@ static __always_inline bool task_selected(struct task_struct *t)
  */
 static __always_inline bool budget_timing(void)
 {
-	return cfg_stat && !cfg_sample && cfg_budget;
+	return cfg_stat && cfg_budget;
 }
 
 /* Lean timing: the doctor's stat mode with sleep tracking and a known tick. */
 static __always_inline bool lean_timing(void)
 {
-	return cfg_stat && cfg_sample && cfg_stacks && cfg_tick_ns;
+	return cfg_stat && cfg_sample && cfg_stacks && cfg_tick_ns && !cfg_budget;
 }
 
 static __always_inline bool syscall_wanted(__u32 nr)
@@ -787,6 +787,18 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	}
 	if (budget_timing()) {
 		budget_entry(st, id);
+		if (cfg_sample && st->prev_failed && !st->ts) {
+			/*
+			 * The call after a failure crosses over, and its time is
+			 * evidence (a retry that waits): time it, but let it
+			 * weigh what the budget gave it, so the histogram stays
+			 * a fair sample.
+			 */
+			__u64 now = bpf_ktime_get_ns();
+			st->prev_clk = st->last_clk;
+			st->last_clk = now;
+			st->ts = now;
+		}
 		return 0;
 	}
 	st->ts = bpf_ktime_get_ns();
@@ -861,10 +873,10 @@ static __always_inline __u64 jiffy_latency(struct task_state *st)
 	return (bpf_jiffies64() - st->jts) * cfg_tick_ns;
 }
 
-/* Lean timing: a call in flight that the clock did not time gets an entry time from jiffies. */
+/* Lean and budgeted timing: a call in flight that the clock did not time gets an entry time from jiffies. */
 static __always_inline void untimed_entry(struct task_state *st, __u64 now)
 {
-	if (lean_timing() && !st->ts)
+	if ((lean_timing() || budget_timing()) && !st->ts)
 		st->ts = now - jiffy_latency(st);
 }
 
@@ -1081,30 +1093,31 @@ static __noinline void account_missed(struct task_state *st, __u64 dur)
 }
 
 /*
- * Budgeted timing: counts the call. A short call weighs what budget_entry
- * gave it; a call that crossed a tick and may have taken LONG_NS counts as
- * itself, timed or not: untimed, its latency is bounded by the thread's last
- * clock read, which in a thread busy enough to be sampled is a few calls
- * back. The test for "long" reads the same things for timed and untimed
- * calls, so none is counted both in person and through a sample.
+ * Budgeted timing: the call's latency and its weight in the histogram. A
+ * short call weighs what budget_entry gave it; a call that crossed a tick
+ * and may have taken LONG_NS counts as itself, timed or not: untimed, its
+ * latency is bounded by the thread's last clock read, which in a thread busy
+ * enough to be sampled is a few calls back. The test for "long" reads the
+ * same things for timed and untimed calls, so none is counted both in person
+ * and through a sample. A short untimed call's latency is unknown: 0, and
+ * weight 0. *now is the clock if it was read, else 0.
  */
-static __always_inline void budget_exit(struct task_state *st, long ret)
+static __always_inline __u64 budget_latency(struct task_state *st, __u64 *now, __u32 *w)
 {
 	__u64 d = bpf_jiffies64() - st->jts;
-	if (!st->ts && !d) {
-		stat_account(st, ret, 0, 0, 0);
-		return;
-	}
-	__u64 now = bpf_ktime_get_ns();
-	__u64 lat, bound;
-	bound = now - (st->ts ? st->prev_clk : st->last_clk);
+	*now = 0;
+	*w = 0;
+	if (!st->ts && !d)
+		return 0;
+	__u64 t = bpf_ktime_get_ns();
+	__u64 bound = t - (st->ts ? st->prev_clk : st->last_clk);
 	/* It began in jiffy jts: a stale last read cannot make it longer. */
 	if (cfg_tick_ns && bound > (d + 1) * cfg_tick_ns)
 		bound = (d + 1) * cfg_tick_ns;
-	lat = st->ts ? now - st->ts : bound;
-	st->last_clk = now;
-	__u32 w = d && bound >= LONG_NS ? 1 : st->weight;
-	stat_account(st, ret, lat, w, w);
+	st->last_clk = t;
+	*now = t;
+	*w = d && bound >= LONG_NS ? 1 : st->weight;
+	return st->ts ? t - st->ts : bound;
 }
 
 SEC("tp_btf/sys_exit")
@@ -1139,14 +1152,14 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	__u64 now = 0;
 	__u8 flags = 0;
-	if (budget_timing()) {
-		budget_exit(st, ret);
-		return 0;
-	}
 	if (cfg_stat) {
 		__u64 lat;
 		bool timed = true;
-		if (!lean_timing() || st->ts) {
+		__u32 hw = 1;
+		if (budget_timing()) {
+			lat = budget_latency(st, &now, &hw);
+			timed = st->ts != 0;
+		} else if (!lean_timing() || st->ts) {
 			now = bpf_ktime_get_ns();
 			lat = now - st->ts;
 		} else if (st->sl_owner == st->seq) {
@@ -1161,7 +1174,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		}
 		if (!timed)
 			flags = F_APPROX;
-		__u32 acc = stat_account(st, ret, lat, timed, 1);
+		__u32 acc = budget_timing() ? stat_account(st, ret, lat, hw, hw) : stat_account(st, ret, lat, timed, 1);
 		if (!cfg_sample)
 			return 0;
 		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];
@@ -1184,7 +1197,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			 * latency that grows with the process every call is one,
 			 * for a steady one a few dozen in a run.
 			 */
-			sampled = sample_tick(st, now);
+			sampled = timed && sample_tick(st, now);
 			if (!sampled && (acc & ACC_RECORD) && now - st->record_at >= 1000000) {
 				st->record_at = now;
 				sampled = true;

@@ -27,7 +27,7 @@ func newAgent() *cobra.Command {
 	var listen string
 	var interval, grace time.Duration
 	var maxContainers, maxSyscalls, reloadCells, ringMiB int
-	var noDoctor bool
+	var noDoctor, exact bool
 	var syscallsMode string
 	var dutyOn, dutyPeriod time.Duration
 	do := agentDoctorOptions{}
@@ -104,7 +104,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
 				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle,
 				Reclaim: min(grace, reclaim), Unnamed: whyUnnamed(lc, log)})
-			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells, ringMiB: ringMiB, scale: 1}
+			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells, ringMiB: ringMiB, scale: 1, exact: exact}
 			if duty {
 				src.scale = uint64(dutyPeriod / dutyOn)
 			}
@@ -186,6 +186,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f.DurationVar(&dutyPeriod, "duty-period", 10*time.Second, "with --syscalls duty, the period (a multiple of --duty-on); also the doctor's window")
 	f.IntVar(&ringMiB, "buffer-size", agentRingMiB, "event ring per CPU, MiB (drops are counted in sysray_events_dropped_total)")
 	f.BoolVar(&noDoctor, "no-doctor", false, "count only: no continuous doctor, no findings, no flight recorder (the least cost)")
+	f.BoolVar(&exact, "exact-timing", false, "time every call with the clock (histograms exact to their bucket, at about twice the counting cost while attached; docs/stat.md)")
 	f.DurationVar(&do.window, "window", 10*time.Second, "run the doctor over windows this long")
 	f.StringVar(&do.captureDir, "capture-dir", "/var/lib/sysray/captures", "write flight captures here (\"\" for none)")
 	f.Int64Var(&do.captureBytes, "capture-max-bytes", 512<<20, "keep the capture directory under this many bytes, deleting the oldest first")
@@ -286,6 +287,7 @@ type probeSource struct {
 	log      *slog.Logger
 	reloadAt int // cells
 	ringMiB  int // per CPU
+	exact    bool // time every call with the clock, not budgeted timing (docs/stat.md)
 
 	doc   *agentDoctor // nil: counts only
 	scale uint64       // Snapshot.Scale: duty period over on time, 1 when always attached
@@ -349,12 +351,20 @@ func (s *probeSource) open() error {
 			return nil
 		},
 	}
+	if !s.exact {
+		// As stat: a thread's first calls of a syscall each tick and 1 in
+		// 16 after that are timed; on redis that is most of the counting
+		// cost of the attached stretches (BENCHMARKS.md). Sampled calls
+		// and records cross over only from the timed calls.
+		setBudget(&opts.Probe)
+	}
 	if s.doc != nil {
 		// The doctor's mode, as `sysray doctor` runs it: every call
 		// counted in the kernel, failures, slow calls with their sleep
 		// stacks and one call in 64 (at most one a millisecond per thread)
-		// crossing over as events (docs/doctor.md). Not its lean timing:
-		// /metrics' histograms count every call, so every call is timed.
+		// crossing over as events (docs/doctor.md). Not its lean timing,
+		// whose histograms hold only the 1 in 64 timed: budgeted timing's
+		// stand for every call, as /metrics' must.
 		opts.Probe.Sample = 64
 		// Ten times the doctor's gap: on a server of 50 busy threads the
 		// doctor's 1 ms let 50,000 sampled calls a second cross over,

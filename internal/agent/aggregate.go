@@ -245,11 +245,19 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 		if cur.count != p.count {
 			d := get(l)
 			sd := d.syscall(name)
-			var n uint64
+			var h [promBuckets]uint64
 			for j := range cur.hist {
-				x := uint64(cur.hist[j]-p.hist[j]) * a.scale // modulo 2^32: see promHist
-				sd.hist[j] += x
-				n += x
+				h[j] = uint64(cur.hist[j] - p.hist[j]) // modulo 2^32: see promHist
+			}
+			// Budgeted timing weighs the timed calls by what they stand
+			// for, so the buckets sum to about the count, not to it: the
+			// count is exact, and the buckets are spread to match it, as a
+			// histogram's +Inf bucket must be.
+			cnt := cur.count - p.count
+			spread(&h, cnt, &cur.hist)
+			n := cnt * a.scale
+			for j := range h {
+				sd.hist[j] += h[j] * a.scale
 			}
 			sd.count += n
 			t := cur.total - p.total
@@ -599,4 +607,48 @@ func signalLabel(sig int) string {
 		return n
 	}
 	return "SIG" + strconv.Itoa(sig)
+}
+
+// spread scales h to sum to n, keeping its shape (largest remainders get
+// the rounding). Calls none of which was timed take the shape of all the
+// cell's timed calls so far (all), or, with none, the last bucket: their
+// latency is unknown.
+func spread(h *[promBuckets]uint64, n uint64, all *promHist) {
+	var sum uint64
+	for _, x := range h {
+		sum += x
+	}
+	if sum == n {
+		return
+	}
+	shape := *h
+	if sum == 0 {
+		for j, x := range all {
+			shape[j] = uint64(x)
+			sum += uint64(x)
+		}
+	}
+	*h = [promBuckets]uint64{}
+	if sum == 0 {
+		h[promBuckets-1] = n
+		return
+	}
+	var rem [promBuckets]uint64
+	var given uint64
+	for j, x := range shape {
+		v := x * n // n and the bucket counts of one read stay far below 2^32
+		h[j] = v / sum
+		rem[j] = v % sum
+		given += h[j]
+	}
+	for ; given < n; given++ {
+		best := 0
+		for j := range rem {
+			if rem[j] > rem[best] {
+				best = j
+			}
+		}
+		h[best]++
+		rem[best] = 0
+	}
 }

@@ -40,12 +40,15 @@ type Config struct {
 	// clock then times one call in Sample, the calls that sleep from their
 	// first switch-out, and jiffies the rest (Syscall.Approx).
 	TickNS uint64
-	// Budget, with Stat and no Sample, is budgeted timing: the clock times
-	// every call of a syscall while its thread has made fewer than Budget
-	// of them in the current jiffy, then a random 1 in Every (a power of
-	// two, 2 to 65536); the histogram weighs each by what it stands for
-	// (Cell.Timed). 0 times every call. TickNS, when known, bounds an
-	// untimed long call's latency.
+	// Budget, with Stat, is budgeted timing (it takes the place of lean
+	// timing): the clock times every call of a syscall while its thread
+	// has made fewer than Budget of them in the current jiffy, then a
+	// random 1 in Every (a power of two, 2 to 65536); the histogram weighs
+	// each by what it stands for (Cell.Timed). With Sample, sampled calls
+	// and records cross over only from timed calls, and failures that
+	// were not timed cross with an estimated latency (Syscall.Approx).
+	// 0 times every call. TickNS, when known, bounds an untimed long
+	// call's latency.
 	Budget uint32
 	Every  uint32
 	// Launch marks the probe as following a command sysray will start:
