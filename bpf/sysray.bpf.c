@@ -16,6 +16,22 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/*
+ * BTF keeps only the types of globals, maps and functions, not of locals:
+ * these unused pointers keep every record type in the object, so bpf2go
+ * emits them and internal/probe checks decode.go's offsets against them.
+ */
+const struct fault_rec *rec_fault __attribute__((unused));
+const struct vsys_rec *rec_vsys __attribute__((unused));
+const struct sig_rec *rec_sig __attribute__((unused));
+const struct fork_rec *rec_fork __attribute__((unused));
+const struct exec_rec *rec_exec __attribute__((unused));
+const struct exit_rec *rec_exit __attribute__((unused));
+const struct recent_rec *rec_recent __attribute__((unused));
+const struct reclaim_rec *rec_reclaim __attribute__((unused));
+const struct blocked_rec *rec_blocked __attribute__((unused));
+const enum kind *rec_kind __attribute__((unused));
+
 #define SIGILL 4
 #define SIGTRAP 5
 #define SIGBUS 7

@@ -38,6 +38,69 @@ type sysrayErrnoKey struct {
 	Pad uint32
 }
 
+type sysrayExecRec struct {
+	_        structs.HostLayout
+	H        sysrayHdr
+	OldTid   uint32
+	Flen     uint16
+	Alen     uint16
+	Filename [256]int8
+	Argv     [512]int8
+	Cgroup   [4][80]int8
+}
+
+type sysrayExitRec struct {
+	_    structs.HostLayout
+	H    sysrayHdr
+	Code int32
+	Pad  uint32
+}
+
+type sysrayFaultRec struct {
+	_     structs.HostLayout
+	H     sysrayHdr
+	Addr  uint64
+	Ip    uint64
+	Error uint64
+	Sp    uint64
+}
+
+type sysrayForkRec struct {
+	_         structs.HostLayout
+	H         sysrayHdr
+	ChildPid  uint32
+	ChildTid  uint32
+	ChildComm [16]int8
+}
+
+type sysrayHdr struct {
+	_      structs.HostLayout
+	Kind   uint8
+	Flags  uint8
+	Size   uint16
+	Cpu    uint32
+	Pid    uint32
+	Tid    uint32
+	Ts     uint64
+	Cgroup uint64
+	Comm   [16]int8
+}
+
+type sysrayKind uint32
+
+const (
+	sysrayKindK_SYSCALL     sysrayKind = 1
+	sysrayKindK_FAULT       sysrayKind = 2
+	sysrayKindK_VSYSCALL    sysrayKind = 3
+	sysrayKindK_SIG_GEN     sysrayKind = 4
+	sysrayKindK_SIG_DELIVER sysrayKind = 5
+	sysrayKindK_FORK        sysrayKind = 6
+	sysrayKindK_EXEC        sysrayKind = 7
+	sysrayKindK_EXIT        sysrayKind = 8
+	sysrayKindK_RECENT      sysrayKind = 10
+	sysrayKindK_RECLAIM     sysrayKind = 11
+)
+
 type sysrayPcount struct {
 	_         structs.HostLayout
 	Faults    uint64
@@ -51,6 +114,63 @@ type sysrayProfKey struct {
 	Ustack  int32
 	Syscall uint32
 	Comm    [16]int8
+}
+
+type sysrayRecentRec struct {
+	_   structs.HostLayout
+	H   sysrayHdr
+	N   uint32
+	Pad uint32
+	C   [8]struct {
+		_       structs.HostLayout
+		Ts      uint64
+		Latency uint64
+		Ret     int64
+		Nr      uint32
+		Pad     uint32
+	}
+}
+
+type sysrayReclaimRec struct {
+	_      structs.HostLayout
+	H      sysrayHdr
+	Dur    uint64
+	Pages  uint64
+	Nr     int32
+	Kstack int32
+}
+
+type sysraySigRec struct {
+	_         structs.HostLayout
+	H         sysrayHdr
+	Sig       int32
+	Code      int32
+	Sender    uint32
+	TargetPid uint32
+	TargetTid uint32
+	Result    int32
+	Addr      uint64
+	Handler   uint64
+	Syscall   int32
+	Arch      uint32
+}
+
+type sysraySleeps struct {
+	_      structs.HostLayout
+	Ustack int32
+	N      uint32
+	S      [4]struct {
+		_           structs.HostLayout
+		Dur         uint64
+		Count       uint32
+		Kstack      int32
+		WakerPid    uint32
+		WakerTid    uint32
+		WakerKstack int32
+		Preempted   uint8
+		Pad         [3]uint8
+		WakerComm   [16]int8
+	}
 }
 
 type sysrayStackBuf struct {
@@ -90,49 +210,24 @@ type sysrayStatVal struct {
 	Hist   [160]uint32
 }
 
+type sysraySysRec struct {
+	_       structs.HostLayout
+	H       sysrayHdr
+	Latency uint64
+	Ret     int64
+	Args    [6]uint64
+	Nr      uint32
+	Dlen    [2]uint16
+	Darg    [2]uint8
+	Dtrunc  uint8
+	Dset    uint8
+	Maps    uint32
+}
+
 type sysraySysSlow struct {
-	_ structs.HostLayout
-	R struct {
-		_ structs.HostLayout
-		H struct {
-			_      structs.HostLayout
-			Kind   uint8
-			Flags  uint8
-			Size   uint16
-			Cpu    uint32
-			Pid    uint32
-			Tid    uint32
-			Ts     uint64
-			Cgroup uint64
-			Comm   [16]int8
-		}
-		Latency uint64
-		Ret     int64
-		Args    [6]uint64
-		Nr      uint32
-		Dlen    [2]uint16
-		Darg    [2]uint8
-		Dtrunc  uint8
-		Dset    uint8
-		Maps    uint32
-	}
-	Sl struct {
-		_      structs.HostLayout
-		Ustack int32
-		N      uint32
-		S      [4]struct {
-			_           structs.HostLayout
-			Dur         uint64
-			Count       uint32
-			Kstack      int32
-			WakerPid    uint32
-			WakerTid    uint32
-			WakerKstack int32
-			Preempted   uint8
-			Pad         [3]uint8
-			WakerComm   [16]int8
-		}
-	}
+	_    structs.HostLayout
+	R    sysraySysRec
+	Sl   sysraySleeps
 	Data [512]int8
 }
 
@@ -180,35 +275,27 @@ type sysrayTaskState struct {
 	WakerKstack int32
 	WakerComm   [16]int8
 	_           [4]byte
-	Sl          struct {
-		_      structs.HostLayout
-		Ustack int32
-		N      uint32
-		S      [4]struct {
-			_           structs.HostLayout
-			Dur         uint64
-			Count       uint32
-			Kstack      int32
-			WakerPid    uint32
-			WakerTid    uint32
-			WakerKstack int32
-			Preempted   uint8
-			Pad         [3]uint8
-			WakerComm   [16]int8
-		}
-	}
-	FaultTs   uint64
-	FaultAddr uint64
-	FaultIp   uint64
-	FaultErr  uint64
-	FaultSp   uint64
-	ReclaimTs uint64
-	LastClk   uint64
-	PrevClk   uint64
-	Rng       uint64
-	Weight    uint32
-	Budget    [32]uint32
-	_         [4]byte
+	Sl          sysraySleeps
+	FaultTs     uint64
+	FaultAddr   uint64
+	FaultIp     uint64
+	FaultErr    uint64
+	FaultSp     uint64
+	ReclaimTs   uint64
+	LastClk     uint64
+	PrevClk     uint64
+	Rng         uint64
+	Weight      uint32
+	Budget      [32]uint32
+	_           [4]byte
+}
+
+type sysrayVsysRec struct {
+	_      structs.HostLayout
+	H      sysrayHdr
+	Caller uint64
+	Nr     uint32
+	Pad    uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -271,6 +358,16 @@ const (
 	sysrayVarCfgTickNs            = "cfg_tick_ns"
 	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sysrayVarCgroupGen            = "cgroup_gen"
+	sysrayVarRecBlocked           = "rec_blocked"
+	sysrayVarRecExec              = "rec_exec"
+	sysrayVarRecExit              = "rec_exit"
+	sysrayVarRecFault             = "rec_fault"
+	sysrayVarRecFork              = "rec_fork"
+	sysrayVarRecKind              = "rec_kind"
+	sysrayVarRecRecent            = "rec_recent"
+	sysrayVarRecReclaim           = "rec_reclaim"
+	sysrayVarRecSig               = "rec_sig"
+	sysrayVarRecVsys              = "rec_vsys"
 	sysrayVarStackNext            = "stack_next"
 	sysrayVarStatZero             = "stat_zero"
 	sysrayVarSysMask              = "sys_mask"
@@ -386,6 +483,16 @@ type sysrayVariableSpecs struct {
 	CfgTickNs        *ebpf.VariableSpec `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
+	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
+	RecExec          *ebpf.VariableSpec `ebpf:"rec_exec"`
+	RecExit          *ebpf.VariableSpec `ebpf:"rec_exit"`
+	RecFault         *ebpf.VariableSpec `ebpf:"rec_fault"`
+	RecFork          *ebpf.VariableSpec `ebpf:"rec_fork"`
+	RecKind          *ebpf.VariableSpec `ebpf:"rec_kind"`
+	RecRecent        *ebpf.VariableSpec `ebpf:"rec_recent"`
+	RecReclaim       *ebpf.VariableSpec `ebpf:"rec_reclaim"`
+	RecSig           *ebpf.VariableSpec `ebpf:"rec_sig"`
+	RecVsys          *ebpf.VariableSpec `ebpf:"rec_vsys"`
 	StackNext        *ebpf.VariableSpec `ebpf:"stack_next"`
 	StatZero         *ebpf.VariableSpec `ebpf:"stat_zero"`
 	SysMask          *ebpf.VariableSpec `ebpf:"sys_mask"`
@@ -477,6 +584,16 @@ type sysrayVariables struct {
 	CfgTickNs        *ebpf.Variable `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
+	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`
+	RecExec          *ebpf.Variable `ebpf:"rec_exec"`
+	RecExit          *ebpf.Variable `ebpf:"rec_exit"`
+	RecFault         *ebpf.Variable `ebpf:"rec_fault"`
+	RecFork          *ebpf.Variable `ebpf:"rec_fork"`
+	RecKind          *ebpf.Variable `ebpf:"rec_kind"`
+	RecRecent        *ebpf.Variable `ebpf:"rec_recent"`
+	RecReclaim       *ebpf.Variable `ebpf:"rec_reclaim"`
+	RecSig           *ebpf.Variable `ebpf:"rec_sig"`
+	RecVsys          *ebpf.Variable `ebpf:"rec_vsys"`
 	StackNext        *ebpf.Variable `ebpf:"stack_next"`
 	StatZero         *ebpf.Variable `ebpf:"stat_zero"`
 	SysMask          *ebpf.Variable `ebpf:"sys_mask"`

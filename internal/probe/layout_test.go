@@ -1,0 +1,131 @@
+package probe
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// decode reads records by hand at fixed offsets (decode.go). Every size and
+// offset it relies on is checked here against the BTF of the committed BPF
+// object, so a field added to bpf/sysray.h without the decoder following
+// fails this test, not a live run.
+func TestLayoutsMatchBTF(t *testing.T) {
+	spec, err := loadSysray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string]int{
+		"hdr": hdrSize, "sys_rec": sysSize, "fault_rec": faultSize, "vsys_rec": vsysSize,
+		"sig_rec": sigSize, "fork_rec": forkSize, "exec_rec": execSize, "exit_rec": exitSize,
+		"recent_rec": recentSize, "reclaim_rec": reclaimSize, "sleep": sleepSize, "sleeps": sleepsSize,
+		"recent_call": 32, "blocked_rec": blockedRecSize,
+	}
+	for name, want := range sizes {
+		st := structOf(t, spec.Types, name)
+		if st == nil {
+			continue
+		}
+		if int(st.Size) != want {
+			t.Errorf("sizeof(struct %s) = %d in the object, decode.go says %d", name, st.Size, want)
+		}
+	}
+	// bpf2go's Go types of the same records agree (gen.go lists them).
+	for name, got := range map[string]uintptr{
+		"hdr": unsafe.Sizeof(sysrayHdr{}), "sys_rec": unsafe.Sizeof(sysraySysRec{}),
+		"fault_rec": unsafe.Sizeof(sysrayFaultRec{}), "vsys_rec": unsafe.Sizeof(sysrayVsysRec{}),
+		"sig_rec": unsafe.Sizeof(sysraySigRec{}), "fork_rec": unsafe.Sizeof(sysrayForkRec{}),
+		"exec_rec": unsafe.Sizeof(sysrayExecRec{}), "exit_rec": unsafe.Sizeof(sysrayExitRec{}),
+		"recent_rec": unsafe.Sizeof(sysrayRecentRec{}), "reclaim_rec": unsafe.Sizeof(sysrayReclaimRec{}),
+		"sleeps": unsafe.Sizeof(sysraySleeps{}), "blocked_rec": unsafe.Sizeof(sysrayBlockedRec{}),
+	} {
+		if int(got) != sizes[name] {
+			t.Errorf("bpf2go's struct %s is %d bytes, decode.go says %d", name, got, sizes[name])
+		}
+	}
+	// The offsets decode.go reads, by field path.
+	offsets := []struct {
+		path string
+		off  int
+	}{
+		{"hdr.kind", 0}, {"hdr.flags", 1}, {"hdr.size", 2}, {"hdr.cpu", 4}, {"hdr.pid", 8}, {"hdr.tid", 12},
+		{"hdr.ts", 16}, {"hdr.cgroup", 24}, {"hdr.comm", 32},
+		{"sys_rec.latency", 48}, {"sys_rec.ret", 56}, {"sys_rec.args", 64}, {"sys_rec.nr", 112},
+		{"sys_rec.dlen", 116}, {"sys_rec.darg", 120}, {"sys_rec.dtrunc", 122}, {"sys_rec.dset", 123},
+		{"sys_rec.maps", 124},
+		{"sleeps.ustack", 0}, {"sleeps.n", 4}, {"sleeps.s", 8},
+		{"sleep.dur", 0}, {"sleep.count", 8}, {"sleep.kstack", 12}, {"sleep.waker_pid", 16},
+		{"sleep.waker_tid", 20}, {"sleep.waker_kstack", 24}, {"sleep.preempted", 28}, {"sleep.waker_comm", 32},
+		{"fault_rec.addr", 48}, {"fault_rec.ip", 56}, {"fault_rec.error", 64}, {"fault_rec.sp", 72},
+		{"vsys_rec.caller", 48}, {"vsys_rec.nr", 56},
+		{"sig_rec.sig", 48}, {"sig_rec.code", 52}, {"sig_rec.sender", 56}, {"sig_rec.target_pid", 60},
+		{"sig_rec.target_tid", 64}, {"sig_rec.result", 68}, {"sig_rec.addr", 72}, {"sig_rec.handler", 80},
+		{"sig_rec.syscall", 88}, {"sig_rec.arch", 92},
+		{"fork_rec.child_pid", 48}, {"fork_rec.child_tid", 52}, {"fork_rec.child_comm", 56},
+		{"exec_rec.old_tid", 48}, {"exec_rec.flen", 52}, {"exec_rec.alen", 54}, {"exec_rec.filename", 56},
+		{"exec_rec.argv", 56 + dataSlot}, {"exec_rec.cgroup", 56 + dataSlot + argvLen},
+		{"exit_rec.code", 48},
+		{"recent_rec.n", 48}, {"recent_rec.c", 56},
+		{"recent_call.ts", 0}, {"recent_call.latency", 8}, {"recent_call.ret", 16}, {"recent_call.nr", 24},
+		{"reclaim_rec.dur", 48}, {"reclaim_rec.pages", 56}, {"reclaim_rec.nr", 64}, {"reclaim_rec.kstack", 68},
+		{"blocked_rec.pid", 0}, {"blocked_rec.tid", 4}, {"blocked_rec.nr", 8}, {"blocked_rec.nframes", 12},
+		{"blocked_rec.comm", 16}, {"blocked_rec.ips", 32},
+	}
+	for _, o := range offsets {
+		name, field, _ := strings.Cut(o.path, ".")
+		st := structOf(t, spec.Types, name)
+		if st == nil {
+			continue
+		}
+		found := false
+		for _, m := range st.Members {
+			if m.Name == field {
+				found = true
+				if got := int(m.Offset.Bytes()); got != o.off {
+					t.Errorf("%s is at byte %d in the object, decode.go reads byte %d", o.path, got, o.off)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no such field in the object", o.path)
+		}
+	}
+	// Record kinds: the kernel's enum and event.Kind are one numbering.
+	var kinds *btf.Enum
+	if err := spec.Types.TypeByName("kind", &kinds); err != nil {
+		t.Fatalf("enum kind: %v", err)
+	}
+	want := map[string]event.Kind{
+		"K_SYSCALL": event.KindSyscall, "K_FAULT": event.KindPageFault, "K_VSYSCALL": event.KindVsyscall,
+		"K_SIG_GEN": event.KindSignalGenerate, "K_SIG_DELIVER": event.KindSignalDeliver, "K_FORK": event.KindFork,
+		"K_EXEC": event.KindExec, "K_EXIT": event.KindExit, "K_RECENT": event.KindRecent, "K_RECLAIM": event.KindReclaim,
+	}
+	for _, v := range kinds.Values {
+		k, ok := want[v.Name]
+		if !ok {
+			t.Errorf("enum kind has %s = %d, which event.Kind does not know", v.Name, v.Value)
+			continue
+		}
+		if uint64(k) != v.Value {
+			t.Errorf("%s = %d in the object, event.Kind says %d", v.Name, v.Value, k)
+		}
+		delete(want, v.Name)
+	}
+	for n := range want {
+		t.Errorf("%s is gone from the object's enum kind", n)
+	}
+}
+
+func structOf(t *testing.T, types *btf.Spec, name string) *btf.Struct {
+	t.Helper()
+	var st *btf.Struct
+	if err := types.TypeByName(name, &st); err != nil {
+		t.Errorf("struct %s is not in the object's BTF: %v", name, err)
+		return nil
+	}
+	return st
+}
