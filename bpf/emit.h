@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Records to the ring: headers, syscall arguments, and syscall records
+ * staged per CPU.
+ *
+ * Part of the one BPF object sysray loads; included by sysray.bpf.c after
+ * select.h, whose definitions it uses.
+ */
+#ifndef SYSRAY_EMIT_H
+#define SYSRAY_EMIT_H
+
+static __always_inline void count_drops(__u64 k)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&drops, &zero);
+	if (n)
+		*n += k;
+}
+
+static __always_inline void count_drop(void)
+{
+	count_drops(1);
+}
+
+static __always_inline void *cpu_ring(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&rings, &cpu);
+}
+
+/* Waking the reader per record costs more than the record; wake it in bulk. */
+static __always_inline __u64 wake_flags(void *rb)
+{
+	return bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= cfg_wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+									     : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void fill_hdr(struct hdr *h, __u8 kind, __u16 size, __u64 ts)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	h->kind = kind;
+	h->flags = 0;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pid = id >> 32;
+	h->tid = (__u32)id;
+	h->ts = ts;
+	h->cgroup = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(h->comm, sizeof(h->comm));
+}
+
+/*
+ * fill_hdr for the current task's syscall records: its ids and name read
+ * straight from the task, its cgroup from the cache stat_account keeps. The
+ * helpers for these cost more than the rest of a record together.
+ */
+static __always_inline void fill_hdr_st(struct hdr *h, struct task_state *st, __u8 kind, __u16 size,
+					__u64 ts)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	__u64 gen = cgroup_gen;
+	if (st->cg_gen != gen) {
+		st->cg = bpf_get_current_cgroup_id();
+		st->tgid = t->tgid;
+		st->cg_gen = gen;
+	}
+	h->kind = kind;
+	h->flags = 0;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pid = t->tgid;
+	h->tid = t->pid;
+	h->ts = ts;
+	h->cgroup = st->cg;
+	__builtin_memcpy(h->comm, t->comm, TASK_COMM_LEN);
+}
+
+/* For records about a task that is not current (the unfinished-syscall iterator). */
+static __always_inline void fill_hdr_task(struct hdr *h, struct task_struct *t, __u8 kind, __u16 size,
+					  __u64 ts)
+{
+	h->kind = kind;
+	h->flags = 0;
+	h->size = size;
+	h->cpu = bpf_get_smp_processor_id();
+	h->pid = BPF_CORE_READ(t, tgid);
+	h->tid = BPF_CORE_READ(t, pid);
+	h->ts = ts;
+	h->cgroup = task_cgroup(t);
+	BPF_CORE_READ_STR_INTO(&h->comm, t, comm);
+}
+
+static __always_inline void load_args(struct task_state *st, struct pt_regs *regs)
+{
+	st->args[0] = BPF_CORE_READ(regs, di);
+	st->args[1] = BPF_CORE_READ(regs, si);
+	st->args[2] = BPF_CORE_READ(regs, dx);
+	st->args[3] = BPF_CORE_READ(regs, r10);
+	st->args[4] = BPF_CORE_READ(regs, r8);
+	st->args[5] = BPF_CORE_READ(regs, r9);
+}
+
+/* Copies the arguments the user asked to see as strings or addresses. */
+static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct task_state *st, long ret)
+{
+	__u32 nr = st->nr;
+	__u32 off = 0;
+
+	if (nr >= MAX_SYSCALL)
+		return 0;
+	/* After a successful execve the old memory is gone; the exec record names the file. */
+	if (ret == 0 && (nr == cfg_nr_execve || nr == cfg_nr_execveat))
+		return 0;
+
+#pragma unroll
+	for (int i = 0; i < DATA_SLOTS; i++) {
+		__u8 kind = cap_rules[nr].kind[i];
+		__u32 arg = cap_rules[nr].arg[i];
+		__u32 lenarg = cap_rules[nr].lenarg[i];
+		long n = 0;
+
+		r->dlen[i] = 0;
+		if (!kind || arg >= 6 || lenarg >= 6)
+			continue;
+		const void *ptr = (const void *)st->args[arg];
+		if (!ptr)
+			continue;
+		if (off > DATA_SLOT)
+			off = DATA_SLOT;
+		char *dst = data + off;
+
+		if (kind == CAP_PATH) {
+			n = bpf_probe_read_user_str(dst, DATA_SLOT, ptr);
+			if (n > 0) {
+				n--; /* drop the NUL */
+				if (n == DATA_SLOT - 1)
+					r->dtrunc |= 1 << i;
+			}
+		} else {
+			__u32 len;
+			if (kind == CAP_SOCKADDR) {
+				len = st->args[lenarg];
+			} else {
+				if (ret < 0)
+					continue;
+				if (bpf_probe_read_user(&len, sizeof(len), (void *)st->args[lenarg]))
+					continue;
+			}
+			if (len == 0)
+				continue;
+			if (len > 128)
+				len = 128;
+			/* keep clang from reusing the unclamped register */
+			asm volatile("" : "+r"(len));
+			len &= 0xff;
+			n = bpf_probe_read_user(dst, len, ptr) ? 0 : len;
+		}
+		if (n < 0 || (n == 0 && kind != CAP_PATH))
+			continue;
+		r->dset |= 1 << i;
+		r->dlen[i] = n;
+		r->darg[i] = arg;
+		off += n;
+	}
+	return off;
+}
+
+static __always_inline void fill_sys(struct sys_rec *r, struct task_state *st, long ret, __u64 now)
+{
+	r->latency = now - st->ts;
+	r->ret = ret;
+	r->nr = st->nr;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		r->args[i] = st->args[i];
+	/*
+	 * The doctor fits latency against the process's mappings; counting the
+	 * mmap calls it sees would miss the ones it did not sample. Only calls
+	 * that cross over pay for the read, and only in lean mode.
+	 */
+	r->maps = 0;
+	if (lean_timing()) {
+		struct task_struct *t = bpf_get_current_task_btf();
+		if (t->mm)
+			r->maps = t->mm->map_count;
+	}
+}
+
+static __always_inline bool has_captures(__u32 nr)
+{
+	return nr < MAX_SYSCALL && cap_rules[nr].kind[0];
+}
+
+static __always_inline void stage_flush(struct stage *sg)
+{
+	__u32 len = sg->len;
+	if (len == 0 || len > STAGE_BYTES)
+		return;
+	void *rb = cpu_ring();
+	if (!rb || bpf_ringbuf_output(rb, sg->buf, len, wake_flags(rb)))
+		count_drops(len / sizeof(struct sys_rec)); /* events, not batches */
+	sg->len = 0;
+}
+
+static int stage_timer(void *map, __u32 *key, struct stage *sg)
+{
+	if (__sync_val_compare_and_swap(&sg->busy, 0, 1) != 0) {
+		/* a producer holds it; try again shortly */
+		bpf_timer_start(&sg->timer, STAGE_NS / 4, 0);
+		return 0;
+	}
+	stage_flush(sg);
+	sg->armed = 0;
+	__sync_lock_test_and_set(&sg->busy, 0); /* release, as a full barrier */
+	return 0;
+}
+
+/* Stages a syscall record; false when the caller must emit it directly. */
+static __always_inline bool stage_syscall(struct task_state *st, long ret, __u64 now, __u8 flags)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct stage *sg = bpf_map_lookup_elem(&stages, &cpu);
+	if (!sg)
+		return false;
+	if (__sync_val_compare_and_swap(&sg->busy, 0, 1) != 0)
+		return false;
+	if (!sg->inited) {
+		bpf_timer_init(&sg->timer, &stages, CLOCK_MONOTONIC);
+		bpf_timer_set_callback(&sg->timer, stage_timer);
+		sg->inited = 1;
+	}
+	__u32 off = sg->len;
+	if (off > STAGE_BYTES - sizeof(struct sys_rec)) {
+		stage_flush(sg);
+		off = 0;
+	}
+	struct sys_rec *r = (void *)(sg->buf + off);
+	fill_hdr_st(&r->h, st, K_SYSCALL, sizeof(*r), st->ts);
+	r->h.flags = flags;
+	fill_sys(r, st, ret, now);
+	r->dlen[0] = 0;
+	r->dlen[1] = 0;
+	r->dtrunc = 0;
+	r->dset = 0;
+	sg->len = off + sizeof(*r);
+	if (!sg->armed) {
+		sg->armed = 1;
+		bpf_timer_start(&sg->timer, STAGE_NS, BPF_F_TIMER_CPU_PIN);
+	}
+	__sync_lock_test_and_set(&sg->busy, 0); /* release, as a full barrier */
+	return true;
+}
+
+/* Emits the syscall held in st. task is NULL when it is the current task. */
+static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 now, __u8 flags,
+					 struct task_struct *task)
+{
+	bool plain = !has_captures(st->nr) || (flags & F_UNFINISHED) || task;
+	if (plain && !task && stage_syscall(st, ret, now, flags))
+		return;
+
+	void *rb = cpu_ring();
+	if (!rb) {
+		count_drop();
+		return;
+	}
+
+	if (plain) {
+		struct sys_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+		if (!r) {
+			count_drop();
+			return;
+		}
+		if (task)
+			fill_hdr_task(&r->h, task, K_SYSCALL, sizeof(*r), st->ts);
+		else
+			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), st->ts);
+		r->h.flags = flags;
+		fill_sys(r, st, ret, now);
+		if (task)
+			r->maps = 0; /* fill_sys read the current task's, not this one's */
+		r->dlen[0] = 0;
+		r->dlen[1] = 0;
+		r->dtrunc = 0;
+		r->dset = 0;
+		bpf_ringbuf_submit(r, wake_flags(rb));
+		return;
+	}
+
+	__u32 zero = 0;
+	struct sys_big *b = bpf_map_lookup_elem(&scratch, &zero);
+	if (!b)
+		return;
+	b->r.dtrunc = 0;
+	b->r.dset = 0;
+	__u32 n = capture_args(&b->r, b->data, st, ret);
+	__u32 size = sizeof(b->r) + n;
+	if (size > sizeof(*b))
+		size = sizeof(*b);
+	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
+	b->r.h.flags = flags;
+	fill_sys(&b->r, st, ret, now);
+	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
+		count_drop();
+}
+
+/* Emits a slow syscall with the places it slept. */
+static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now, __u8 flags)
+{
+	void *rb = cpu_ring();
+	__u32 zero = 0;
+	struct sys_slow *b = bpf_map_lookup_elem(&scratch, &zero);
+	if (!rb || !b) {
+		count_drop();
+		return;
+	}
+	b->r.dtrunc = 0;
+	b->r.dset = 0;
+	b->r.dlen[0] = 0;
+	b->r.dlen[1] = 0;
+	__u32 n = 0;
+	if (has_captures(st->nr))
+		n = capture_args(&b->r, b->data, st, ret);
+	__builtin_memcpy(&b->sl, &st->sl, sizeof(b->sl));
+	__u32 size = sizeof(b->r) + sizeof(b->sl) + n;
+	if (size > sizeof(*b))
+		size = sizeof(*b);
+	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
+	b->r.h.flags = F_SLEEPS | flags;
+	fill_sys(&b->r, st, ret, now);
+	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
+		count_drop();
+}
+
+#endif

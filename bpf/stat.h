@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Stat mode: counting calls in the kernel, with budgeted or lean timing, and
+ * which calls still cross over as events.
+ *
+ * Part of the one BPF object sysray loads; included by sysray.bpf.c after
+ * emit.h, whose definitions it uses.
+ */
+#ifndef SYSRAY_STAT_H
+#define SYSRAY_STAT_H
+
+/* Budgeted timing: whether the clock times this call, and what it stands for. */
+static __always_inline void budget_entry(struct task_state *st, __u32 nr)
+{
+	__u64 j = bpf_jiffies64();
+	st->jts = j;
+	__u32 *b = &st->budget[nr & (BUDGET_SLOTS - 1)];
+	__u32 tag = (__u32)j << 8, v = *b;
+	if ((v & ~0xffu) != tag)
+		v = tag; /* a new jiffy: a new budget */
+	__u32 n = v & 0xff;
+	if (n < 0xff)
+		v++;
+	*b = v;
+	__u32 w = 1;
+	if (n >= cfg_budget) {
+		/* Random, not every Nth: a loop's calls alternate (a read that fills, one that finds nothing). */
+		st->rng = st->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		w = (st->rng >> (64 - cfg_every_shift)) == 0 ? 1u << cfg_every_shift : 0;
+	}
+	st->weight = w;
+	if (!w) {
+		st->ts = 0;
+		return;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	st->prev_clk = st->last_clk;
+	st->last_clk = now;
+	st->ts = now;
+}
+
+static __always_inline struct pcount *pcount_of(__u32 pid)
+{
+	struct pcount *c = bpf_map_lookup_elem(&pcounts, &pid);
+	if (c)
+		return c;
+	struct pcount zero = {};
+	bpf_map_update_elem(&pcounts, &pid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&pcounts, &pid);
+}
+
+/* A sample crosses over only if the thread's last one did cfg_sample_gap ago. */
+static __always_inline bool sample_gap(struct task_state *st, __u64 now)
+{
+	if (now - st->sampled_at < cfg_sample_gap)
+		return false;
+	st->sampled_at = now;
+	return true;
+}
+
+/*
+ * True once every cfg_sample calls of the thread, at most once per
+ * cfg_sample_gap: a thread in a tight loop would otherwise send the reader
+ * tens of thousands of samples a second, and on a small host the reader's
+ * CPU is the traced program's.
+ */
+static __always_inline bool sample_tick(struct task_state *st, __u64 now)
+{
+	return (st->tick++ & (cfg_sample - 1)) == 0 && sample_gap(st, now);
+}
+
+/* Lean timing: how long the call in flight has run, in whole jiffies. */
+static __always_inline __u64 jiffy_latency(struct task_state *st)
+{
+	return (bpf_jiffies64() - st->jts) * cfg_tick_ns;
+}
+
+/* Lean and budgeted timing: a call in flight that the clock did not time gets an entry time from jiffies. */
+static __always_inline void untimed_entry(struct task_state *st, __u64 now)
+{
+	if ((lean_timing() || budget_timing()) && !st->ts)
+		st->ts = now - jiffy_latency(st);
+}
+
+/* Lean mode: the arguments of a call about to be emitted, from its registers. */
+static __always_inline void late_args(struct task_state *st, struct pt_regs *regs, long ret)
+{
+	/* A successful execve or a sigreturn replaced the registers; sigreturn has no arguments. */
+	if ((ret == 0 && (st->nr == cfg_nr_execve || st->nr == cfg_nr_execveat)) ||
+	    st->nr == cfg_nr_rt_sigreturn) {
+#pragma unroll
+		for (int i = 0; i < 6; i++)
+			st->args[i] = 0;
+		return;
+	}
+	load_args(st, regs);
+}
+
+/* A new key starts from this (too large for the BPF stack). */
+volatile const struct stat_val stat_zero;
+
+static __always_inline __u32 hist_bucket(__u64 v)
+{
+	if (v < 8)
+		return v;
+	__u32 msb = 0;
+	__u64 x = v;
+	if (x >> 32) {
+		msb += 32;
+		x >>= 32;
+	}
+	if (x >> 16) {
+		msb += 16;
+		x >>= 16;
+	}
+	if (x >> 8) {
+		msb += 8;
+		x >>= 8;
+	}
+	if (x >> 4) {
+		msb += 4;
+		x >>= 4;
+	}
+	if (x >> 2) {
+		msb += 2;
+		x >>= 2;
+	}
+	if (x >> 1)
+		msb += 1;
+	__u32 idx = msb * 4 + ((v >> (msb - 2)) & 3) - 4;
+	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
+}
+
+/*
+ * Counts the call; returns true for the first calls of its syscall in its
+ * process on this CPU (the 1st, 2nd, 4th, 8th... up to the 64th), which
+ * lean mode emits besides its 1-in-cfg_sample sample, so that a syscall a
+ * process makes 30 times still shows how its latency moves (a fork that
+ * slows as mappings grow), at a cost bounded by log2 per process.
+ */
+/* What stat_account saw of a call. */
+#define ACC_FIRST 1  /* one of its cell's first calls (the 1st, 2nd, 4th, ... 64th) */
+#define ACC_RECORD 2 /* slower than any call of its cell before, on this CPU */
+
+/*
+ * hw is what the call weighs in the histogram (0: its latency is not
+ * known well enough); tw in the total and the max (0: not at all).
+ */
+static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw, __u32 tw)
+{
+	__u64 gen = cgroup_gen;
+	if (st->cg_gen != gen) {
+		st->cg = bpf_get_current_cgroup_id();
+		st->tgid = bpf_get_current_pid_tgid() >> 32;
+		st->cg_gen = gen;
+	}
+	__u32 nr = st->nr;
+	struct stat_key k = {
+		.cgroup = st->cg,
+		.pid = st->tgid,
+		.nr = nr,
+	};
+	struct stat_val *v = bpf_map_lookup_elem(&stats, &k);
+	if (!v) {
+		if (bpf_map_update_elem(&stats, &k, (void *)&stat_zero, BPF_NOEXIST) && bpf_map_lookup_elem(&stats, &k) == NULL) {
+			__u32 z = 0;
+			__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
+			if (lost)
+				(*lost)++;
+			return 0;
+		}
+		v = bpf_map_lookup_elem(&stats, &k);
+		if (!v)
+			return 0;
+	}
+	/* Per-CPU values: no atomics needed. */
+	v->count++;
+	v->total += lat * tw;
+	if (cfg_stacks && st->sl_owner == st->seq)
+		v->runq += st->runq;
+	__u32 acc = 0;
+	if (tw && lat > v->max) {
+		v->max = lat;
+		acc |= ACC_RECORD;
+	}
+	if (hw) { /* lean timing: the histogram is of the calls timed by the clock */
+		v->timed++;
+		__u32 b = hist_bucket(lat);
+		if (b < HIST_BUCKETS)
+			v->hist[b] += hw;
+	}
+	if (ret < 0 && ret >= -4095) {
+		v->errors++;
+		struct errno_key ek = {.pid = k.pid, .nr = nr, .err = -ret};
+		__u64 *n = bpf_map_lookup_elem(&errnos, &ek);
+		if (n) {
+			(*n)++;
+		} else {
+			__u64 one = 1;
+			bpf_map_update_elem(&errnos, &ek, &one, BPF_NOEXIST);
+		}
+	}
+	__u64 c = v->count;
+	if (c <= 64 && (c & (c - 1)) == 0)
+		acc |= ACC_FIRST;
+	return acc;
+}
+
+/*
+ * Budgeted timing: the call's latency and its weight in the histogram. A
+ * short call weighs what budget_entry gave it; a call that crossed a tick
+ * and may have taken LONG_NS counts as itself, timed or not: untimed, its
+ * latency is bounded by the thread's last clock read, which in a thread busy
+ * enough to be sampled is a few calls back. The test for "long" reads the
+ * same things for timed and untimed calls, so none is counted both in person
+ * and through a sample. A short untimed call's latency is unknown: 0, and
+ * weight 0. *now is the clock if it was read, else 0.
+ */
+static __always_inline __u64 budget_latency(struct task_state *st, __u64 *now, __u32 *w)
+{
+	__u64 d = bpf_jiffies64() - st->jts;
+	*now = 0;
+	*w = 0;
+	if (!st->ts && !d)
+		return 0;
+	__u64 t = bpf_ktime_get_ns();
+	__u64 bound = t - (st->ts ? st->prev_clk : st->last_clk);
+	/* It began in jiffy jts: a stale last read cannot make it longer. */
+	if (cfg_tick_ns && bound > (d + 1) * cfg_tick_ns)
+		bound = (d + 1) * cfg_tick_ns;
+	st->last_clk = t;
+	*now = t;
+	*w = d && bound >= LONG_NS ? 1 : st->weight;
+	return st->ts ? t - st->ts : bound;
+}
+
+#endif

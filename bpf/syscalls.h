@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * sys_enter and sys_exit, and calls a seccomp filter refused.
+ *
+ * Part of the one BPF object sysray loads; included by sysray.bpf.c after
+ * sleep.h, whose definitions it uses.
+ */
+#ifndef SYSRAY_SYSCALLS_H
+#define SYSRAY_SYSCALLS_H
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	if (!syscall_wanted(id))
+		return 0;
+	/*
+	 * A task has state only once it has been selected (selection never
+	 * shrinks while a task lives), so a task we follow skips the pid and
+	 * cgroup lookups.
+	 */
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
+	if (!st) {
+		if (!selected())
+			return 0;
+		st = bpf_task_storage_get(&tstate, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!st)
+			return 0;
+	}
+	if (st->held) {
+		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */
+		st->held = 0;
+		emit_syscall(st, st->held_ret, st->held_end, 0, NULL);
+	}
+	st->nr = id;
+	/*
+	 * Stat mode reads the arguments at exit, and only for the calls it
+	 * emits: the registers still hold them then (signal restarts are set
+	 * up after the sys_exit tracepoint).
+	 */
+	if (!cfg_stat) {
+		st->args[0] = regs->di;
+		st->args[1] = regs->si;
+		st->args[2] = regs->dx;
+		st->args[3] = regs->r10;
+		st->args[4] = regs->r8;
+		st->args[5] = regs->r9;
+	}
+	/* The sleep slots are reset by the first switch-out of this call (sl_owner). */
+	st->active = 1;
+	st->seq++;
+	st->gen = attach_gen;
+	if (lean_timing()) {
+		/*
+		 * The clock costs more than everything else here put together.
+		 * Time one call in cfg_sample with it; the rest by jiffies, which
+		 * sum to the right total, and by the clock from their first
+		 * switch-out on if they sleep.
+		 */
+		st->jts = bpf_jiffies64();
+		st->ts = (st->tick++ & (cfg_sample - 1)) == 0 ? bpf_ktime_get_ns() : 0;
+		return 0;
+	}
+	if (budget_timing()) {
+		budget_entry(st, id);
+		if (cfg_sample && st->prev_failed && !st->ts) {
+			/*
+			 * The call after a failure crosses over, and its time is
+			 * evidence (a retry that waits): time it, but let it
+			 * weigh what the budget gave it, so the histogram stays
+			 * a fair sample.
+			 */
+			__u64 now = bpf_ktime_get_ns();
+			st->prev_clk = st->last_clk;
+			st->last_clk = now;
+			st->ts = now;
+		}
+		return 0;
+	}
+	st->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+/*
+ * A seccomp filter that answers a call itself (SECCOMP_RET_ERRNO, or a
+ * supervisor's reply to SECCOMP_RET_USER_NOTIF) skips the syscall and its
+ * sys_enter tracepoint, but not sys_exit. So a failed exit with no entry,
+ * in a thread under a filter, is a call its policy refused: the one sign in
+ * the kernel of a container profile older than the program's libc.
+ */
+static __noinline void refused(struct task_state *st, struct pt_regs *regs, long ret)
+{
+	long id = BPF_CORE_READ(regs, orig_ax);
+	if (id < 0 || !syscall_wanted(id))
+		return; /* a filtered-out call: its entry was skipped by us, not by seccomp */
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ(task, seccomp.mode) != SECCOMP_MODE_FILTER)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	st->nr = id;
+	st->seq++; /* a call of its own: no sleeps of the last one */
+	st->ts = now;
+	load_args(st, regs);
+	if (cfg_stat) {
+		stat_account(st, ret, 0, 1, 1);
+		if (!cfg_sample)
+			return;
+		st->prev_failed = true;
+	}
+	if (cfg_min_latency)
+		return;
+	emit_syscall(st, ret, now, F_REFUSED, NULL);
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+	if (!st)
+		return 0;
+	if (st->gen != attach_gen) {
+		/* Entered before this attach (or never since the probe loaded). */
+		st->active = 0;
+		return 0;
+	}
+	if (!st->active) {
+		/* gen: the thread has entered a call since we attached, so it was not inside one then. */
+		if (ret < 0 && ret >= -4095)
+			refused(st, regs, ret);
+		return 0;
+	}
+	st->active = 0;
+	if (st->sl_owner == st->seq && st->off_ts) {
+		/*
+		 * Running, yet the switch back in was not seen: now and then the
+		 * kernel does not run sched_switch's program for a switch (under
+		 * load, about one in 5,000 here). The sleep ended by now at the
+		 * latest; without this the call would look as if it ran on the CPU.
+		 * (off_ts is set only with sl_owner: a call that never switched
+		 * out has none to clear.)
+		 */
+		account_missed(st, bpf_ktime_get_ns() - st->off_ts);
+		st->off_ts = 0;
+	}
+	__u64 now = 0;
+	__u8 flags = 0;
+	if (cfg_stat) {
+		__u64 lat;
+		bool timed = true;
+		__u32 hw = 1;
+		if (budget_timing()) {
+			lat = budget_latency(st, &now, &hw);
+			timed = st->ts != 0;
+		} else if (!lean_timing() || st->ts) {
+			now = bpf_ktime_get_ns();
+			lat = now - st->ts;
+		} else if (st->sl_owner == st->seq) {
+			/* It slept: the clock from its first switch-out, jiffies before. */
+			now = bpf_ktime_get_ns();
+			__u64 before = (st->j1 - st->jts) * cfg_tick_ns;
+			lat = now - st->p1 + before;
+			timed = before == 0;
+		} else {
+			lat = jiffy_latency(st);
+			timed = false;
+		}
+		if (!timed)
+			flags = F_APPROX;
+		__u32 acc = budget_timing() ? stat_account(st, ret, lat, hw, hw) : stat_account(st, ret, lat, timed, 1);
+		if (!cfg_sample)
+			return 0;
+		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];
+		rc->ts = st->ts;
+		rc->latency = lat;
+		rc->ret = ret;
+		rc->nr = st->nr;
+		/* Everything is counted; only what explains something crosses over. */
+		bool failed = ret < 0 && ret >= -4095;
+		bool after_failure = st->prev_failed;
+		st->prev_failed = failed;
+		bool sampled;
+		if (lean_timing()) {
+			sampled = (st->ts && sample_gap(st, now)) || (acc & ACC_FIRST);
+		} else {
+			/*
+			 * Exact timing samples one call in cfg_sample, far apart;
+			 * a call slower than any of its process's before crosses
+			 * too (at most one a millisecond per thread): for a
+			 * latency that grows with the process every call is one,
+			 * for a steady one a few dozen in a run.
+			 */
+			sampled = timed && sample_tick(st, now);
+			if (!sampled && (acc & ACC_RECORD) && now - st->record_at >= 1000000) {
+				st->record_at = now;
+				sampled = true;
+			}
+		}
+		if (!failed && !after_failure && lat < cfg_slow && !sampled)
+			return 0;
+		late_args(st, regs, ret);
+		if (!now)
+			now = bpf_ktime_get_ns();
+		st->ts = now - lat; /* the entry, as near as it is known */
+		rc->ts = st->ts;    /* names the event this call becomes */
+	} else {
+		now = bpf_ktime_get_ns();
+	}
+	if (now - st->ts < cfg_min_latency)
+		return 0;
+	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {
+		/*
+		 * A signal interrupted the call. If the signal kills the thread the
+		 * call never returned (strace shows it unfinished); otherwise the
+		 * thread's next syscall entry emits it. Hold it until then.
+		 */
+		st->held = 1;
+		st->held_ret = ret;
+		st->held_end = now;
+		return 0;
+	}
+	if (cfg_stacks && st->sl_owner == st->seq && st->sl.n && now - st->ts >= cfg_slow) {
+		emit_slow(st, ret, now, flags);
+		return 0;
+	}
+	emit_syscall(st, ret, now, flags, NULL);
+	return 0;
+}
+
+#endif
