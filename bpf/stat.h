@@ -131,20 +131,19 @@ static __always_inline __u32 hist_bucket(__u64 v)
 	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
 }
 
-/*
- * Counts the call; returns true for the first calls of its syscall in its
- * process on this CPU (the 1st, 2nd, 4th, 8th... up to the 64th), which
- * lean mode emits besides its 1-in-cfg_sample sample, so that a syscall a
- * process makes 30 times still shows how its latency moves (a fork that
- * slows as mappings grow), at a cost bounded by log2 per process.
- */
 /* What stat_account saw of a call. */
 #define ACC_FIRST 1  /* one of its cell's first calls (the 1st, 2nd, 4th, ... 64th) */
 #define ACC_RECORD 2 /* slower than any call of its cell before, on this CPU */
 
 /*
- * hw is what the call weighs in the histogram (0: its latency is not
- * known well enough); tw in the total and the max (0: not at all).
+ * Counts the call. hw is what it weighs in the histogram (0: its latency is
+ * not known well enough), tw what it weighs in the total and the max (0:
+ * nothing). Returns ACC_FIRST for the first calls of its syscall in its
+ * process on this CPU (the 1st, 2nd, 4th, 8th... up to the 64th), which lean
+ * mode emits besides its 1-in-cfg_sample sample, so that a syscall a process
+ * makes 30 times still shows how its latency moves (a fork that slows as
+ * mappings grow), at a cost bounded by log2 per process; and ACC_RECORD for
+ * a call slower than any before it in its cell.
  */
 static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw, __u32 tw)
 {
@@ -183,7 +182,7 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 		v->max = lat;
 		acc |= ACC_RECORD;
 	}
-	if (hw) { /* lean timing: the histogram is of the calls timed by the clock */
+	if (hw) { /* the histogram is of the calls timed by the clock (or long: budget_latency) */
 		v->timed++;
 		__u32 b = hist_bucket(lat);
 		if (b < HIST_BUCKETS)
