@@ -133,37 +133,33 @@ func (p *Probe) Forget(pids map[uint32]bool) (int, error) {
 	if len(pids) == 0 {
 		return 0, nil
 	}
-	n := 0
-	var sk, snext sysrayStatKey
-	var doomedStats []sysrayStatKey
-	for err := p.objs.Stats.NextKey(nil, &snext); err == nil; err = p.objs.Stats.NextKey(&sk, &snext) {
-		sk = snext
-		if pids[sk.Pid] {
-			doomedStats = append(doomedStats, sk)
-		}
-	}
-	for i := range doomedStats {
-		if p.objs.Stats.Delete(&doomedStats[i]) == nil {
-			n++
-		}
-	}
-	var ek, enext sysrayErrnoKey
-	var doomedErrnos []sysrayErrnoKey
-	for err := p.objs.Errnos.NextKey(nil, &enext); err == nil; err = p.objs.Errnos.NextKey(&ek, &enext) {
-		ek = enext
-		if pids[ek.Pid] {
-			doomedErrnos = append(doomedErrnos, ek)
-		}
-	}
-	for i := range doomedErrnos {
-		if p.objs.Errnos.Delete(&doomedErrnos[i]) == nil {
-			n++
-		}
-	}
+	n := deleteKeys(p.objs.Stats, func(k *sysrayStatKey) bool { return pids[k.Pid] })
+	n += deleteKeys(p.objs.Errnos, func(k *sysrayErrnoKey) bool { return pids[k.Pid] })
 	for pid := range pids {
 		if p.objs.Pcounts.Delete(pid) == nil {
 			n++
 		}
 	}
 	return n, nil
+}
+
+// deleteKeys deletes the keys of m that doomed picks and says how many went.
+// The keys are collected first: deleting while walking a hash map makes the
+// walk start over.
+func deleteKeys[K any](m *ebpf.Map, doomed func(*K) bool) int {
+	var k, next K
+	var keys []K
+	for err := m.NextKey(nil, &next); err == nil; err = m.NextKey(&k, &next) {
+		k = next
+		if doomed(&k) {
+			keys = append(keys, k)
+		}
+	}
+	n := 0
+	for i := range keys {
+		if m.Delete(&keys[i]) == nil {
+			n++
+		}
+	}
+	return n
 }
