@@ -59,10 +59,10 @@ static __always_inline void fill_hdr_st(struct hdr *h, struct task_state *st, __
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	__u64 gen = cgroup_gen;
-	if (st->cg_gen != gen) {
-		st->cg = bpf_get_current_cgroup_id();
-		st->tgid = t->tgid;
-		st->cg_gen = gen;
+	if (st->ids.cg_gen != gen) {
+		st->ids.cg = bpf_get_current_cgroup_id();
+		st->ids.tgid = t->tgid;
+		st->ids.cg_gen = gen;
 	}
 	h->kind = kind;
 	h->flags = 0;
@@ -71,7 +71,7 @@ static __always_inline void fill_hdr_st(struct hdr *h, struct task_state *st, __
 	h->pid = t->tgid;
 	h->tid = t->pid;
 	h->ts = ts;
-	h->cgroup = st->cg;
+	h->cgroup = st->ids.cg;
 	__builtin_memcpy(h->comm, t->comm, TASK_COMM_LEN);
 }
 
@@ -92,18 +92,18 @@ static __always_inline void fill_hdr_task(struct hdr *h, struct task_struct *t, 
 
 static __always_inline void load_args(struct task_state *st, struct pt_regs *regs)
 {
-	st->args[0] = BPF_CORE_READ(regs, di);
-	st->args[1] = BPF_CORE_READ(regs, si);
-	st->args[2] = BPF_CORE_READ(regs, dx);
-	st->args[3] = BPF_CORE_READ(regs, r10);
-	st->args[4] = BPF_CORE_READ(regs, r8);
-	st->args[5] = BPF_CORE_READ(regs, r9);
+	st->call.args[0] = BPF_CORE_READ(regs, di);
+	st->call.args[1] = BPF_CORE_READ(regs, si);
+	st->call.args[2] = BPF_CORE_READ(regs, dx);
+	st->call.args[3] = BPF_CORE_READ(regs, r10);
+	st->call.args[4] = BPF_CORE_READ(regs, r8);
+	st->call.args[5] = BPF_CORE_READ(regs, r9);
 }
 
 /* Copies the arguments the user asked to see as strings or addresses. */
 static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct task_state *st, long ret)
 {
-	__u32 nr = st->nr;
+	__u32 nr = st->call.nr;
 	__u32 off = 0;
 
 	if (nr >= MAX_SYSCALL)
@@ -122,7 +122,7 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 		r->dlen[i] = 0;
 		if (!kind || arg >= 6 || lenarg >= 6)
 			continue;
-		const void *ptr = (const void *)st->args[arg];
+		const void *ptr = (const void *)st->call.args[arg];
 		if (!ptr)
 			continue;
 		if (off > DATA_SLOT)
@@ -139,11 +139,11 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 		} else {
 			__u32 len;
 			if (kind == CAP_SOCKADDR) {
-				len = st->args[lenarg];
+				len = st->call.args[lenarg];
 			} else {
 				if (ret < 0)
 					continue;
-				if (bpf_probe_read_user(&len, sizeof(len), (void *)st->args[lenarg]))
+				if (bpf_probe_read_user(&len, sizeof(len), (void *)st->call.args[lenarg]))
 					continue;
 			}
 			if (len == 0)
@@ -167,12 +167,12 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 
 static __always_inline void fill_sys(struct sys_rec *r, struct task_state *st, long ret, __u64 now)
 {
-	r->latency = now - st->ts;
+	r->latency = now - st->call.ts;
 	r->ret = ret;
-	r->nr = st->nr;
+	r->nr = st->call.nr;
 #pragma unroll
 	for (int i = 0; i < 6; i++)
-		r->args[i] = st->args[i];
+		r->args[i] = st->call.args[i];
 	/*
 	 * The doctor fits latency against the process's mappings; counting the
 	 * mmap calls it sees would miss the ones it did not sample. Only calls
@@ -235,7 +235,7 @@ static __always_inline bool stage_syscall(struct task_state *st, long ret, __u64
 		off = 0;
 	}
 	struct sys_rec *r = (void *)(sg->buf + off);
-	fill_hdr_st(&r->h, st, K_SYSCALL, sizeof(*r), st->ts);
+	fill_hdr_st(&r->h, st, K_SYSCALL, sizeof(*r), st->call.ts);
 	r->h.flags = flags;
 	fill_sys(r, st, ret, now);
 	r->dlen[0] = 0;
@@ -255,7 +255,7 @@ static __always_inline bool stage_syscall(struct task_state *st, long ret, __u64
 static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 now, __u8 flags,
 					 struct task_struct *task)
 {
-	bool plain = !has_captures(st->nr) || (flags & F_UNFINISHED) || task;
+	bool plain = !has_captures(st->call.nr) || (flags & F_UNFINISHED) || task;
 	if (plain && !task && stage_syscall(st, ret, now, flags))
 		return;
 
@@ -272,9 +272,9 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 			return;
 		}
 		if (task)
-			fill_hdr_task(&r->h, task, K_SYSCALL, sizeof(*r), st->ts);
+			fill_hdr_task(&r->h, task, K_SYSCALL, sizeof(*r), st->call.ts);
 		else
-			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), st->ts);
+			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), st->call.ts);
 		r->h.flags = flags;
 		fill_sys(r, st, ret, now);
 		if (task)
@@ -297,7 +297,7 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 	__u32 size = sizeof(b->r) + n;
 	if (size > sizeof(*b))
 		size = sizeof(*b);
-	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
+	fill_hdr(&b->r.h, K_SYSCALL, size, st->call.ts);
 	b->r.h.flags = flags;
 	fill_sys(&b->r, st, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
@@ -319,13 +319,13 @@ static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now
 	b->r.dlen[0] = 0;
 	b->r.dlen[1] = 0;
 	__u32 n = 0;
-	if (has_captures(st->nr))
+	if (has_captures(st->call.nr))
 		n = capture_args(&b->r, b->data, st, ret);
-	__builtin_memcpy(&b->sl, &st->sl, sizeof(b->sl));
+	__builtin_memcpy(&b->sl, &st->sleep.sl, sizeof(b->sl));
 	__u32 size = sizeof(b->r) + sizeof(b->sl) + n;
 	if (size > sizeof(*b))
 		size = sizeof(*b);
-	fill_hdr(&b->r.h, K_SYSCALL, size, st->ts);
+	fill_hdr(&b->r.h, K_SYSCALL, size, st->call.ts);
 	b->r.h.flags = F_SLEEPS | flags;
 	fill_sys(&b->r, st, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))

@@ -30,11 +30,11 @@ int BPF_PROG(page_fault_user, unsigned long address, struct pt_regs *regs, unsig
 		struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
 							     BPF_LOCAL_STORAGE_GET_F_CREATE);
 		if (st) {
-			st->fault_ts = now;
-			st->fault_addr = address;
-			st->fault_ip = ip;
-			st->fault_err = error_code;
-			st->fault_sp = regs->sp;
+			st->fault.ts = now;
+			st->fault.addr = address;
+			st->fault.ip = ip;
+			st->fault.err = error_code;
+			st->fault.sp = regs->sp;
 		}
 		return 0;
 	}
@@ -103,11 +103,11 @@ static __always_inline void emit_kept_fault(struct task_state *st)
 		count_drop();
 		return;
 	}
-	fill_hdr(&r->h, K_FAULT, sizeof(*r), st->fault_ts);
-	r->addr = st->fault_addr;
-	r->ip = st->fault_ip;
-	r->error = st->fault_err;
-	r->sp = st->fault_sp;
+	fill_hdr(&r->h, K_FAULT, sizeof(*r), st->fault.ts);
+	r->addr = st->fault.addr;
+	r->ip = st->fault.ip;
+	r->error = st->fault.err;
+	r->sp = st->fault.sp;
 	bpf_ringbuf_submit(r, wake_flags(rb));
 }
 

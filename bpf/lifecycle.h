@@ -80,12 +80,12 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 								     BPF_LOCAL_STORAGE_GET_F_CREATE);
 			if (st) {
 				struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
-				st->nr = BPF_CORE_READ(regs, orig_ax);
+				st->call.nr = BPF_CORE_READ(regs, orig_ax);
 				load_args(st, regs);
-				st->ts = now;
-				st->seq++;
-				st->gen = attach_gen;
-				st->active = syscall_wanted(st->nr);
+				st->call.ts = now;
+				st->call.seq++;
+				st->call.gen = attach_gen;
+				st->call.active = syscall_wanted(st->call.nr);
 			}
 		}
 	}
@@ -133,7 +133,7 @@ static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 n
 		return;
 	}
 	fill_hdr(&r->h, K_RECENT, sizeof(*r), now);
-	__u32 total = st->nrecent;
+	__u32 total = st->recent.n;
 	__u32 n = total < RECENT ? total : RECENT;
 	r->n = n;
 	r->pad = 0;
@@ -141,7 +141,7 @@ static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 n
 	for (int i = 0; i < RECENT; i++) {
 		__u32 idx = (total - n + i) & (RECENT - 1);
 		if (i < n)
-			r->c[i] = st->recent[idx];
+			r->c[i] = st->recent.c[idx];
 		else
 			__builtin_memset(&r->c[i], 0, sizeof(r->c[i]));
 	}
@@ -156,19 +156,19 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	__u64 now = bpf_ktime_get_ns();
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	/* exit and exit_group never return; neither does a syscall cut off by a fatal signal. */
-	if (st && (st->active || st->held)) {
-		if (cfg_stat && st->active) {
+	if (st && (st->call.active || st->call.held)) {
+		if (cfg_stat && st->call.active) {
 			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
 			untimed_entry(st, now);
 		}
-		st->active = 0;
-		st->held = 0;
+		st->call.active = 0;
+		st->call.held = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, NULL);
 	}
 
 	void *rb = cpu_ring();
 	/* Killed by a signal in lean mode: what it last did, since few calls were emitted. */
-	if (rb && cfg_sample && st && st->nrecent && (BPF_CORE_READ(task, exit_code) & 0x7f))
+	if (rb && cfg_sample && st && st->recent.n && (BPF_CORE_READ(task, exit_code) & 0x7f))
 		emit_recent(rb, st, now);
 	if (rb) {
 		struct exit_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
@@ -205,22 +205,22 @@ int inflight(struct bpf_iter__task *ctx)
 	if (!task)
 		return 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
-	if (!st || !(st->active || st->held))
+	if (!st || !(st->call.active || st->call.held))
 		return 0;
-	if (!st->held && st->gen != attach_gen)
+	if (!st->call.held && st->call.gen != attach_gen)
 		return 0; /* a call entered under an earlier attach: its state is stale */
 	if (!task_selected(task))
 		return 0;
-	if (st->held) {
-		st->held = 0;
-		emit_syscall(st, st->held_ret, st->held_end, 0, task);
+	if (st->call.held) {
+		st->call.held = 0;
+		emit_syscall(st, st->call.held_ret, st->call.held_end, 0, task);
 	} else {
 		__u64 now = bpf_ktime_get_ns();
 		if (cfg_stat) {
 			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
 			untimed_entry(st, now);
 		}
-		st->active = 0;
+		st->call.active = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, task);
 	}
 	return 0;

@@ -43,9 +43,9 @@ int BPF_PROG(signal_generate, int sig, struct kernel_siginfo *info, struct task_
 	/* A fault signal the thread raised itself: emit the fault that caused it first. */
 	if (!cfg_all_faults && fault_signal(sig) && target_tid == (__u32)bpf_get_current_pid_tgid()) {
 		struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
-		if (st && st->fault_ts && now - st->fault_ts < 1000000000ULL) {
+		if (st && st->fault.ts && now - st->fault.ts < 1000000000ULL) {
 			emit_kept_fault(st);
-			st->fault_ts = 0;
+			st->fault.ts = 0;
 		}
 	}
 

@@ -12,12 +12,12 @@
 /* Adds an off-CPU interval to the sleep slot for its stack. */
 static __always_inline void account_sleep(struct task_state *st, __u64 dur)
 {
-	__u32 n = st->sl.n;
+	__u32 n = st->sleep.sl.n;
 	int idx = -1;
 
 #pragma unroll
 	for (int i = 0; i < MAX_SLEEPS; i++) {
-		if (i < n && st->sl.s[i].kstack == st->off_kstack && st->sl.s[i].preempted == st->off_preempted) {
+		if (i < n && st->sleep.sl.s[i].kstack == st->sleep.off_kstack && st->sleep.sl.s[i].preempted == st->sleep.off_preempted) {
 			idx = i;
 			break;
 		}
@@ -25,38 +25,38 @@ static __always_inline void account_sleep(struct task_state *st, __u64 dur)
 	if (idx < 0) {
 		if (n < MAX_SLEEPS) {
 			idx = n;
-			st->sl.n = n + 1;
+			st->sleep.sl.n = n + 1;
 		} else {
 			/* Full: the shortest place gives way to a longer one. */
 			int min = 0;
 #pragma unroll
 			for (int i = 1; i < MAX_SLEEPS; i++)
-				if (st->sl.s[i].dur < st->sl.s[min].dur)
+				if (st->sleep.sl.s[i].dur < st->sleep.sl.s[min].dur)
 					min = i;
-			if (dur <= st->sl.s[min].dur)
+			if (dur <= st->sleep.sl.s[min].dur)
 				return;
 			idx = min;
 		}
 		idx &= MAX_SLEEPS - 1;
-		struct sleep *sp = &st->sl.s[idx];
+		struct sleep *sp = &st->sleep.sl.s[idx];
 		sp->dur = 0;
 		sp->count = 0;
-		sp->kstack = st->off_kstack;
-		sp->preempted = st->off_preempted;
+		sp->kstack = st->sleep.off_kstack;
+		sp->preempted = st->sleep.off_preempted;
 		sp->waker_pid = 0;
 		sp->waker_tid = 0;
 		sp->waker_kstack = -1;
 		sp->waker_comm[0] = 0;
 	}
 	idx &= MAX_SLEEPS - 1;
-	struct sleep *sp = &st->sl.s[idx];
+	struct sleep *sp = &st->sleep.sl.s[idx];
 	sp->dur += dur;
 	sp->count++;
-	if (st->have_waker) {
-		sp->waker_pid = st->waker_pid;
-		sp->waker_tid = st->waker_tid;
-		sp->waker_kstack = st->waker_kstack;
-		__builtin_memcpy(sp->waker_comm, st->waker_comm, TASK_COMM_LEN);
+	if (st->sleep.have_waker) {
+		sp->waker_pid = st->sleep.waker_pid;
+		sp->waker_tid = st->sleep.waker_tid;
+		sp->waker_kstack = st->sleep.waker_kstack;
+		__builtin_memcpy(sp->waker_comm, st->sleep.waker_comm, TASK_COMM_LEN);
 	}
 }
 
@@ -72,39 +72,39 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 {
 	__u64 now = 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, prev, 0, 0);
-	if (st && st->active) {
+	if (st && st->call.active) {
 		now = bpf_ktime_get_ns();
-		if (st->sl_owner != st->seq) {
+		if (st->sleep.sl_owner != st->call.seq) {
 			/* first switch-out of this syscall: the slots held an earlier one's */
-			st->sl_owner = st->seq;
-			st->sl.n = 0;
-			st->sl.ustack = -2; /* not taken yet */
-			st->runq = 0;
-			st->p1 = now; /* lean timing: the clock from here on */
-			st->j1 = bpf_jiffies64();
+			st->sleep.sl_owner = st->call.seq;
+			st->sleep.sl.n = 0;
+			st->sleep.sl.ustack = -2; /* not taken yet */
+			st->sleep.runq = 0;
+			st->timing.p1 = now; /* lean timing: the clock from here on */
+			st->timing.j1 = bpf_jiffies64();
 		}
 		/*
 		 * The waker of this sleep is recorded from here on, by
 		 * sched_waking on another CPU as soon as it sees off_ts: clear
 		 * the last one's first, or a quick wakeup is overwritten.
 		 */
-		st->have_waker = 0;
+		st->sleep.have_waker = 0;
 		asm volatile("" ::: "memory");
-		st->off_ts = now;
+		st->sleep.off_ts = now;
 		/* prev is current here: its stacks show the way into schedule(). */
-		st->off_kstack = stack_id(ctx, STK_SWITCH, 0);
-		st->off_preempted = preempt || prev_state == 0;
-		if (st->sl.ustack == -2)
-			st->sl.ustack = stack_id(ctx, STK_SWITCH, BPF_F_USER_STACK);
+		st->sleep.off_kstack = stack_id(ctx, STK_SWITCH, 0);
+		st->sleep.off_preempted = preempt || prev_state == 0;
+		if (st->sleep.sl.ustack == -2)
+			st->sleep.sl.ustack = stack_id(ctx, STK_SWITCH, BPF_F_USER_STACK);
 	}
 	st = bpf_task_storage_get(&tstate, next, 0, 0);
-	if (st && st->active && st->off_ts) {
+	if (st && st->call.active && st->sleep.off_ts) {
 		if (!now)
 			now = bpf_ktime_get_ns();
-		account_sleep(st, now - st->off_ts);
-		if (st->off_preempted)
-			st->runq += now - st->off_ts;
-		st->off_ts = 0;
+		account_sleep(st, now - st->sleep.off_ts);
+		if (st->sleep.off_preempted)
+			st->sleep.runq += now - st->sleep.off_ts;
+		st->sleep.off_ts = 0;
 	}
 	return 0;
 }
@@ -114,14 +114,14 @@ SEC("tp_btf/sched_waking")
 int BPF_PROG(sched_waking, struct task_struct *p)
 {
 	struct task_state *st = bpf_task_storage_get(&tstate, p, 0, 0);
-	if (!st || !st->active || !st->off_ts)
+	if (!st || !st->call.active || !st->sleep.off_ts)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
-	st->have_waker = 1;
-	st->waker_pid = id >> 32;
-	st->waker_tid = (__u32)id;
-	bpf_get_current_comm(st->waker_comm, sizeof(st->waker_comm));
-	st->waker_kstack = stack_id(ctx, STK_WAKING, 0);
+	st->sleep.have_waker = 1;
+	st->sleep.waker_pid = id >> 32;
+	st->sleep.waker_tid = (__u32)id;
+	bpf_get_current_comm(st->sleep.waker_comm, sizeof(st->sleep.waker_comm));
+	st->sleep.waker_kstack = stack_id(ctx, STK_WAKING, 0);
 	return 0;
 }
 

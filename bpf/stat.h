@@ -13,8 +13,8 @@
 static __always_inline void budget_entry(struct task_state *st, __u32 nr)
 {
 	__u64 j = bpf_jiffies64();
-	st->jts = j;
-	__u32 *b = &st->budget[nr & (BUDGET_SLOTS - 1)];
+	st->timing.jts = j;
+	__u32 *b = &st->timing.budget[nr & (BUDGET_SLOTS - 1)];
 	__u32 tag = (__u32)j << 8, v = *b;
 	if ((v & ~0xffu) != tag)
 		v = tag; /* a new jiffy: a new budget */
@@ -25,18 +25,18 @@ static __always_inline void budget_entry(struct task_state *st, __u32 nr)
 	__u32 w = 1;
 	if (n >= cfg_budget) {
 		/* Random, not every Nth: a loop's calls alternate (a read that fills, one that finds nothing). */
-		st->rng = st->rng * 6364136223846793005ULL + 1442695040888963407ULL;
-		w = (st->rng >> (64 - cfg_every_shift)) == 0 ? 1u << cfg_every_shift : 0;
+		st->timing.rng = st->timing.rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		w = (st->timing.rng >> (64 - cfg_every_shift)) == 0 ? 1u << cfg_every_shift : 0;
 	}
-	st->weight = w;
+	st->timing.weight = w;
 	if (!w) {
-		st->ts = 0;
+		st->call.ts = 0;
 		return;
 	}
 	__u64 now = bpf_ktime_get_ns();
-	st->prev_clk = st->last_clk;
-	st->last_clk = now;
-	st->ts = now;
+	st->timing.prev_clk = st->timing.last_clk;
+	st->timing.last_clk = now;
+	st->call.ts = now;
 }
 
 static __always_inline struct pcount *pcount_of(__u32 pid)
@@ -52,9 +52,9 @@ static __always_inline struct pcount *pcount_of(__u32 pid)
 /* A sample crosses over only if the thread's last one did cfg_sample_gap ago. */
 static __always_inline bool sample_gap(struct task_state *st, __u64 now)
 {
-	if (now - st->sampled_at < cfg_sample_gap)
+	if (now - st->timing.sampled_at < cfg_sample_gap)
 		return false;
-	st->sampled_at = now;
+	st->timing.sampled_at = now;
 	return true;
 }
 
@@ -66,31 +66,31 @@ static __always_inline bool sample_gap(struct task_state *st, __u64 now)
  */
 static __always_inline bool sample_tick(struct task_state *st, __u64 now)
 {
-	return (st->tick++ & (cfg_sample - 1)) == 0 && sample_gap(st, now);
+	return (st->timing.tick++ & (cfg_sample - 1)) == 0 && sample_gap(st, now);
 }
 
 /* Lean timing: how long the call in flight has run, in whole jiffies. */
 static __always_inline __u64 jiffy_latency(struct task_state *st)
 {
-	return (bpf_jiffies64() - st->jts) * cfg_tick_ns;
+	return (bpf_jiffies64() - st->timing.jts) * cfg_tick_ns;
 }
 
 /* Lean and budgeted timing: a call in flight that the clock did not time gets an entry time from jiffies. */
 static __always_inline void untimed_entry(struct task_state *st, __u64 now)
 {
-	if ((lean_timing() || budget_timing()) && !st->ts)
-		st->ts = now - jiffy_latency(st);
+	if ((lean_timing() || budget_timing()) && !st->call.ts)
+		st->call.ts = now - jiffy_latency(st);
 }
 
 /* Lean mode: the arguments of a call about to be emitted, from its registers. */
 static __always_inline void late_args(struct task_state *st, struct pt_regs *regs, long ret)
 {
 	/* A successful execve or a sigreturn replaced the registers; sigreturn has no arguments. */
-	if ((ret == 0 && (st->nr == cfg_nr_execve || st->nr == cfg_nr_execveat)) ||
-	    st->nr == cfg_nr_rt_sigreturn) {
+	if ((ret == 0 && (st->call.nr == cfg_nr_execve || st->call.nr == cfg_nr_execveat)) ||
+	    st->call.nr == cfg_nr_rt_sigreturn) {
 #pragma unroll
 		for (int i = 0; i < 6; i++)
-			st->args[i] = 0;
+			st->call.args[i] = 0;
 		return;
 	}
 	load_args(st, regs);
@@ -148,15 +148,15 @@ static __always_inline __u32 hist_bucket(__u64 v)
 static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw, __u32 tw)
 {
 	__u64 gen = cgroup_gen;
-	if (st->cg_gen != gen) {
-		st->cg = bpf_get_current_cgroup_id();
-		st->tgid = bpf_get_current_pid_tgid() >> 32;
-		st->cg_gen = gen;
+	if (st->ids.cg_gen != gen) {
+		st->ids.cg = bpf_get_current_cgroup_id();
+		st->ids.tgid = bpf_get_current_pid_tgid() >> 32;
+		st->ids.cg_gen = gen;
 	}
-	__u32 nr = st->nr;
+	__u32 nr = st->call.nr;
 	struct stat_key k = {
-		.cgroup = st->cg,
-		.pid = st->tgid,
+		.cgroup = st->ids.cg,
+		.pid = st->ids.tgid,
 		.nr = nr,
 	};
 	struct stat_val *v = bpf_map_lookup_elem(&stats, &k);
@@ -175,8 +175,8 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
 	v->total += lat * tw;
-	if (cfg_stacks && st->sl_owner == st->seq)
-		v->runq += st->runq;
+	if (cfg_stacks && st->sleep.sl_owner == st->call.seq)
+		v->runq += st->sleep.runq;
 	__u32 acc = 0;
 	if (tw && lat > v->max) {
 		v->max = lat;
@@ -217,20 +217,20 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
  */
 static __always_inline __u64 budget_latency(struct task_state *st, __u64 *now, __u32 *w)
 {
-	__u64 d = bpf_jiffies64() - st->jts;
+	__u64 d = bpf_jiffies64() - st->timing.jts;
 	*now = 0;
 	*w = 0;
-	if (!st->ts && !d)
+	if (!st->call.ts && !d)
 		return 0;
 	__u64 t = bpf_ktime_get_ns();
-	__u64 bound = t - (st->ts ? st->prev_clk : st->last_clk);
+	__u64 bound = t - (st->call.ts ? st->timing.prev_clk : st->timing.last_clk);
 	/* It began in jiffy jts: a stale last read cannot make it longer. */
 	if (cfg_tick_ns && bound > (d + 1) * cfg_tick_ns)
 		bound = (d + 1) * cfg_tick_ns;
-	st->last_clk = t;
+	st->timing.last_clk = t;
 	*now = t;
-	*w = d && bound >= LONG_NS ? 1 : st->weight;
-	return st->ts ? t - st->ts : bound;
+	*w = d && bound >= LONG_NS ? 1 : st->timing.weight;
+	return st->call.ts ? t - st->call.ts : bound;
 }
 
 #endif

@@ -9,57 +9,84 @@
 #ifndef SYSRAY_STATE_H
 #define SYSRAY_STATE_H
 
-struct task_state {
-	__u64 ts;
+/* The syscall the thread is in, or was last in. */
+struct call {
+	__u64 ts; /* entry; budgeted or lean timing: 0 when the clock did not time it */
 	__u64 args[6];
 	__u32 nr;
 	__u8 active;
 	__u8 held; /* returned -ERESTART*: emit once we know whether it reached user space */
-	__u8 pad[2];
+	__u8 prev_failed; /* the thread's previous syscall failed: emit this one (retries) */
+	__u8 pad;
 	__s64 held_ret;
 	__u64 held_end;
-	/* where the syscall in flight is sleeping (cfg_stacks) */
+	__u64 seq; /* syscalls entered: names the call in flight */
+	__u64 gen; /* attach_gen when the thread last entered a call */
+};
+
+/* The task's ids, cached for the stats key and record headers. */
+struct ids {
+	__u32 tgid;
+	__u32 pad;
+	__u64 cg;     /* cgroup id */
+	__u64 cg_gen; /* cgroup_gen when tgid and cg were read; 0: never */
+};
+
+/* Which calls the clock times and which cross over (stat mode). */
+struct timing {
+	__u32 tick;       /* lean mode: calls seen, for 1-in-cfg_sample sampling */
+	__u32 weight;     /* budgeted: calls the call in flight stands for if short; 0 when not timed */
+	__u64 jts;        /* lean and budgeted: jiffies at entry */
+	__u64 p1;         /* lean: clock at the call's first switch-out */
+	__u64 j1;         /* lean: jiffies then */
+	__u64 sampled_at; /* when the thread's last sampled call ended */
+	__u64 record_at;  /* sampled mode: when the thread's last record call crossed over */
+	__u64 last_clk;   /* budgeted: the thread's last clock read */
+	__u64 prev_clk;   /* budgeted: the one before the call in flight's entry, when it was timed */
+	__u64 rng;        /* budgeted: picks the calls timed past the budget */
+	__u32 budget[BUDGET_SLOTS]; /* budgeted: per syscall slot, jiffies << 8 | calls in that jiffy */
+};
+
+/* Where the syscall in flight is sleeping (cfg_stacks). */
+struct sleep_track {
 	__u64 off_ts; /* switched out at; 0 while on CPU */
 	__s32 off_kstack;
 	__u8 off_preempted;
 	__u8 have_waker;
-	__u8 prev_failed; /* the thread's previous syscall failed: emit this one (retries) */
-	__u8 pad2;
-	__u32 tick;      /* lean mode: calls seen, for 1-in-cfg_sample sampling */
-	__u32 tgid;      /* cached for the stats key while cg_gen is current */
-	__u64 cg;        /* cgroup id, likewise */
-	__u64 cg_gen;    /* cgroup_gen when tgid and cg were read; 0: never */
-	__u64 seq;       /* syscalls entered: names the call in flight */
-	__u64 gen;       /* attach_gen when the thread last entered a call */
-	__u64 sl_owner;  /* seq of the syscall the sleep slots belong to */
-	__u64 jts;       /* lean timing: jiffies at entry */
-	__u64 p1;        /* lean timing: clock at the call's first switch-out */
-	__u64 j1;        /* lean timing: jiffies then */
-	__u64 sampled_at; /* lean mode: when the thread's last sampled call ended */
-	__u64 record_at;  /* sampled mode: when the thread's last record call crossed over */
-	__u64 runq;       /* ns the call in flight spent preempted (valid while sl_owner == seq) */
-	/* lean mode: the thread's last calls, for a death by signal (most are not emitted) */
-	__u32 nrecent;
-	__u32 pad3;
-	struct recent_call recent[RECENT];
+	__u8 pad[2];
+	__u64 sl_owner; /* seq of the syscall the sleep slots belong to */
+	__u64 runq;     /* ns the call in flight spent preempted (valid while sl_owner == seq) */
 	__u32 waker_pid;
 	__u32 waker_tid;
 	__s32 waker_kstack;
 	char waker_comm[TASK_COMM_LEN];
 	struct sleeps sl;
-	/* last page fault, kept until a fault signal shows whether it mattered */
-	__u64 fault_ts;
-	__u64 fault_addr;
-	__u64 fault_ip;
-	__u64 fault_err;
-	__u64 fault_sp;
+};
+
+/* Lean mode: the thread's last calls, for a death by signal (most are not emitted). */
+struct recent_calls {
+	__u32 n;
+	__u32 pad;
+	struct recent_call c[RECENT];
+};
+
+/* The last page fault, kept until a fault signal shows whether it mattered. */
+struct kept_fault {
+	__u64 ts;
+	__u64 addr;
+	__u64 ip;
+	__u64 err;
+	__u64 sp;
+};
+
+struct task_state {
+	struct call call;
+	struct ids ids;
+	struct timing timing;
+	struct sleep_track sleep;
+	struct recent_calls recent;
+	struct kept_fault fault;
 	__u64 reclaim_ts; /* in memory-cgroup reclaim since; 0: not */
-	/* budgeted timing */
-	__u64 last_clk;  /* the thread's last clock read */
-	__u64 prev_clk;  /* the one before the call in flight's entry, when it was timed */
-	__u64 rng;       /* picks the calls timed past the budget */
-	__u32 weight;    /* calls the call in flight stands for if short: 0 when not timed */
-	__u32 budget[BUDGET_SLOTS]; /* per syscall slot: jiffies << 8 | calls in that jiffy */
 };
 
 /*

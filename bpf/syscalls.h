@@ -27,29 +27,29 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		if (!st)
 			return 0;
 	}
-	if (st->held) {
+	if (st->call.held) {
 		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */
-		st->held = 0;
-		emit_syscall(st, st->held_ret, st->held_end, 0, NULL);
+		st->call.held = 0;
+		emit_syscall(st, st->call.held_ret, st->call.held_end, 0, NULL);
 	}
-	st->nr = id;
+	st->call.nr = id;
 	/*
 	 * Stat mode reads the arguments at exit, and only for the calls it
 	 * emits: the registers still hold them then (signal restarts are set
 	 * up after the sys_exit tracepoint).
 	 */
 	if (!cfg_stat) {
-		st->args[0] = regs->di;
-		st->args[1] = regs->si;
-		st->args[2] = regs->dx;
-		st->args[3] = regs->r10;
-		st->args[4] = regs->r8;
-		st->args[5] = regs->r9;
+		st->call.args[0] = regs->di;
+		st->call.args[1] = regs->si;
+		st->call.args[2] = regs->dx;
+		st->call.args[3] = regs->r10;
+		st->call.args[4] = regs->r8;
+		st->call.args[5] = regs->r9;
 	}
 	/* The sleep slots are reset by the first switch-out of this call (sl_owner). */
-	st->active = 1;
-	st->seq++;
-	st->gen = attach_gen;
+	st->call.active = 1;
+	st->call.seq++;
+	st->call.gen = attach_gen;
 	if (lean_timing()) {
 		/*
 		 * The clock costs more than everything else here put together.
@@ -57,13 +57,13 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		 * sum to the right total, and by the clock from their first
 		 * switch-out on if they sleep.
 		 */
-		st->jts = bpf_jiffies64();
-		st->ts = (st->tick++ & (cfg_sample - 1)) == 0 ? bpf_ktime_get_ns() : 0;
+		st->timing.jts = bpf_jiffies64();
+		st->call.ts = (st->timing.tick++ & (cfg_sample - 1)) == 0 ? bpf_ktime_get_ns() : 0;
 		return 0;
 	}
 	if (budget_timing()) {
 		budget_entry(st, id);
-		if (cfg_sample && st->prev_failed && !st->ts) {
+		if (cfg_sample && st->call.prev_failed && !st->call.ts) {
 			/*
 			 * The call after a failure crosses over, and its time is
 			 * evidence (a retry that waits): time it, but let it
@@ -71,13 +71,13 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			 * a fair sample.
 			 */
 			__u64 now = bpf_ktime_get_ns();
-			st->prev_clk = st->last_clk;
-			st->last_clk = now;
-			st->ts = now;
+			st->timing.prev_clk = st->timing.last_clk;
+			st->timing.last_clk = now;
+			st->call.ts = now;
 		}
 		return 0;
 	}
-	st->ts = bpf_ktime_get_ns();
+	st->call.ts = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -97,15 +97,15 @@ static __noinline void refused(struct task_state *st, struct pt_regs *regs, long
 	if (BPF_CORE_READ(task, seccomp.mode) != SECCOMP_MODE_FILTER)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	st->nr = id;
-	st->seq++; /* a call of its own: no sleeps of the last one */
-	st->ts = now;
+	st->call.nr = id;
+	st->call.seq++; /* a call of its own: no sleeps of the last one */
+	st->call.ts = now;
 	load_args(st, regs);
 	if (cfg_stat) {
 		stat_account(st, ret, 0, 1, 1);
 		if (!cfg_sample)
 			return;
-		st->prev_failed = true;
+		st->call.prev_failed = true;
 	}
 	if (cfg_min_latency)
 		return;
@@ -118,19 +118,19 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
 	if (!st)
 		return 0;
-	if (st->gen != attach_gen) {
+	if (st->call.gen != attach_gen) {
 		/* Entered before this attach (or never since the probe loaded). */
-		st->active = 0;
+		st->call.active = 0;
 		return 0;
 	}
-	if (!st->active) {
+	if (!st->call.active) {
 		/* gen: the thread has entered a call since we attached, so it was not inside one then. */
 		if (ret < 0 && ret >= -4095)
 			refused(st, regs, ret);
 		return 0;
 	}
-	st->active = 0;
-	if (st->sl_owner == st->seq && st->off_ts) {
+	st->call.active = 0;
+	if (st->sleep.sl_owner == st->call.seq && st->sleep.off_ts) {
 		/*
 		 * Running, yet the switch back in was not seen: now and then the
 		 * kernel does not run sched_switch's program for a switch (under
@@ -139,8 +139,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		 * (off_ts is set only with sl_owner: a call that never switched
 		 * out has none to clear.)
 		 */
-		account_missed(st, bpf_ktime_get_ns() - st->off_ts);
-		st->off_ts = 0;
+		account_missed(st, bpf_ktime_get_ns() - st->sleep.off_ts);
+		st->sleep.off_ts = 0;
 	}
 	__u64 now = 0;
 	__u8 flags = 0;
@@ -150,15 +150,15 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		__u32 hw = 1;
 		if (budget_timing()) {
 			lat = budget_latency(st, &now, &hw);
-			timed = st->ts != 0;
-		} else if (!lean_timing() || st->ts) {
+			timed = st->call.ts != 0;
+		} else if (!lean_timing() || st->call.ts) {
 			now = bpf_ktime_get_ns();
-			lat = now - st->ts;
-		} else if (st->sl_owner == st->seq) {
+			lat = now - st->call.ts;
+		} else if (st->sleep.sl_owner == st->call.seq) {
 			/* It slept: the clock from its first switch-out, jiffies before. */
 			now = bpf_ktime_get_ns();
-			__u64 before = (st->j1 - st->jts) * cfg_tick_ns;
-			lat = now - st->p1 + before;
+			__u64 before = (st->timing.j1 - st->timing.jts) * cfg_tick_ns;
+			lat = now - st->timing.p1 + before;
 			timed = before == 0;
 		} else {
 			lat = jiffy_latency(st);
@@ -169,18 +169,18 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		__u32 acc = budget_timing() ? stat_account(st, ret, lat, hw, hw) : stat_account(st, ret, lat, timed, 1);
 		if (!cfg_sample)
 			return 0;
-		struct recent_call *rc = &st->recent[st->nrecent++ & (RECENT - 1)];
-		rc->ts = st->ts;
+		struct recent_call *rc = &st->recent.c[st->recent.n++ & (RECENT - 1)];
+		rc->ts = st->call.ts;
 		rc->latency = lat;
 		rc->ret = ret;
-		rc->nr = st->nr;
+		rc->nr = st->call.nr;
 		/* Everything is counted; only what explains something crosses over. */
 		bool failed = ret < 0 && ret >= -4095;
-		bool after_failure = st->prev_failed;
-		st->prev_failed = failed;
+		bool after_failure = st->call.prev_failed;
+		st->call.prev_failed = failed;
 		bool sampled;
 		if (lean_timing()) {
-			sampled = (st->ts && sample_gap(st, now)) || (acc & ACC_FIRST);
+			sampled = (st->call.ts && sample_gap(st, now)) || (acc & ACC_FIRST);
 		} else {
 			/*
 			 * Exact timing samples one call in cfg_sample, far apart;
@@ -190,8 +190,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			 * for a steady one a few dozen in a run.
 			 */
 			sampled = timed && sample_tick(st, now);
-			if (!sampled && (acc & ACC_RECORD) && now - st->record_at >= 1000000) {
-				st->record_at = now;
+			if (!sampled && (acc & ACC_RECORD) && now - st->timing.record_at >= 1000000) {
+				st->timing.record_at = now;
 				sampled = true;
 			}
 		}
@@ -200,12 +200,12 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		late_args(st, regs, ret);
 		if (!now)
 			now = bpf_ktime_get_ns();
-		st->ts = now - lat; /* the entry, as near as it is known */
-		rc->ts = st->ts;    /* names the event this call becomes */
+		st->call.ts = now - lat; /* the entry, as near as it is known */
+		rc->ts = st->call.ts;    /* names the event this call becomes */
 	} else {
 		now = bpf_ktime_get_ns();
 	}
-	if (now - st->ts < cfg_min_latency)
+	if (now - st->call.ts < cfg_min_latency)
 		return 0;
 	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {
 		/*
@@ -213,12 +213,12 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		 * call never returned (strace shows it unfinished); otherwise the
 		 * thread's next syscall entry emits it. Hold it until then.
 		 */
-		st->held = 1;
-		st->held_ret = ret;
-		st->held_end = now;
+		st->call.held = 1;
+		st->call.held_ret = ret;
+		st->call.held_end = now;
 		return 0;
 	}
-	if (cfg_stacks && st->sl_owner == st->seq && st->sl.n && now - st->ts >= cfg_slow) {
+	if (cfg_stacks && st->sleep.sl_owner == st->call.seq && st->sleep.sl.n && now - st->call.ts >= cfg_slow) {
 		emit_slow(st, ret, now, flags);
 		return 0;
 	}

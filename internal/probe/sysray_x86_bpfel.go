@@ -232,62 +232,80 @@ type sysraySysSlow struct {
 }
 
 type sysrayTaskState struct {
-	_            structs.HostLayout
-	Ts           uint64
-	Args         [6]uint64
-	Nr           uint32
-	Active       uint8
-	Held         uint8
-	Pad          [2]uint8
-	HeldRet      int64
-	HeldEnd      uint64
-	OffTs        uint64
-	OffKstack    int32
-	OffPreempted uint8
-	HaveWaker    uint8
-	PrevFailed   uint8
-	Pad2         uint8
-	Tick         uint32
-	Tgid         uint32
-	Cg           uint64
-	CgGen        uint64
-	Seq          uint64
-	Gen          uint64
-	SlOwner      uint64
-	Jts          uint64
-	P1           uint64
-	J1           uint64
-	SampledAt    uint64
-	RecordAt     uint64
-	Runq         uint64
-	Nrecent      uint32
-	Pad3         uint32
-	Recent       [8]struct {
-		_       structs.HostLayout
-		Ts      uint64
-		Latency uint64
-		Ret     int64
-		Nr      uint32
-		Pad     uint32
+	_    structs.HostLayout
+	Call struct {
+		_          structs.HostLayout
+		Ts         uint64
+		Args       [6]uint64
+		Nr         uint32
+		Active     uint8
+		Held       uint8
+		PrevFailed uint8
+		Pad        uint8
+		HeldRet    int64
+		HeldEnd    uint64
+		Seq        uint64
+		Gen        uint64
 	}
-	WakerPid    uint32
-	WakerTid    uint32
-	WakerKstack int32
-	WakerComm   [16]int8
-	_           [4]byte
-	Sl          sysraySleeps
-	FaultTs     uint64
-	FaultAddr   uint64
-	FaultIp     uint64
-	FaultErr    uint64
-	FaultSp     uint64
-	ReclaimTs   uint64
-	LastClk     uint64
-	PrevClk     uint64
-	Rng         uint64
-	Weight      uint32
-	Budget      [32]uint32
-	_           [4]byte
+	Ids struct {
+		_     structs.HostLayout
+		Tgid  uint32
+		Pad   uint32
+		Cg    uint64
+		CgGen uint64
+	}
+	Timing struct {
+		_         structs.HostLayout
+		Tick      uint32
+		Weight    uint32
+		Jts       uint64
+		P1        uint64
+		J1        uint64
+		SampledAt uint64
+		RecordAt  uint64
+		LastClk   uint64
+		PrevClk   uint64
+		Rng       uint64
+		Budget    [32]uint32
+	}
+	Sleep struct {
+		_            structs.HostLayout
+		OffTs        uint64
+		OffKstack    int32
+		OffPreempted uint8
+		HaveWaker    uint8
+		Pad          [2]uint8
+		SlOwner      uint64
+		Runq         uint64
+		WakerPid     uint32
+		WakerTid     uint32
+		WakerKstack  int32
+		WakerComm    [16]int8
+		_            [4]byte
+		Sl           sysraySleeps
+	}
+	Recent struct {
+		_   structs.HostLayout
+		N   uint32
+		Pad uint32
+		C   [8]struct {
+			_       structs.HostLayout
+			Ts      uint64
+			Latency uint64
+			Ret     int64
+			Nr      uint32
+			Pad     uint32
+		}
+	}
+	Fault struct {
+		_    structs.HostLayout
+		Ts   uint64
+		Addr uint64
+		Ip   uint64
+		Err  uint64
+		Sp   uint64
+	}
+	ReclaimTs uint64
 }
 
 type sysrayVsysRec struct {
