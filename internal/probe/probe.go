@@ -154,7 +154,13 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, fmt.Errorf("reading the BPF object: %w", err)
 	}
 	arch := event.HostArch()
-	if err := configure(spec, cfg, arch); err != nil {
+	// The generated specs name every map and variable the loader touches:
+	// a name the object lacks fails here, at once, not as a nil map later.
+	var specs sysraySpecs
+	if err := spec.Assign(&specs); err != nil {
+		return nil, fmt.Errorf("BPF object: %w", err)
+	}
+	if err := configure(&specs.sysrayVariableSpecs, cfg, arch); err != nil {
 		return nil, err
 	}
 
@@ -162,11 +168,11 @@ func Open(cfg Config) (*Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec.Maps["rings"].MaxEntries = uint32(ncpu)
-	spec.Maps["stages"].MaxEntries = uint32(ncpu)
+	specs.Rings.MaxEntries = uint32(ncpu)
+	specs.Stages.MaxEntries = uint32(ncpu)
 	if !cfg.Stacks {
-		spec.Maps["stacks"].MaxEntries = 1 // unused; do not pin memory for it
-		spec.Maps["stack_ids"].MaxEntries = 1
+		specs.Stacks.MaxEntries = 1 // unused; do not pin memory for it
+		specs.StackIds.MaxEntries = 1
 	}
 	size := cfg.RingSize
 	if size == 0 {
@@ -176,8 +182,8 @@ func Open(cfg Config) (*Probe, error) {
 		size = min(max((64<<20)/ncpu, 8<<20), 64<<20)
 	}
 	size = roundRing(size)
-	spec.Maps["rings"].InnerMap.MaxEntries = uint32(size)
-	if err := spec.Variables["cfg_wakeup_bytes"].Set(uint64(size / 8)); err != nil {
+	specs.Rings.InnerMap.MaxEntries = uint32(size)
+	if err := specs.CfgWakeupBytes.Set(uint64(size / 8)); err != nil {
 		return nil, err
 	}
 
@@ -198,7 +204,7 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, fmt.Errorf("loading BPF: %w", err)
 	}
 	for i := 0; i < ncpu; i++ {
-		m, err := ebpf.NewMap(spec.Maps["rings"].InnerMap)
+		m, err := ebpf.NewMap(specs.Rings.InnerMap)
 		if err != nil {
 			p.Close()
 			return nil, fmt.Errorf("creating ring buffer for CPU %d: %w", i, err)
@@ -439,17 +445,7 @@ func (p *Probe) Close() error {
 	return p.objs.Close()
 }
 
-func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
-	set := func(name string, v any) error {
-		vs, ok := spec.Variables[name]
-		if !ok {
-			return fmt.Errorf("BPF object has no variable %s", name)
-		}
-		if err := vs.Set(v); err != nil {
-			return fmt.Errorf("setting %s: %w", name, err)
-		}
-		return nil
-	}
+func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	b := func(v bool) uint8 {
 		if v {
 			return 1
@@ -496,31 +492,31 @@ func configure(spec *ebpf.CollectionSpec, cfg Config, arch event.Arch) error {
 	execveat, _ := event.SyscallByName(arch, "execveat")
 	sigreturn, _ := event.SyscallByName(arch, "rt_sigreturn")
 	for _, kv := range []struct {
-		name string
+		spec *ebpf.VariableSpec
 		v    any
 	}{
-		{"cfg_self", uint32(os.Getpid())},
-		{"cfg_pids", b(len(cfg.PIDs) > 0 || cfg.Launch)},
-		{"cfg_cgroups", b(len(cfg.Cgroups) > 0)},
-		{"cfg_syscalls", b(cfg.Syscalls != nil)},
-		{"cfg_all_faults", b(cfg.AllFaults)},
-		{"cfg_min_latency", cfg.MinLatency},
-		{"cfg_stacks", b(cfg.Stacks)},
-		{"cfg_stat", b(cfg.Stat)},
-		{"cfg_sample", cfg.Sample},
-		{"cfg_sample_gap", cfg.SampleGap},
-		{"cfg_tick_ns", cfg.TickNS},
-		{"cfg_budget", cfg.Budget},
-		{"cfg_every_shift", shift},
-		{"cfg_slow", slow},
-		{"cfg_nr_execve", execve},
-		{"cfg_nr_execveat", execveat},
-		{"cfg_nr_rt_sigreturn", sigreturn},
-		{"sys_mask", mask},
-		{"cap_rules", rules},
+		{vars.CfgSelf, uint32(os.Getpid())},
+		{vars.CfgPids, b(len(cfg.PIDs) > 0 || cfg.Launch)},
+		{vars.CfgCgroups, b(len(cfg.Cgroups) > 0)},
+		{vars.CfgSyscalls, b(cfg.Syscalls != nil)},
+		{vars.CfgAllFaults, b(cfg.AllFaults)},
+		{vars.CfgMinLatency, cfg.MinLatency},
+		{vars.CfgStacks, b(cfg.Stacks)},
+		{vars.CfgStat, b(cfg.Stat)},
+		{vars.CfgSample, cfg.Sample},
+		{vars.CfgSampleGap, cfg.SampleGap},
+		{vars.CfgTickNs, cfg.TickNS},
+		{vars.CfgBudget, cfg.Budget},
+		{vars.CfgEveryShift, shift},
+		{vars.CfgSlow, slow},
+		{vars.CfgNrExecve, execve},
+		{vars.CfgNrExecveat, execveat},
+		{vars.CfgNrRtSigreturn, sigreturn},
+		{vars.SysMask, mask},
+		{vars.CapRules, rules},
 	} {
-		if err := set(kv.name, kv.v); err != nil {
-			return err
+		if err := kv.spec.Set(kv.v); err != nil {
+			return fmt.Errorf("setting %s: %w", kv.spec.Name, err)
 		}
 	}
 	return nil
