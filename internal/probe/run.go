@@ -28,6 +28,13 @@ const slack = uint64(5 * time.Millisecond)
 // while their processes are usually still alive (to read their maps).
 const idlePoll = 5 * time.Millisecond
 
+// burstRate is the fastest a ring is assumed to fill from idle, in bytes a
+// second: a CPU making a million 128-byte records a second, which only a
+// tight loop of failing calls comes near. A reader of an idle ring sleeps
+// no longer than a quarter of its ring takes at that rate (10 ms for the
+// agent's 4 MiB rings; record's 32 MiB ones wait the 5 ms poll).
+const burstRate = 100e6
+
 type batch struct {
 	ring int
 	evs  []event.Event
@@ -171,14 +178,17 @@ func sorted(evs []event.Event) bool {
 	return true
 }
 
-// readRing drains ring i every poll, decoding its records into batches.
+// readRing drains ring i into batches of decoded events.
 //
-// It waits in Go, not in the kernel: a reader blocked in epoll_wait holds a
-// thread in a syscall, which Go's scheduler then hands off and polls for
-// every 20 µs. Under a busy tracee that churn cost a third of the reader's
-// CPU, on the tracee's own CPUs. So the reader sleeps on a timer and reads
-// what is there without blocking, waking sooner when the ring fills fast
-// enough that a whole poll would take a quarter of it.
+// It waits in Go, not in the kernel: a reader blocked in epoll_wait again and
+// again holds a thread in a syscall, which Go's scheduler hands off and then
+// polls for every 20 µs. Under a busy tracee that churn took a third of the
+// reader's CPU, on the tracee's own CPUs; an idle ring's reader blocking
+// every poll brought half of it back. So every reader drains its ring
+// without blocking and sleeps on a Go timer, and the kernel's wakeups go
+// unused. The sleep is poll at most, less when a quarter of the ring would
+// fill in it: at the rate just seen, or at burstRate for a ring that was
+// idle, since no wakeup can end the sleep of a reader the events surprise.
 func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, stacks stackFunc, poll time.Duration) {
 	if poll <= 0 {
 		poll = idlePoll
@@ -242,11 +252,12 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 		// The ring was just found empty: everything stamped well before now has been read.
 		send(sub(monoNow(), slack), false)
 		now := time.Now()
-		wait := poll
-		if el := now.Sub(last); read > 0 && el > 0 {
+		el := now.Sub(last)
+		last = now
+		wait := min(poll, time.Duration(float64(quarter)/burstRate*float64(time.Second)))
+		if read > 0 && el > 0 {
 			wait = min(wait, time.Duration(float64(el)*float64(quarter)/float64(read)))
 		}
-		last = now
 		if wait < 100*time.Microsecond {
 			select {
 			case <-stop:
