@@ -285,8 +285,8 @@ type probeSource struct {
 	lc       *liveContainers
 	agg      *agent.Aggregator
 	log      *slog.Logger
-	reloadAt int // cells
-	ringMiB  int // per CPU
+	reloadAt int  // cells
+	ringMiB  int  // per CPU
 	exact    bool // time every call with the clock, not budgeted timing (docs/stat.md)
 
 	doc   *agentDoctor // nil: counts only
@@ -294,7 +294,7 @@ type probeSource struct {
 
 	mu   sync.Mutex
 	gen  uint64
-	sess *session
+	load *load
 	// gone: processes of the current load's cells found exited, and when.
 	gone    map[uint32]time.Time
 	goneGen uint64
@@ -305,14 +305,14 @@ type probeSource struct {
 func (s *probeSource) current() *probe.Probe {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sess == nil {
+	if s.load == nil {
 		return nil
 	}
-	return s.sess.p
+	return s.load.p
 }
 
-// session is one load of the probe.
-type session struct {
+// load is one load of the probe: its programs attached, until reloaded or closed.
+type load struct {
 	p        *probe.Probe
 	gen      uint64
 	stop     chan struct{}
@@ -325,17 +325,17 @@ type session struct {
 
 // open loads and attaches a probe; callers hold mu, or own s alone.
 func (s *probeSource) open() error {
-	sess := &session{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{})}
+	ld := &load{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{})}
 	ready := make(chan *probe.Probe, 1)
 	opts := live.Options{
 		// Nothing the agent does needs events within milliseconds.
 		Probe: probe.Config{Stat: true, Poll: agentPoll, RingSize: s.ringMiB << 20},
-		Stop:  sess.stop,
+		Stop:  ld.stop,
 		Warn:  func(m string) { s.log.Warn(m) },
 		Started: func(p *probe.Probe) error {
 			if s.doc != nil {
 				var err error
-				if sess.sampling, err = p.StartSampling(doctorHz); err != nil {
+				if ld.sampling, err = p.StartSampling(doctorHz); err != nil {
 					s.log.Warn("on-CPU stacks are off", "error", err.Error())
 				}
 			}
@@ -343,11 +343,11 @@ func (s *probeSource) open() error {
 			return nil
 		},
 		Finished: func(p *probe.Probe) error {
-			if sess.sampling != nil {
-				sess.sampling.Close()
+			if ld.sampling != nil {
+				ld.sampling.Close()
 			}
-			sess.final, sess.finalErr = s.snapshot(p, sess.gen)
-			sess.final.Final = true
+			ld.final, ld.finalErr = s.snapshot(p, ld.gen)
+			ld.final.Final = true
 			return nil
 		},
 	}
@@ -377,24 +377,24 @@ func (s *probeSource) open() error {
 		opts.UserFrames = func() bool { return false }
 	}
 	go func() {
-		defer close(sess.done)
-		_, sess.runErr = live.Run(opts, s.event)
+		defer close(ld.done)
+		_, ld.runErr = live.Run(opts, s.event)
 	}()
 	select {
-	case sess.p = <-ready:
-		s.sess = sess
+	case ld.p = <-ready:
+		s.load = ld
 		if s.off {
-			sess.p.PauseSyscalls() // loaded while duty cycling has them off
-			if sess.sampling != nil {
-				sess.sampling.Pause()
+			ld.p.PauseSyscalls() // loaded while duty cycling has them off
+			if ld.sampling != nil {
+				ld.sampling.Pause()
 			}
 		}
 		return nil
-	case <-sess.done:
-		if sess.runErr == nil {
-			sess.runErr = errors.New("the probe stopped as it started")
+	case <-ld.done:
+		if ld.runErr == nil {
+			ld.runErr = errors.New("the probe stopped as it started")
 		}
-		return sess.runErr
+		return ld.runErr
 	}
 }
 
@@ -449,30 +449,30 @@ func (s *probeSource) snapshot(p *probe.Probe, gen uint64) (agent.Snapshot, erro
 func (s *probeSource) Read() (agent.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sess == nil {
+	if s.load == nil {
 		if err := s.open(); err != nil {
 			return agent.Snapshot{}, fmt.Errorf("reloading the probe: %w", err)
 		}
 	}
-	sess := s.sess
+	ld := s.load
 	select {
-	case <-sess.done:
+	case <-ld.done:
 		// The probe stopped by itself (a signal on the way to shutdown, or
 		// a failure): hand over its last counts; the next read loads anew.
-		s.sess = nil
+		s.load = nil
 		s.gen++
-		if sess.runErr != nil {
-			s.log.Error("tracing stopped", "error", sess.runErr.Error())
+		if ld.runErr != nil {
+			s.log.Error("tracing stopped", "error", ld.runErr.Error())
 		}
-		if sess.finalErr != nil || sess.final.Cells == nil {
+		if ld.finalErr != nil || ld.final.Cells == nil {
 			return agent.Snapshot{}, errors.New("tracing stopped")
 		}
-		return sess.final, nil
+		return ld.final, nil
 	default:
 	}
-	snap, err := s.snapshot(sess.p, sess.gen)
+	snap, err := s.snapshot(ld.p, ld.gen)
 	if err == nil {
-		s.forget(sess, snap, time.Now())
+		s.forget(ld, snap, time.Now())
 	}
 	if err != nil || !s.filling(snap) {
 		return snap, err
@@ -480,9 +480,9 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 	// The tables are filling up with processes long gone: take
 	// the last counts of this load and start an empty one.
 	start := time.Now()
-	close(sess.stop)
-	<-sess.done
-	s.sess = nil
+	close(ld.stop)
+	<-ld.done
+	s.load = nil
 	s.gen++
 	if err := s.open(); err != nil {
 		s.log.Error("reloading the probe failed; will retry", "error", err.Error())
@@ -490,10 +490,10 @@ func (s *probeSource) Read() (agent.Snapshot, error) {
 		s.log.Info("reloaded the probe with empty tables", "cells", len(snap.Cells), "processes", len(snap.Procs),
 			"gap_ms", time.Since(start).Milliseconds())
 	}
-	if sess.finalErr != nil {
+	if ld.finalErr != nil {
 		return snap, nil
 	}
-	return sess.final, nil
+	return ld.final, nil
 }
 
 // forgetAfter is how long the counts of an exited process stay in the
@@ -507,9 +507,9 @@ const forgetAfter = 30 * time.Second
 // least forgetAfter ago, so the tables hold the living rather than
 // filling with the dead until a reload (and every read, window and
 // delta carries fewer cells). A pid that came back (reused) is kept.
-func (s *probeSource) forget(sess *session, snap agent.Snapshot, now time.Time) {
-	if s.gone == nil || s.goneGen != sess.gen {
-		s.gone, s.goneGen = map[uint32]time.Time{}, sess.gen
+func (s *probeSource) forget(ld *load, snap agent.Snapshot, now time.Time) {
+	if s.gone == nil || s.goneGen != ld.gen {
+		s.gone, s.goneGen = map[uint32]time.Time{}, ld.gen
 	}
 	alive := func(pid uint32) bool {
 		_, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10))
@@ -525,7 +525,7 @@ func (s *probeSource) forget(sess *session, snap agent.Snapshot, now time.Time) 
 			delete(s.gone, pid)
 		}
 	}
-	if _, err := sess.p.Forget(due); err != nil {
+	if _, err := ld.p.Forget(due); err != nil {
 		s.log.Warn("forgetting exited processes' counts", "error", err.Error())
 	}
 	seen := map[uint32]bool{}
@@ -569,9 +569,9 @@ func (s *probeSource) filling(snap agent.Snapshot) bool {
 func (s *probeSource) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sess != nil {
-		close(s.sess.stop)
-		<-s.sess.done
-		s.sess = nil
+	if s.load != nil {
+		close(s.load.stop)
+		<-s.load.done
+		s.load = nil
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -89,7 +89,7 @@ func (a *agentDoctor) newDoctor() *doctor.Doctor { return doctor.New(a.host(), a
 
 func (a *agentDoctor) host() doctor.Host {
 	return doctor.Host{Arch: a.arch, Kernel: a.kernel, VsyscallMode: a.vsys, Live: true,
-		Container: func(pid uint32, cg uint64) string { return sess.Describe(a.lc.Container(pid, cg)) },
+		Container: func(pid uint32, cg uint64) string { return session.Describe(a.lc.Container(pid, cg)) },
 		OOMKills:  host.OOMKills,
 		Libc: func(pid uint32) string {
 			l, err := container.Libc(int(pid))
@@ -197,7 +197,7 @@ func (a *agentDoctor) header() *capture.Header {
 	names := syscallNames(a.arch)
 	hdr := &capture.Header{Arch: a.arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
 		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: names, Procs: a.procs.All(), Meta: host.Facts()}
-	hdr.Meta[sess.MetaContainers] = a.lc.Snapshot()
+	hdr.Meta[session.MetaContainers] = a.lc.Snapshot()
 	// The agent's doctor traces with sleeps and kernel stacks on, at the
 	// probe's default threshold (agent.go).
 	stacksMeta(hdr.Meta, true, 0)

@@ -75,8 +75,8 @@ func (s *probeSource) setOff(off bool) {
 func (s *probeSource) currentSampling() (*probe.Probe, *probe.Sampling) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sess == nil {
+	if s.load == nil {
 		return nil, nil
 	}
-	return s.sess.p, s.sess.sampling
+	return s.load.p, s.load.sampling
 }

@@ -1,10 +1,10 @@
 package main
 
 import (
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 )
 
 // The agent's files name the host's container table so.
-type liveContainers = sess.Live
+type liveContainers = session.Live
 
-func newLiveContainers() *liveContainers { return sess.NewLive() }
+func newLiveContainers() *liveContainers { return session.NewLive() }

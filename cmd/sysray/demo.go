@@ -14,7 +14,7 @@ import (
 
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/report"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 )
 
 // A demo is one bundled reproduction of a real debugging story (scenarios/),
@@ -89,7 +89,7 @@ func newDemo() *cobra.Command {
 				if !asJSON {
 					fmt.Printf("\n==== demo %s: %s\n$ sysray doctor -- %s\n\n", d.name, d.story, strings.Join(argv, " "))
 				}
-				sel := sess.Selection{Stacks: true, Slow: 10 * time.Millisecond}
+				sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
 				// The reports own stdout; the scenarios' own output goes to stderr.
 				rep, _, err := doctor.Live(&sel, argv, os.Stderr)
 				if err != nil {

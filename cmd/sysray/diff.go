@@ -14,7 +14,7 @@ import (
 	"github.com/sysray/sysray/internal/diff"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/profile"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -162,7 +162,7 @@ func article(kind string) string {
 // would, except that processes are named by comm alone (their pids differ
 // from run to run); with stacks, it also folds its slow calls' stacks.
 func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.Stacks, error) {
-	c, err := sess.Open(path)
+	c, err := session.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -222,7 +222,7 @@ func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.St
 		group = func(k stat.Key) string { return comm(k.PID) }
 	case "container":
 		group = func(k stat.Key) string {
-			if d := sess.Describe(c.Ctrs.Container(k.PID, k.Cgroup)); d != "" {
+			if d := session.Describe(c.Ctrs.Container(k.PID, k.Cgroup)); d != "" {
 				return d
 			}
 			return "host"

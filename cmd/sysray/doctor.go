@@ -7,11 +7,11 @@ import (
 
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/report"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 )
 
 func newDoctor() *cobra.Command {
-	var sel sess.Selection
+	var sel session.Selection
 	var file, outPath string
 	var asJSON bool
 	cmd := &cobra.Command{

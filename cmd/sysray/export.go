@@ -17,7 +17,7 @@ import (
 	"github.com/sysray/sysray/internal/export/perfetto"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/output"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 )
 
 var exportFormats = map[string]func(io.Writer) export.Sink{
@@ -79,7 +79,7 @@ See docs/export.md.`,
 // exportCapture reads the capture twice (names and layout first, then the
 // events) and writes the timeline. A partly written file is removed.
 func exportCapture(in, out string, newSink func(io.Writer) export.Sink, opt export.Options) (export.Stats, error) {
-	c, err := sess.Open(in)
+	c, err := session.Open(in)
 	if err != nil {
 		return export.Stats{}, err
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/profile"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/symbol"
 )
 
 func newProfile() *cobra.Command {
-	var sel sess.Selection
+	var sel session.Selection
 	var out string
 	var hz int
 	var offCPU bool
@@ -46,7 +46,7 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 				return errors.New("profile needs a command, -p PID or --duration")
 			}
 			sel.Stacks = true
-			ctrs := sess.NewLive()
+			ctrs := session.NewLive()
 			defer ctrs.Close()
 			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
@@ -86,7 +86,7 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 				return err
 			}
 			// Off-CPU stacks only: the process table is not needed.
-			s := sess.New(arch, nil, ctrs, flt)
+			s := session.New(arch, nil, ctrs, flt)
 			off := profile.NewOffCPU(hz)
 			res, err := live.Run(opts, func(e *event.Event) error {
 				if s.Pass(e) && offCPU {
@@ -125,7 +125,7 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 			}
 			prof.Summary(os.Stdout)
 			fmt.Fprintf(os.Stderr, "sysray: wrote %s\n", out)
-			sess.ReportDrops(os.Stderr, res)
+			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/output"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -31,7 +31,7 @@ func newRead() *cobra.Command {
 					return err
 				}
 			}
-			c, err := sess.Open(args[0])
+			c, err := session.Open(args[0])
 			if err != nil {
 				return err
 			}
@@ -52,7 +52,7 @@ func newRead() *cobra.Command {
 			}
 			defer closeOut()
 			pr := output.New(out, h.Arch, h.BootTime, asJSON)
-			pr.Containers = sess.Label(c.Ctrs)
+			pr.Containers = session.Label(c.Ctrs)
 			sum := stat.NewTable(h.Arch)
 			drops, err := c.Each(func(e *event.Event) error {
 				if summary {

@@ -13,11 +13,11 @@ import (
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/proc"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 )
 
 func newRecord() *cobra.Command {
-	var sel sess.Selection
+	var sel session.Selection
 	var path string
 	cmd := &cobra.Command{
 		Use:   "record -w FILE [flags] [-- COMMAND [ARG...]]",
@@ -28,7 +28,7 @@ func newRecord() *cobra.Command {
 			if path == "" {
 				return fmt.Errorf("record needs -w FILE")
 			}
-			ctrs := sess.NewLive()
+			ctrs := session.NewLive()
 			defer ctrs.Close()
 			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
@@ -39,7 +39,7 @@ func newRecord() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s := sess.New(arch, proc.NewTable(snap), ctrs, flt)
+			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
 			node, kernel := host.Uname()
 			names := syscallNames(arch)
 			hdr := &capture.Header{
@@ -47,7 +47,7 @@ func newRecord() *cobra.Command {
 				BootTime: host.BootTime(), Start: time.Now().UnixNano(),
 				Command: os.Args, Syscalls: names, Procs: snap, Meta: host.Facts(),
 			}
-			hdr.Meta[sess.MetaContainers] = ctrs.Snapshot()
+			hdr.Meta[session.MetaContainers] = ctrs.Snapshot()
 			stacksMeta(hdr.Meta, opts.Probe.Stacks, opts.Probe.Slow)
 			w, err := capture.Create(path, hdr)
 			if err != nil {
@@ -80,7 +80,7 @@ func newRecord() *cobra.Command {
 				return cerr
 			}
 			fmt.Fprintf(os.Stderr, "sysray: wrote %d events to %s\n", n, path)
-			sess.ReportDrops(os.Stderr, res)
+			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
 			}

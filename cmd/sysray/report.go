@@ -16,11 +16,11 @@ import (
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/htmlreport"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 )
 
 func newReport() *cobra.Command {
-	var sel sess.Selection
+	var sel session.Selection
 	var file, out, keep string
 	cmd := &cobra.Command{
 		Use:   "report (-r FILE | [flags] -- COMMAND [ARG...] | [flags] --duration D) -o FILE.html",
@@ -145,14 +145,14 @@ func writeReport(capPath, out, title string) error {
 	if err != nil {
 		return err
 	}
-	c, err := sess.Open(capPath)
+	c, err := session.Open(capPath)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	h := c.Header
 	b := htmlreport.New(h.Arch, htmlreport.Names{
-		Container: func(pid uint32, cg uint64) string { return sess.Describe(c.Ctrs.Container(pid, cg)) },
+		Container: func(pid uint32, cg uint64) string { return session.Describe(c.Ctrs.Container(pid, cg)) },
 		Command:   c.Procs.Cmdline,
 	}, htmlreport.Limits{})
 	drops, err := c.Each(func(e *event.Event) error { b.Observe(e); return nil })
@@ -161,7 +161,7 @@ func writeReport(capPath, out, title string) error {
 	}
 	facts := map[string]string{}
 	for k, v := range h.Meta {
-		if k != sess.MetaContainers {
+		if k != session.MetaContainers {
 			facts[k] = v
 		}
 	}

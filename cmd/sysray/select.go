@@ -5,12 +5,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 )
 
 // registerSelection adds the flags that say what to trace, shared by every
 // live command.
-func registerSelection(cmd *cobra.Command, s *sess.Selection) {
+func registerSelection(cmd *cobra.Command, s *session.Selection) {
 	f := cmd.Flags()
 	f.IntSliceVarP(&s.PIDs, "pid", "p", nil, "trace these processes (repeat or comma-separate)")
 	f.BoolVar(&s.Children, "children", false, "with -p, also trace their descendants: those running now and those they start")

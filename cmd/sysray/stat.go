@@ -13,12 +13,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
 func newStat() *cobra.Command {
-	var sel sess.Selection
+	var sel session.Selection
 	var by, sortBy, file, outPath string
 	var asJSON, exact bool
 	cmd := &cobra.Command{
@@ -37,7 +37,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var group func(t *stat.Table) func(stat.Key) string
 			procs := proc.NewTable(nil)
-			var ctrs sess.Containers
+			var ctrs session.Containers
 			switch by {
 			case "syscall":
 				group = func(t *stat.Table) func(stat.Key) string { return t.BySyscall }
@@ -54,7 +54,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 				group = func(*stat.Table) func(stat.Key) string {
 					return func(k stat.Key) string {
 						if ctrs != nil {
-							if d := sess.Describe(ctrs.Container(k.PID, k.Cgroup)); d != "" {
+							if d := session.Describe(ctrs.Container(k.PID, k.Cgroup)); d != "" {
 								return d
 							}
 						}
@@ -76,7 +76,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 				if len(args) > 0 {
 					return errors.New("stat -r reads a capture; it does not run a command")
 				}
-				c, err := sess.Open(file)
+				c, err := session.Open(file)
 				if err != nil {
 					return err
 				}
@@ -87,7 +87,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 					return err
 				}
 			} else {
-				lc := sess.NewLive()
+				lc := session.NewLive()
 				defer lc.Close()
 				ctrs = lc
 				opts, flt, err := sel.Build(args, lc)
@@ -99,7 +99,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 				}
 				snap, _ := proc.Snapshot()
 				procs = proc.NewTable(snap)
-				s := sess.New(event.HostArch(), procs, lc, nil)
+				s := session.New(event.HostArch(), procs, lc, nil)
 				opts.Probe.Stat = true
 				t = stat.NewTable(event.HostArch())
 				if !exact {

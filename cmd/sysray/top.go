@@ -12,12 +12,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/top"
 )
 
 func newTop() *cobra.Command {
-	var sel sess.Selection
+	var sel session.Selection
 	var once, exact bool
 	var interval time.Duration
 	var level, within, sortBy string
@@ -40,7 +40,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			if interval < 100*time.Millisecond {
 				return fmt.Errorf("--interval %s: at least 100ms", interval)
 			}
-			ctrs := sess.NewLive()
+			ctrs := session.NewLive()
 			defer ctrs.Close()
 			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
@@ -54,7 +54,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 				setBudget(&opts.Probe)
 			}
 			snap, _ := proc.Snapshot()
-			s := sess.New(event.HostArch(), proc.NewTable(snap), ctrs, nil)
+			s := session.New(event.HostArch(), proc.NewTable(snap), ctrs, nil)
 			ready := make(chan *probe.Probe, 1)
 			stop := make(chan struct{})
 			opts.Stop = stop
@@ -95,7 +95,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 					}
 					return fmt.Sprintf("[%d]", pid)
 				},
-				Container: func(pid uint32, cg uint64) string { return sess.Describe(ctrs.Container(pid, cg)) },
+				Container: func(pid uint32, cg uint64) string { return session.Describe(ctrs.Container(pid, cg)) },
 			}
 			if once {
 				err = top.Once(os.Stdout, src, interval, l, within, sortBy)

@@ -11,12 +11,12 @@ import (
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/proc"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
 func newTrace() *cobra.Command {
-	var sel sess.Selection
+	var sel session.Selection
 	var asJSON, summary bool
 	var outPath string
 	cmd := &cobra.Command{
@@ -26,7 +26,7 @@ func newTrace() *cobra.Command {
   sysray trace -p 4242 -f 'evt.latency > 10ms'
   sysray trace -e openat,connect --json -- curl -s localhost:8080`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctrs := sess.NewLive()
+			ctrs := session.NewLive()
 			defer ctrs.Close()
 			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
@@ -34,14 +34,14 @@ func newTrace() *cobra.Command {
 			}
 			arch := event.HostArch()
 			snap, _ := proc.Snapshot()
-			s := sess.New(arch, proc.NewTable(snap), ctrs, flt)
+			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
 			defer closeOut()
 			pr := output.New(out, arch, host.BootTime(), asJSON)
-			pr.Containers = sess.Label(ctrs)
+			pr.Containers = session.Label(ctrs)
 			sum := stat.NewTable(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
 				if !s.Pass(e) {
@@ -62,7 +62,7 @@ func newTrace() *cobra.Command {
 					return err
 				}
 			}
-			sess.ReportDrops(os.Stderr, res)
+			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/report"
-	sess "github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/scenarios/variants"
 )
 
@@ -97,7 +97,7 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		argv[i] = strings.ReplaceAll(a, "{tmp}", tmp)
 	}
 	argv[0] = filepath.Join(bin, argv[0])
-	sel := sess.Selection{Stacks: true, Slow: 10 * time.Millisecond}
+	sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
 	if v.Mode == variants.Cmd {
 		rep, _, err := doctor.Live(&sel, argv, os.Stderr)
 		return rep, err
