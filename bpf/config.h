@@ -11,8 +11,8 @@
 
 /*
  * BTF keeps only the types of globals, maps and functions, not of locals:
- * these unused pointers keep every record type in the object, so bpf2go
- * emits them and internal/probe checks decode.go's offsets against them.
+ * these unused pointers keep every record type and enum in the object, so
+ * bpf2go emits them and internal/probe checks decode.go against them.
  */
 const struct fault_rec *rec_fault __attribute__((unused));
 const struct vsys_rec *rec_vsys __attribute__((unused));
@@ -24,6 +24,8 @@ const struct recent_rec *rec_recent __attribute__((unused));
 const struct reclaim_rec *rec_reclaim __attribute__((unused));
 const struct blocked_rec *rec_blocked __attribute__((unused));
 const enum kind *rec_kind __attribute__((unused));
+const enum hdr_flag *rec_flag __attribute__((unused));
+const enum cap_kind *rec_cap __attribute__((unused));
 
 #define SIGILL 4
 #define SIGTRAP 5

@@ -28,13 +28,15 @@ enum kind {
 };
 
 /* hdr.flags */
-#define F_UNFINISHED 1 /* syscall cut off by thread exit or capture stop */
-#define F_THREAD 2     /* fork: child is a thread */
-#define F_GROUP_DEAD 4 /* exit: last thread of the process */
-#define F_GROUP 8      /* signal: sent to the thread group */
-#define F_SLEEPS 16    /* syscall: a struct sleeps block follows the record */
-#define F_APPROX 32    /* syscall: latency estimated to within one kernel tick (lean timing) */
-#define F_REFUSED 64   /* syscall: answered by a seccomp filter, never run (no sys_enter) */
+enum hdr_flag {
+	F_UNFINISHED = 1, /* syscall cut off by thread exit or capture stop */
+	F_THREAD = 2,     /* fork: child is a thread */
+	F_GROUP_DEAD = 4, /* exit: last thread of the process */
+	F_GROUP = 8,      /* signal: sent to the thread group */
+	F_SLEEPS = 16,    /* syscall: a struct sleeps block follows the record */
+	F_APPROX = 32,    /* syscall: latency estimated, not timed by the clock (lean or budgeted timing) */
+	F_REFUSED = 64,   /* syscall: answered by a seccomp filter, never run (no sys_enter) */
+};
 
 struct hdr {
 	__u8 kind;
@@ -49,9 +51,11 @@ struct hdr {
 };
 
 /* Captured-argument kinds, as in internal/event.CaptureKind. */
-#define CAP_PATH 1
-#define CAP_SOCKADDR 2
-#define CAP_SOCKADDR_OUT 3
+enum cap_kind {
+	CAP_PATH = 1,
+	CAP_SOCKADDR = 2,
+	CAP_SOCKADDR_OUT = 3,
+};
 
 struct cap_rule {
 	__u8 kind[DATA_SLOTS];

@@ -94,29 +94,48 @@ func TestLayoutsMatchBTF(t *testing.T) {
 			t.Errorf("%s: no such field in the object", o.path)
 		}
 	}
-	// Record kinds: the kernel's enum and event.Kind are one numbering.
-	var kinds *btf.Enum
-	if err := spec.Types.TypeByName("kind", &kinds); err != nil {
-		t.Fatalf("enum kind: %v", err)
+	// The enums: record kinds are event.Kind's numbering, header flags
+	// decode.go's, capture kinds event.CaptureKind's.
+	sameEnum(t, spec.Types, "kind", map[string]uint64{
+		"K_SYSCALL": uint64(event.KindSyscall), "K_FAULT": uint64(event.KindPageFault),
+		"K_VSYSCALL": uint64(event.KindVsyscall), "K_SIG_GEN": uint64(event.KindSignalGenerate),
+		"K_SIG_DELIVER": uint64(event.KindSignalDeliver), "K_FORK": uint64(event.KindFork),
+		"K_EXEC": uint64(event.KindExec), "K_EXIT": uint64(event.KindExit),
+		"K_RECENT": uint64(event.KindRecent), "K_RECLAIM": uint64(event.KindReclaim),
+	})
+	sameEnum(t, spec.Types, "hdr_flag", map[string]uint64{
+		"F_UNFINISHED": fUnfinished, "F_THREAD": fThread, "F_GROUP_DEAD": fGroupDead, "F_GROUP": fGroup,
+		"F_SLEEPS": fSleeps, "F_APPROX": fApprox, "F_REFUSED": fRefused,
+	})
+	sameEnum(t, spec.Types, "cap_kind", map[string]uint64{
+		"CAP_PATH": uint64(event.CapPath), "CAP_SOCKADDR": uint64(event.CapSockaddr),
+		"CAP_SOCKADDR_OUT": uint64(event.CapSockaddrOut),
+	})
+}
+
+// sameEnum checks the object's enum name against the values Go uses.
+func sameEnum(t *testing.T, types *btf.Spec, name string, want map[string]uint64) {
+	t.Helper()
+	var e *btf.Enum
+	if err := types.TypeByName(name, &e); err != nil {
+		t.Errorf("enum %s: %v", name, err)
+		return
 	}
-	want := map[string]event.Kind{
-		"K_SYSCALL": event.KindSyscall, "K_FAULT": event.KindPageFault, "K_VSYSCALL": event.KindVsyscall,
-		"K_SIG_GEN": event.KindSignalGenerate, "K_SIG_DELIVER": event.KindSignalDeliver, "K_FORK": event.KindFork,
-		"K_EXEC": event.KindExec, "K_EXIT": event.KindExit, "K_RECENT": event.KindRecent, "K_RECLAIM": event.KindReclaim,
-	}
-	for _, v := range kinds.Values {
-		k, ok := want[v.Name]
-		if !ok {
-			t.Errorf("enum kind has %s = %d, which event.Kind does not know", v.Name, v.Value)
-			continue
+	seen := map[string]bool{}
+	for _, v := range e.Values {
+		w, ok := want[v.Name]
+		switch {
+		case !ok:
+			t.Errorf("enum %s has %s = %d, which Go does not know", name, v.Name, v.Value)
+		case w != v.Value:
+			t.Errorf("%s = %d in the object, Go says %d", v.Name, v.Value, w)
 		}
-		if uint64(k) != v.Value {
-			t.Errorf("%s = %d in the object, event.Kind says %d", v.Name, v.Value, k)
-		}
-		delete(want, v.Name)
+		seen[v.Name] = true
 	}
 	for n := range want {
-		t.Errorf("%s is gone from the object's enum kind", n)
+		if !seen[n] {
+			t.Errorf("%s is gone from the object's enum %s", n, name)
+		}
 	}
 }
 

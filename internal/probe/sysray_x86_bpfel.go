@@ -23,6 +23,14 @@ type sysrayBlockedRec struct {
 	Ips     [64]uint64
 }
 
+type sysrayCapKind uint32
+
+const (
+	sysrayCapKindCAP_PATH         sysrayCapKind = 1
+	sysrayCapKindCAP_SOCKADDR     sysrayCapKind = 2
+	sysrayCapKindCAP_SOCKADDR_OUT sysrayCapKind = 3
+)
+
 type sysrayCapRule struct {
 	_      structs.HostLayout
 	Kind   [2]uint8
@@ -85,6 +93,18 @@ type sysrayHdr struct {
 	Cgroup uint64
 	Comm   [16]int8
 }
+
+type sysrayHdrFlag uint32
+
+const (
+	sysrayHdrFlagF_UNFINISHED sysrayHdrFlag = 1
+	sysrayHdrFlagF_THREAD     sysrayHdrFlag = 2
+	sysrayHdrFlagF_GROUP_DEAD sysrayHdrFlag = 4
+	sysrayHdrFlagF_GROUP      sysrayHdrFlag = 8
+	sysrayHdrFlagF_SLEEPS     sysrayHdrFlag = 16
+	sysrayHdrFlagF_APPROX     sysrayHdrFlag = 32
+	sysrayHdrFlagF_REFUSED    sysrayHdrFlag = 64
+)
 
 type sysrayKind uint32
 
@@ -377,9 +397,11 @@ const (
 	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sysrayVarCgroupGen            = "cgroup_gen"
 	sysrayVarRecBlocked           = "rec_blocked"
+	sysrayVarRecCap               = "rec_cap"
 	sysrayVarRecExec              = "rec_exec"
 	sysrayVarRecExit              = "rec_exit"
 	sysrayVarRecFault             = "rec_fault"
+	sysrayVarRecFlag              = "rec_flag"
 	sysrayVarRecFork              = "rec_fork"
 	sysrayVarRecKind              = "rec_kind"
 	sysrayVarRecRecent            = "rec_recent"
@@ -502,9 +524,11 @@ type sysrayVariableSpecs struct {
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
 	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
+	RecCap           *ebpf.VariableSpec `ebpf:"rec_cap"`
 	RecExec          *ebpf.VariableSpec `ebpf:"rec_exec"`
 	RecExit          *ebpf.VariableSpec `ebpf:"rec_exit"`
 	RecFault         *ebpf.VariableSpec `ebpf:"rec_fault"`
+	RecFlag          *ebpf.VariableSpec `ebpf:"rec_flag"`
 	RecFork          *ebpf.VariableSpec `ebpf:"rec_fork"`
 	RecKind          *ebpf.VariableSpec `ebpf:"rec_kind"`
 	RecRecent        *ebpf.VariableSpec `ebpf:"rec_recent"`
@@ -603,9 +627,11 @@ type sysrayVariables struct {
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
 	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`
+	RecCap           *ebpf.Variable `ebpf:"rec_cap"`
 	RecExec          *ebpf.Variable `ebpf:"rec_exec"`
 	RecExit          *ebpf.Variable `ebpf:"rec_exit"`
 	RecFault         *ebpf.Variable `ebpf:"rec_fault"`
+	RecFlag          *ebpf.Variable `ebpf:"rec_flag"`
 	RecFork          *ebpf.Variable `ebpf:"rec_fork"`
 	RecKind          *ebpf.Variable `ebpf:"rec_kind"`
 	RecRecent        *ebpf.Variable `ebpf:"rec_recent"`
