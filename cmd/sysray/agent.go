@@ -186,7 +186,7 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f.DurationVar(&dutyPeriod, "duty-period", 10*time.Second, "with --syscalls duty, the period (a multiple of --duty-on); also the doctor's window")
 	f.IntVar(&ringMiB, "buffer-size", agentRingMiB, "event ring per CPU, MiB (drops are counted in sysray_events_dropped_total)")
 	f.BoolVar(&noDoctor, "no-doctor", false, "count only: no continuous doctor, no findings, no flight recorder (the least cost)")
-	f.BoolVar(&exact, "exact-timing", false, "time every call with the clock (histograms exact to their bucket, at about twice the counting cost while attached; docs/stat.md)")
+	f.BoolVar(&exact, "exact-timing", false, "time every call with the clock (histograms exact to their bucket; counting then costs nearly twice as much per call while attached; docs/stat.md)")
 	f.DurationVar(&do.window, "window", 10*time.Second, "run the doctor over windows this long")
 	f.StringVar(&do.captureDir, "capture-dir", "/var/lib/sysray/captures", "write flight captures here (\"\" for none)")
 	f.Int64Var(&do.captureBytes, "capture-max-bytes", 512<<20, "keep the capture directory under this many bytes, deleting the oldest first")

@@ -30,7 +30,8 @@ container. No event crosses to user space per syscall. Counts and failures are
 exact. The clock times a thread's first 8 calls of a syscall in each kernel tick
 and a random 1 in 16 of the rest; percentiles come from the timed calls, within
 12.5% of the latency at a rank the output bounds (--exact-timing times every call,
-at about twice the cost). With -r FILE, counts the syscalls of a capture exactly.`,
+and counting then costs nearly twice as much). With -r FILE, counts the syscalls
+of a capture exactly.`,
 		Example: `  sysray stat -- make -j2
   sysray stat --by container --duration 10s
   sysray stat -r capture.sysray --by process --sort p99`,
@@ -154,7 +155,7 @@ at about twice the cost). With -r FILE, counts the syscalls of a capture exactly
 	cmd.Flags().StringVarP(&file, "read", "r", "", "count the syscalls of a capture file")
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
-	cmd.Flags().BoolVar(&exact, "exact-timing", false, "time every call with the clock (percentiles exact to their bucket, at about twice the cost per call)")
+	cmd.Flags().BoolVar(&exact, "exact-timing", false, "time every call with the clock (percentiles exact to their bucket; counting then costs nearly twice as much per call)")
 	return cmd
 }
 

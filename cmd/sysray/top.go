@@ -116,6 +116,6 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 	cmd.Flags().StringVar(&level, "level", "container", "with --once: container, process or syscall")
 	cmd.Flags().StringVar(&within, "within", "", "with --once: the container (its name, or host) or process (its pid) to list")
 	cmd.Flags().StringVar(&sortBy, "sort", "time", "with --once: time, calls, p99, errors, vsyscalls or faults")
-	cmd.Flags().BoolVar(&exact, "exact-timing", false, "time every call with the clock (p99 exact to its bucket, at about twice the cost per call)")
+	cmd.Flags().BoolVar(&exact, "exact-timing", false, "time every call with the clock (p99 exact to its bucket; counting then costs nearly twice as much per call)")
 	return cmd
 }
