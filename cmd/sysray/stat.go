@@ -4,12 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/event"
-	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
@@ -104,7 +102,7 @@ of a capture exactly.`,
 				opts.Probe.Stat = true
 				t = stat.NewTable(event.HostArch())
 				if !exact {
-					setBudget(&opts.Probe)
+					opts.Probe.UseBudget()
 					t.Every = opts.Probe.Every
 				}
 				var lost uint64
@@ -159,12 +157,6 @@ of a capture exactly.`,
 	return cmd
 }
 
-// setBudget turns on budgeted timing (docs/stat.md): the clock for a
-// thread's first calls of a syscall in each tick, then 1 in 16.
-func setBudget(c *probe.Config) {
-	c.Budget = stat.DefaultBudget.PerJiffy
-	c.Every = stat.DefaultBudget.Every
-	if hz := host.HZ(); hz > 0 {
-		c.TickNS = uint64(time.Second) / uint64(hz)
-	}
-}
+// setBudget is probe.Config.UseBudget for agent.go, which is being
+// changed elsewhere; it goes once agent.go calls UseBudget itself.
+func setBudget(c *probe.Config) { c.UseBudget() }

@@ -51,7 +51,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			}
 			opts.Probe.Stat = true
 			if !exact {
-				setBudget(&opts.Probe)
+				opts.Probe.UseBudget()
 			}
 			snap, _ := proc.Snapshot()
 			s := session.New(event.HostArch(), proc.NewTable(snap), ctrs, nil)
