@@ -73,7 +73,10 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 				}
 				sampling = s
 				prof.Event = s.Event
-				go snapshotSampled(p, syms, stopSnap, snapDone)
+				go func() {
+					defer close(snapDone)
+					syms.Follow(p.SampledPIDs, stopSnap)
+				}()
 				return nil
 			}
 			var samples []probe.Sample
@@ -138,31 +141,4 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 	cmd.Flags().IntVar(&hz, "hz", 99, "samples per second per CPU")
 	cmd.Flags().BoolVar(&offCPU, "off-cpu", false, "also count time slow syscalls spent asleep, by where they slept (see --slow)")
 	return cmd
-}
-
-// snapshotSampled reads the maps of sampled processes while they run, so
-// that their user frames still resolve when they have exited by the end.
-func snapshotSampled(p *probe.Probe, syms *symbol.Resolver, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	last := map[uint32]time.Time{}
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		for _, pid := range p.SampledPIDs() {
-			// A process maps its libraries early: one read when first seen,
-			// another a second later, catches nearly every code mapping.
-			if at, ok := last[pid]; !ok || time.Since(at) > time.Second && !at.IsZero() {
-				if syms.Snapshot(pid) == nil && ok {
-					last[pid] = time.Time{} // read twice: enough
-				} else {
-					last[pid] = time.Now()
-				}
-			}
-		}
-	}
 }

@@ -12,7 +12,9 @@
 //
 // Stacks are usually symbolized after the fact, when short-lived processes
 // have gone and their /proc entries with them, so Resolver.Snapshot records a
-// process's mappings and keeps its files open until their symbols are read.
+// process's mappings and keeps its files open until their symbols are read;
+// Resolver.Follow does so for a changing set of processes (those a profile
+// has sampled) as they appear.
 // Files are opened through /proc/PID/map_files and /proc/PID/root so that
 // programs in containers resolve against their own binaries, not the host's.
 //
