@@ -5,16 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/diff"
-	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/profile"
-	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -112,7 +107,7 @@ time on CPU, or with --off-cpu where they slept. Two folded stack files
 				if kinds[i] == diff.KindStat {
 					sides[i], err = diff.ReadStat(p)
 				} else {
-					sides[i], stacks[i], err = tallyCapture(p, by, flame != "", offCPU)
+					sides[i], stacks[i], err = diff.ReadCapture(p, by, flame != "", offCPU)
 				}
 				if err != nil {
 					return err
@@ -156,123 +151,6 @@ func article(kind string) string {
 		return "sysray stat --json output"
 	}
 	return "folded stacks"
-}
-
-// tallyCapture counts a capture's syscalls exactly, grouped as stat -r
-// would, except that processes are named by comm alone (their pids differ
-// from run to run); with stacks, it also folds its slow calls' stacks.
-func tallyCapture(path, by string, wantStacks, offCPU bool) (*diff.Side, diff.Stacks, error) {
-	c, err := session.Open(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	defer c.Close()
-
-	t := stat.NewTable(c.Header.Arch)
-	var first, last uint64
-	comm := func(pid uint32) string {
-		if p, ok := c.Procs.Get(pid); ok && p.Comm != "" {
-			return p.Comm
-		}
-		return fmt.Sprintf("[%d]", pid)
-	}
-	var st diff.Stacks
-	if wantStacks {
-		st = diff.Stacks{}
-	}
-	found := false
-	pids := map[uint32]bool{}
-	drops, err := c.Each(func(e *event.Event) error {
-		if e.Kind == event.KindDrop {
-			return nil
-		}
-		if first == 0 || e.Time < first {
-			first = e.Time
-		}
-		last = max(last, e.End())
-		t.AddEvent(e)
-		if e.Kind == event.KindSyscall && !e.Syscall.Unfinished {
-			pids[e.PID] = true
-		}
-		if wantStacks && st.AddSyscall(e, comm(e.PID), event.SyscallName(c.Header.Arch, e.Syscall.Nr), offCPU) {
-			found = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	// Recorded with --stacks, a capture may still hold none: no call was
-	// slow enough and slept.
-	if wantStacks && !found && !recordedWithStacks(c.Header.Command) {
-		return nil, nil, fmt.Errorf("%s has no stacks: only sysray record --stacks keeps them (for calls slower than --slow that slept)", path)
-	}
-	s := diff.NewSide(path, diff.KindCapture, by)
-	s.Drops = drops
-	if tr := c.Trailer(); tr != nil && tr.End > c.Header.Start {
-		s.Duration = time.Duration(tr.End - c.Header.Start)
-	} else if last > first {
-		s.Duration = time.Duration(last - first) // cut short: the span of its events
-	}
-	var group func(stat.Key) string
-	switch by {
-	case "syscall":
-		group = t.BySyscall
-	case "process":
-		group = func(k stat.Key) string { return comm(k.PID) }
-	case "container":
-		group = func(k stat.Key) string {
-			if d := session.Describe(c.Ctrs.Container(k.PID, k.Cgroup)); d != "" {
-				return d
-			}
-			return "host"
-		}
-	}
-	for _, r := range t.Rows(group) {
-		s.Group(r.Name).Stats = statsOf(&r)
-	}
-	if by != "syscall" {
-		const sep = "\x00"
-		for _, r := range t.Rows(func(k stat.Key) string { return group(k) + sep + t.BySyscall(k) }) {
-			i := strings.LastIndex(r.Name, sep)
-			g, sc := r.Name[:i], r.Name[i+len(sep):]
-			grp := s.Group(g)
-			if grp.Syscalls == nil {
-				grp.Syscalls = map[string]diff.Stats{}
-			}
-			grp.Syscalls[sc] = statsOf(&r)
-		}
-		if by == "process" {
-			for pid := range pids {
-				g := s.Group(comm(pid))
-				g.PIDs = append(g.PIDs, pid)
-			}
-			for _, g := range s.Groups {
-				slices.Sort(g.PIDs)
-			}
-		}
-	}
-	return s, st, nil
-}
-
-// recordedWithStacks says whether the sysray command line that wrote a
-// capture asked for stacks: a capture without any may just have had no
-// call slow enough to keep them.
-func recordedWithStacks(argv []string) bool {
-	for _, a := range argv {
-		if a == "--" {
-			break
-		}
-		if a == "--stacks" || strings.HasPrefix(a, "--stacks=") && a != "--stacks=false" {
-			return true
-		}
-	}
-	return false
-}
-
-func statsOf(r *stat.StatRow) diff.Stats {
-	return diff.Stats{Calls: r.Calls, Errors: r.Errors, TotalNS: r.TotalNS, P50NS: r.P50NS, P99NS: r.P99NS,
-		MaxNS: r.MaxNS, Errnos: r.Errnos}
 }
 
 // writeFlame draws the differential flame graph of two sets of stacks.
