@@ -5,5 +5,7 @@
 // every track's slices properly nested, the waker-to-woken flows and the
 // syscall rates; the second streams the items to a Sink, so memory grows
 // with threads and syscalls' time ranges, not with the events' contents.
-// The file formats live in the subpackages perfetto and chromejson.
+// Capture does all of it for a capture file, read with its own process and
+// container tables, and writes the trace file. The file formats live in the
+// subpackages perfetto and chromejson.
 package export
