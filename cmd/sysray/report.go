@@ -1,20 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sysray/sysray/internal/doctor"
-	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/htmlreport"
 	"github.com/sysray/sysray/internal/session"
 )
@@ -138,90 +133,12 @@ func recordTo(cmd *cobra.Command, args []string, path string) (int, error) {
 	return 0, err
 }
 
-// writeReport runs the doctor on a capture, aggregates its events and
-// writes the page, replacing out only once it is complete.
+// writeReport writes the page of a capture and says what it wrote.
 func writeReport(capPath, out, title string) error {
-	rep, err := doctor.ReadCapture(capPath)
+	s, err := htmlreport.Capture(capPath, out, title)
 	if err != nil {
 		return err
 	}
-	c, err := session.Open(capPath)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	h := c.Header
-	b := htmlreport.New(h.Arch, htmlreport.Names{
-		Container: func(pid uint32, cg uint64) string { return session.Describe(c.Ctrs.Container(pid, cg)) },
-		Command:   c.Procs.Cmdline,
-	}, htmlreport.Limits{})
-	drops, err := c.Each(func(e *event.Event) error { b.Observe(e); return nil })
-	if err != nil {
-		return err
-	}
-	facts := map[string]string{}
-	for k, v := range h.Meta {
-		if k != session.MetaContainers {
-			facts[k] = v
-		}
-	}
-	meta := htmlreport.Meta{Hostname: h.Hostname, Kernel: h.Kernel, Arch: h.Arch.String(),
-		VsyscallMode: h.Meta["vsyscall_mode"], Command: h.Command, Start: h.Start, BootTime: h.BootTime,
-		Drops: drops, Facts: facts, Generated: time.Now().UnixNano()}
-	if t := c.Trailer(); t != nil {
-		meta.End = t.End
-		meta.DropsPerCPU = t.Drops
-	} else {
-		meta.Warning = "The capture has no trailer (its writer did not finish): this report covers its events up to its last whole block."
-	}
-	if title == "" {
-		// Read from a file: the report is named for it.
-		meta.File = capPath
-		title = filepath.Base(capPath)
-	}
-	var size int64
-	err = writeAtomic(out, func(f *os.File) error {
-		w := bufio.NewWriter(f)
-		if err := htmlreport.Write(w, b.Data(meta, rep.Findings), title); err != nil {
-			return err
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		size, err = f.Seek(0, io.SeekCurrent)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "sysray: wrote %s (%d findings, %d events, %d KiB)\n", out, len(rep.Findings), rep.Events, (size+1023)/1024)
-	return nil
-}
-
-// writeAtomic writes a file 0600 next to path and renames it over path, so
-// a failed report leaves no half page, and an old world-readable file is
-// replaced rather than reused.
-func writeAtomic(path string, fill func(*os.File) error) error {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if err := fill(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
+	fmt.Fprintf(os.Stderr, "sysray: wrote %s (%d findings, %d events, %d KiB)\n", out, s.Findings, s.Events, (s.Bytes+1023)/1024)
 	return nil
 }
