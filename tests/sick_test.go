@@ -90,6 +90,20 @@ func findingByID(r doctorReport, id string) *finding {
 	return nil
 }
 
+// waitAuditFree waits up to a minute for audit to be off with no daemon:
+// another run (a demo, a test) may hold it for a few seconds. bin is
+// scenarios/bin/audit.
+func waitAuditFree(bin string) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := exec.Command(bin, "status").Output()
+		if strings.Contains(string(out), "RESULT enabled=0 pid=0") || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
 // makeSick fills the audit backlog (scenarios/audit: a rule on openat for
 // the scenario's fillers and for sysray's binary, backlog_limit 8, a
 // registered daemon that never reads) and keeps it full for d. The returned
@@ -101,15 +115,7 @@ func makeSick(t *testing.T, d time.Duration) (stop func()) {
 		t.Fatalf("building scenarios/audit: %v\n%s", err, out)
 	}
 	bin, _ := filepath.Abs("../scenarios/bin/audit")
-	// Another run (a demo, a test) may hold audit for a few seconds.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		out, _ := exec.Command(bin, "status").Output()
-		if strings.Contains(string(out), "RESULT enabled=0 pid=0") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Second)
-	}
+	waitAuditFree(bin)
 	cmd := exec.Command(bin, "sick", "-d", d.String(), "-exe", sysray)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()

@@ -104,13 +104,14 @@ SIGTERM or SIGINT detaches and exits 0.`,
 			agg := agent.New(agent.Options{Arch: event.HostArch(), Name: agentNamer(lc),
 				MaxContainers: maxContainers, MaxSyscalls: maxSyscalls, Grace: grace, Settle: settle,
 				Reclaim: min(grace, reclaim), Unnamed: whyUnnamed(lc, log)})
-			src := &probeSource{lc: lc, agg: agg, log: log, reloadAt: reloadCells, ringMiB: ringMiB, scale: 1, exact: exact}
+			aw := newAuditWatch(log)
+			src := &probeSource{lc: lc, agg: agg, log: log, audit: aw, reloadAt: reloadCells, ringMiB: ringMiB, scale: 1, exact: exact}
 			if duty {
 				src.scale = uint64(dutyPeriod / dutyOn)
 			}
 			if !noDoctor {
 				do.maxContainers, do.grace = maxContainers, grace
-				if src.doc, err = newAgentDoctor(log, lc, do); err != nil {
+				if src.doc, err = newAgentDoctor(log, lc, aw, do); err != nil {
 					return fmt.Errorf("--capture-dir %s: %w", do.captureDir, err)
 				}
 			}
@@ -143,6 +144,8 @@ SIGTERM or SIGINT detaches and exits 0.`,
 					go src.doc.run(ctx, src.current)
 				}
 			}
+			aw.run(src.current)
+			defer aw.stop()
 			if duty {
 				go src.dutyCycle(ctx, dutyOn, dutyPeriod)
 			}
@@ -290,7 +293,8 @@ type probeSource struct {
 	exact    bool // time every call with the clock, not budgeted timing (docs/stat.md)
 
 	doc   *agentDoctor // nil: counts only
-	scale uint64       // Snapshot.Scale: duty period over on time, 1 when always attached
+	audit *auditWatch
+	scale uint64 // Snapshot.Scale: duty period over on time, 1 when always attached
 
 	mu   sync.Mutex
 	gen  uint64
@@ -356,7 +360,7 @@ func (s *probeSource) open() error {
 		// 16 after that are timed; on redis that is most of the counting
 		// cost of the attached stretches (BENCHMARKS.md). Sampled calls
 		// and records cross over only from the timed calls.
-		setBudget(&opts.Probe)
+		opts.Probe.UseBudget()
 	}
 	if s.doc != nil {
 		// The doctor's mode, as `sysray doctor` runs it: every call
@@ -433,6 +437,11 @@ func (s *probeSource) snapshot(p *probe.Probe, gen uint64) (agent.Snapshot, erro
 	// The sysctl says whether an operator turned the kernel's timing on;
 	// a program holding BPF_ENABLE_STATS turns it on without the sysctl
 	// showing it, but then the run times grow.
+	// Not while the audit backlog is full: it reads a file per descriptor,
+	// and the counts must not wait for them.
+	if s.audit.Stalling() {
+		return snap, nil
+	}
 	if m, err := agent.OwnBPFRunTime(); err == nil {
 		var any time.Duration
 		for _, d := range m {

@@ -6,9 +6,11 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sysray/sysray/internal/agent"
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/container"
 	"github.com/sysray/sysray/internal/doctor"
@@ -40,6 +42,13 @@ type agentDoctor struct {
 	every  time.Duration
 	names  agent.Namer
 
+	// The kernel's audit counters and the tasks asleep in audit_log_start,
+	// cut at each window (agentaudit.go).
+	audit    *auditWatch
+	auditWin atomic.Pointer[audit.Window] // the window being closed
+	hz       int
+	oom      atomic.Uint64 // the kernel's OOM kills, as last read
+
 	snapMu sync.Mutex // one snapshot at a time: each copies the recorder's blocks
 	// saving counts captures being written off the window's goroutine:
 	// a capture's header may wait up to 3 s for containers' names, which
@@ -61,13 +70,27 @@ type agentDoctorOptions struct {
 	grace            time.Duration // release a container's finding series after this long (--grace)
 }
 
-func newAgentDoctor(log *slog.Logger, lc *liveContainers, o agentDoctorOptions) (*agentDoctor, error) {
+func newAgentDoctor(log *slog.Logger, lc *liveContainers, aw *auditWatch, o agentDoctorOptions) (*agentDoctor, error) {
 	_, kernel := host.Uname()
-	a := &agentDoctor{log: log, lc: lc, arch: event.HostArch(), kernel: kernel, vsys: host.VsyscallMode(),
+	a := &agentDoctor{log: log, lc: lc, audit: aw, arch: event.HostArch(), kernel: kernel, vsys: host.VsyscallMode(), hz: host.HZ(),
 		every: o.window, names: agentNamer(lc), cool: flight.NewCooldown(o.cooldown),
 		rec: flight.New(flight.Config{Window: o.flightWindow, MaxBytes: o.flightBytes})}
-	snap, _ := proc.Snapshot()
-	a.procs = proc.NewTable(snap)
+	// The processes running now, read in the background: each is a few
+	// opens, and where the audit backlog is full every open may wait
+	// (backlog_wait_time, 60 s by default). The table learns from events
+	// meanwhile; on a healthy host the snapshot is in well before 2 s.
+	a.procs = proc.NewTable(nil)
+	snapped := make(chan struct{})
+	go func() {
+		snap, _ := proc.Snapshot()
+		a.procs.Fill(snap)
+		close(snapped)
+	}()
+	select {
+	case <-snapped:
+	case <-time.After(2 * time.Second):
+		log.Info("still reading the process table in the background")
+	}
 	// A finding stays active for three windows: one quiet window is not a
 	// recovery. It is forgotten after a day without a sign of it.
 	a.store = agent.NewFindings(agent.FindingsOptions{ActiveFor: 3 * o.window, Forget: 24 * time.Hour,
@@ -90,7 +113,12 @@ func (a *agentDoctor) newDoctor() *doctor.Doctor { return doctor.New(a.host(), a
 func (a *agentDoctor) host() doctor.Host {
 	return doctor.Host{Arch: a.arch, Kernel: a.kernel, VsyscallMode: a.vsys, Live: true,
 		Container: func(pid uint32, cg uint64) string { return session.Describe(a.lc.Container(pid, cg)) },
-		OOMKills:  host.OOMKills,
+		OOMKills:  a.oomKills,
+		Audit:     a.auditWin.Load,
+		// The detectors that read cgroup and /proc files as events come
+		// wait there with every audited call while the backlog is full:
+		// the agent would stop reading events.
+		ReadsStall: a.audit.Stalling,
 		Libc: func(pid uint32) string {
 			l, err := container.Libc(int(pid))
 			if err != nil {
@@ -98,6 +126,16 @@ func (a *agentDoctor) host() doctor.Host {
 			}
 			return l.String()
 		}}
+}
+
+// oomKills is the kernel's count of OOM kills: read now, unless reading a
+// file may wait on the audit backlog (the doctor asks as a window starts,
+// on the event reader's goroutine), then as last read.
+func (a *agentDoctor) oomKills() uint64 {
+	if !a.audit.Stalling() {
+		a.oom.Store(host.OOMKills())
+	}
+	return a.oom.Load()
 }
 
 // observe takes one live event (the event reader's goroutine).
@@ -132,6 +170,7 @@ func (a *agentDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 			samples = doctor.KernelSamples(s)
 		}
 	}
+	a.auditWin.Store(a.audit.Cut(a.hz))
 	now := time.Now()
 	rep, news := a.win.Close(now, cells, samples, traced)
 	// Exited processes are named in findings for a few windows, then

@@ -156,7 +156,3 @@ of a capture exactly.`,
 	cmd.Flags().BoolVar(&exact, "exact-timing", false, "time every call with the clock (percentiles exact to their bucket; counting then costs nearly twice as much per call)")
 	return cmd
 }
-
-// setBudget is probe.Config.UseBudget for agent.go, which is being
-// changed elsewhere; it goes once agent.go calls UseBudget itself.
-func setBudget(c *probe.Config) { c.UseBudget() }

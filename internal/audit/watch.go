@@ -2,6 +2,7 @@ package audit
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,9 @@ type Window struct {
 	Every    uint64    `json:"every_ns"` // between looks
 	HZ       int       `json:"hz"`       // jiffies per second, for backlog_wait_time(_actual)
 	Err      string    `json:"error,omitempty"`
+	// carried: Start is the last read of the window before (Cut), a
+	// baseline for the counters, not a read of this window.
+	carried bool
 }
 
 // Waited is how long tasks waited in all for room in the backlog during the
@@ -47,7 +51,18 @@ func (w *Window) Waited() uint32 {
 	if a == nil {
 		return 0
 	}
-	return b.BacklogWaitTimeActual - a.BacklogWaitTimeActual
+	return growth(a.BacklogWaitTimeActual, b.BacklogWaitTimeActual)
+}
+
+// growth is how much a kernel counter grew from a to b. A counter that went
+// back was reset meanwhile (AUDIT_SET can zero backlog_wait_time_actual):
+// b is what it counted since. An agent's windows span days, and a reset
+// must not read as four billion jiffies of waiting.
+func growth(a, b uint32) uint32 {
+	if b < a {
+		return b
+	}
+	return b - a
 }
 
 // Lost is how many audit records the kernel dropped during the window.
@@ -56,8 +71,12 @@ func (w *Window) Lost() uint32 {
 	if a == nil {
 		return 0
 	}
-	return b.Lost - a.Lost
+	return growth(a.Lost, b.Lost)
 }
+
+// Continued says the window follows another (Watcher.Cut): its first read
+// is the last of the window before.
+func (w *Window) Continued() bool { return w != nil && w.carried }
 
 func (w *Window) span() (first, last *Status) {
 	if w == nil || len(w.Samples) < 2 {
@@ -72,13 +91,17 @@ func (w *Window) FullSamples() (full, of int, maxBacklog uint32) {
 	if w == nil {
 		return 0, 0, 0
 	}
-	for _, s := range w.Samples {
+	samples := w.Samples
+	if w.carried && len(samples) > 0 {
+		samples = samples[1:]
+	}
+	for _, s := range samples {
 		if s.Status.Full() {
 			full++
 		}
 		maxBacklog = max(maxBacklog, s.Status.Backlog)
 	}
-	return full, len(w.Samples), maxBacklog
+	return full, len(samples), maxBacklog
 }
 
 // Watcher follows the audit status over a live run.
@@ -97,6 +120,19 @@ type Watcher struct {
 	described   uint32 // pid
 	daemonReady chan struct{}
 	running     bool
+
+	// stalling: the last status read found the backlog full, or found
+	// that tasks waited since the read before; or, the status being
+	// unreadable, the last look found tasks asleep in audit_log_start.
+	stalling atomic.Bool
+
+	// Lazy looks for tasks asleep in audit_log_start only while the last
+	// status read found the backlog full, or found that tasks waited or
+	// records were lost since the read before. An agent watches hosts
+	// whose audit is on all day (auditd): walking every task four times a
+	// second would be its largest cost there, and with the backlog never
+	// full no task can be asleep in it. Set before Run.
+	Lazy bool
 }
 
 // How often the watcher looks for tasks asleep in audit_log_start.
@@ -114,9 +150,16 @@ func NewWatcher(first *Status, now func() uint64, sleepers func() []Sleeper) *Wa
 		s := Sample{At: now(), Status: *first}
 		w.w.Start = &s
 		w.w.Samples = append(w.w.Samples, s)
+		w.stalling.Store(first.Full())
 	}
 	return w
 }
+
+// Stalling says whether audited syscalls are waiting for room in the
+// backlog now, as far as the watch knows: then every open of a file by an
+// audited process may wait too, and a caller that can do without reading
+// files should.
+func (w *Watcher) Stalling() bool { return w.stalling.Load() }
 
 // Record adds a status read elsewhere.
 func (w *Watcher) Record(st *Status) {
@@ -132,14 +175,15 @@ func (w *Watcher) Record(st *Status) {
 // daemon from its files, in the background.
 func (w *Watcher) Run(statusEvery time.Duration) {
 	w.mu.Lock()
-	on := false
+	var first *Status
 	if w.w.Start != nil {
-		w.describe(&w.w.Start.Status)
-		on = w.w.Start.Status.Enabled != 0
+		st := w.w.Start.Status
+		first = &st
+		w.describe(first)
 	}
 	w.running = true
 	w.mu.Unlock()
-	go w.run(on, max(1, int(statusEvery/watchTick)))
+	go w.run(first, max(1, int(statusEvery/watchTick)))
 }
 
 // describe reads the registered daemon's files in the background when it
@@ -169,10 +213,17 @@ func (w *Watcher) describe(st *Status) {
 	}()
 }
 
-func (w *Watcher) run(on bool, statusEvery int) {
+// run follows the status from the first read (nil if it failed).
+func (w *Watcher) run(first *Status, statusEvery int) {
 	defer close(w.done)
 	t := time.NewTicker(watchTick)
 	defer t.Stop()
+	prev := first
+	on := first != nil && first.Enabled != 0
+	// blind: the status cannot be read (no CAP_AUDIT_CONTROL, another pid
+	// namespace), so whether audit is on is unknown: look anyway, once a
+	// second when lazy.
+	blind := first == nil
 	for tick := 1; ; tick++ {
 		select {
 		case <-w.stop:
@@ -180,32 +231,56 @@ func (w *Watcher) run(on bool, statusEvery int) {
 		case <-t.C:
 		}
 		if tick%statusEvery == 0 {
-			if st := w.read(); st != nil {
+			// No read while the last sender sleeps: the host is as sick
+			// as it was.
+			st, err := w.read()
+			switch {
+			case err != nil:
+				blind = true
+			case st != nil:
+				blind = false
 				on = st.Enabled != 0
+				w.stalling.Store(st.Full() || prev != nil &&
+					(growth(prev.BacklogWaitTimeActual, st.BacklogWaitTimeActual) > 0 || growth(prev.Lost, st.Lost) > 0))
+				prev = st
 			}
 		}
-		if on && w.sleepers != nil {
-			w.look(w.sleepers())
+		look := on && (!w.Lazy || w.stalling.Load())
+		if blind {
+			look = !w.Lazy || tick%blindEvery == 0
+		}
+		if look && w.sleepers != nil {
+			found := w.sleepers()
+			w.look(found)
+			if blind {
+				w.stalling.Store(len(found) > 0)
+			}
 		}
 	}
 }
 
+// blindEvery is how many ticks a lazy watcher that cannot read the status
+// waits between looks: a second. Tasks wait up to backlog_wait_time (60 s
+// by default) at a time while the backlog is full, so a look a second
+// still finds them, for a walk of the host's tasks a second.
+const blindEvery = int(time.Second / watchTick)
+
 // read takes one status sample, unless the last request's sender is still
-// asleep in the kernel.
-func (w *Watcher) read() *Status {
+// asleep in the kernel (nil, nil).
+func (w *Watcher) read() (*Status, error) {
 	if Sending() {
-		return nil
+		return nil, nil
 	}
 	st, err := w.status()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
 		w.w.Err = err.Error()
-		return nil
+		return nil, err
 	}
 	w.w.Samples = append(w.w.Samples, Sample{At: w.now(), Status: *st})
 	w.describe(st)
-	return st
+	return st, nil
 }
 
 func (w *Watcher) look(found []Sleeper) {
@@ -228,6 +303,31 @@ func (w *Watcher) look(found []Sleeper) {
 			p.Syscall = s.Syscall
 		}
 	}
+}
+
+// Cut returns the window so far and starts the next at its last status
+// read, the watch going on: an agent's rolling windows. The counters of
+// the window returned grow from the previous cut's last read to this
+// one's, so no wait falls between two windows. hz is set on it.
+func (w *Watcher) Cut(hz int) *Window {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.w
+	out.HZ = hz
+	out.Samples = append([]Sample(nil), w.w.Samples...)
+	out.Sleepers = append([]Sleeper(nil), w.w.Sleepers...)
+	w.w.Start, w.w.End, w.w.Samples, w.w.Sleepers, w.w.Looks, w.w.Err = nil, nil, nil, nil, 0, ""
+	clear(w.byTID)
+	if n := len(out.Samples); n > 0 {
+		last := out.Samples[n-1]
+		if n > 1 {
+			out.End = &last
+		}
+		w.w.Start = &last
+		w.w.Samples = []Sample{last}
+		w.w.carried = true
+	}
+	return &out
 }
 
 // Stop ends the watch with a last status read and returns the window. It

@@ -76,3 +76,34 @@ func TestWatcherSleepers(t *testing.T) {
 		t.Errorf("waited %d, lost %d; want 7 and 4 from the first read to the last", win.Waited(), win.Lost())
 	}
 }
+
+// An agent's rolling windows: each cut covers the counters' growth from
+// the last read of the window before, and its own sleepers only.
+func TestWatcherCut(t *testing.T) {
+	now := uint64(0)
+	w := NewWatcher(&Status{Enabled: 1, BacklogLimit: 8, BacklogWaitTimeActual: 10, Lost: 1}, func() uint64 { now++; return now }, nil)
+	w.look([]Sleeper{{PID: 1, TID: 1, Comm: "a", Syscall: "accept4"}})
+	w.Record(&Status{Enabled: 1, BacklogLimit: 8, Backlog: 8, BacklogWaitTimeActual: 60, Lost: 3})
+	first := w.Cut(250)
+	if first.Waited() != 50 || first.Lost() != 2 || len(first.Sleepers) != 1 || first.HZ != 250 || first.End == nil {
+		t.Fatalf("first window: waited %d lost %d sleepers %+v hz %d end %v", first.Waited(), first.Lost(), first.Sleepers, first.HZ, first.End)
+	}
+	// Nothing read since: no growth, no sleeper carried over.
+	idle := w.Cut(250)
+	if idle.Waited() != 0 || idle.Lost() != 0 || len(idle.Sleepers) != 0 || idle.Looks != 0 {
+		t.Fatalf("idle window: %+v", idle)
+	}
+	// The full read was the first window's, not this one's.
+	if full, of, _ := idle.FullSamples(); full != 0 || of != 0 {
+		t.Errorf("idle window: %d full reads of %d, want none", full, of)
+	}
+	w.Record(&Status{Enabled: 1, BacklogLimit: 8, BacklogWaitTimeActual: 65, Lost: 3})
+	if next := w.Cut(250); next.Waited() != 5 || next.Start == nil || next.Start.Status.BacklogWaitTimeActual != 60 {
+		t.Errorf("third window: waited %d from %+v, want 5 from the last read of the first", next.Waited(), next.Start)
+	}
+	// A counter reset between reads counts from zero.
+	w.Record(&Status{Enabled: 1, BacklogLimit: 8, BacklogWaitTimeActual: 4, Lost: 3})
+	if reset := w.Cut(250); reset.Waited() != 4 {
+		t.Errorf("after a reset: waited %d, want 4", reset.Waited())
+	}
+}

@@ -163,16 +163,20 @@ func duringStall(win *audit.Window) *audit.Status {
 
 func countersText(win *audit.Window, waitedNS uint64, full, reads int, traced bool) string {
 	var parts []string
-	if win.Start != nil && win.Start.Status.Full() {
+	if win.Start != nil && win.Start.Status.Full() && !win.Continued() {
 		parts = append(parts, fmt.Sprintf("The audit backlog was already full when the doctor started (%d records of at most %d).",
 			win.Start.Status.Backlog, win.Start.Status.BacklogLimit))
 	}
 	if len(win.Samples) < 2 {
 		return strings.Join(parts, " ")
 	}
-	what := "over this run"
+	run := "this run"
+	if win.Continued() {
+		run = "this window"
+	}
+	what := "over " + run
 	if traced {
-		what = "over the whole host during this run"
+		what = "over the whole host during " + run
 	}
 	s := fmt.Sprintf("The kernel's own counters %s: tasks waited %s in all for room in the backlog (backlog_wait_time_actual), "+
 		"%d audit records were lost", what, units.Duration(waitedNS), win.Lost())

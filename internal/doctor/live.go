@@ -99,7 +99,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	if auditErr != nil {
 		first = nil
 	}
-	watch := audit.NewWatcher(first, hostfacts.Mono, func() []audit.Sleeper { return auditSleepers(running.Load()) })
+	watch := audit.NewWatcher(first, hostfacts.Mono, func() []audit.Sleeper { return AuditSleepers(running.Load()) })
 	if !frugal {
 		watch.Run(time.Second)
 	}
@@ -373,10 +373,10 @@ func kernelSamples(samples []probe.Sample, name func(addr uint64) string) []CPUS
 	return out
 }
 
-// auditSleepers lists the tasks asleep in audit_log_start, from the
+// AuditSleepers lists the tasks asleep in audit_log_start, from the
 // kernel's list of tasks in uninterruptible sleep (nil until the probe
 // runs).
-func auditSleepers(p *probe.Probe) []audit.Sleeper {
+func AuditSleepers(p *probe.Probe) []audit.Sleeper {
 	if p == nil {
 		return nil
 	}

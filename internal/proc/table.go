@@ -25,6 +25,19 @@ func NewTable(snap []Info) *Table {
 	return t
 }
 
+// Fill adds a snapshot taken while events were already applied: a process
+// the table knows is left as its events made it, being newer news.
+func (t *Table) Fill(snap []Info) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range snap {
+		p := snap[i]
+		if _, ok := t.procs[p.PID]; !ok {
+			t.procs[p.PID] = &p
+		}
+	}
+}
+
 // Update applies a lifecycle event. Exited processes are kept: their
 // events may still be in flight or read later (Prune forgets them).
 func (t *Table) Update(e *event.Event) {

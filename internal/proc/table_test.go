@@ -36,3 +36,18 @@ func TestTablePrune(t *testing.T) {
 		t.Errorf("All: %+v", all)
 	}
 }
+
+// A snapshot that comes in after events (the agent reads it in the
+// background) adds the processes the events did not name, and leaves
+// those they did as the events made them.
+func TestTableFill(t *testing.T) {
+	tb := NewTable(nil)
+	tb.Update(&event.Event{Kind: event.KindExec, Time: 11, PID: 50, TID: 50, Comm: "ls", Proc: event.Proc{Filename: "/bin/ls", Argv: []string{"ls"}}})
+	tb.Fill([]Info{{PID: 1, Comm: "init", Exe: "/sbin/init"}, {PID: 50, Comm: "sh", Exe: "/bin/sh"}})
+	if p, ok := tb.Get(1); !ok || p.Exe != "/sbin/init" {
+		t.Errorf("pid 1 from the snapshot: %+v %v", p, ok)
+	}
+	if p, _ := tb.Get(50); p.Exe != "/bin/ls" || p.Comm != "ls" {
+		t.Errorf("pid 50 is the exec's ls, not the older snapshot's sh: %+v", p)
+	}
+}
