@@ -230,17 +230,11 @@ func (a *agentDoctor) save(at time.Time, finding, ctr, reason string) (flight.En
 }
 
 // header describes the host for a capture, as record does, with the
-// processes known now (those that exited recently included).
+// processes known now (those that exited recently included). The agent's
+// doctor traces with sleeps and kernel stacks on, at the probe's default
+// threshold (agent.go).
 func (a *agentDoctor) header() *capture.Header {
-	node, kernel := host.Uname()
-	names := syscallNames(a.arch)
-	hdr := &capture.Header{Arch: a.arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
-		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: names, Procs: a.procs.All(), Meta: host.Facts()}
-	hdr.Meta[session.MetaContainers] = a.lc.Snapshot()
-	// The agent's doctor traces with sleeps and kernel stacks on, at the
-	// probe's default threshold (agent.go).
-	stacksMeta(hdr.Meta, true, 0)
-	return hdr
+	return session.Header(a.arch, a.procs.All(), a.lc.Snapshot(), true, uint64(probe.DefaultSlow))
 }
 
 // captures serves the flight recorder to the HTTP API.

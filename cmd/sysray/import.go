@@ -53,7 +53,7 @@ the capture's header, never made up. See docs/import.md.`,
 			if err != nil {
 				return err
 			}
-			names := syscallNames(arch)
+			names := event.SyscallNames(arch)
 			hdr := &capture.Header{Arch: arch, Command: os.Args, Syscalls: names, Meta: importMeta(st)}
 			if st.Times == "unix" {
 				hdr.Start = int64(st.First)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,15 +39,7 @@ func newRecord() *cobra.Command {
 				return err
 			}
 			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
-			node, kernel := host.Uname()
-			names := syscallNames(arch)
-			hdr := &capture.Header{
-				Arch: arch, Hostname: node, Kernel: kernel,
-				BootTime: host.BootTime(), Start: time.Now().UnixNano(),
-				Command: os.Args, Syscalls: names, Procs: snap, Meta: host.Facts(),
-			}
-			hdr.Meta[session.MetaContainers] = ctrs.Snapshot()
-			stacksMeta(hdr.Meta, opts.Probe.Stacks, opts.Probe.Slow)
+			hdr := session.Header(arch, snap, ctrs.Snapshot(), opts.Probe.Stacks, opts.Probe.SlowNS())
 			w, err := capture.Create(path, hdr)
 			if err != nil {
 				return err
@@ -91,40 +82,4 @@ func newRecord() *cobra.Command {
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
 	return cmd
-}
-
-// Header meta keys that say which optional data a capture holds
-// (docs/capture-format.md). A capture without "absent" predates them, or
-// comes from a writer that does not say: what it holds is unknown.
-const (
-	metaAbsent     = "absent"      // what the writer did not collect, comma-separated; "" for nothing
-	metaStacksSlow = "stacks_slow" // ns: calls at least this slow carry where they slept
-)
-
-// stacksMeta says in a capture's header whether sleeps and stacks were
-// recorded, and for which calls: without them the doctor cannot tell a
-// slow call that ran on the CPU from one that slept.
-func stacksMeta(m map[string]string, stacks bool, slow uint64) {
-	if !stacks {
-		m[metaAbsent] = "stacks"
-		return
-	}
-	if slow == 0 {
-		slow = uint64(probeDefaultSlow)
-	}
-	m[metaAbsent] = ""
-	m[metaStacksSlow] = strconv.FormatUint(slow, 10)
-}
-
-// probeDefaultSlow is the threshold the probe takes for a Slow of 0.
-const probeDefaultSlow = 10 * time.Millisecond
-
-// syscallNames is arch's syscall table, for a capture header: a reader
-// elsewhere names the calls as this sysray did.
-func syscallNames(arch event.Arch) []string {
-	names := make([]string, event.MaxSyscall(arch)+1)
-	for i := range names {
-		names[i] = event.SyscallName(arch, uint32(i))
-	}
-	return names
 }

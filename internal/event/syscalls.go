@@ -77,3 +77,14 @@ func MaxSyscall(a Arch) uint32 {
 	}
 	return 0
 }
+
+// SyscallNames is a's syscall table, numbered as the kernel numbers them:
+// a capture's header carries it so that a reader elsewhere names the
+// calls as the writer did.
+func SyscallNames(a Arch) []string {
+	names := make([]string, MaxSyscall(a)+1)
+	for i := range names {
+		names[i] = SyscallName(a, uint32(i))
+	}
+	return names
+}

@@ -66,6 +66,18 @@ type Config struct {
 	Poll time.Duration
 }
 
+// DefaultSlow is the threshold Config.Slow stands for when 0.
+const DefaultSlow = 10 * time.Millisecond
+
+// SlowNS is the threshold in effect: calls at least this slow carry their
+// sleeps (with Stacks).
+func (c *Config) SlowNS() uint64 {
+	if c.Slow == 0 {
+		return uint64(DefaultSlow)
+	}
+	return c.Slow
+}
+
 // Probe is the loaded and attached set of BPF programs.
 type Probe struct {
 	objs     sysrayObjects
@@ -471,10 +483,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 			}
 		}
 	}
-	slow := cfg.Slow
-	if slow == 0 {
-		slow = 10_000_000
-	}
+	slow := cfg.SlowNS()
 	if cfg.Sample&(cfg.Sample-1) != 0 {
 		return fmt.Errorf("sample rate %d is not a power of two", cfg.Sample)
 	}

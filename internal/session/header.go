@@ -1,0 +1,41 @@
+package session
+
+import (
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/host"
+	"github.com/sysray/sysray/internal/proc"
+)
+
+// Header meta keys that say which optional data a capture holds
+// (docs/capture-format.md). A capture without "absent" predates them, or
+// comes from a writer that does not say: what it holds is unknown.
+const (
+	MetaAbsent     = "absent"      // what the writer did not collect, comma-separated; "" for nothing
+	MetaStacksSlow = "stacks_slow" // ns: calls at least this slow carry where they slept
+)
+
+// Header describes this host for a capture of a live run begun now: the
+// processes known (procs), the containers' table (Live.Snapshot), and
+// whether calls at least slow ns long carry where they slept (stacks).
+// record and the agent's flight recorder write the same header, so that
+// a reader elsewhere names calls, processes and containers as they did.
+func Header(arch event.Arch, procs []proc.Info, containers string, stacks bool, slow uint64) *capture.Header {
+	node, kernel := host.Uname()
+	hdr := &capture.Header{Arch: arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
+		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: event.SyscallNames(arch), Procs: procs, Meta: host.Facts()}
+	hdr.Meta[MetaContainers] = containers
+	// Without sleeps and stacks the doctor cannot tell a slow call that
+	// ran on the CPU from one that slept.
+	if !stacks {
+		hdr.Meta[MetaAbsent] = "stacks"
+	} else {
+		hdr.Meta[MetaAbsent] = ""
+		hdr.Meta[MetaStacksSlow] = strconv.FormatUint(slow, 10)
+	}
+	return hdr
+}
