@@ -64,7 +64,3 @@ func newDoctor() *cobra.Command {
 	sel.Stacks = true
 	return cmd
 }
-
-// doctorHz is how often the agent's doctor samples the CPUs: as the live
-// doctor does.
-const doctorHz = doctor.SampleHz

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sysray/sysray/internal/agent"
 	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/container"
@@ -23,27 +22,27 @@ import (
 	"github.com/sysray/sysray/internal/stat"
 )
 
-// agentDoctor is the agent's continuous doctor and flight recorder: the
+// liveDoctor is the agent's continuous doctor and flight recorder: the
 // doctor runs on rolling windows of the live events, its findings are kept
 // across windows, and the last seconds of events stay in memory to be
 // written out when a finding is new or worse, on SIGUSR1, or on request.
-type agentDoctor struct {
+type liveDoctor struct {
 	log    *slog.Logger
-	lc     *liveContainers
+	lc     *session.Live
 	arch   event.Arch
 	kernel string
 	vsys   string
 	procs  *proc.Table
-	win    *agent.Windows
-	store  *agent.Findings
+	win    *Windows
+	store  *Findings
 	rec    *flight.Recorder
 	dir    *flight.Dir // nil: captures off
 	cool   *flight.Cooldown
 	every  time.Duration
-	names  agent.Namer
+	names  Namer
 
 	// The kernel's audit counters and the tasks asleep in audit_log_start,
-	// cut at each window (agentaudit.go).
+	// cut at each window (audit.go).
 	audit    *auditWatch
 	auditWin atomic.Pointer[audit.Window] // the window being closed
 	hz       int
@@ -57,24 +56,13 @@ type agentDoctor struct {
 }
 
 // wait returns once the captures being written are.
-func (a *agentDoctor) wait() { a.saving.Wait() }
+func (a *liveDoctor) wait() { a.saving.Wait() }
 
-type agentDoctorOptions struct {
-	window, cooldown time.Duration
-	captureDir       string
-	captureBytes     int64
-	captureFiles     int
-	flightWindow     time.Duration
-	flightBytes      int64
-	maxContainers    int
-	grace            time.Duration // release a container's finding series after this long (--grace)
-}
-
-func newAgentDoctor(log *slog.Logger, lc *liveContainers, aw *auditWatch, o agentDoctorOptions) (*agentDoctor, error) {
+func newLiveDoctor(log *slog.Logger, lc *session.Live, aw *auditWatch, o Config) (*liveDoctor, error) {
 	_, kernel := host.Uname()
-	a := &agentDoctor{log: log, lc: lc, audit: aw, arch: event.HostArch(), kernel: kernel, vsys: host.VsyscallMode(), hz: host.HZ(),
-		every: o.window, names: agentNamer(lc), cool: flight.NewCooldown(o.cooldown),
-		rec: flight.New(flight.Config{Window: o.flightWindow, MaxBytes: o.flightBytes})}
+	a := &liveDoctor{log: log, lc: lc, audit: aw, arch: event.HostArch(), kernel: kernel, vsys: host.VsyscallMode(), hz: host.HZ(),
+		every: o.Window, names: namer(lc), cool: flight.NewCooldown(o.Cooldown),
+		rec: flight.New(flight.Config{Window: o.FlightWindow, MaxBytes: o.FlightBytes})}
 	// The processes running now, read in the background: each is a few
 	// opens, and where the audit backlog is full every open may wait
 	// (backlog_wait_time, 60 s by default). The table learns from events
@@ -93,13 +81,13 @@ func newAgentDoctor(log *slog.Logger, lc *liveContainers, aw *auditWatch, o agen
 	}
 	// A finding stays active for three windows: one quiet window is not a
 	// recovery. It is forgotten after a day without a sign of it.
-	a.store = agent.NewFindings(agent.FindingsOptions{ActiveFor: 3 * o.window, Forget: 24 * time.Hour,
-		Name: a.names, MaxContainers: o.maxContainers, Grace: o.grace})
+	a.store = NewFindings(FindingsOptions{ActiveFor: 3 * o.Window, Forget: 24 * time.Hour,
+		Name: a.names, MaxContainers: o.MaxContainers, Grace: o.Grace})
 	// Growth over hours: one doctor that keeps its state from window to
 	// window (docs/agent.md).
-	a.win = &agent.Windows{New: a.newDoctor, Store: a.store, Long: doctor.NewLong(a.host(), a.procs)}
-	if o.captureDir != "" {
-		d, err := flight.OpenDir(o.captureDir, o.captureBytes, o.captureFiles)
+	a.win = &Windows{New: a.newDoctor, Store: a.store, Long: doctor.NewLong(a.host(), a.procs)}
+	if o.CaptureDir != "" {
+		d, err := flight.OpenDir(o.CaptureDir, o.CaptureBytes, o.CaptureFiles)
 		if err != nil {
 			return nil, err
 		}
@@ -108,9 +96,9 @@ func newAgentDoctor(log *slog.Logger, lc *liveContainers, aw *auditWatch, o agen
 	return a, nil
 }
 
-func (a *agentDoctor) newDoctor() *doctor.Doctor { return doctor.New(a.host(), a.procs) }
+func (a *liveDoctor) newDoctor() *doctor.Doctor { return doctor.New(a.host(), a.procs) }
 
-func (a *agentDoctor) host() doctor.Host {
+func (a *liveDoctor) host() doctor.Host {
 	return doctor.Host{Arch: a.arch, Kernel: a.kernel, VsyscallMode: a.vsys, Live: true,
 		Container: func(pid uint32, cg uint64) string { return session.Describe(a.lc.Container(pid, cg)) },
 		OOMKills:  a.oomKills,
@@ -131,7 +119,7 @@ func (a *agentDoctor) host() doctor.Host {
 // oomKills is the kernel's count of OOM kills: read now, unless reading a
 // file may wait on the audit backlog (the doctor asks as a window starts,
 // on the event reader's goroutine), then as last read.
-func (a *agentDoctor) oomKills() uint64 {
+func (a *liveDoctor) oomKills() uint64 {
 	if !a.audit.Stalling() {
 		a.oom.Store(host.OOMKills())
 	}
@@ -139,14 +127,14 @@ func (a *agentDoctor) oomKills() uint64 {
 }
 
 // observe takes one live event (the event reader's goroutine).
-func (a *agentDoctor) observe(e *event.Event) {
+func (a *liveDoctor) observe(e *event.Event) {
 	a.win.Observe(e)
 	a.rec.Add(e)
 }
 
 // run closes a window every a.every until ctx ends. p returns the probe
 // loaded now (nil between loads).
-func (a *agentDoctor) run(ctx context.Context, p func() *probe.Probe) {
+func (a *liveDoctor) run(ctx context.Context, p func() *probe.Probe) {
 	t := time.NewTicker(a.every)
 	defer t.Stop()
 	for {
@@ -161,7 +149,7 @@ func (a *agentDoctor) run(ctx context.Context, p func() *probe.Probe) {
 
 // closeWindow ends the doctor's window; traced, if not zero, is when the
 // per-syscall programs were attached during it (duty cycling).
-func (a *agentDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
+func (a *liveDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 	var cells []stat.Cell
 	var samples []doctor.CPUSample
 	if p != nil {
@@ -209,7 +197,7 @@ func (a *agentDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 	}
 }
 
-func labelNames(ls []agent.Labels) []string {
+func labelNames(ls []Labels) []string {
 	out := make([]string, len(ls))
 	for i, l := range ls {
 		out[i] = l.Container
@@ -218,7 +206,7 @@ func labelNames(ls []agent.Labels) []string {
 }
 
 // save writes the flight recorder's events into the capture directory.
-func (a *agentDoctor) save(at time.Time, finding, ctr, reason string) (flight.Entry, error) {
+func (a *liveDoctor) save(at time.Time, finding, ctr, reason string) (flight.Entry, error) {
 	a.snapMu.Lock()
 	defer a.snapMu.Unlock()
 	e, sum, err := a.dir.Save(a.rec, a.header(), at, finding, ctr, reason)
@@ -232,16 +220,16 @@ func (a *agentDoctor) save(at time.Time, finding, ctr, reason string) (flight.En
 // header describes the host for a capture, as record does, with the
 // processes known now (those that exited recently included). The agent's
 // doctor traces with sleeps and kernel stacks on, at the probe's default
-// threshold (agent.go).
-func (a *agentDoctor) header() *capture.Header {
+// threshold (go).
+func (a *liveDoctor) header() *capture.Header {
 	return session.Header(a.arch, a.procs.All(), a.lc.Snapshot(), true, uint64(probe.DefaultSlow))
 }
 
-// captures serves the flight recorder to the HTTP API.
-type captures struct{ a *agentDoctor }
+// flightCaptures serves the flight recorder to the HTTP API.
+type flightCaptures struct{ a *liveDoctor }
 
-func (c captures) List() ([]flight.Entry, error)      { return c.a.dir.List() }
-func (c captures) Open(name string) (*os.File, error) { return c.a.dir.Open(name) }
-func (c captures) Snapshot(reason string) (flight.Entry, error) {
+func (c flightCaptures) List() ([]flight.Entry, error)      { return c.a.dir.List() }
+func (c flightCaptures) Open(name string) (*os.File, error) { return c.a.dir.Open(name) }
+func (c flightCaptures) Snapshot(reason string) (flight.Entry, error) {
 	return c.a.save(time.Now(), "snapshot", strings.ReplaceAll(reason, " ", "-"), reason)
 }

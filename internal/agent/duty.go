@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // dutyDrain is how long after pausing the syscall programs the doctor's
-// window waits for their last events: the reader's idle sleep (agentPoll)
+// window waits for their last events: the reader's idle sleep (readerPoll)
 // and the merger's slack, with room to spare.
 const dutyDrain = 150 * time.Millisecond
 

@@ -1,0 +1,403 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/live"
+	"github.com/sysray/sysray/internal/probe"
+	"github.com/sysray/sysray/internal/session"
+)
+
+// readerPoll is how long the event reader sleeps on an idle ring: the
+// default 5 ms keeps `trace` prompt and user stacks nameable, and woke an
+// idle agent hundreds of times a second.
+const readerPoll = 50 * time.Millisecond
+
+// DefaultRingMiB is the agent's ring per CPU. The agent's events are the
+// doctor's (failures, slow calls, one call in 64 at most every 10 ms per
+// thread, faults, signals, lifecycle), not every call: 50 busy threads
+// send some 5,000 a second, 1 MiB at most, which 4 MiB drains with room
+// for bursts. The 64 MiB that record uses would be twice that in the
+// agent's RSS (the kernel maps a ring's pages twice), for nothing.
+const DefaultRingMiB = 4
+
+// settle is how long the counts of a new cgroup wait to be named: the
+// container table finds new cgroups every 5 s and asks the runtime for
+// names within 2 s more.
+const settle = 7 * time.Second
+
+// reclaim is how long a slot must be idle for a newcomer to take it.
+const reclaim = time.Minute
+
+// namer names containers as stat --by container does, short of the
+// image: a series' labels must not change while the container lives.
+func namer(lc *session.Live) Namer {
+	return func(pid uint32, cg uint64) (Labels, bool) {
+		c := lc.Container(pid, cg)
+		if c.ID == "" {
+			return Host, false
+		}
+		name := c.Name
+		if name == "" {
+			name = c.ID
+			if len(name) > 12 {
+				name = name[:12]
+			}
+		}
+		// Without the runtime's answer the name is the bare id for now.
+		return Labels{Container: name, Pod: c.PodName, Namespace: c.PodNamespace}, c.Name != "" || c.Image != ""
+	}
+}
+
+// whyUnnamed logs why a container's counts went under its bare id: the
+// runtime's error (down, slow, no such container) or that it answered late.
+// Once per container in ten minutes: the Aggregator tells of each cgroup,
+// and of processes seen by their faults alone.
+func whyUnnamed(lc *session.Live, log *slog.Logger) func(pid uint32, cg uint64, l Labels) {
+	told := map[Labels]time.Time{} // the Aggregator calls with its lock held
+	return func(pid uint32, cg uint64, l Labels) {
+		now := time.Now()
+		for k, at := range told {
+			if now.Sub(at) > 10*time.Minute {
+				delete(told, k)
+			}
+		}
+		if _, ok := told[l]; ok {
+			return
+		}
+		told[l] = now
+		go func() {
+			r := lc.Ref(pid, cg)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			why := "the runtime answered too late"
+			if _, err := lc.MetaWait(ctx, r); err != nil {
+				why = err.Error()
+			}
+			log.Warn("counting a container under its id: its runtime did not name it in time",
+				"container", l.Container, "id", r.ID, "runtime", r.Runtime, "error", why)
+		}()
+	}
+}
+
+// Sizes of the kernel's tables in stat mode (bpf/sysray.bpf.c): counts
+// per (process, cgroup, syscall), per (process, syscall, errno) and faults
+// per process. None is ever emptied by the kernel, so a host that starts
+// processes fills them; the probe is reloaded with empty ones before then.
+const (
+	statCells  = 32768
+	errnoCells = 16384
+	procCells  = 16384
+)
+
+// probeSource reads an always-attached stat-mode probe over the whole
+// host, reloading it when its table fills up (a new generation).
+type probeSource struct {
+	lc       *session.Live
+	agg      *Aggregator
+	log      *slog.Logger
+	reloadAt int  // cells
+	ringMiB  int  // per CPU
+	exact    bool // time every call with the clock, not budgeted timing (docs/stat.md)
+
+	doc   *liveDoctor // nil: counts only
+	audit *auditWatch
+	scale uint64 // Snapshot.Scale: duty period over on time, 1 when always attached
+
+	mu   sync.Mutex
+	gen  uint64
+	load *load
+	// gone: processes of the current load's cells found exited, and when.
+	gone    map[uint32]time.Time
+	goneGen uint64
+	off     bool // duty cycling has the syscall programs off now
+}
+
+// current is the probe loaded now; nil between loads.
+func (s *probeSource) current() *probe.Probe {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.load == nil {
+		return nil
+	}
+	return s.load.p
+}
+
+// load is one load of the probe: its programs attached, until reloaded or closed.
+type load struct {
+	p        *probe.Probe
+	gen      uint64
+	stop     chan struct{}
+	done     chan struct{}
+	runErr   error
+	final    Snapshot // read after the last event, before the programs went
+	finalErr error
+	sampling *probe.Sampling // the doctor's on-CPU samples
+}
+
+// open loads and attaches a probe; callers hold mu, or own s alone.
+func (s *probeSource) open() error {
+	ld := &load{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{})}
+	ready := make(chan *probe.Probe, 1)
+	opts := live.Options{
+		// Nothing the agent does needs events within milliseconds.
+		Probe: probe.Config{Stat: true, Poll: readerPoll, RingSize: s.ringMiB << 20},
+		Stop:  ld.stop,
+		Warn:  func(m string) { s.log.Warn(m) },
+		Started: func(p *probe.Probe) error {
+			if s.doc != nil {
+				var err error
+				if ld.sampling, err = p.StartSampling(doctor.SampleHz); err != nil {
+					s.log.Warn("on-CPU stacks are off", "error", err.Error())
+				}
+			}
+			ready <- p
+			return nil
+		},
+		Finished: func(p *probe.Probe) error {
+			if ld.sampling != nil {
+				ld.sampling.Close()
+			}
+			ld.final, ld.finalErr = s.snapshot(p, ld.gen)
+			ld.final.Final = true
+			return nil
+		},
+	}
+	if !s.exact {
+		// As stat: a thread's first calls of a syscall each tick and 1 in
+		// 16 after that are timed; on redis that is most of the counting
+		// cost of the attached stretches (BENCHMARKS.md). Sampled calls
+		// and records cross over only from the timed calls.
+		opts.Probe.UseBudget()
+	}
+	if s.doc != nil {
+		// The doctor's mode, as `sysray doctor` runs it: every call
+		// counted in the kernel, failures, slow calls with their sleep
+		// stacks and one call in 64 (at most one a millisecond per thread)
+		// crossing over as events (docs/doctor.md). Not its lean timing,
+		// whose histograms hold only the 1 in 64 timed: budgeted timing's
+		// stand for every call, as /metrics' must.
+		opts.Probe.Sample = 64
+		// Ten times the doctor's gap: on a server of 50 busy threads the
+		// doctor's 1 ms let 50,000 sampled calls a second cross over,
+		// which the agent then decoded, diagnosed and recorded on the
+		// server's own CPUs. Failures and slow calls still all cross.
+		opts.Probe.SampleGap = uint64(10 * time.Millisecond)
+		opts.Probe.Stacks = true
+		// User frames would mean reading every process's maps on a busy
+		// host, all the time; the kernel's frames say where calls waited.
+		opts.UserFrames = func() bool { return false }
+	}
+	go func() {
+		defer close(ld.done)
+		_, ld.runErr = live.Run(opts, s.event)
+	}()
+	select {
+	case ld.p = <-ready:
+		s.load = ld
+		if s.off {
+			ld.p.PauseSyscalls() // loaded while duty cycling has them off
+			if ld.sampling != nil {
+				ld.sampling.Pause()
+			}
+		}
+		return nil
+	case <-ld.done:
+		if ld.runErr == nil {
+			ld.runErr = errors.New("the probe stopped as it started")
+		}
+		return ld.runErr
+	}
+}
+
+func (s *probeSource) event(e *event.Event) error {
+	s.lc.Observe(e)
+	if s.doc != nil {
+		s.doc.observe(e)
+	}
+	// Counted where they arrive: the delivery runs in the receiving
+	// thread, so its cgroup names the container even when the sender was
+	// elsewhere, and it fires for fatal default actions too.
+	if e.Kind == event.KindSignalDeliver {
+		s.agg.Signal(e.PID, e.Cgroup, int(e.Signal.Sig))
+	}
+	return nil
+}
+
+func (s *probeSource) snapshot(p *probe.Probe, gen uint64) (Snapshot, error) {
+	cells, lost, err := p.Stats()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("reading the syscall counts: %w", err)
+	}
+	pc, err := p.ProcCounts()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("reading the fault counts: %w", err)
+	}
+	snap := Snapshot{Gen: gen, Cells: cells, Lost: lost, Procs: make(map[uint32]ProcCounts, len(pc)), Scale: s.scale}
+	for pid, c := range pc {
+		snap.Procs[pid] = ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
+	}
+	if per, err := p.Drops(); err == nil {
+		for _, n := range per {
+			snap.RingDrops += n
+		}
+	}
+	// The sysctl says whether an operator turned the kernel's timing on;
+	// a program holding BPF_ENABLE_STATS turns it on without the sysctl
+	// showing it, but then the run times grow.
+	// Not while the audit backlog is full: it reads a file per descriptor,
+	// and the counts must not wait for them.
+	if s.audit.Stalling() {
+		return snap, nil
+	}
+	if m, err := OwnBPFRunTime(); err == nil {
+		var any time.Duration
+		for _, d := range m {
+			any += d
+		}
+		if any > 0 || BPFStatsOn() {
+			snap.BPF = m
+		}
+	}
+	return snap, nil
+}
+
+// Read implements Source.
+func (s *probeSource) Read() (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.load == nil {
+		if err := s.open(); err != nil {
+			return Snapshot{}, fmt.Errorf("reloading the probe: %w", err)
+		}
+	}
+	ld := s.load
+	select {
+	case <-ld.done:
+		// The probe stopped by itself (a signal on the way to shutdown, or
+		// a failure): hand over its last counts; the next read loads anew.
+		s.load = nil
+		s.gen++
+		if ld.runErr != nil {
+			s.log.Error("tracing stopped", "error", ld.runErr.Error())
+		}
+		if ld.finalErr != nil || ld.final.Cells == nil {
+			return Snapshot{}, errors.New("tracing stopped")
+		}
+		return ld.final, nil
+	default:
+	}
+	snap, err := s.snapshot(ld.p, ld.gen)
+	if err == nil {
+		s.forget(ld, snap, time.Now())
+	}
+	if err != nil || !s.filling(snap) {
+		return snap, err
+	}
+	// The tables are filling up with processes long gone: take
+	// the last counts of this load and start an empty one.
+	start := time.Now()
+	close(ld.stop)
+	<-ld.done
+	s.load = nil
+	s.gen++
+	if err := s.open(); err != nil {
+		s.log.Error("reloading the probe failed; will retry", "error", err.Error())
+	} else {
+		s.log.Info("reloaded the probe with empty tables", "cells", len(snap.Cells), "processes", len(snap.Procs),
+			"gap_ms", time.Since(start).Milliseconds())
+	}
+	if ld.finalErr != nil {
+		return snap, nil
+	}
+	return ld.final, nil
+}
+
+// forgetAfter is how long the counts of an exited process stay in the
+// kernel. The read that first finds it gone may precede its last calls,
+// and the aggregator leaves the counts of a process it cannot name yet
+// in the kernel for up to settle (7 s); 30 s covers both with reads to
+// spare at the default --interval of 5 s.
+const forgetAfter = 30 * time.Second
+
+// forget deletes from the kernel the counts of processes that exited at
+// least forgetAfter ago, so the tables hold the living rather than
+// filling with the dead until a reload (and every read, window and
+// delta carries fewer cells). A pid that came back (reused) is kept.
+func (s *probeSource) forget(ld *load, snap Snapshot, now time.Time) {
+	if s.gone == nil || s.goneGen != ld.gen {
+		s.gone, s.goneGen = map[uint32]time.Time{}, ld.gen
+	}
+	alive := func(pid uint32) bool {
+		_, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10))
+		return err == nil
+	}
+	due := map[uint32]bool{}
+	for pid, t := range s.gone {
+		switch {
+		case alive(pid):
+			delete(s.gone, pid)
+		case now.Sub(t) >= forgetAfter:
+			due[pid] = true
+			delete(s.gone, pid)
+		}
+	}
+	if _, err := ld.p.Forget(due); err != nil {
+		s.log.Warn("forgetting exited processes' counts", "error", err.Error())
+	}
+	seen := map[uint32]bool{}
+	check := func(pid uint32) {
+		if seen[pid] || due[pid] {
+			return
+		}
+		seen[pid] = true
+		if _, ok := s.gone[pid]; !ok && !alive(pid) {
+			s.gone[pid] = now
+		}
+	}
+	for i := range snap.Cells {
+		check(snap.Cells[i].PID)
+	}
+	for pid := range snap.Procs {
+		check(pid)
+	}
+}
+
+// filling says whether one of the kernel's tables is three quarters full
+// (the count table: as --reload-cells says).
+func (s *probeSource) filling(snap Snapshot) bool {
+	if len(snap.Cells) >= s.reloadAt || len(snap.Procs) >= procCells*3/4 {
+		return true
+	}
+	// Each (process, syscall) pair's errnos ride on each of its cells.
+	seen := map[[2]uint32]bool{}
+	n := 0
+	for i := range snap.Cells {
+		c := &snap.Cells[i]
+		if k := [2]uint32{c.PID, c.Nr}; !seen[k] {
+			seen[k] = true
+			n += len(c.Errnos)
+		}
+	}
+	return n >= errnoCells*3/4
+}
+
+// Close detaches the probe.
+func (s *probeSource) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.load != nil {
+		close(s.load.stop)
+		<-s.load.done
+		s.load = nil
+	}
+}

@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/session"
+)
+
+// Config is what `sysray agent` is told (docs/agent.md has each flag).
+type Config struct {
+	Listen        string        // address of /metrics and the API
+	Interval      time.Duration // between reads of the kernel's counts
+	MaxContainers int           // containers with series of their own
+	MaxSyscalls   int           // syscalls with series of their own per container
+	Grace         time.Duration // a container's series go after this long without a call
+	ReloadCells   int           // reload the probe when its count table holds this many cells
+	RingMiB       int           // event ring per CPU
+	NoDoctor      bool          // counts only
+	Exact         bool          // time every call with the clock (docs/stat.md)
+
+	// Duty cycling: the per-syscall programs attached DutyOn in every
+	// DutyPeriod, their counts scaled; Always: attached all the time.
+	Always             bool
+	DutyOn, DutyPeriod time.Duration
+
+	Window       time.Duration // the doctor's (the duty period when duty cycling)
+	Cooldown     time.Duration // between two captures of one finding and container
+	CaptureDir   string        // "" for no flight captures
+	CaptureBytes int64
+	CaptureFiles int
+	FlightWindow time.Duration // how far back a flight capture reaches
+	FlightBytes  int64         // the flight recorder's memory
+}
+
+// Defaults are the agent's settings unless told otherwise.
+var Defaults = Config{
+	Listen: "127.0.0.1:9437", Interval: 5 * time.Second, MaxContainers: 20, MaxSyscalls: 10,
+	Grace: 5 * time.Minute, ReloadCells: statCells * 3 / 4, RingMiB: DefaultRingMiB,
+	DutyOn: time.Second, DutyPeriod: 10 * time.Second,
+	Window: 10 * time.Second, Cooldown: 10 * time.Minute, CaptureDir: "/var/lib/sysray/captures",
+	CaptureBytes: 512 << 20, CaptureFiles: 100, FlightWindow: 30 * time.Second, FlightBytes: 16 << 20,
+}
+
+// Check says what is wrong with c, in the flags' words.
+func (c *Config) Check() error {
+	switch {
+	case c.Interval < 100*time.Millisecond:
+		return fmt.Errorf("--interval %s: at least 100ms", c.Interval)
+	case c.MaxContainers < 0:
+		return fmt.Errorf("--max-containers %d: want 0 or more", c.MaxContainers)
+	case c.MaxSyscalls < 1:
+		return fmt.Errorf("--max-syscalls %d: want 1 or more", c.MaxSyscalls)
+	case c.Grace <= 0:
+		return fmt.Errorf("--grace %s: want a positive duration", c.Grace)
+	case c.RingMiB < 1 || c.RingMiB > 1024:
+		return fmt.Errorf("--buffer-size %d: want 1 to 1024 MiB", c.RingMiB)
+	case c.ReloadCells < 1 || c.ReloadCells > statCells:
+		return fmt.Errorf("--reload-cells %d: want 1 to %d", c.ReloadCells, statCells)
+	case c.Window < time.Second:
+		return fmt.Errorf("--window %s: at least 1s", c.Window)
+	case c.FlightWindow < time.Second || c.FlightBytes < 1<<20:
+		return fmt.Errorf("--flight-window %s, --flight-bytes %d: at least 1s and 1 MiB", c.FlightWindow, c.FlightBytes)
+	case c.CaptureBytes < 1<<20 || c.CaptureFiles < 1:
+		return fmt.Errorf("--capture-max-bytes %d, --capture-max-files %d: at least 1 MiB and 1", c.CaptureBytes, c.CaptureFiles)
+	case !c.Always && (c.DutyOn < 100*time.Millisecond || c.DutyPeriod < 2*c.DutyOn || c.DutyPeriod%c.DutyOn != 0):
+		return fmt.Errorf("--duty-on %s, --duty-period %s: on at least 100ms, the period a multiple of it, at least twice", c.DutyOn, c.DutyPeriod)
+	}
+	return nil
+}
+
+// Run runs the agent until ctx ends (docs/agent.md): it listens, loads the
+// probe, serves the metrics and the API, and, unless told NoDoctor, runs
+// the continuous doctor and its flight recorder. log takes its JSON lines.
+func Run(ctx context.Context, c Config, log *slog.Logger) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	if !c.Always {
+		// The doctor's window is the duty period: one stretch of traced
+		// syscalls each.
+		c.Window = c.DutyPeriod
+	}
+	if os.Getenv("GOGC") == "" {
+		// The agent's live heap is some 40 MiB (kernel symbols, event
+		// batches, the flight recorder's encoder) plus what each read of
+		// the kernel's tables and each window hold for a moment; its
+		// garbage is mostly those reads. Go's default lets the heap double
+		// between collections: half that, and a soft limit of the flight
+		// recorder's bytes plus 64 MiB, keep the RSS under 150 MiB
+		// (docs/agent.md, TestAgentSoak).
+		debug.SetGCPercent(50)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(64<<20 + c.FlightBytes)
+	}
+	// Listen first: a port already taken is an error before any program
+	// is loaded.
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", c.Listen, err)
+	}
+	defer ln.Close()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	lc := session.NewLive()
+	defer lc.Close()
+	agg := New(Options{Arch: event.HostArch(), Name: namer(lc),
+		MaxContainers: c.MaxContainers, MaxSyscalls: c.MaxSyscalls, Grace: c.Grace, Settle: settle,
+		Reclaim: min(c.Grace, reclaim), Unnamed: whyUnnamed(lc, log)})
+	aw := newAuditWatch(log)
+	src := &probeSource{lc: lc, agg: agg, log: log, audit: aw, reloadAt: c.ReloadCells, ringMiB: c.RingMiB, scale: 1, exact: c.Exact}
+	if !c.Always {
+		src.scale = uint64(c.DutyPeriod / c.DutyOn)
+	}
+	if !c.NoDoctor {
+		if src.doc, err = newLiveDoctor(log, lc, aw, c); err != nil {
+			return fmt.Errorf("--capture-dir %s: %w", c.CaptureDir, err)
+		}
+	}
+	if err := src.open(); err != nil {
+		return err
+	}
+	defer src.Close()
+	ag := NewAgent(agg, src, c.Interval, log)
+	if src.doc != nil {
+		ag.Findings = src.doc.store
+		if src.doc.dir != nil {
+			ag.Captures = flightCaptures{src.doc}
+			usr1 := make(chan os.Signal, 1)
+			signal.Notify(usr1, syscall.SIGUSR1)
+			defer signal.Stop(usr1)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-usr1:
+						if _, err := ag.Captures.Snapshot("SIGUSR1"); err != nil {
+							log.Error("writing a flight capture failed", "reason", "SIGUSR1", "error", err.Error())
+						}
+					}
+				}
+			}()
+		}
+		if c.Always {
+			go src.doc.run(ctx, src.current)
+		}
+	}
+	aw.run(src.current)
+	defer aw.stop()
+	if !c.Always {
+		go src.dutyCycle(ctx, c.DutyOn, c.DutyPeriod)
+	}
+	srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "interval", c.Interval.String(),
+		"max_containers", c.MaxContainers, "max_syscalls", c.MaxSyscalls, "grace", c.Grace.String())
+	reading := make(chan struct{})
+	go func() { ag.Run(ctx); close(reading) }()
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		stop()
+	}
+	<-reading
+	if src.doc != nil {
+		src.doc.wait() // captures being written
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
