@@ -47,7 +47,11 @@ type Config struct {
 var Defaults = Config{
 	Listen: "127.0.0.1:9437", Interval: 5 * time.Second, MaxContainers: 20, MaxSyscalls: 10,
 	Grace: 5 * time.Minute, ReloadCells: statCells * 3 / 4, RingMiB: DefaultRingMiB,
-	DutyOn: time.Second, DutyPeriod: 10 * time.Second,
+	// Half a second in ten: attached, the per-syscall programs cost a
+	// syscall-heavy server about what stat does (a fifth of redis's
+	// throughput); 1 s in 10 cost it about 4%, 0.5 s 1.5% (BENCHMARKS.md),
+	// within the 2% an always-on agent may take. The window stays 10 s.
+	DutyOn: 500 * time.Millisecond, DutyPeriod: 10 * time.Second,
 	Window: 10 * time.Second, Cooldown: 10 * time.Minute, CaptureDir: "/var/lib/sysray/captures",
 	CaptureBytes: 512 << 20, CaptureFiles: 100, FlightWindow: 30 * time.Second, FlightBytes: 16 << 20,
 }

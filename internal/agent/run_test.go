@@ -29,7 +29,7 @@ func TestConfigCheck(t *testing.T) {
 		{"--flight-bytes", func(c *Config) { c.FlightBytes = 1000 }},
 		{"--capture-max-files", func(c *Config) { c.CaptureFiles = 0 }},
 		{"--duty-on", func(c *Config) { c.DutyOn = 50 * time.Millisecond }},
-		{"--duty-period", func(c *Config) { c.DutyPeriod = 1500 * time.Millisecond }}, // not a multiple of 1 s
+		{"--duty-period", func(c *Config) { c.DutyOn, c.DutyPeriod = time.Second, 1500*time.Millisecond }}, // not a multiple
 	} {
 		cfg := Defaults
 		c.set(&cfg)
