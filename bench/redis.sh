@@ -31,6 +31,7 @@ trap 'kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
 sleep 0.5
 make -s build
 sysray=$PWD/bin/sysray
+CGO_ENABLED=0 go build -o "$work/emptytp" ./bench/emptytp
 rpid=$(cat "$work/redis.pid")
 
 bench() {
@@ -43,6 +44,7 @@ start_tool() {
 	tool=
 	case $1 in
 	baseline) ;;
+	empty-tp) "$work/emptytp" 2>/dev/null & ;; # two programs that do nothing on sys_enter and sys_exit: the floor of any tool there
 	sysray-floor) $sysray stat -e sync -o "$work/floor.txt" >/dev/null 2>&1 & ;; # programs attached, every syscall filtered out at entry
 	sysray-stat) $sysray stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
 	sysray-stat-exact) $sysray stat --exact-timing -o "$work/stat.txt" >/dev/null 2>&1 & ;; # every call timed by the clock
@@ -51,6 +53,7 @@ start_tool() {
 	sysray-agent-exact) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --exact-timing >/dev/null 2>&1 & ;; # the defaults, every call timed by the clock while attached
 	sysray-agent-always) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --syscalls always >/dev/null 2>&1 & ;;
 	sysray-agent-counts) $sysray agent --listen 127.0.0.1:0 --no-doctor >/dev/null 2>&1 & ;; # duty-cycled counts only: what the doctor adds is the difference
+	sysray-agent-1s) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --duty-on 1s >/dev/null 2>&1 & ;; # attached twice as long as the default: 1 s in 10 s
 	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
 	perf-trace) perf trace -s -a -o "$work/pt.txt" >/dev/null 2>&1 & ;;
 	strace-server) strace -f -c -o "$work/st.txt" -p "$rpid" >/dev/null 2>&1 & ;;
@@ -68,14 +71,24 @@ stop_tool() {
 	wait $tool 2>/dev/null || true
 }
 
-order=(baseline sysray-floor sysray-stat sysray-stat-exact sysray-record sysray-agent sysray-agent-exact sysray-agent-counts sysray-agent-always bpftrace-hist perf-trace strace-server)
+order=(baseline empty-tp sysray-floor sysray-stat sysray-stat-exact sysray-record sysray-agent sysray-agent-1s sysray-agent-exact sysray-agent-counts sysray-agent-always bpftrace-hist perf-trace strace-server)
 # ONLY="baseline sysray-agent bpftrace-hist" runs a subset, in that order.
 [ -n "${ONLY:-}" ] && read -r -a order <<<"$ONLY"
-declare -A samples
+# paired: each sample's change against the baseline run last before it.
+# The host drifts by several percent within minutes; a change of 2% shows
+# in the pairs before it shows in the medians. List baseline more than
+# once in ONLY to pair each tool with a baseline of its own.
+declare -A samples paired
+last_base=
 for ((r = 1; r <= ROUNDS; r++)); do
 	for m in "${order[@]}"; do
 		start_tool "$m"
-		samples[$m]+="$(bench || echo NaN) "
+		x=$(bench || echo NaN)
+		samples[$m]+="$x "
+		[ "$m" = baseline ] && last_base=$x
+		if [ "$m" != baseline ] && [ -n "$last_base" ]; then
+			paired[$m]+="$(awk -v x="$x" -v b="$last_base" 'BEGIN{printf "%.1f", 100*(x-b)/b}') "
+		fi
 		stop_tool "$m"
 		if [ "$m" = sysray-record ] && grep -q "lost" "$work/record.err"; then
 			echo "bench: sysray record dropped events: $(grep -m1 'were lost' "$work/record.err")" >&2
@@ -88,9 +101,17 @@ echo "## redis GET throughput, $REQS requests x $ROUNDS rounds, 50 clients, loop
 echo
 echo "kernel $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%d)"
 echo
-echo "| tool | requests/s | change | samples |"
-echo "|---|---:|---:|---|"
+echo "| tool | requests/s | change | paired change | samples |"
+echo "|---|---:|---:|---:|---|"
+declare -A shown
 for m in "${order[@]}"; do
+	[ -n "${shown[$m]:-}" ] && continue
+	shown[$m]=1
 	med=$(echo "${samples[$m]}" | median)
-	awk -v m="$m" -v med="$med" -v base="$base" -v s="${samples[$m]}" 'BEGIN{printf "| %s | %.0f | %+.1f%% | %s|\n", m, med, 100*(med-base)/base, s}'
+	pmed=
+	[ -n "${paired[$m]:-}" ] && pmed=$(echo "${paired[$m]}" | median)
+	awk -v m="$m" -v med="$med" -v base="$base" -v p="$pmed" -v s="${samples[$m]}" \
+		'BEGIN{printf "| %s | %.0f | %+.1f%% | %s | %s|\n", m, med, 100*(med-base)/base, (p == "" ? "" : sprintf("%+.1f%%", p)), s}'
 done
+echo
+echo "paired change: the median of each sample's change against the baseline run just before it."
