@@ -9,6 +9,19 @@
 #ifndef SYSRAY_STAT_H
 #define SYSRAY_STAT_H
 
+/*
+ * Budgeted timing: the clock times the call entering now. The thread's
+ * last two reads are kept: an untimed call's latency is bounded by the
+ * last one before it (budget_latency).
+ */
+static __always_inline void clock_entry(struct task_state *st)
+{
+	__u64 now = bpf_ktime_get_ns();
+	st->timing.prev_clk = st->timing.last_clk;
+	st->timing.last_clk = now;
+	st->call.ts = now;
+}
+
 /* Budgeted timing: whether the clock times this call, and what it stands for. */
 static __always_inline void budget_entry(struct task_state *st, __u32 nr)
 {
@@ -33,10 +46,7 @@ static __always_inline void budget_entry(struct task_state *st, __u32 nr)
 		st->call.ts = 0;
 		return;
 	}
-	__u64 now = bpf_ktime_get_ns();
-	st->timing.prev_clk = st->timing.last_clk;
-	st->timing.last_clk = now;
-	st->call.ts = now;
+	clock_entry(st);
 }
 
 static __always_inline struct pcount *pcount_of(__u32 pid)

@@ -70,10 +70,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			 * weigh what the budget gave it, so the histogram stays
 			 * a fair sample.
 			 */
-			__u64 now = bpf_ktime_get_ns();
-			st->timing.prev_clk = st->timing.last_clk;
-			st->timing.last_clk = now;
-			st->call.ts = now;
+			clock_entry(st);
 		}
 		return 0;
 	}
