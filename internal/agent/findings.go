@@ -164,7 +164,8 @@ func (s *Findings) slot(l Labels, now time.Time) Labels {
 }
 
 // findingKey names a finding across windows: its detector, its containers,
-// and its title with the numbers taken out ("12 write calls slept 1.2s"
+// and what the detector says makes it the same (doctor.Finding.Same), or
+// else its title with the numbers taken out ("12 write calls slept 1.2s"
 // and "15 write calls slept 2s" are one finding; pids change with
 // restarts, which is the same program failing again).
 func findingKey(f *doctor.Finding, labels []Labels) string {
@@ -174,6 +175,10 @@ func findingKey(f *doctor.Finding, labels []Labels) string {
 		b.WriteString("|" + l.Namespace + "/" + l.Pod + "/" + l.Container)
 	}
 	b.WriteByte('|')
+	if f.Same != "" {
+		b.WriteString(f.Same)
+		return b.String()
+	}
 	t := []rune(f.Title)
 	for i := 0; i < len(t); i++ {
 		if !unicode.IsDigit(t[i]) {

@@ -159,3 +159,30 @@ sysray_findings_total{container="other",id="fatal-signal",namespace="",pod="",se
 		t.Errorf("web's second crash is not web's finding seen twice: %+v", s.List(t0))
 	}
 }
+
+// A detector that says what makes its findings the same (the audit
+// backlog: one state of the host, whichever part of it a window saw) has
+// its windows' findings kept as one, whatever their titles.
+func TestFindingsSame(t *testing.T) {
+	s := NewFindings(FindingsOptions{ActiveFor: 30 * time.Second, Forget: time.Hour, Name: testNamer, MaxContainers: 10})
+	t0 := time.Unix(1_700_000_000, 0)
+	titles := []string{"The audit backlog was full: audited syscalls waited for room in it",
+		"Tasks waited 8.3s in all for room in the full audit backlog",
+		"1 syscalls stalled up to 635ms waiting for room in the audit backlog"}
+	for i, title := range titles {
+		f := finding("audit-backlog-stall", doctor.Critical, title)
+		f.Same = "the audit backlog"
+		s.Merge([]doctor.Finding{f}, t0.Add(time.Duration(i)*10*time.Second))
+	}
+	if l := s.List(t0.Add(20 * time.Second)); len(l) != 1 || l[0].Occurrences != 3 || l[0].Title != titles[2] {
+		t.Errorf("three windows of one backlog: %+v", l)
+	}
+	// Without Same, the titles keep them apart.
+	s2 := NewFindings(FindingsOptions{ActiveFor: 30 * time.Second, Forget: time.Hour, Name: testNamer, MaxContainers: 10})
+	for i, title := range titles {
+		s2.Merge([]doctor.Finding{finding("audit-backlog-stall", doctor.Critical, title)}, t0.Add(time.Duration(i)*10*time.Second))
+	}
+	if l := s2.List(t0.Add(20 * time.Second)); len(l) != 3 {
+		t.Errorf("titles without Same: %d findings, want 3", len(l))
+	}
+}

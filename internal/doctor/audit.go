@@ -138,8 +138,10 @@ func (a *auditStall) Findings(env *Env) []Finding {
 	fix := "Give the audit daemon enough CPU to drain the backlog (raise its cgroup CPU limit), raise the backlog " +
 		"(auditctl -b 8192), or let syscalls proceed when it is full (auditctl --backlog_wait_time 0); " +
 		"and audit fewer syscalls (narrow the rules)."
+	// One backlog: whether a window saw stalled calls, the counters' waits
+	// or sleepers only, it is one stall of the host's audit, not three.
 	return []Finding{{ID: "audit-backlog-stall", Severity: sev, Title: title, Summary: summary,
-		Evidence: ev, Fix: fix, Score: score}}
+		Evidence: ev, Fix: fix, Score: score, Same: "the audit backlog"}}
 }
 
 // duringStall is the status read that best shows the stall: the fullest

@@ -65,6 +65,11 @@ type Finding struct {
 	// Procs are the processes the finding names, with their cgroups, for
 	// callers that label findings their own way (the agent).
 	Procs []ProcRef `json:"-"`
+	// Same, if set, is what makes two reports of this finding one across
+	// the agent's windows, beside its ID and containers; unset, its title
+	// with the numbers taken out does. For a finding whose title says what
+	// the window happened to show of one state of the host.
+	Same string `json:"-"`
 }
 
 // ProcRef is a process a finding names.
