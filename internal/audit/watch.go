@@ -74,6 +74,24 @@ func (w *Window) Lost() uint32 {
 	return growth(a.Lost, b.Lost)
 }
 
+// AsleepSpan is the longest a thread was found in audit_log_start, from
+// the first look that found it there to the last (0 if none was found
+// twice): the backlog stayed full at least that long, and the thread, if
+// it was in one call all along, waited that long (it may have been in two
+// calls with a short run between them).
+func (w *Window) AsleepSpan() uint64 {
+	var span uint64
+	if w == nil {
+		return 0
+	}
+	for _, s := range w.Sleepers {
+		if s.Seen > 1 && s.Last > s.First {
+			span = max(span, s.Last-s.First)
+		}
+	}
+	return span
+}
+
 // Continued says the window follows another (Watcher.Cut): its first read
 // is the last of the window before.
 func (w *Window) Continued() bool { return w != nil && w.carried }

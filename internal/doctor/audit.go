@@ -118,6 +118,17 @@ func (a *auditStall) Findings(env *Env) []Finding {
 		summary = joinSentences(summary, countersText(win, waitedNS, full, reads, g != nil))
 		if s := sleepersText(env, win); s != "" {
 			summary = joinSentences(summary, s)
+			// Without the counters (no CAP_AUDIT_CONTROL) the looks are
+			// the one measure of the wait: a thread found there over
+			// a stall's length is a stall.
+			if span := win.AsleepSpan(); span > 0 {
+				ev["asleep_seen_over_ns"] = span
+				summary = joinSentences(summary, fmt.Sprintf("One thread was found there in looks %s apart.", units.Duration(span)))
+				if span >= slowWarn {
+					sev = Critical
+				}
+				score = max(score, float64(span)*10)
+			}
 			ev["asleep_in_audit_log_start"] = sleeperNames(env, win)
 			if _, ok := ev["stack"]; !ok && len(win.Sleepers[0].Stack) > 0 {
 				ev["stack"] = win.Sleepers[0].Stack

@@ -91,3 +91,30 @@ func TestAuditQuiet(t *testing.T) {
 		t.Errorf("finding on a healthy audit host: %s", f.Summary)
 	}
 }
+
+// Without the counters (the status unreadable: no CAP_AUDIT_CONTROL) the
+// tasks found asleep are all there is: one found in looks a second apart
+// waited a stall's length, which is critical; one found once is a warning.
+func TestAuditStallFromSleepersOnly(t *testing.T) {
+	for _, c := range []struct {
+		first, last uint64
+		seen        int
+		want        Severity
+	}{
+		{1e9, 2e9, 5, Critical},
+		{1e9, 1e9, 1, Warning},
+	} {
+		win := &audit.Window{HZ: 250, Looks: 5, Every: 1e9, Err: "operation not permitted",
+			Sleepers: []audit.Sleeper{{PID: 7, TID: 7, Comm: "server", Syscall: "accept4", Seen: c.seen, First: c.first, Last: c.last}}}
+		f := byID(auditReport(auditHost(win), nil), "audit-backlog-stall")
+		if f == nil {
+			t.Fatalf("seen %d: no finding from the sleepers", c.seen)
+		}
+		if f.Severity != c.want {
+			t.Errorf("seen %d over %d ns: %v, want %v", c.seen, c.last-c.first, f.Severity, c.want)
+		}
+		if span, _ := f.Evidence["asleep_seen_over_ns"].(uint64); span != c.last-c.first {
+			t.Errorf("asleep_seen_over_ns %v, want %d", f.Evidence["asleep_seen_over_ns"], c.last-c.first)
+		}
+	}
+}
