@@ -23,8 +23,9 @@ type auditWatch struct {
 }
 
 // newAuditWatch reads the status first: it answers at once, sick host or
-// not, and says whether what follows may wait on files.
-func newAuditWatch(log *slog.Logger) *auditWatch {
+// not, and says whether what follows may wait on files. Without looks (no
+// doctor to report what they find) no task is ever walked.
+func newAuditWatch(log *slog.Logger, looks bool) *auditWatch {
 	w := &auditWatch{}
 	first, err := audit.GetStatus()
 	if err != nil {
@@ -35,7 +36,11 @@ func newAuditWatch(log *slog.Logger) *auditWatch {
 		log.Warn("the audit backlog is full: every audited syscall on this host waits for room in it; the agent reads files only when it must",
 			"backlog", first.Backlog, "backlog_limit", first.BacklogLimit, "backlog_wait_time", first.BacklogWaitTime)
 	}
-	w.Watcher = audit.NewWatcher(first, host.Mono, func() []audit.Sleeper { return doctor.AuditSleepers(w.probe()) })
+	var sleepers func() []audit.Sleeper
+	if looks {
+		sleepers = func() []audit.Sleeper { return doctor.AuditSleepers(w.probe()) }
+	}
+	w.Watcher = audit.NewWatcher(first, host.Mono, sleepers)
 	// Walk the tasks only while the backlog is full, or unknown.
 	w.Lazy = true
 	return w

@@ -123,7 +123,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	agg := New(Options{Arch: event.HostArch(), Name: namer(lc),
 		MaxContainers: c.MaxContainers, MaxSyscalls: c.MaxSyscalls, Grace: c.Grace, Settle: settle,
 		Reclaim: min(c.Grace, reclaim), Unnamed: whyUnnamed(lc, log)})
-	aw := newAuditWatch(log)
+	aw := newAuditWatch(log, !c.NoDoctor)
 	src := &probeSource{lc: lc, agg: agg, log: log, audit: aw, reloadAt: c.ReloadCells, ringMiB: c.RingMiB, scale: 1, exact: c.Exact}
 	if !c.Always {
 		src.scale = uint64(c.DutyPeriod / c.DutyOn)
