@@ -11,7 +11,6 @@ import (
 
 	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/capture"
-	"github.com/sysray/sysray/internal/container"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/flight"
@@ -107,13 +106,7 @@ func (a *liveDoctor) host() doctor.Host {
 		// wait there with every audited call while the backlog is full:
 		// the agent would stop reading events.
 		ReadsStall: a.audit.Stalling,
-		Libc: func(pid uint32) string {
-			l, err := container.Libc(int(pid))
-			if err != nil {
-				return ""
-			}
-			return l.String()
-		}}
+		Libc:       doctor.Libc}
 }
 
 // oomKills is the kernel's count of OOM kills: read now, unless reading a

@@ -133,13 +133,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 			Audit: func() *AuditWindow { return window },
 			// Reading /proc or /sys on a sick host waits with everyone else.
 			ReadsStall: guard.sick.Load,
-			Libc: func(pid uint32) string {
-				l, err := container.Libc(int(pid))
-				if err != nil {
-					return ""
-				}
-				return l.String()
-			}}, sess.Procs)
+			Libc:       Libc}, sess.Procs)
 		d.ProcsKeptByCaller()
 		return d
 	})
@@ -371,6 +365,16 @@ func kernelSamples(samples []probe.Sample, name func(addr uint64) string) []CPUS
 		out = append(out, cs)
 	}
 	return out
+}
+
+// Libc names the C library of pid's container, "" when it cannot be read:
+// Host.Libc on a live host.
+func Libc(pid uint32) string {
+	l, err := container.Libc(int(pid))
+	if err != nil {
+		return ""
+	}
+	return l.String()
 }
 
 // AuditSleepers lists the tasks asleep in audit_log_start, from the
