@@ -53,6 +53,15 @@ const enum cap_kind *rec_cap __attribute__((unused));
  */
 #define BUDGET_SLOTS 32
 /*
+ * Budgeted timing: the count of a call that is neither timed nor failed
+ * waits in its thread, one slot per syscall number mod 32 (a syscall that
+ * collides takes the slot over), until its syscall's next timed call, a
+ * read of the counts or the thread's exit adds it to the stats map: the
+ * map's hash lookup costs more than the rest of counting such a call.
+ */
+#define PEND_SLOTS 32
+#define PEND_MAX 0x7fffffffu /* a slot's count goes to the map before it can wrap */
+/*
  * A call that crossed a timer tick and may have taken this long is counted
  * on its own, timed or not, instead of through the sample that stands for
  * it: so a rare slow call in a busy thread is never lost to sampling. It

@@ -141,6 +141,61 @@ static __always_inline __u32 hist_bucket(__u64 v)
 	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
 }
 
+/* The key's cell of the stats map, made if new; NULL when the map is full, its n calls counted as lost. */
+static __always_inline struct stat_val *stat_cell(struct stat_key *k, __u64 n)
+{
+	struct stat_val *v = bpf_map_lookup_elem(&stats, k);
+	if (v)
+		return v;
+	if (bpf_map_update_elem(&stats, k, (void *)&stat_zero, BPF_NOEXIST) && bpf_map_lookup_elem(&stats, k) == NULL) {
+		__u32 z = 0;
+		__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
+		if (lost)
+			*lost += n;
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&stats, k);
+}
+
+/* Adds a pending slot's calls (w, taken from it) to the stats map, under the thread's key. */
+static __noinline void pend_add(struct task_state *st, __u64 w)
+{
+	__u32 n = (__u32)w;
+	if (!n || !(w >> 32))
+		return;
+	struct stat_key k = {
+		.cgroup = st->ids.cg,
+		.pid = st->ids.tgid,
+		.nr = (w >> 32) - 1,
+	};
+	struct stat_val *v = stat_cell(&k, n);
+	if (v)
+		v->count += n;
+}
+
+/*
+ * Takes every pending count of the thread to the map. other: true when the
+ * thread may be running on another CPU (a read of the counts); a slot that
+ * changes under us is then left for the thread's next timed call or the
+ * next read.
+ */
+static __always_inline void pend_flush(struct task_state *st, bool other)
+{
+	for (int i = 0; i < PEND_SLOTS; i++) {
+		__u64 w = st->pend.w[i];
+		if (!(__u32)w)
+			continue;
+		__u64 tag = w & ~0xffffffffULL;
+		if (other) {
+			if (__sync_val_compare_and_swap(&st->pend.w[i], w, tag) != w)
+				continue;
+		} else {
+			w = __sync_lock_test_and_set(&st->pend.w[i], tag);
+		}
+		pend_add(st, w);
+	}
+}
+
 /* What stat_account saw of a call. */
 #define ACC_FIRST 1  /* one of its cell's first calls (the 1st, 2nd, 4th, ... 64th) */
 #define ACC_RECORD 2 /* slower than any call of its cell before, on this CPU */
@@ -154,33 +209,47 @@ static __always_inline __u32 hist_bucket(__u64 v)
  * makes 30 times still shows how its latency moves (a fork that slows as
  * mappings grow), at a cost bounded by log2 per process; and ACC_RECORD for
  * a call slower than any before it in its cell.
+ *
+ * Budgeted timing counts a call that weighs nothing and did not fail in its
+ * thread's pending slot (PEND_SLOTS): neither ACC_ bit can be set for it.
  */
 static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw, __u32 tw)
 {
 	__u64 gen = cgroup_gen;
 	if (st->ids.cg_gen != gen) {
+		/* Pending counts belong to the key they were made under. */
+		if (budget_timing() && st->ids.cg_gen)
+			pend_flush(st, false);
 		st->ids.cg = bpf_get_current_cgroup_id();
 		st->ids.tgid = bpf_get_current_pid_tgid() >> 32;
 		st->ids.cg_gen = gen;
 	}
 	__u32 nr = st->call.nr;
+	bool failed = ret < 0 && ret >= -4095;
+	__u64 *pend = &st->pend.w[nr & (PEND_SLOTS - 1)];
+	__u64 tag = (__u64)(nr + 1) << 32;
+	if (budget_timing() && !hw && !tw && !failed && !(cfg_stacks && st->sleep.sl_owner == st->call.seq)) {
+		__u64 w = *pend;
+		if ((w & ~0xffffffffULL) == tag && (__u32)w < PEND_MAX) {
+			__sync_fetch_and_add(pend, 1);
+			return 0;
+		}
+	}
 	struct stat_key k = {
 		.cgroup = st->ids.cg,
 		.pid = st->ids.tgid,
 		.nr = nr,
 	};
-	struct stat_val *v = bpf_map_lookup_elem(&stats, &k);
-	if (!v) {
-		if (bpf_map_update_elem(&stats, &k, (void *)&stat_zero, BPF_NOEXIST) && bpf_map_lookup_elem(&stats, &k) == NULL) {
-			__u32 z = 0;
-			__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
-			if (lost)
-				(*lost)++;
-			return 0;
-		}
-		v = bpf_map_lookup_elem(&stats, &k);
-		if (!v)
-			return 0;
+	struct stat_val *v = stat_cell(&k, 1);
+	if (!v)
+		return 0;
+	if (budget_timing() && *pend != tag) {
+		/* Claim the slot for this syscall, taking what waits in it. */
+		__u64 w = __sync_lock_test_and_set(pend, tag);
+		if ((w & ~0xffffffffULL) == tag)
+			v->count += (__u32)w;
+		else
+			pend_add(st, w);
 	}
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
@@ -198,7 +267,7 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 		if (b < HIST_BUCKETS)
 			v->hist[b] += hw;
 	}
-	if (ret < 0 && ret >= -4095) {
+	if (failed) {
 		v->errors++;
 		struct errno_key ek = {.pid = k.pid, .nr = nr, .err = -ret};
 		__u64 *n = bpf_map_lookup_elem(&errnos, &ek);
@@ -213,6 +282,22 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 	if (c <= 64 && (c & (c - 1)) == 0)
 		acc |= ACC_FIRST;
 	return acc;
+}
+
+/*
+ * Budgeted timing: a read of the counts first takes every thread's pending
+ * ones to the map (Probe.Stats).
+ */
+SEC("iter/task")
+int flush_pending(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!task || !budget_timing())
+		return 0;
+	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
+	if (st && st->ids.cg_gen)
+		pend_flush(st, true);
+	return 0;
 }
 
 /*

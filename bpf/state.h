@@ -47,6 +47,15 @@ struct timing {
 	__u32 budget[BUDGET_SLOTS]; /* budgeted: per syscall slot, jiffies << 8 | calls in that jiffy */
 };
 
+/*
+ * Budgeted timing: counts not yet in the stats map, per slot (nr + 1) << 32
+ * | calls, under the key ids held when they were made. Changed only with
+ * atomics: a read of the counts takes them from another CPU.
+ */
+struct pending {
+	__u64 w[PEND_SLOTS];
+};
+
 /* Where the syscall in flight is sleeping (cfg_stacks). */
 struct sleep_track {
 	__u64 off_ts; /* switched out at; 0 while on CPU */
@@ -83,6 +92,7 @@ struct task_state {
 	struct call call;
 	struct ids ids;
 	struct timing timing;
+	struct pending pend;
 	struct sleep_track sleep;
 	struct recent_calls recent;
 	struct kept_fault fault;

@@ -1,11 +1,15 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,5 +129,59 @@ func TestStatFollowsCgroupMove(t *testing.T) {
 	}
 	if in[0] != 3000 || in[1] != 5000 {
 		t.Fatalf("getppid by cgroup: %v; want 3000 in %s and 5000 in %s", got, ids[0][:12], ids[1][:12])
+	}
+}
+
+// Budgeted timing keeps most calls' counts in their thread until they are
+// read (bpf/stat.h, PEND_SLOTS): a read must take them from threads that
+// are still alive, not only from those that exited. Four threads each make
+// exactly 30,000 getppid calls (far past the timing budget), then block;
+// stat -p is stopped while they live.
+func TestStatCountsLiveThreads(t *testing.T) {
+	requireBPF(t)
+	const perThread, threads = 30000, 4
+	target := exec.Command(prog("burst"), strconv.Itoa(perThread), strconv.Itoa(threads))
+	stdout, err := target.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := target.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		target.Process.Kill()
+		target.Wait()
+	}()
+	out := filepath.Join(t.TempDir(), "stat.json")
+	st := startAttached(t, "stat", "--json", "-o", out, "-p", strconv.Itoa(target.Process.Pid))
+	if err := target.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "done\n" {
+		t.Fatalf("burst said %q: %v", line, err)
+	}
+	if err := st.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Wait(); err != nil {
+		t.Fatalf("sysray stat: %v", err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d statDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("bad stat JSON: %v\n%s", err, b)
+	}
+	var got uint64
+	for _, r := range d.Rows {
+		if r.Name == "getppid" {
+			got = r.Calls
+		}
+	}
+	if got != perThread*threads || d.Drops != 0 {
+		t.Errorf("stat counted %d getppid calls (%d dropped), want exactly %d", got, d.Drops, perThread*threads)
 	}
 }

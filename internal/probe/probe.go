@@ -85,6 +85,7 @@ type Probe struct {
 	rings    []*ebpf.Map
 	arch     event.Arch
 	stacksOn bool
+	budget   bool // budgeted timing: threads keep counts pending (Stats)
 	poll     time.Duration
 
 	linkMu sync.Mutex
@@ -199,7 +200,7 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 
-	p := &Probe{arch: arch, stacksOn: cfg.Stacks, poll: cfg.Poll}
+	p := &Probe{arch: arch, stacksOn: cfg.Stacks, budget: cfg.Stat && cfg.Budget > 0, poll: cfg.Poll}
 	var opts ebpf.CollectionOptions
 	if cfg.SlowOpens {
 		// CO-RE then needs no listing of /sys/kernel/btf for modules

@@ -2,8 +2,11 @@ package probe
 
 import (
 	"errors"
+	"fmt"
+	"io"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 
 	"github.com/sysray/sysray/internal/stat"
 )
@@ -11,6 +14,11 @@ import (
 // Stats reads the syscall counts the kernel keeps in stat mode, summed
 // over CPUs, and how many keys found the map full.
 func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
+	if p.budget {
+		if err := p.flushPending(); err != nil {
+			return nil, 0, err
+		}
+	}
 	errs := map[[2]uint32]map[int]uint64{}
 	var ek sysrayErrnoKey
 	var en []uint64
@@ -162,4 +170,27 @@ func deleteKeys[K any](m *ebpf.Map, doomed func(*K) bool) int {
 		}
 	}
 	return n
+}
+
+// flushPending has the kernel add the counts threads keep pending under
+// budgeted timing (bpf/stat.h, PEND_SLOTS) to the count table, so a read
+// misses none. Once the probe is detached none is left behind; while it
+// runs, a slot whose thread counts into it at that moment waits for the
+// thread's next timed call of that syscall (within a tick) or the next read.
+func (p *Probe) flushPending() error {
+	it, err := link.AttachIter(link.IterOptions{Program: p.objs.FlushPending})
+	if err != nil {
+		return fmt.Errorf("reading pending syscall counts: %w", err)
+	}
+	defer it.Close()
+	rd, err := it.Open()
+	if err != nil {
+		return fmt.Errorf("reading pending syscall counts: %w", err)
+	}
+	defer rd.Close()
+	// The program writes nothing: reading to the end is what walks the tasks.
+	if _, err := io.Copy(io.Discard, rd); err != nil {
+		return fmt.Errorf("reading pending syscall counts: %w", err)
+	}
+	return nil
 }

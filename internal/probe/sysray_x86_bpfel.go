@@ -288,6 +288,10 @@ type sysrayTaskState struct {
 		Rng       uint64
 		Budget    [32]uint32
 	}
+	Pend struct {
+		_ structs.HostLayout
+		W [32]uint64
+	}
 	Sleep struct {
 		_            structs.HostLayout
 		OffTs        uint64
@@ -361,6 +365,7 @@ const (
 	sysrayProgCgroupAttachTask    = "cgroup_attach_task"
 	sysrayProgCgroupTransferTasks = "cgroup_transfer_tasks"
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
+	sysrayProgFlushPending        = "flush_pending"
 	sysrayProgInflight            = "inflight"
 	sysrayProgMemcgReclaimBegin   = "memcg_reclaim_begin"
 	sysrayProgMemcgReclaimEnd     = "memcg_reclaim_end"
@@ -459,6 +464,7 @@ type sysrayProgramSpecs struct {
 	CgroupAttachTask    *ebpf.ProgramSpec `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.ProgramSpec `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
+	FlushPending        *ebpf.ProgramSpec `ebpf:"flush_pending"`
 	Inflight            *ebpf.ProgramSpec `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.ProgramSpec `ebpf:"memcg_reclaim_begin"`
 	MemcgReclaimEnd     *ebpf.ProgramSpec `ebpf:"memcg_reclaim_end"`
@@ -651,6 +657,7 @@ type sysrayPrograms struct {
 	CgroupAttachTask    *ebpf.Program `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.Program `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
+	FlushPending        *ebpf.Program `ebpf:"flush_pending"`
 	Inflight            *ebpf.Program `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.Program `ebpf:"memcg_reclaim_begin"`
 	MemcgReclaimEnd     *ebpf.Program `ebpf:"memcg_reclaim_end"`
@@ -673,6 +680,7 @@ func (p *sysrayPrograms) Close() error {
 		p.CgroupAttachTask,
 		p.CgroupTransferTasks,
 		p.EmulateVsyscall,
+		p.FlushPending,
 		p.Inflight,
 		p.MemcgReclaimBegin,
 		p.MemcgReclaimEnd,
