@@ -112,6 +112,18 @@ static __noinline void refused(struct task_state *st, struct pt_regs *regs, long
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
+	if (cfg_syscalls) {
+		/*
+		 * A call filtered out at entry left no state: say so before
+		 * the task storage lookup, which costs a filtered-out call
+		 * more than everything else here. orig_ax is -1 once
+		 * rt_sigreturn restored the registers: only a number is
+		 * trusted.
+		 */
+		long id = regs->orig_ax;
+		if (id >= 0 && !syscall_wanted(id))
+			return 0;
+	}
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
 	if (!st)
 		return 0;
