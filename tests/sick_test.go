@@ -36,10 +36,19 @@ type timedLine struct {
 // doctorTimed runs sysray doctor --json with args and times its output.
 func doctorTimed(t *testing.T, args ...string) timed {
 	t.Helper()
+	return doctorTimedVia(t, nil, args...)
+}
+
+// doctorTimedVia runs the doctor through a launcher (setpriv and its flags).
+func doctorTimedVia(t *testing.T, via []string, args ...string) timed {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "report.json")
 	// Flags go before "--", which args may hold.
 	argv := append([]string{"doctor", "--json", "-o", out}, args...)
 	cmd := exec.Command(sysray, argv...)
+	if len(via) > 0 {
+		cmd = exec.Command(via[0], append(append(via[1:], sysray), argv...)...)
+	}
 	cmd.Stdout = os.Stderr // the traced command's output
 	errs, err := cmd.StderrPipe()
 	if err != nil {
@@ -225,6 +234,47 @@ func TestSickAuditHost(t *testing.T) {
 				t.Errorf("summary does not say the command was not delayed: %s", f.Summary)
 			}
 		})
+	}
+}
+
+// A doctor without CAP_AUDIT_CONTROL (a container that was not given it)
+// cannot read the audit status: it finds the stall from the threads it
+// sees asleep in audit_log_start, looking every 250 ms, and rates it as
+// the counters would (asleep_seen_over_ns).
+func TestSickAuditHostWithoutAuditControl(t *testing.T) {
+	requireBPF(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatal("setpriv is needed to run the doctor without CAP_AUDIT_CONTROL: " + err.Error())
+	}
+	stop := makeSick(t, 15*time.Second)
+	r := doctorTimedVia(t, []string{setpriv, "--bounding-set", "-audit_control", "--"}, "--duration", "2s")
+	stop()
+	t.Logf("report after %s; stderr:\n%s", r.total.Round(time.Millisecond), stderrLines(r.stderr))
+	if r.code != 0 {
+		t.Errorf("doctor exited %d", r.code)
+	}
+	// Said on stderr once the probe could look, before the report.
+	if line, ok := r.line("[audit-backlog-stall]"); !ok || !strings.Contains(line, "asleep in audit_log_start") {
+		t.Errorf("stderr does not say tasks are asleep in audit_log_start: %q", line)
+	}
+	f := findingByID(r.report, "audit-backlog-stall")
+	if f == nil {
+		t.Fatalf("no audit-backlog-stall in the report:\n%s", titles(r.report))
+	}
+	if f.Severity != "critical" {
+		t.Errorf("severity %s, want critical: %s", f.Severity, f.Title)
+	}
+	has(t, *f, "audit_status_error", "asleep_in_audit_log_start", "asleep_seen_over_ns")
+	if span, _ := f.Evidence["asleep_seen_over_ns"].(float64); span < 100e6 {
+		t.Errorf("asleep_seen_over_ns %v, want at least 100 ms over a 2 s run of a stalled host", f.Evidence["asleep_seen_over_ns"])
+	}
+	if _, ok := f.Evidence["waited_ns"]; ok {
+		t.Errorf("waited_ns %v without the counters' reads", f.Evidence["waited_ns"])
+	}
+	asleep := strings.Join(anyStrings(f.Evidence["asleep_in_audit_log_start"]), "; ")
+	if !strings.Contains(asleep, "openat") {
+		t.Errorf("tasks asleep in audit_log_start %q: want the ones in openat", asleep)
 	}
 }
 

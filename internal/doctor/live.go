@@ -103,11 +103,14 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	if !frugal {
 		watch.Run(time.Second)
 	}
+	// Sick: the status said so, or, when it cannot be read, the watch
+	// found tasks asleep in audit_log_start at its last look.
+	sick := func() bool { return guard.sick.Load() || auditErr != nil && watch.Stalling() }
 	stopWatch := sync.OnceFunc(func() {
 		// The last status read answers at once; the daemon's files may
 		// still be on their way on a sick host.
 		wait := 1500 * time.Millisecond
-		if guard.sick.Load() {
+		if sick() {
 			wait = 500 * time.Millisecond
 		}
 		window = watch.Stop(wait)
@@ -132,16 +135,26 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 			},
 			Audit: func() *AuditWindow { return window },
 			// Reading /proc or /sys on a sick host waits with everyone else.
-			ReadsStall: guard.sick.Load,
+			ReadsStall: sick,
 			Libc:       Libc}, sess.Procs)
 		d.ProcsKeptByCaller()
 		return d
 	})
 	opts.Stdout = cmdOut
 	opts.Probe.SlowOpens = frugal
-	opts.UserFrames = func() bool { return !guard.sick.Load() }
+	opts.UserFrames = func() bool { return !sick() }
 	opts.Started = func(p *probe.Probe) error {
 		running.Store(p)
+		if auditErr != nil {
+			// The status cannot be read (no CAP_AUDIT_CONTROL): the one
+			// early sign of a sick host is a task asleep for room in
+			// the backlog, which the probe can now look for.
+			go func() {
+				if s := AuditSleepers(p); len(s) > 0 {
+					guard.asleep(len(s), auditErr)
+				}
+			}()
+		}
 		if frugal {
 			// Did the backlog fill, or tasks wait for room in it, while
 			// sysray started? (The backlog goes up and down around its
@@ -281,6 +294,17 @@ func (g *auditGuard) check(now *audit.Status) {
 		if !g.warned.Swap(true) {
 			warnAuditFull(g.warn, now, time.Duration(waited)*time.Second/time.Duration(max(g.hz, 1)), g.hz)
 		}
+	}
+}
+
+// asleep judges a look at the tasks when the status could not be read:
+// n tasks were asleep in audit_log_start, so the backlog is full.
+func (g *auditGuard) asleep(n int, why error) {
+	g.sick.Store(true)
+	if !g.warned.Swap(true) {
+		fmt.Fprintf(g.warn, "sysray: CRITICAL [audit-backlog-stall] %d tasks are asleep in audit_log_start, waiting for room in "+
+			"the full audit backlog: every audited syscall on this host waits while it is full (sysray's own too: it may "+
+			"run slowly). The audit status could not be read (%v); the report follows.\n", n, why)
 	}
 }
 
