@@ -13,6 +13,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -33,7 +34,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) < 4 {
-		return fmt.Errorf("usage: tpmicro OBJECT ROUNDS COMMAND SET...")
+		return errors.New("usage: tpmicro OBJECT ROUNDS COMMAND SET (SET: base, or program names joined by +)")
 	}
 	spec, err := ebpf.LoadCollectionSpec(args[0])
 	if err != nil {
