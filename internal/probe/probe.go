@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"slices"
@@ -392,23 +393,28 @@ func (p *Probe) Detach() error {
 	p.closeLinks()
 	// Staged syscall records reach the rings within one stage timer period.
 	time.Sleep(stageFlush)
-	it, err := link.AttachIter(link.IterOptions{Program: p.objs.Inflight})
-	if err != nil {
+	if err := walkTasks(p.objs.Inflight); err != nil {
 		return fmt.Errorf("listing syscalls in flight: %w", err)
+	}
+	return nil
+}
+
+// walkTasks runs a task iterator over every task. The program does its work
+// in the kernel (emitting, counting) and writes nothing: reading its file
+// to the end is what walks the tasks.
+func walkTasks(prog *ebpf.Program) error {
+	it, err := link.AttachIter(link.IterOptions{Program: prog})
+	if err != nil {
+		return err
 	}
 	defer it.Close()
 	rd, err := it.Open()
 	if err != nil {
-		return fmt.Errorf("listing syscalls in flight: %w", err)
+		return err
 	}
 	defer rd.Close()
-	var buf [64]byte
-	for {
-		if _, err := rd.Read(buf[:]); err != nil {
-			break
-		}
-	}
-	return nil
+	_, err = io.Copy(io.Discard, rd)
+	return err
 }
 
 // stack reads one stack by its id (stack_id in bpf/sysray.bpf.c), innermost frame first.

@@ -3,10 +3,8 @@ package probe
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/sysray/sysray/internal/stat"
 )
@@ -178,18 +176,7 @@ func deleteKeys[K any](m *ebpf.Map, doomed func(*K) bool) int {
 // runs, a slot whose thread counts into it at that moment waits for the
 // thread's next timed call of that syscall (within a tick) or the next read.
 func (p *Probe) flushPending() error {
-	it, err := link.AttachIter(link.IterOptions{Program: p.objs.FlushPending})
-	if err != nil {
-		return fmt.Errorf("reading pending syscall counts: %w", err)
-	}
-	defer it.Close()
-	rd, err := it.Open()
-	if err != nil {
-		return fmt.Errorf("reading pending syscall counts: %w", err)
-	}
-	defer rd.Close()
-	// The program writes nothing: reading to the end is what walks the tasks.
-	if _, err := io.Copy(io.Discard, rd); err != nil {
+	if err := walkTasks(p.objs.FlushPending); err != nil {
 		return fmt.Errorf("reading pending syscall counts: %w", err)
 	}
 	return nil
