@@ -1,8 +1,11 @@
 package probe
 
 import (
+	"cmp"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
@@ -65,5 +68,33 @@ func TestCutAtStop(t *testing.T) {
 	got = mergeAll(t, 0, evs)
 	if len(got) != 4 || !reflect.DeepEqual(got[1:], evs) {
 		t.Errorf("without a cut:\n got %+v\nwant the drop and %+v", got, evs)
+	}
+}
+
+// sortByEnd orders a ring's events by end, equal ends in ring order, and
+// leaves each event whole; twice on one batch, as the pool reuses it.
+func TestSortByEnd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := 0; round < 2; round++ {
+		b := newBatch(0)
+		for i := range 3000 {
+			e := event.Event{Kind: event.KindSyscall, TID: uint32(i), Time: uint64(rng.IntN(500)) * 10}
+			e.Syscall.Latency = uint64(rng.IntN(3)) * 5
+			if i%7 == 0 {
+				e.Kind, e.Syscall = event.KindExit, event.Syscall{}
+			}
+			b.evs = append(b.evs, e)
+		}
+		want := slices.Clone(b.evs)
+		slices.SortStableFunc(want, func(x, y event.Event) int { return cmp.Compare(x.End(), y.End()) })
+		b.sortByEnd()
+		got := make([]event.Event, len(b.evs))
+		for j := range got {
+			got[j] = *b.at(j)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: sortByEnd differs from a stable sort by end", round)
+		}
+		batchPool.Put(b)
 	}
 }
