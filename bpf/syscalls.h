@@ -87,9 +87,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
  */
 static __noinline void refused(struct task_state *st, struct pt_regs *regs, long ret)
 {
+	/* sys_exit has already let go of numbers the filter excludes, whose entry we skipped, not seccomp. */
 	long id = BPF_CORE_READ(regs, orig_ax);
-	if (id < 0 || !syscall_wanted(id))
-		return; /* a filtered-out call: its entry was skipped by us, not by seccomp */
+	if (id < 0)
+		return;
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (BPF_CORE_READ(task, seccomp.mode) != SECCOMP_MODE_FILTER)
 		return;
