@@ -1,6 +1,8 @@
-// Makes N getrandom calls of 32 MiB each: tens of milliseconds of kernel CPU
-// apiece, without sleeping. Prints the total time inside them, in ns, as
-// measured around each call.
+// Makes N getrandom calls of M MiB each (default 32): tens of milliseconds of
+// kernel CPU apiece, without sleeping. Prints the total time inside them, in
+// ns, as measured around each call.
+//
+// usage: slowcpu [N [M]]
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
@@ -16,7 +18,7 @@ static long long now(void)
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 5;
-	size_t size = 32 << 20;
+	size_t size = (size_t)(argc > 2 ? atoi(argv[2]) : 32) << 20;
 	char *buf = malloc(size);
 	long long total = 0;
 	for (int i = 0; i < n; i++) {
