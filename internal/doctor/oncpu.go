@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 )
@@ -89,18 +90,26 @@ func cpuByProc(samples []CPUSample) map[uint32]*procCPU {
 	return out
 }
 
-// Below this many samples a process's CPU share is too rough to use: at
-// 30, a share of a half is known to ±9 points (one binomial sigma), enough
-// to tell a quarter from a half. Eight busy processes on two CPUs get
-// about 50 samples each in a second.
-const minCPUSamples = 30
+// Below this many samples a process's CPU share is not used at all: 10
+// samples at SampleHz are 50 ms on the CPU, the least thread time any
+// share rule trusts (minThreadNS).
+const minCPUSamples = 10
 
 // timeShare is the part of a process's time that syscall nr took: its
 // share of the threads' lifetimes (in ns), or, where the CPUs were sampled
-// enough and the process was busy on them (a tenth of its thread time),
-// its share of the process's CPU samples if larger. On a host with more
-// runnable threads than CPUs a thread's lifetime is mostly waiting for a
-// CPU, which says nothing of where the time it does get goes.
+// and the process was busy on them (a tenth of its thread time), its share
+// of the process's CPU samples when the samples show it larger. On a host
+// with more runnable threads than CPUs a thread's lifetime is mostly
+// waiting for a CPU, which says nothing of where the time it does get
+// goes.
+//
+// "Show it larger" is a test, not a comparison: the samples' share must
+// exceed the lifetime share even at its lower bound (sampledFloor). A
+// fixed floor of 30 samples did this job before, and failed it both ways:
+// with 3 writers on 2 CPUs for half a second the writer that lost the race
+// for a CPU had 23 samples, 16 of them in fadvise64 (a share of at least
+// 0.49), yet its diluted lifetime share of 0.30 or 0.22 was used, and the
+// warning came and went from run to run.
 func timeShare(inNS, threadNS uint64, cpu *procCPU, nr uint32) (share float64, onCPU bool) {
 	if threadNS > 0 {
 		share = float64(inNS) / float64(threadNS)
@@ -112,8 +121,25 @@ func timeShare(inNS, threadNS uint64, cpu *procCPU, nr uint32) (share float64, o
 	if busyNS < 0.1*float64(threadNS) {
 		return share, false
 	}
-	if s := float64(cpu.byNr[int32(nr)]) / float64(cpu.all); s > share {
-		return s, true
+	k, n := cpu.byNr[int32(nr)], cpu.all
+	if sampledFloor(k, n) > share {
+		return float64(k) / float64(n), true
 	}
 	return share, false
+}
+
+// sampledFloor is the least share that k samples in n show with about
+// 98% confidence: the lower end of the Wilson score interval at two
+// standard errors. Unlike the plain p − 2·sqrt(p(1−p)/n), it stays below
+// 1 for a handful of samples that all fell in one place (10 of 10 give
+// 0.71, not 1).
+func sampledFloor(k, n uint64) float64 {
+	if n == 0 {
+		return 0
+	}
+	const z = 2.0
+	fn := float64(n)
+	p := float64(k) / fn
+	c := z * z / fn
+	return (p + c/2 - z*math.Sqrt(p*(1-p)/fn+c/(4*fn))) / (1 + c)
 }
