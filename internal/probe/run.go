@@ -190,7 +190,24 @@ func (b *batch) sortByEnd() {
 	for i := range b.evs {
 		keys = append(keys, endKey{b.evs[i].End(), int32(i)})
 	}
-	slices.SortStableFunc(keys, func(x, y endKey) int { return cmp.Compare(x.end, y.end) })
+	// Insertion sort: a batch is sorted runs with short excursions (a
+	// staged run flushed a few dozen records late), which it orders in a
+	// pass, stably. Its cost grows with how far records are out of place,
+	// so past a budget the rest goes to the library's stable sort.
+	moves, budget := 0, 64*len(keys)
+	for i := 1; i < len(keys); i++ {
+		k := keys[i]
+		j := i
+		for j > 0 && keys[j-1].end > k.end {
+			keys[j] = keys[j-1]
+			j--
+		}
+		keys[j] = k
+		if moves += i - j; moves > budget {
+			slices.SortStableFunc(keys, func(x, y endKey) int { return cmp.Compare(x.end, y.end) })
+			break
+		}
+	}
 	order := b.order[:0]
 	for _, k := range keys {
 		order = append(order, k.i)
