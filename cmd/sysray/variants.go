@@ -99,6 +99,9 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 	argv[0] = filepath.Join(bin, argv[0])
 	sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
 	if v.Mode == variants.Cmd {
+		if len(v.Without) > 0 {
+			return nil, fmt.Errorf("variant %s: only a workload started before sysray can keep the capabilities sysray goes without", v.Name)
+		}
 		rep, _, err := doctor.Live(&sel, argv, os.Stderr)
 		return rep, err
 	}
@@ -126,6 +129,10 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		sel.PIDs = []int{w.Process.Pid}
 		sel.Children = true
 	}
-	rep, _, err := doctor.Live(&sel, nil, os.Stderr)
+	var rep *doctor.Report
+	err = withoutCaps(v.Without, func() (err error) {
+		rep, _, err = doctor.Live(&sel, nil, os.Stderr)
+		return err
+	})
 	return rep, err
 }

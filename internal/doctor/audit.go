@@ -116,6 +116,13 @@ func (a *auditStall) Findings(env *Env) []Finding {
 			}
 		}
 		summary = joinSentences(summary, countersText(win, waitedNS, full, reads, g != nil))
+		if win.Err != "" {
+			// Said in the report as on stderr: a reader must know why
+			// the counters are missing, and that it is sysray's
+			// privileges, not the host, that hid them.
+			summary = joinSentences(summary, fmt.Sprintf("The audit status could not be read (%s; reading it needs CAP_AUDIT_CONTROL), "+
+				"so the kernel's counters of the wait are not in this report.", win.Err))
+		}
 		if s := sleepersText(env, win); s != "" {
 			summary = joinSentences(summary, s)
 			// Without the counters (no CAP_AUDIT_CONTROL) the looks are

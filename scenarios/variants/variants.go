@@ -46,6 +46,10 @@ type Variant struct {
 	// Long variants take more than ~20 s; tests run them only with
 	// SYSRAY_LONG_VARIANTS=1.
 	Long bool
+	// Without names capabilities sysray gives up before it starts
+	// (PID and Host modes, once the workload runs with them all): a
+	// user's sysray may have fewer than the root that set the trouble up.
+	Without []string
 }
 
 // Detector is the detector a variant is about: its name up to the slash.
