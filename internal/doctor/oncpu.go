@@ -105,7 +105,7 @@ const minCPUSamples = 10
 //
 // "Show it larger" is a test, not a comparison: the samples' share must
 // exceed the lifetime share even at its lower bound (sampledFloor). A
-// fixed floor of 30 samples did this job before, and failed it both ways:
+// fixed floor of 30 samples did this job before, and failed it:
 // with 3 writers on 2 CPUs for half a second the writer that lost the race
 // for a CPU had 23 samples, 16 of them in fadvise64 (a share of at least
 // 0.49), yet its diluted lifetime share of 0.30 or 0.22 was used, and the

@@ -46,7 +46,7 @@ func TestTimeShare(t *testing.T) {
 		{"starved writer", 150_000_000, cpu(16, 23), 16.0 / 23, true, true},
 		{"no samples", 150_000_000, nil, 0.3, false, true},
 		{"too few samples", 100_000_000, cpu(9, 9), 0.2, false, false},
-		{"samples no larger than the lifetime", 300_000_000, cpu(40, 60), 0.6, false, true},
+		{"samples not clearly above the lifetime share", 300_000_000, cpu(40, 60), 0.6, false, true},
 		// 12 samples are 60 ms: under a tenth of 1 s of thread time.
 		{"idle process", 100_000_000, cpu(12, 12), 0.1, false, false},
 		{"busy elsewhere", 50_000_000, cpu(3, 60), 0.1, false, false},
