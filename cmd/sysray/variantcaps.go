@@ -9,11 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Capabilities a variant may run sysray without.
+// Capabilities a variant may run sysray without: those some variant names.
 var capByName = map[string]uint{
 	"audit_control": unix.CAP_AUDIT_CONTROL,
-	"audit_read":    unix.CAP_AUDIT_READ,
-	"sys_ptrace":    unix.CAP_SYS_PTRACE,
 }
 
 // withoutCaps runs fn with the named capabilities out of every thread's

@@ -138,7 +138,12 @@ func readStatus(fd int) (*Status, error) {
 			case syscall.NLMSG_ERROR:
 				if len(m.Data) >= 4 {
 					if code := int32(binary.NativeEndian.Uint32(m.Data)); code != 0 {
-						return nil, fmt.Errorf("audit status: %w", unix.Errno(-code))
+						errno := unix.Errno(-code)
+						if errno == unix.EPERM {
+							// Said where the error is made, so every reader of it (stderr, the agent's log, the report) knows why.
+							return nil, fmt.Errorf("audit status: %w (reading it needs CAP_AUDIT_CONTROL)", errno)
+						}
+						return nil, fmt.Errorf("audit status: %w", errno)
 					}
 				}
 			case auditGet:

@@ -120,12 +120,8 @@ func (a *auditStall) Findings(env *Env) []Finding {
 			// Said in the report as on stderr: a reader must know why
 			// the counters are missing, and that it is sysray's
 			// privileges, not the host, that hid them.
-			need := ""
-			if strings.Contains(win.Err, "not permitted") {
-				need = "; reading it needs CAP_AUDIT_CONTROL"
-			}
-			summary = joinSentences(summary, fmt.Sprintf("The audit status could not be read (%s%s), "+
-				"so the kernel's counters of the wait are not in this report.", win.Err, need))
+			summary = joinSentences(summary, fmt.Sprintf("The audit status could not be read (%s), "+
+				"so the kernel's counters of the wait are not in this report.", win.Err))
 		}
 		if s := sleepersText(env, win); s != "" {
 			summary = joinSentences(summary, s)
