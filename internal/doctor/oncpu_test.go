@@ -37,25 +37,21 @@ func TestTimeShare(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name      string
-		in        uint64
+		in, tns   uint64
 		cpu       *procCPU
 		want      float64
 		fromCPU   bool
 		threshold bool // share >= dominantShare
 	}{
-		{"starved writer", 150_000_000, cpu(16, 23), 16.0 / 23, true, true},
-		{"no samples", 150_000_000, nil, 0.3, false, true},
-		{"too few samples", 100_000_000, cpu(9, 9), 0.2, false, false},
-		{"samples not clearly above the lifetime share", 300_000_000, cpu(40, 60), 0.6, false, true},
+		{"starved writer", 150_000_000, life, cpu(16, 23), 16.0 / 23, true, true},
+		{"no samples", 150_000_000, life, nil, 0.3, false, true},
+		{"too few samples", 100_000_000, life, cpu(9, 9), 0.2, false, false},
+		{"samples not clearly above the lifetime share", 300_000_000, life, cpu(40, 60), 0.6, false, true},
 		// 12 samples are 60 ms: under a tenth of 1 s of thread time.
-		{"idle process", 100_000_000, cpu(12, 12), 0.1, false, false},
-		{"busy elsewhere", 50_000_000, cpu(3, 60), 0.1, false, false},
+		{"idle process", 100_000_000, 2 * life, cpu(12, 12), 0.1, false, false},
+		{"busy elsewhere", 50_000_000, life, cpu(3, 60), 0.1, false, false},
 	} {
-		tns := uint64(life)
-		if c.name == "idle process" {
-			tns = 1_000_000_000
-		}
-		got, fromCPU := timeShare(c.in, tns, c.cpu, nr)
+		got, fromCPU := timeShare(c.in, c.tns, c.cpu, nr)
 		if math.Abs(got-c.want) > 1e-9 || fromCPU != c.fromCPU || (got >= dominantShare) != c.threshold {
 			t.Errorf("%s: share %.3f (from samples %v), want %.3f (%v)", c.name, got, fromCPU, c.want, c.fromCPU)
 		}
