@@ -54,6 +54,11 @@ start_tool() {
 	sysray-agent-always) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --syscalls always >/dev/null 2>&1 & ;;
 	sysray-agent-counts) $sysray agent --listen 127.0.0.1:0 --no-doctor >/dev/null 2>&1 & ;; # duty-cycled counts only: what the doctor adds is the difference
 	sysray-agent-1s) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --duty-on 1s >/dev/null 2>&1 & ;; # attached twice as long as the default: 1 s in 10 s
+	# bench/ablate.sh's builds, each without one part (ABLATE is their directory)
+	ablate-noclock) "$ABLATE/sysray-noclock" record -w "$work/r.sysray" >/dev/null 2>&1 & ;;
+	ablate-discard) SYSRAY_ABLATE_DISCARD=1 "$ABLATE/sysray-plain" record -w "$work/r.sysray" >/dev/null 2>&1 & ;;
+	ablate-noclock-discard) SYSRAY_ABLATE_DISCARD=1 "$ABLATE/sysray-noclock" record -w "$work/r.sysray" >/dev/null 2>&1 & ;;
+	ablate-percpu) "$ABLATE/sysray-percpu" stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
 	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
 	perf-trace) perf trace -s -a -o "$work/pt.txt" >/dev/null 2>&1 & ;;
 	strace-server) strace -f -c -o "$work/st.txt" -p "$rpid" >/dev/null 2>&1 & ;;
