@@ -20,7 +20,10 @@
 #                          CPU, no task storage, no clock, no key by
 #                          process): a floor for any redesign of stat's path
 #
-# The ablated builds are not tools: their output is wrong by design. Needs
+# The ablated builds are not tools: their output is wrong by design. The
+# patch is against bpf/syscalls.h and internal/probe/run.go as they were
+# when it was made; when it no longer applies, make it again from the
+# ABLATE_* blocks it adds. Needs
 # root and clang (clang-19), and what bench/redis.sh needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
