@@ -13,8 +13,8 @@
 #   ablate-discard         record whose reader drops each ring sample
 #                          unread: the price of decoding, merging,
 #                          encoding and compressing
-#   ablate-noclock-discard both: what is left is the BPF side's emission
-#                          and the ring
+#   ablate-noclock-discard both: what is left is the BPF side's task
+#                          storage lookups, its emission and the ring
 #   ablate-percpu          stat's programs replaced by the least a per-CPU
 #                          design could do (an entry slot and a count per
 #                          CPU, no task storage, no clock, no key by
@@ -23,8 +23,8 @@
 # The ablated builds are not tools: their output is wrong by design. The
 # patch is against bpf/syscalls.h and internal/probe/run.go as they were
 # when it was made; when it no longer applies, make it again from the
-# ABLATE_* blocks it adds. Needs
-# root and clang (clang-19), and what bench/redis.sh needs.
+# ABLATE_* blocks it adds. Needs root and clang (clang-19), and what
+# bench/redis.sh needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
