@@ -59,6 +59,8 @@ start_tool() {
 	ablate-discard) SYSRAY_ABLATE_DISCARD=1 "$ABLATE/sysray-plain" record -w "$work/r.sysray" >/dev/null 2>&1 & ;;
 	ablate-noclock-discard) SYSRAY_ABLATE_DISCARD=1 "$ABLATE/sysray-noclock" record -w "$work/r.sysray" >/dev/null 2>&1 & ;;
 	ablate-percpu) "$ABLATE/sysray-percpu" stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
+	prev-stat) "$PREV/sysray" stat -o "$work/stat.txt" >/dev/null 2>&1 & ;; # PREV: a directory with another build of sysray (an earlier commit), for an A/B in one run
+	prev-record) "$PREV/sysray" record -w "$work/r.sysray" >/dev/null 2>&1 & ;;
 	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
 	perf-trace) perf trace -s -a -o "$work/pt.txt" >/dev/null 2>&1 & ;;
 	strace-server) strace -f -c -o "$work/st.txt" -p "$rpid" >/dev/null 2>&1 & ;;

@@ -97,6 +97,9 @@ volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queu
 volatile const __u32 cfg_nr_execve;
 volatile const __u32 cfg_nr_execveat;
 volatile const __u32 cfg_nr_rt_sigreturn;
+volatile const __u32 cfg_nr_exit;
+volatile const __u32 cfg_nr_exit_group;
+volatile const __u32 cfg_fast_shift; /* stat's fast path: 32 - log2(rows of fast_rows) */
 volatile const __u64 sys_mask[MAX_SYSCALL / 64];
 volatile const struct cap_rule cap_rules[MAX_SYSCALL];
 

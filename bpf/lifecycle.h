@@ -151,13 +151,16 @@ static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 n
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 {
+	/* Before the selection: sysray's own threads have rows too. */
+	if (fast_stat())
+		fast_release(task);
 	if (!selected())
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	/* Its pending counts would go with its storage. */
 	if (st && budget_timing() && st->ids.cg_gen)
-		pend_flush(st, false);
+		pend_flush(&st->ids, &st->pend, false);
 	/* exit and exit_group never return; neither does a syscall cut off by a fatal signal. */
 	if (st && (st->call.active || st->call.held)) {
 		if (cfg_stat && st->call.active) {

@@ -145,6 +145,13 @@ struct {
 } stages SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* 1 << (32 - cfg_fast_shift), set at load */
+	__type(key, __u32);
+	__type(value, struct fast_row);
+} fast_rows SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 32768);

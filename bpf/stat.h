@@ -14,20 +14,20 @@
  * last two reads are kept: an untimed call's latency is bounded by the
  * last one before it (budget_latency).
  */
-static __always_inline void clock_entry(struct task_state *st)
+static __always_inline void clock_entry(struct timing *t, __u64 *ts)
 {
 	__u64 now = bpf_ktime_get_ns();
-	st->timing.prev_clk = st->timing.last_clk;
-	st->timing.last_clk = now;
-	st->call.ts = now;
+	t->prev_clk = t->last_clk;
+	t->last_clk = now;
+	*ts = now;
 }
 
 /* Budgeted timing: whether the clock times this call, and what it stands for. */
-static __always_inline void budget_entry(struct task_state *st, __u32 nr)
+static __always_inline void budget_entry(struct timing *t, __u64 *ts, __u32 nr)
 {
 	__u64 j = bpf_jiffies64();
-	st->timing.jts = j;
-	__u32 *b = &st->timing.budget[nr & (BUDGET_SLOTS - 1)];
+	t->jts = j;
+	__u32 *b = &t->budget[nr & (BUDGET_SLOTS - 1)];
 	__u32 tag = (__u32)j << 8, v = *b;
 	if ((v & ~0xffu) != tag)
 		v = tag; /* a new jiffy: a new budget */
@@ -38,15 +38,15 @@ static __always_inline void budget_entry(struct task_state *st, __u32 nr)
 	__u32 w = 1;
 	if (n >= cfg_budget) {
 		/* Random, not every Nth: a loop's calls alternate (a read that fills, one that finds nothing). */
-		st->timing.rng = st->timing.rng * 6364136223846793005ULL + 1442695040888963407ULL;
-		w = (st->timing.rng >> (64 - cfg_every_shift)) == 0 ? 1u << cfg_every_shift : 0;
+		t->rng = t->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		w = (t->rng >> (64 - cfg_every_shift)) == 0 ? 1u << cfg_every_shift : 0;
 	}
-	st->timing.weight = w;
+	t->weight = w;
 	if (!w) {
-		st->call.ts = 0;
+		*ts = 0;
 		return;
 	}
-	clock_entry(st);
+	clock_entry(t, ts);
 }
 
 static __always_inline struct pcount *pcount_of(__u32 pid)
@@ -158,14 +158,14 @@ static __always_inline struct stat_val *stat_cell(struct stat_key *k, __u64 n)
 }
 
 /* Adds a pending slot's calls (w, taken from it) to the stats map, under the thread's key. */
-static __noinline void pend_add(struct task_state *st, __u64 w)
+static __noinline void pend_add(struct ids *ids, __u64 w)
 {
 	__u32 n = (__u32)w;
 	if (!n || !(w >> 32))
 		return;
 	struct stat_key k = {
-		.cgroup = st->ids.cg,
-		.pid = st->ids.tgid,
+		.cgroup = ids->cg,
+		.pid = ids->tgid,
 		.nr = (w >> 32) - 1,
 	};
 	struct stat_val *v = stat_cell(&k, n);
@@ -179,20 +179,20 @@ static __noinline void pend_add(struct task_state *st, __u64 w)
  * changes under us is then left for the thread's next timed call or the
  * next read.
  */
-static __always_inline void pend_flush(struct task_state *st, bool other)
+static __always_inline void pend_flush(struct ids *ids, struct pending *p, bool other)
 {
 	for (int i = 0; i < PEND_SLOTS; i++) {
-		__u64 w = st->pend.w[i];
+		__u64 w = p->w[i];
 		if (!(__u32)w)
 			continue;
 		__u64 tag = w & ~0xffffffffULL;
 		if (other) {
-			if (__sync_val_compare_and_swap(&st->pend.w[i], w, tag) != w)
+			if (__sync_val_compare_and_swap(&p->w[i], w, tag) != w)
 				continue;
 		} else {
-			w = __sync_lock_test_and_set(&st->pend.w[i], tag);
+			w = __sync_lock_test_and_set(&p->w[i], tag);
 		}
-		pend_add(st, w);
+		pend_add(ids, w);
 	}
 }
 
@@ -213,22 +213,13 @@ static __always_inline void pend_flush(struct task_state *st, bool other)
  * Budgeted timing counts a call that weighs nothing and did not fail in its
  * thread's pending slot (PEND_SLOTS): neither ACC_ bit can be set for it.
  */
-static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw, __u32 tw)
+static __always_inline __u32 count_call(struct ids *ids, struct pending *p, __u32 nr, long ret, __u64 lat, __u32 hw,
+					 __u32 tw, bool slept, __u64 runq)
 {
-	__u64 gen = cgroup_gen;
-	if (st->ids.cg_gen != gen) {
-		/* Pending counts belong to the key they were made under. */
-		if (budget_timing() && st->ids.cg_gen)
-			pend_flush(st, false);
-		st->ids.cg = bpf_get_current_cgroup_id();
-		st->ids.tgid = bpf_get_current_pid_tgid() >> 32;
-		st->ids.cg_gen = gen;
-	}
-	__u32 nr = st->call.nr;
 	bool failed = ret < 0 && ret >= -4095;
-	__u64 *pend = &st->pend.w[nr & (PEND_SLOTS - 1)];
+	__u64 *pend = &p->w[nr & (PEND_SLOTS - 1)];
 	__u64 tag = (__u64)(nr + 1) << 32;
-	if (budget_timing() && !hw && !tw && !failed && !(cfg_stacks && st->sleep.sl_owner == st->call.seq)) {
+	if (budget_timing() && !hw && !tw && !failed && !slept) {
 		__u64 w = *pend;
 		if ((w & ~0xffffffffULL) == tag && (__u32)w < PEND_MAX) {
 			__sync_fetch_and_add(pend, 1);
@@ -236,8 +227,8 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 		}
 	}
 	struct stat_key k = {
-		.cgroup = st->ids.cg,
-		.pid = st->ids.tgid,
+		.cgroup = ids->cg,
+		.pid = ids->tgid,
 		.nr = nr,
 	};
 	struct stat_val *v = stat_cell(&k, 1);
@@ -249,13 +240,13 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 		if ((w & ~0xffffffffULL) == tag)
 			v->count += (__u32)w;
 		else
-			pend_add(st, w);
+			pend_add(ids, w);
 	}
 	/* Per-CPU values: no atomics needed. */
 	v->count++;
 	v->total += lat * tw;
-	if (cfg_stacks && st->sleep.sl_owner == st->call.seq)
-		v->runq += st->sleep.runq;
+	if (slept)
+		v->runq += runq;
 	__u32 acc = 0;
 	if (tw && lat > v->max) {
 		v->max = lat;
@@ -284,6 +275,27 @@ static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64
 	return acc;
 }
 
+/* A thread's ids for the stats key: read again after a cgroup move, its pending counts first taken to the key they were made under. */
+static __always_inline void refresh_ids(struct ids *ids, struct pending *p)
+{
+	__u64 gen = cgroup_gen;
+	if (ids->cg_gen == gen)
+		return;
+	if (budget_timing() && ids->cg_gen)
+		pend_flush(ids, p, false);
+	ids->cg = bpf_get_current_cgroup_id();
+	ids->tgid = bpf_get_current_pid_tgid() >> 32;
+	ids->cg_gen = gen;
+}
+
+/* count_call for the call the thread's task storage holds. */
+static __always_inline __u32 stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw, __u32 tw)
+{
+	refresh_ids(&st->ids, &st->pend);
+	bool slept = cfg_stacks && st->sleep.sl_owner == st->call.seq;
+	return count_call(&st->ids, &st->pend, st->call.nr, ret, lat, hw, tw, slept, slept ? st->sleep.runq : 0);
+}
+
 /*
  * Budgeted timing: a read of the counts first takes every thread's pending
  * ones to the map (Probe.Stats).
@@ -296,7 +308,7 @@ int flush_pending(struct bpf_iter__task *ctx)
 		return 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	if (st && st->ids.cg_gen)
-		pend_flush(st, true);
+		pend_flush(&st->ids, &st->pend, true);
 	return 0;
 }
 
@@ -310,22 +322,22 @@ int flush_pending(struct bpf_iter__task *ctx)
  * and through a sample. A short untimed call's latency is unknown: 0, and
  * weight 0. *now is the clock if it was read, else 0.
  */
-static __always_inline __u64 budget_latency(struct task_state *st, __u64 *now, __u32 *w)
+static __always_inline __u64 budget_latency(struct timing *tm, __u64 ts, __u64 *now, __u32 *w)
 {
-	__u64 d = bpf_jiffies64() - st->timing.jts;
+	__u64 d = bpf_jiffies64() - tm->jts;
 	*now = 0;
 	*w = 0;
-	if (!st->call.ts && !d)
+	if (!ts && !d)
 		return 0;
 	__u64 t = bpf_ktime_get_ns();
-	__u64 bound = t - (st->call.ts ? st->timing.prev_clk : st->timing.last_clk);
+	__u64 bound = t - (ts ? tm->prev_clk : tm->last_clk);
 	/* It began in jiffy jts: a stale last read cannot make it longer. */
 	if (cfg_tick_ns && bound > (d + 1) * cfg_tick_ns)
 		bound = (d + 1) * cfg_tick_ns;
-	st->timing.last_clk = t;
+	tm->last_clk = t;
 	*now = t;
-	*w = d && bound >= LONG_NS ? 1 : st->timing.weight;
-	return st->call.ts ? t - st->call.ts : bound;
+	*w = d && bound >= LONG_NS ? 1 : tm->weight;
+	return ts ? t - ts : bound;
 }
 
 #endif

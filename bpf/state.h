@@ -88,6 +88,21 @@ struct kept_fault {
 	__u64 sp;
 };
 
+/*
+ * Stat's fast path (fast.h): a thread's call in flight, budgets and pending
+ * counts, in the row its registers' address hashes to.
+ */
+struct fast_row {
+	__u64 owner; /* the thread's registers' address, | FAST_BUSY while in a call; 0: free */
+	__u64 ts;    /* entry by the clock; 0: not timed */
+	__u64 gen;   /* attach_gen at entry */
+	__u32 nr;
+	__u32 pad;
+	struct ids ids;
+	struct timing timing;
+	struct pending pend;
+};
+
 struct task_state {
 	struct call call;
 	struct ids ids;

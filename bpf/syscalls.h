@@ -13,6 +13,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	if (!syscall_wanted(id))
 		return 0;
+	if (fast_stat() && fast_enter(regs, id))
+		return 0;
 	/*
 	 * A task has state only once it has been selected (selection never
 	 * shrinks while a task lives), so a task we follow skips the pid and
@@ -62,7 +64,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	}
 	if (budget_timing()) {
-		budget_entry(st, id);
+		budget_entry(&st->timing, &st->call.ts, id);
 		if (cfg_sample && st->call.prev_failed && !st->call.ts) {
 			/*
 			 * The call after a failure crosses over, and its time is
@@ -70,7 +72,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			 * weigh what the budget gave it, so the histogram stays
 			 * a fair sample.
 			 */
-			clock_entry(st);
+			clock_entry(&st->timing, &st->call.ts);
 		}
 		return 0;
 	}
@@ -125,6 +127,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (id >= 0 && !syscall_wanted(id))
 			return 0;
 	}
+	if (fast_stat() && fast_exit(regs, ret))
+		return 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
 	if (!st)
 		return 0;
@@ -159,7 +163,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		bool timed = true;
 		__u32 hw = 1;
 		if (budget_timing()) {
-			lat = budget_latency(st, &now, &hw);
+			lat = budget_latency(&st->timing, st->call.ts, &now, &hw);
 			timed = st->call.ts != 0;
 		} else if (!lean_timing() || st->call.ts) {
 			now = bpf_ktime_get_ns();

@@ -23,6 +23,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "select.h"
 #include "emit.h"
 #include "stat.h"
+#include "fast.h"
 #include "sleep.h"
 #include "syscalls.h"
 #include "faults.h"

@@ -7,6 +7,7 @@ package tests
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -32,6 +33,14 @@ type statRow struct {
 
 func TestStatBudgetAgainstRecord(t *testing.T) {
 	requireBPF(t)
+	t.Run("pid", func(t *testing.T) { budgetAgainstRecord(t, false) })
+	// Stat of the whole host counts on its fast path (bpf/fast.h), whose
+	// timing must hold as well. Its rows are by process there: the
+	// process's reads and sleeps are checked together.
+	t.Run("host", func(t *testing.T) { budgetAgainstRecord(t, true) })
+}
+
+func budgetAgainstRecord(t *testing.T, host bool) {
 	dir := t.TempDir()
 	target := exec.Command(prog("latmix"), "3")
 	if err := target.Start(); err != nil {
@@ -47,7 +56,19 @@ func TestStatBudgetAgainstRecord(t *testing.T) {
 	// only record's cheap entry program, not its exit program, which now
 	// and then hands the kernel's ring a batch.
 	out := filepath.Join(dir, "stat.json")
-	st := startAttached(t, "stat", "--json", "-o", out, "-p", strconv.Itoa(pid))
+	var st *exec.Cmd
+	var stErr bytes.Buffer
+	if host {
+		st = exec.Command(sysray, "stat", "--json", "-o", out, "--by", "process", "-e", "read,clock_nanosleep")
+		st.Stderr = &stErr
+		if err := st.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Process.Kill() })
+		waitLinks(t, st.Process.Pid, &stErr)
+	} else {
+		st = startAttached(t, "stat", "--json", "-o", out, "-p", strconv.Itoa(pid))
+	}
 	capFile := filepath.Join(dir, "run.sysray")
 	rec := startAttached(t, "record", "-w", capFile, "-p", strconv.Itoa(pid))
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
@@ -56,7 +77,13 @@ func TestStatBudgetAgainstRecord(t *testing.T) {
 	if err := target.Wait(); err != nil {
 		t.Fatalf("latmix: %v", err)
 	}
-	// Both end by themselves once their process has exited.
+	// Both end by themselves once their process has exited; stat of the
+	// host on Ctrl-C.
+	if host {
+		if err := st.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, c := range []*exec.Cmd{st, rec} {
 		done := make(chan error, 1)
 		go func() { done <- c.Wait() }()
@@ -80,16 +107,31 @@ func TestStatBudgetAgainstRecord(t *testing.T) {
 	}
 	rows := map[string]statRow{}
 	for _, r := range doc.Rows {
-		rows[r.Name] = r
+		name := r.Name
+		if host {
+			if !strings.HasSuffix(name, "["+strconv.Itoa(pid)+"]") {
+				continue
+			}
+			name = "read+clock_nanosleep"
+		}
+		rows[name] = r
 	}
 	exact := map[string][]uint64{}
 	for _, e := range parseJSON(t, runOut(t, "read", "--json", capFile).stdout) {
 		if e.PID == uint32(pid) && e.Syscall != nil && !e.Syscall.Unfinished {
-			exact[e.Syscall.Name] = append(exact[e.Syscall.Name], e.Syscall.LatencyNS)
+			name := e.Syscall.Name
+			if host {
+				name = "read+clock_nanosleep"
+			}
+			exact[name] = append(exact[name], e.Syscall.LatencyNS)
 		}
 	}
 
-	for _, name := range []string{"read", "clock_nanosleep"} {
+	names := []string{"read", "clock_nanosleep"}
+	if host {
+		names = []string{"read+clock_nanosleep"}
+	}
+	for _, name := range names {
 		r, lats := rows[name], exact[name]
 		sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 		// Both tracers saw every call after the signal, and only those.
@@ -120,6 +162,12 @@ func TestStatBudgetAgainstRecord(t *testing.T) {
 	}
 	// The reads came thousands a second, far past the budget: most were
 	// counted, not timed. Every sleep was timed (a few per tick at most).
+	if host {
+		if r := rows[names[0]]; r.Timed*2 > r.Calls || r.P50Rank == 0 {
+			t.Errorf("%d of %d calls timed, rank error %g: budgeted timing did not sample", r.Timed, r.Calls, r.P50Rank)
+		}
+		return
+	}
 	if r := rows["read"]; r.Timed*4 > r.Calls || r.P50Rank == 0 {
 		t.Errorf("read: %d of %d calls timed, rank error %g: budgeted timing did not sample", r.Timed, r.Calls, r.P50Rank)
 	}

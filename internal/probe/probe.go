@@ -87,6 +87,7 @@ type Probe struct {
 	arch     event.Arch
 	stacksOn bool
 	budget   bool // budgeted timing: threads keep counts pending (Stats)
+	fast     bool // stat's fast path: rows of fast_rows keep counts pending too
 	poll     time.Duration
 
 	linkMu sync.Mutex
@@ -184,6 +185,14 @@ func Open(cfg Config) (*Probe, error) {
 	}
 	specs.Rings.MaxEntries = uint32(ncpu)
 	specs.Stages.MaxEntries = uint32(ncpu)
+	rows := uint32(1)
+	if cfg.fastPath() {
+		rows = fastRows(cfg.SlowOpens)
+	}
+	specs.FastRows.MaxEntries = rows
+	if err := specs.CfgFastShift.Set(uint32(32 - bits.TrailingZeros32(rows))); err != nil {
+		return nil, err
+	}
 	if !cfg.Stacks {
 		specs.Stacks.MaxEntries = 1 // unused; do not pin memory for it
 		specs.StackIds.MaxEntries = 1
@@ -201,7 +210,7 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 
-	p := &Probe{arch: arch, stacksOn: cfg.Stacks, budget: cfg.Stat && cfg.Budget > 0, poll: cfg.Poll}
+	p := &Probe{arch: arch, stacksOn: cfg.Stacks, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll}
 	var opts ebpf.CollectionOptions
 	if cfg.SlowOpens {
 		// CO-RE then needs no listing of /sys/kernel/btf for modules
@@ -403,7 +412,12 @@ func (p *Probe) Detach() error {
 // in the kernel (emitting, counting) and writes nothing: reading its file
 // to the end is what walks the tasks.
 func walkTasks(prog *ebpf.Program) error {
-	it, err := link.AttachIter(link.IterOptions{Program: prog})
+	return walk(link.IterOptions{Program: prog})
+}
+
+// walk runs an iterator program over everything it iterates.
+func walk(opts link.IterOptions) error {
+	it, err := link.AttachIter(opts)
 	if err != nil {
 		return err
 	}
@@ -507,6 +521,8 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	execve, _ := event.SyscallByName(arch, "execve")
 	execveat, _ := event.SyscallByName(arch, "execveat")
 	sigreturn, _ := event.SyscallByName(arch, "rt_sigreturn")
+	exit, _ := event.SyscallByName(arch, "exit")
+	exitGroup, _ := event.SyscallByName(arch, "exit_group")
 	for _, kv := range []struct {
 		spec *ebpf.VariableSpec
 		v    any
@@ -528,6 +544,8 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrExecve, execve},
 		{vars.CfgNrExecveat, execveat},
 		{vars.CfgNrRtSigreturn, sigreturn},
+		{vars.CfgNrExit, exit},
+		{vars.CfgNrExitGroup, exitGroup},
 		{vars.SysMask, mask},
 		{vars.CapRules, rules},
 	} {

@@ -64,6 +64,40 @@ type sysrayExitRec struct {
 	Pad  uint32
 }
 
+type sysrayFastRow struct {
+	_     structs.HostLayout
+	Owner uint64
+	Ts    uint64
+	Gen   uint64
+	Nr    uint32
+	Pad   uint32
+	Ids   struct {
+		_     structs.HostLayout
+		Tgid  uint32
+		Pad   uint32
+		Cg    uint64
+		CgGen uint64
+	}
+	Timing struct {
+		_         structs.HostLayout
+		Tick      uint32
+		Weight    uint32
+		Jts       uint64
+		P1        uint64
+		J1        uint64
+		SampledAt uint64
+		RecordAt  uint64
+		LastClk   uint64
+		PrevClk   uint64
+		Rng       uint64
+		Budget    [32]uint32
+	}
+	Pend struct {
+		_ structs.HostLayout
+		W [32]uint64
+	}
+}
+
 type sysrayFaultRec struct {
 	_     structs.HostLayout
 	H     sysrayHdr
@@ -348,6 +382,7 @@ const (
 	sysrayMapCgroups              = "cgroups"
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
+	sysrayMapFastRows             = "fast_rows"
 	sysrayMapPcounts              = "pcounts"
 	sysrayMapPids                 = "pids"
 	sysrayMapProfLost             = "prof_lost"
@@ -365,6 +400,7 @@ const (
 	sysrayProgCgroupAttachTask    = "cgroup_attach_task"
 	sysrayProgCgroupTransferTasks = "cgroup_transfer_tasks"
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
+	sysrayProgFlushFast           = "flush_fast"
 	sysrayProgFlushPending        = "flush_pending"
 	sysrayProgInflight            = "inflight"
 	sysrayProgMemcgReclaimBegin   = "memcg_reclaim_begin"
@@ -386,9 +422,12 @@ const (
 	sysrayVarCfgBudget            = "cfg_budget"
 	sysrayVarCfgCgroups           = "cfg_cgroups"
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
+	sysrayVarCfgFastShift         = "cfg_fast_shift"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
 	sysrayVarCfgNrExecve          = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
+	sysrayVarCfgNrExit            = "cfg_nr_exit"
+	sysrayVarCfgNrExitGroup       = "cfg_nr_exit_group"
 	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
 	sysrayVarCfgPids              = "cfg_pids"
 	sysrayVarCfgSample            = "cfg_sample"
@@ -464,6 +503,7 @@ type sysrayProgramSpecs struct {
 	CgroupAttachTask    *ebpf.ProgramSpec `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.ProgramSpec `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
+	FlushFast           *ebpf.ProgramSpec `ebpf:"flush_fast"`
 	FlushPending        *ebpf.ProgramSpec `ebpf:"flush_pending"`
 	Inflight            *ebpf.ProgramSpec `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.ProgramSpec `ebpf:"memcg_reclaim_begin"`
@@ -489,6 +529,7 @@ type sysrayMapSpecs struct {
 	Cgroups        *ebpf.MapSpec `ebpf:"cgroups"`
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
+	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
 	Pcounts        *ebpf.MapSpec `ebpf:"pcounts"`
 	Pids           *ebpf.MapSpec `ebpf:"pids"`
 	ProfLost       *ebpf.MapSpec `ebpf:"prof_lost"`
@@ -514,9 +555,12 @@ type sysrayVariableSpecs struct {
 	CfgBudget        *ebpf.VariableSpec `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
+	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
+	CfgNrExit        *ebpf.VariableSpec `ebpf:"cfg_nr_exit"`
+	CfgNrExitGroup   *ebpf.VariableSpec `ebpf:"cfg_nr_exit_group"`
 	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
 	CfgSample        *ebpf.VariableSpec `ebpf:"cfg_sample"`
@@ -570,6 +614,7 @@ type sysrayMaps struct {
 	Cgroups        *ebpf.Map `ebpf:"cgroups"`
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
+	FastRows       *ebpf.Map `ebpf:"fast_rows"`
 	Pcounts        *ebpf.Map `ebpf:"pcounts"`
 	Pids           *ebpf.Map `ebpf:"pids"`
 	ProfLost       *ebpf.Map `ebpf:"prof_lost"`
@@ -591,6 +636,7 @@ func (m *sysrayMaps) Close() error {
 		m.Cgroups,
 		m.Drops,
 		m.Errnos,
+		m.FastRows,
 		m.Pcounts,
 		m.Pids,
 		m.ProfLost,
@@ -617,9 +663,12 @@ type sysrayVariables struct {
 	CfgBudget        *ebpf.Variable `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.Variable `ebpf:"cfg_cgroups"`
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
+	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`
+	CfgNrExit        *ebpf.Variable `ebpf:"cfg_nr_exit"`
+	CfgNrExitGroup   *ebpf.Variable `ebpf:"cfg_nr_exit_group"`
 	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
 	CfgSample        *ebpf.Variable `ebpf:"cfg_sample"`
@@ -657,6 +706,7 @@ type sysrayPrograms struct {
 	CgroupAttachTask    *ebpf.Program `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.Program `ebpf:"cgroup_transfer_tasks"`
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
+	FlushFast           *ebpf.Program `ebpf:"flush_fast"`
 	FlushPending        *ebpf.Program `ebpf:"flush_pending"`
 	Inflight            *ebpf.Program `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.Program `ebpf:"memcg_reclaim_begin"`
@@ -680,6 +730,7 @@ func (p *sysrayPrograms) Close() error {
 		p.CgroupAttachTask,
 		p.CgroupTransferTasks,
 		p.EmulateVsyscall,
+		p.FlushFast,
 		p.FlushPending,
 		p.Inflight,
 		p.MemcgReclaimBegin,

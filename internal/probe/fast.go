@@ -1,0 +1,67 @@
+package probe
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+)
+
+// fastPath says whether stat counts calls without task storage
+// (bpf/fast.h): budgeted timing with nothing that needs a thread's
+// storage (samples, sleep stacks) or a selection made per process. It must
+// say what fast_stat() in the kernel says.
+func (c *Config) fastPath() bool {
+	return c.Stat && c.Budget > 0 && c.Sample == 0 && !c.Stacks &&
+		len(c.PIDs) == 0 && !c.Launch && len(c.Cgroups) == 0
+}
+
+// Rows of the fast path's table: four for each thread the host has at
+// start, so that two threads in a call at once rarely share a row (the
+// second one's call then takes the slower task storage path; nothing is
+// lost). A row is 512 bytes: from 2 MiB to 8 MiB.
+const (
+	minFastRows = 4096
+	maxFastRows = 16384
+)
+
+// fastRows sizes the fast path's table from the thread count in
+// /proc/loadavg, or takes the least when opens may stall (slowOpens) or
+// the file says nothing.
+func fastRows(slowOpens bool) uint32 {
+	// Tests force collisions with a table of a few rows: every row shared,
+	// taken over and fallen back from all the time, counts still exact.
+	if v, err := strconv.ParseUint(os.Getenv("SYSRAY_FAST_ROWS"), 10, 32); err == nil && v >= 2 && v&(v-1) == 0 {
+		return uint32(v)
+	}
+	rows := uint32(minFastRows)
+	if slowOpens {
+		return rows
+	}
+	threads := loadavgThreads()
+	for rows < maxFastRows && uint64(rows) < 4*threads {
+		rows *= 2
+	}
+	return rows
+}
+
+// loadavgThreads is the fourth field's denominator in /proc/loadavg
+// ("running/total" scheduling entities), or 0.
+func loadavgThreads() uint64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 4 {
+		return 0
+	}
+	_, total, ok := bytes.Cut(f[3], []byte("/"))
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseUint(string(total), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}
