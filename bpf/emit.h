@@ -54,15 +54,14 @@ static __always_inline void fill_hdr(struct hdr *h, __u8 kind, __u16 size, __u64
  * straight from the task, its cgroup from the cache stat_account keeps. The
  * helpers for these cost more than the rest of a record together.
  */
-static __always_inline void fill_hdr_st(struct hdr *h, struct task_state *st, __u8 kind, __u16 size,
-					__u64 ts)
+static __always_inline void fill_hdr_ids(struct hdr *h, struct ids *ids, __u8 kind, __u16 size, __u64 ts)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	__u64 gen = cgroup_gen;
-	if (st->ids.cg_gen != gen) {
-		st->ids.cg = bpf_get_current_cgroup_id();
-		st->ids.tgid = t->tgid;
-		st->ids.cg_gen = gen;
+	if (ids->cg_gen != gen) {
+		ids->cg = bpf_get_current_cgroup_id();
+		ids->tgid = t->tgid;
+		ids->cg_gen = gen;
 	}
 	h->kind = kind;
 	h->flags = 0;
@@ -71,7 +70,7 @@ static __always_inline void fill_hdr_st(struct hdr *h, struct task_state *st, __
 	h->pid = t->tgid;
 	h->tid = t->pid;
 	h->ts = ts;
-	h->cgroup = st->ids.cg;
+	h->cgroup = ids->cg;
 	__builtin_memcpy(h->comm, t->comm, TASK_COMM_LEN);
 }
 
@@ -90,20 +89,20 @@ static __always_inline void fill_hdr_task(struct hdr *h, struct task_struct *t, 
 	BPF_CORE_READ_STR_INTO(&h->comm, t, comm);
 }
 
-static __always_inline void load_args(struct task_state *st, struct pt_regs *regs)
+static __always_inline void load_args(struct call *c, struct pt_regs *regs)
 {
-	st->call.args[0] = BPF_CORE_READ(regs, di);
-	st->call.args[1] = BPF_CORE_READ(regs, si);
-	st->call.args[2] = BPF_CORE_READ(regs, dx);
-	st->call.args[3] = BPF_CORE_READ(regs, r10);
-	st->call.args[4] = BPF_CORE_READ(regs, r8);
-	st->call.args[5] = BPF_CORE_READ(regs, r9);
+	c->args[0] = BPF_CORE_READ(regs, di);
+	c->args[1] = BPF_CORE_READ(regs, si);
+	c->args[2] = BPF_CORE_READ(regs, dx);
+	c->args[3] = BPF_CORE_READ(regs, r10);
+	c->args[4] = BPF_CORE_READ(regs, r8);
+	c->args[5] = BPF_CORE_READ(regs, r9);
 }
 
 /* Copies the arguments the user asked to see as strings or addresses. */
-static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct task_state *st, long ret)
+static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct call *c, long ret)
 {
-	__u32 nr = st->call.nr;
+	__u32 nr = c->nr;
 	__u32 off = 0;
 
 	if (nr >= MAX_SYSCALL)
@@ -122,7 +121,7 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 		r->dlen[i] = 0;
 		if (!kind || arg >= 6 || lenarg >= 6)
 			continue;
-		const void *ptr = (const void *)st->call.args[arg];
+		const void *ptr = (const void *)c->args[arg];
 		if (!ptr)
 			continue;
 		if (off > DATA_SLOT)
@@ -139,11 +138,11 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 		} else {
 			__u32 len;
 			if (kind == CAP_SOCKADDR) {
-				len = st->call.args[lenarg];
+				len = c->args[lenarg];
 			} else {
 				if (ret < 0)
 					continue;
-				if (bpf_probe_read_user(&len, sizeof(len), (void *)st->call.args[lenarg]))
+				if (bpf_probe_read_user(&len, sizeof(len), (void *)c->args[lenarg]))
 					continue;
 			}
 			if (len == 0)
@@ -165,14 +164,14 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 	return off;
 }
 
-static __always_inline void fill_sys(struct sys_rec *r, struct task_state *st, long ret, __u64 now)
+static __always_inline void fill_sys(struct sys_rec *r, struct call *c, long ret, __u64 now)
 {
-	r->latency = now - st->call.ts;
+	r->latency = now - c->ts;
 	r->ret = ret;
-	r->nr = st->call.nr;
+	r->nr = c->nr;
 #pragma unroll
 	for (int i = 0; i < 6; i++)
-		r->args[i] = st->call.args[i];
+		r->args[i] = c->args[i];
 	/*
 	 * The doctor fits latency against the process's mappings; counting the
 	 * mmap calls it sees would miss the ones it did not sample. Only calls
@@ -216,7 +215,7 @@ static int stage_timer(void *map, __u32 *key, struct stage *sg)
 }
 
 /* Stages a syscall record; false when the caller must emit it directly. */
-static __always_inline bool stage_syscall(struct task_state *st, long ret, __u64 now, __u8 flags)
+static __always_inline bool stage_syscall(struct call *c, struct ids *ids, long ret, __u64 now, __u8 flags)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct stage *sg = bpf_map_lookup_elem(&stages, &cpu);
@@ -235,9 +234,9 @@ static __always_inline bool stage_syscall(struct task_state *st, long ret, __u64
 		off = 0;
 	}
 	struct sys_rec *r = (void *)(sg->buf + off);
-	fill_hdr_st(&r->h, st, K_SYSCALL, sizeof(*r), st->call.ts);
+	fill_hdr_ids(&r->h, ids, K_SYSCALL, sizeof(*r), c->ts);
 	r->h.flags = flags;
-	fill_sys(r, st, ret, now);
+	fill_sys(r, c, ret, now);
 	r->dlen[0] = 0;
 	r->dlen[1] = 0;
 	r->dtrunc = 0;
@@ -251,12 +250,15 @@ static __always_inline bool stage_syscall(struct task_state *st, long ret, __u64
 	return true;
 }
 
-/* Emits the syscall held in st. task is NULL when it is the current task. */
-static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 now, __u8 flags,
-					 struct task_struct *task)
+/*
+ * Emits the call c, of the thread whose cached ids are ids. task is NULL
+ * when it is the current task.
+ */
+static __always_inline void emit_call(struct call *c, struct ids *ids, long ret, __u64 now, __u8 flags,
+				      struct task_struct *task)
 {
-	bool plain = !has_captures(st->call.nr) || (flags & F_UNFINISHED) || task;
-	if (plain && !task && stage_syscall(st, ret, now, flags))
+	bool plain = !has_captures(c->nr) || (flags & F_UNFINISHED) || task;
+	if (plain && !task && stage_syscall(c, ids, ret, now, flags))
 		return;
 
 	void *rb = cpu_ring();
@@ -272,11 +274,11 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 			return;
 		}
 		if (task)
-			fill_hdr_task(&r->h, task, K_SYSCALL, sizeof(*r), st->call.ts);
+			fill_hdr_task(&r->h, task, K_SYSCALL, sizeof(*r), c->ts);
 		else
-			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), st->call.ts);
+			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), c->ts);
 		r->h.flags = flags;
-		fill_sys(r, st, ret, now);
+		fill_sys(r, c, ret, now);
 		if (task)
 			r->maps = 0; /* fill_sys read the current task's, not this one's */
 		r->dlen[0] = 0;
@@ -293,15 +295,22 @@ static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 
 		return;
 	b->r.dtrunc = 0;
 	b->r.dset = 0;
-	__u32 n = capture_args(&b->r, b->data, st, ret);
+	__u32 n = capture_args(&b->r, b->data, c, ret);
 	__u32 size = sizeof(b->r) + n;
 	if (size > sizeof(*b))
 		size = sizeof(*b);
-	fill_hdr(&b->r.h, K_SYSCALL, size, st->call.ts);
+	fill_hdr(&b->r.h, K_SYSCALL, size, c->ts);
 	b->r.h.flags = flags;
-	fill_sys(&b->r, st, ret, now);
+	fill_sys(&b->r, c, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
 		count_drop();
+}
+
+/* Emits the syscall held in st. */
+static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 now, __u8 flags,
+					 struct task_struct *task)
+{
+	emit_call(&st->call, &st->ids, ret, now, flags, task);
 }
 
 /* Emits a slow syscall with the places it slept. */
@@ -320,14 +329,14 @@ static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now
 	b->r.dlen[1] = 0;
 	__u32 n = 0;
 	if (has_captures(st->call.nr))
-		n = capture_args(&b->r, b->data, st, ret);
+		n = capture_args(&b->r, b->data, &st->call, ret);
 	__builtin_memcpy(&b->sl, &st->sleep.sl, sizeof(b->sl));
 	__u32 size = sizeof(b->r) + sizeof(b->sl) + n;
 	if (size > sizeof(*b))
 		size = sizeof(*b);
 	fill_hdr(&b->r.h, K_SYSCALL, size, st->call.ts);
 	b->r.h.flags = F_SLEEPS | flags;
-	fill_sys(&b->r, st, ret, now);
+	fill_sys(&b->r, &st->call, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
 		count_drop();
 }

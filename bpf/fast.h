@@ -1,23 +1,25 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Stat's fast path: counting a call without task storage.
+ * The fast path: a syscall's entry and exit without task storage.
  *
- * Plain `sysray stat` and `top` (budgeted timing; no samples, stacks, pid or
- * cgroup filter) keep a thread's call in flight, its budgets and its
- * pending counts in a row of fast_rows chosen by the address of the
- * thread's saved registers. The tracepoints are handed that address for
- * free, and it is unique to a live thread: the registers sit at the top of
- * its kernel stack. Two task storage lookups a call were most of what stat
- * cost over empty programs (BENCHMARKS.md, "Stop 25"); an array lookup is
- * inlined by the verifier, and the row moves with its thread from CPU to
- * CPU as its task storage would.
+ * Stat, top, trace and record of the whole host (no sleep stacks, no pid or
+ * cgroup filter; stat without samples) keep a thread's call in flight, its
+ * cached ids and, in stat, its budgets and pending counts in a row of
+ * fast_rows chosen by the address of the thread's saved registers. The
+ * tracepoints are handed that address for free, and it is unique to a live
+ * thread: the registers sit at the top of its kernel stack. Two task
+ * storage lookups a call were most of what stat cost over empty programs
+ * (BENCHMARKS.md, "Stop 25"); an array lookup is inlined by the verifier,
+ * and the row moves with its thread from CPU to CPU as its task storage
+ * would.
  *
  * A row is a thread's while the thread lives (sched_process_exit frees it)
  * or until another thread that hashes to it takes it over while it is
  * idle, first adding the pending counts to the map under the old owner's
- * key. A thread that finds its row in another thread's call takes the task
- * storage path for this call, as every other mode does: a collision costs
- * what every call cost before, and loses nothing.
+ * key. A thread that finds its row in another thread's call, or holding
+ * another thread's interrupted call, takes the task storage path for this
+ * call, as every other mode does: a collision costs what every call cost
+ * before, and loses nothing.
  *
  * Part of the one BPF object sysray loads; included by sysray.bpf.c after
  * stat.h, whose definitions it uses.
@@ -33,9 +35,21 @@
  */
 #define FAST_IDLE 1ULL
 
+/* Stat's fast path: budgeted timing, and nothing that needs a thread's storage. */
 static __always_inline bool fast_stat(void)
 {
 	return budget_timing() && !cfg_sample && !cfg_stacks && !cfg_pids && !cfg_cgroups;
+}
+
+/* Trace and record's: every call emitted, no sleep stacks, no selection per process. */
+static __always_inline bool fast_record(void)
+{
+	return !cfg_stat && !cfg_stacks && !cfg_pids && !cfg_cgroups;
+}
+
+static __always_inline bool fast_path(void)
+{
+	return fast_stat() || fast_record();
 }
 
 static __always_inline struct fast_row *fast_row_of(__u64 regs)
@@ -54,6 +68,12 @@ static __always_inline struct fast_row *fast_row_of(__u64 regs)
 	return bpf_map_lookup_elem(&fast_rows, &i);
 }
 
+/* An interrupted call is held until the thread's next entry shows it reached user space (sys_exit). */
+static __always_inline bool restarting(long ret)
+{
+	return ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK;
+}
+
 /*
  * Takes the row for the thread entering a call; false leaves the call to the
  * task storage path.
@@ -69,30 +89,68 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 		return false;
 	__u64 o = r->owner;
 	bool mine = (o & ~FAST_IDLE) == me;
-	/*
-	 * In a call and not ours: another thread's call, unless it was
-	 * entered under an earlier attach, whose exit this attach will not
-	 * see. (Ours and in a call: an exit we did not see, for that reason.)
-	 */
-	if (!mine && o && !(o & FAST_IDLE) && r->gen == attach_gen)
-		return false;
+	if (!mine && o) {
+		/*
+		 * In another thread's call: not ours to take, unless the call
+		 * was entered under an earlier attach, whose exit this attach
+		 * will not see. (Ours and in a call: an exit we did not see,
+		 * for that reason.) An interrupted call is its thread's to
+		 * emit, with its name.
+		 */
+		if (!(o & FAST_IDLE) && r->call.gen == attach_gen)
+			return false;
+		if (r->call.held)
+			return false;
+	}
 	/* Atomic: another thread that hashes here may be taking the row at this moment. */
 	if (__sync_val_compare_and_swap(&r->owner, o, me) != o)
 		return false;
-	if (!mine && r->ids.cg_gen) {
+	if (!mine) {
 		/* The old owner's counts go to its key; its budgets and clock reads are still fair bounds. */
-		pend_flush(&r->ids, &r->pend, false);
+		if (budget_timing() && r->ids.cg_gen)
+			pend_flush(&r->ids, &r->pend, false);
 		r->ids.cg_gen = 0;
+		r->call.held = 0;
+	} else if (r->call.held) {
+		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */
+		r->call.held = 0;
+		refresh_ids(&r->ids, &r->pend);
+		emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, NULL);
 	}
-	r->nr = id;
-	r->gen = attach_gen;
-	budget_entry(&r->timing, &r->ts, id);
+	r->call.nr = id;
+	r->call.gen = attach_gen;
+	if (fast_stat()) {
+		budget_entry(&r->timing, &r->call.ts, id);
+		return true;
+	}
+	r->call.args[0] = regs->di;
+	r->call.args[1] = regs->si;
+	r->call.args[2] = regs->dx;
+	r->call.args[3] = regs->r10;
+	r->call.args[4] = regs->r8;
+	r->call.args[5] = regs->r9;
+	r->call.ts = bpf_ktime_get_ns();
 	return true;
 }
 
+/* Record: emits the row's call, or holds it if a signal interrupted it. */
+static __always_inline void fast_emit(struct fast_row *r, long ret)
+{
+	__u64 now = bpf_ktime_get_ns();
+	if (now - r->call.ts < cfg_min_latency)
+		return;
+	if (restarting(ret)) {
+		r->call.held = 1;
+		r->call.held_ret = ret;
+		r->call.held_end = now;
+		return;
+	}
+	emit_call(&r->call, &r->ids, ret, now, 0, NULL);
+}
+
 /*
- * Counts the call the thread's row holds; false leaves the exit to the task
- * storage path (a call entered there, or one the row never saw).
+ * Counts or emits the call the thread's row holds; false leaves the exit to
+ * the task storage path (a call entered there, or one the row never saw).
  */
 static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 {
@@ -101,7 +159,7 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 	if (!r)
 		return false;
 	if (r->owner != me) {
-		if (r->owner == me + FAST_IDLE && r->gen == attach_gen && ret < 0 && ret >= -4095) {
+		if (r->owner == me + FAST_IDLE && r->call.gen == attach_gen && ret < 0 && ret >= -4095) {
 			/*
 			 * The thread entered a call since the attach and is in
 			 * none: a failure with no entry may be a seccomp filter's
@@ -115,20 +173,46 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 		}
 		return false;
 	}
-	if (r->gen == attach_gen) {
-		__u64 now;
-		__u32 hw;
-		__u64 lat = budget_latency(&r->timing, r->ts, &now, &hw);
+	if (r->call.gen == attach_gen) {
 		refresh_ids(&r->ids, &r->pend);
-		if (r->ids.tgid != cfg_self)
-			count_call(&r->ids, &r->pend, r->nr, ret, lat, hw, hw, false, 0);
+		if (r->ids.tgid == cfg_self) {
+			/* sysray's own calls: the task storage path never selects them. */
+		} else if (fast_stat()) {
+			__u64 now;
+			__u32 hw;
+			__u64 lat = budget_latency(&r->timing, r->call.ts, &now, &hw);
+			count_call(&r->ids, &r->pend, r->call.nr, ret, lat, hw, hw, false, 0);
+		} else {
+			fast_emit(r, ret);
+		}
 	}
 	/* Last, and atomic: once idle, the row may be taken over. */
 	__sync_lock_test_and_set(&r->owner, me + FAST_IDLE);
 	return true;
 }
 
-/* A thread's exit frees its row: a new thread may be given its stack, and with it the row. */
+/*
+ * The row's call, if the thread (regs) is in one this attach saw enter, or
+ * holds an interrupted one: for its exit and for the stop's in-flight walk.
+ */
+static __always_inline struct fast_row *fast_pending_call(__u64 regs)
+{
+	struct fast_row *r = fast_row_of(regs);
+	if (!r)
+		return NULL;
+	__u64 o = r->owner;
+	if ((o & ~FAST_IDLE) != regs)
+		return NULL;
+	if ((o == regs && r->call.gen == attach_gen) || r->call.held)
+		return r;
+	return NULL;
+}
+
+/*
+ * A thread's exit frees its row: a new thread may be given its stack, and
+ * with it the row. In record, a call it was in never returns: it is
+ * emitted unfinished, as the task storage path does.
+ */
 static __always_inline void fast_release(struct task_struct *task)
 {
 	__u64 me = (__u64)bpf_task_pt_regs(task);
@@ -138,10 +222,28 @@ static __always_inline void fast_release(struct task_struct *task)
 	__u64 o = r->owner;
 	if ((o & ~FAST_IDLE) != me)
 		return;
-	if (r->ids.cg_gen)
+	if (fast_record() && ((o == me && r->call.gen == attach_gen) || r->call.held)) {
+		refresh_ids(&r->ids, &r->pend);
+		if (r->ids.tgid != cfg_self)
+			emit_call(&r->call, &r->ids, 0, bpf_ktime_get_ns(), F_UNFINISHED, NULL);
+	}
+	if (budget_timing() && r->ids.cg_gen)
 		pend_flush(&r->ids, &r->pend, false);
 	r->ids.cg_gen = 0;
+	r->call.held = 0;
 	__sync_val_compare_and_swap(&r->owner, o, 0);
+}
+
+/* The syscall the current thread is in, from its row; -1: none, or not on the fast path. */
+static __always_inline __s32 fast_call_nr(void)
+{
+	if (!fast_path())
+		return -1;
+	__u64 me = (__u64)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct fast_row *r = fast_row_of(me);
+	if (!r || r->owner != me || r->call.gen != attach_gen)
+		return -1;
+	return r->call.nr;
 }
 
 /* A read of the counts first takes every row's pending ones to the map (Probe.Stats). */

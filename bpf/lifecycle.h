@@ -81,7 +81,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 			if (st) {
 				struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
 				st->call.nr = BPF_CORE_READ(regs, orig_ax);
-				load_args(st, regs);
+				load_args(&st->call, regs);
 				st->call.ts = now;
 				st->call.seq++;
 				st->call.gen = attach_gen;
@@ -152,7 +152,7 @@ SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 {
 	/* Before the selection: sysray's own threads have rows too. */
-	if (fast_stat())
+	if (fast_path())
 		fast_release(task);
 	if (!selected())
 		return 0;
@@ -210,6 +210,17 @@ int inflight(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	if (!task)
 		return 0;
+	if (fast_record()) {
+		/* Its call, if the fast path took it. */
+		struct fast_row *r = fast_pending_call((__u64)bpf_task_pt_regs(task));
+		if (r && task_selected(task)) {
+			if (r->call.held)
+				emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, task);
+			else
+				emit_call(&r->call, &r->ids, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
+			r->call.held = 0;
+		}
+	}
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	if (!st || !(st->call.active || st->call.held))
 		return 0;

@@ -20,8 +20,13 @@ int on_cpu(struct bpf_perf_event_data *ctx)
 	k.kstack = stack_id(ctx, STK_PROFILE, 0);
 	k.ustack = stack_id(ctx, STK_PROFILE, BPF_F_USER_STACK);
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
-	if (st && st->call.active)
+	if (st && st->call.active) {
 		k.syscall = st->call.nr + 1;
+	} else {
+		__s32 nr = fast_call_nr();
+		if (nr >= 0)
+			k.syscall = nr + 1;
+	}
 	bpf_get_current_comm(k.comm, sizeof(k.comm));
 	__u64 *n = bpf_map_lookup_elem(&profile, &k);
 	if (n) {

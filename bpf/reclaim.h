@@ -46,7 +46,7 @@ int BPF_PROG(memcg_reclaim_end, unsigned long nr_reclaimed)
 	fill_hdr(&r->h, K_RECLAIM, sizeof(*r), now);
 	r->dur = now - begin;
 	r->pages = nr_reclaimed;
-	r->nr = st->call.active ? (__s32)st->call.nr : -1;
+	r->nr = st->call.active ? (__s32)st->call.nr : fast_call_nr();
 	/* Says what asked for it: a charge at the limit, or a write to memory.reclaim or memory.high. */
 	r->kstack = cfg_stacks ? stack_id(ctx, STK_RECLAIM, 0) : -1;
 	bpf_ringbuf_submit(r, wake_flags(rb));

@@ -103,7 +103,7 @@ static __always_inline void late_args(struct task_state *st, struct pt_regs *reg
 			st->call.args[i] = 0;
 		return;
 	}
-	load_args(st, regs);
+	load_args(&st->call, regs);
 }
 
 /* A new key starts from this (too large for the BPF stack). */

@@ -89,18 +89,17 @@ struct kept_fault {
 };
 
 /*
- * Stat's fast path (fast.h): a thread's call in flight, budgets and pending
- * counts, in the row its registers' address hashes to.
+ * The fast path (fast.h): a thread's call in flight, its cached ids, and in
+ * stat its budgets and pending counts, in the row its registers' address
+ * hashes to. 640 bytes: rows do not share cache lines.
  */
 struct fast_row {
-	__u64 owner; /* the thread's registers' address, | FAST_BUSY while in a call; 0: free */
-	__u64 ts;    /* entry by the clock; 0: not timed */
-	__u64 gen;   /* attach_gen at entry */
-	__u32 nr;
-	__u32 pad;
+	__u64 owner; /* the thread's registers' address while in a call, + FAST_IDLE between; 0: free */
+	struct call call; /* ts, nr and gen; args and held in record */
 	struct ids ids;
 	struct timing timing;
 	struct pending pend;
+	__u64 pad[7];
 };
 
 struct task_state {

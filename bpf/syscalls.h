@@ -13,7 +13,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	if (!syscall_wanted(id))
 		return 0;
-	if (fast_stat() && fast_enter(regs, id))
+	if (fast_path() && fast_enter(regs, id))
 		return 0;
 	/*
 	 * A task has state only once it has been selected (selection never
@@ -100,7 +100,7 @@ static __noinline void refused(struct task_state *st, struct pt_regs *regs, long
 	st->call.nr = id;
 	st->call.seq++; /* a call of its own: no sleeps of the last one */
 	st->call.ts = now;
-	load_args(st, regs);
+	load_args(&st->call, regs);
 	if (cfg_stat) {
 		stat_account(st, ret, 0, 1, 1);
 		if (!cfg_sample)
@@ -127,7 +127,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (id >= 0 && !syscall_wanted(id))
 			return 0;
 	}
-	if (fast_stat() && fast_exit(regs, ret))
+	if (fast_path() && fast_exit(regs, ret))
 		return 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
 	if (!st)

@@ -6,19 +6,21 @@ import (
 	"strconv"
 )
 
-// fastPath says whether stat counts calls without task storage
-// (bpf/fast.h): budgeted timing with nothing that needs a thread's
-// storage (samples, sleep stacks) or a selection made per process. It must
-// say what fast_stat() in the kernel says.
+// fastPath says whether syscalls are taken without task storage
+// (bpf/fast.h): nothing that needs a thread's storage (sleep stacks; in
+// stat, samples, which lean or exact timing implies) and no selection made
+// per process. It must say what fast_path() in the kernel says.
 func (c *Config) fastPath() bool {
-	return c.Stat && c.Budget > 0 && c.Sample == 0 && !c.Stacks &&
-		len(c.PIDs) == 0 && !c.Launch && len(c.Cgroups) == 0
+	if c.Stacks || len(c.PIDs) > 0 || c.Launch || len(c.Cgroups) > 0 {
+		return false
+	}
+	return !c.Stat || (c.Budget > 0 && c.Sample == 0)
 }
 
 // Rows of the fast path's table: four for each thread the host has at
 // start, so that two threads in a call at once rarely share a row (the
 // second one's call then takes the slower task storage path; nothing is
-// lost). A row is 512 bytes: from 2 MiB to 8 MiB.
+// lost). A row is 640 bytes: from 2.5 MiB to 10 MiB.
 const (
 	minFastRows = 4096
 	maxFastRows = 16384

@@ -67,11 +67,21 @@ type sysrayExitRec struct {
 type sysrayFastRow struct {
 	_     structs.HostLayout
 	Owner uint64
-	Ts    uint64
-	Gen   uint64
-	Nr    uint32
-	Pad   uint32
-	Ids   struct {
+	Call  struct {
+		_          structs.HostLayout
+		Ts         uint64
+		Args       [6]uint64
+		Nr         uint32
+		Active     uint8
+		Held       uint8
+		PrevFailed uint8
+		Pad        uint8
+		HeldRet    int64
+		HeldEnd    uint64
+		Seq        uint64
+		Gen        uint64
+	}
+	Ids struct {
 		_     structs.HostLayout
 		Tgid  uint32
 		Pad   uint32
@@ -96,6 +106,7 @@ type sysrayFastRow struct {
 		_ structs.HostLayout
 		W [32]uint64
 	}
+	Pad [7]uint64
 }
 
 type sysrayFaultRec struct {

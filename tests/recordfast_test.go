@@ -1,0 +1,211 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostRecord records the whole host (the fast path, bpf/fast.h: no task
+// storage on the way in or out) while fn runs, and returns the events.
+func hostRecord(t *testing.T, fn func()) []record {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "host.sysray")
+	rec := exec.Command(sysray, "record", "-w", file)
+	var stderr bytes.Buffer
+	rec.Stderr = &stderr
+	if err := rec.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Process.Kill() })
+	waitLinks(t, rec.Process.Pid, &stderr)
+	fn()
+	if err := rec.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Wait(); err != nil {
+		t.Fatalf("sysray record: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "lost") {
+		t.Fatalf("record lost events: %s", stderr.String())
+	}
+	r := runOut(t, "read", "--json", file)
+	if r.code != 0 {
+		t.Fatalf("read: exit %d: %s", r.code, r.stderr)
+	}
+	return parseJSON(t, r.stdout)
+}
+
+// execCounts counts the calls of the process that executed path, from
+// its execve on, and of the processes it started, as strace -f -c counts
+// the program it starts: unfinished calls (exit_group) are not counted.
+func execCounts(t *testing.T, evs []record, path string) counts {
+	t.Helper()
+	// Who is in the tree first: the reader orders events by their entry
+	// within a window, and a child's first call may come before the
+	// parent's clone that returned it.
+	tree := map[uint32]bool{}
+	root := uint32(0)
+	for _, e := range evs {
+		if e.Syscall != nil && e.Syscall.Name == "execve" && e.Syscall.Ret == 0 && len(e.Syscall.Args) > 0 &&
+			strings.Contains(e.Syscall.Args[0].Value, path) {
+			root = e.PID
+			tree[root] = true
+			break
+		}
+	}
+	if len(tree) == 0 {
+		t.Fatalf("no execve of %s in the record", path)
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, e := range evs {
+			if e.Syscall == nil || !tree[e.PID] || e.Syscall.Ret <= 0 {
+				continue
+			}
+			switch e.Syscall.Name {
+			case "clone", "clone3", "fork", "vfork":
+				if child := uint32(e.Syscall.Ret); !tree[child] {
+					tree[child], grew = true, true
+				}
+			}
+		}
+	}
+	c := counts{}
+	execed := false
+	for _, e := range evs {
+		if e.Syscall == nil || e.Syscall.Unfinished || !tree[e.PID] {
+			continue
+		}
+		// The root's calls before its execve were strace's, setting up.
+		if e.PID == root && !execed {
+			if execed = e.Syscall.Name == "execve"; !execed {
+				continue
+			}
+		}
+		v := c[e.Syscall.Name]
+		v[0]++
+		if e.Syscall.Ret < 0 && e.Syscall.Ret >= -4095 {
+			v[1]++
+		}
+		c[e.Syscall.Name] = v
+	}
+	return c
+}
+
+// A record of the whole host holds exactly what strace -c sees of each
+// program in the same run: the fast path loses no call and no failure,
+// and exits by signal, exit_group and the rest come out as on the task
+// storage path.
+func TestHostRecordMatchesStrace(t *testing.T) {
+	requireBPF(t)
+	for _, cmd := range [][]string{
+		{prog("getppid"), "20000"},
+		{prog("openat"), filepath.Join(t.TempDir(), "f")},
+		{prog("mmapfail")},
+		{prog("exit7")},
+		{prog("segv")},
+	} {
+		t.Run(filepath.Base(cmd[0]), func(t *testing.T) {
+			var want counts
+			evs := hostRecord(t, func() { want = straceCounts(t, cmd...) })
+			sameCounts(t, "host record", execCounts(t, evs, cmd[0]), want)
+		})
+	}
+}
+
+// The call a thread is in when a whole-host record stops is written
+// unfinished, as with -p (TestUnfinishedAtStop).
+func TestHostRecordUnfinishedAtStop(t *testing.T) {
+	requireBPF(t)
+	sleeper := exec.Command(prog("sleeper"))
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Process.Kill()
+	evs := hostRecord(t, func() { time.Sleep(1500 * time.Millisecond) })
+	var done, unfinished int
+	for _, e := range evs {
+		if e.PID != uint32(sleeper.Process.Pid) || e.Syscall == nil || !strings.HasSuffix(e.Syscall.Name, "nanosleep") {
+			continue
+		}
+		if e.Syscall.Unfinished {
+			unfinished++
+		} else {
+			done++
+		}
+	}
+	if done < 1 || unfinished != 1 {
+		t.Errorf("%d completed and %d unfinished sleeps, want >= 1 and exactly 1", done, unfinished)
+	}
+}
+
+// A read interrupted by a signal whose handler has SA_RESTART ends each
+// attempt with -ERESTARTSYS (-512) and starts again after the handler:
+// every attempt is a call of its own, held until the thread's next entry
+// shows it reached user space. The program says how many times its
+// handler ran; that many reads end in -512, and one more returns a byte.
+// Both paths: -- COMMAND (task storage) and the whole host (fast path).
+func TestRestartedCalls(t *testing.T) {
+	requireBPF(t)
+	check := func(t *testing.T, evs []record, pid int, out string) {
+		var alarms, n int
+		if _, err := fmt.Sscanf(out, "%d %d", &alarms, &n); err != nil || n != 1 || alarms < 3 {
+			t.Fatalf("restart said %q", out)
+		}
+		var restarted, ok, sigreturns int
+		for _, e := range evs {
+			if e.PID != uint32(pid) || e.Syscall == nil {
+				continue
+			}
+			switch {
+			case e.Syscall.Name == "read" && e.Syscall.Ret == -512:
+				restarted++
+			case e.Syscall.Name == "read" && e.Syscall.Ret == 1:
+				ok++
+			case e.Syscall.Name == "rt_sigreturn":
+				sigreturns++
+			}
+		}
+		if restarted != alarms || ok != 1 || sigreturns != alarms {
+			t.Errorf("%d reads ended -ERESTARTSYS, %d returned a byte, %d rt_sigreturn; the handler ran %d times",
+				restarted, ok, sigreturns, alarms)
+		}
+	}
+	t.Run("command", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "c.sysray")
+		r := run(t, "record", "-w", file, "--", prog("restart"))
+		if r.code != 0 {
+			t.Fatalf("record: exit %d: %s", r.code, r.stderr)
+		}
+		rd := runOut(t, "read", "--json", file)
+		evs := parseJSON(t, rd.stdout)
+		pid := 0
+		for _, e := range evs {
+			if e.Syscall != nil && e.Syscall.Name == "execve" {
+				pid = int(e.PID)
+				break
+			}
+		}
+		check(t, evs, pid, r.stdout)
+	})
+	t.Run("host", func(t *testing.T) {
+		var out bytes.Buffer
+		var pid int
+		evs := hostRecord(t, func() {
+			c := exec.Command(prog("restart"))
+			c.Stdout = &out
+			if err := c.Run(); err != nil {
+				t.Errorf("restart: %v", err)
+			}
+			pid = c.Process.Pid
+		})
+		check(t, evs, pid, out.String())
+	})
+}
+
