@@ -2,8 +2,8 @@
 /*
  * The fast path: a syscall's entry and exit without task storage.
  *
- * Stat, top, trace and record of the whole host (no sleep stacks, no pid or
- * cgroup filter; stat without samples) keep a thread's call in flight, its
+ * Stat, top, trace and record without sleep stacks (and stat without
+ * samples) keep a thread's call in flight, its
  * cached ids and, in stat, its budgets and pending counts in a row of
  * fast_rows chosen by the address of the thread's saved registers. The
  * tracepoints are handed that address for free, and it is unique to a live
@@ -38,13 +38,13 @@
 /* Stat's fast path: budgeted timing, and nothing that needs a thread's storage. */
 static __always_inline bool fast_stat(void)
 {
-	return budget_timing() && !cfg_sample && !cfg_stacks && !cfg_pids && !cfg_cgroups;
+	return budget_timing() && !cfg_sample && !cfg_stacks;
 }
 
-/* Trace and record's: every call emitted, no sleep stacks, no selection per process. */
+/* Trace and record's: every call emitted, no sleep stacks. */
 static __always_inline bool fast_record(void)
 {
-	return !cfg_stat && !cfg_stacks && !cfg_pids && !cfg_cgroups;
+	return !cfg_stat && !cfg_stacks;
 }
 
 static __always_inline bool fast_path(void)
@@ -68,6 +68,29 @@ static __always_inline struct fast_row *fast_row_of(__u64 regs)
 	return bpf_map_lookup_elem(&fast_rows, &i);
 }
 
+/*
+ * The row's ids, read again after a cgroup move or a takeover, and with
+ * them whether the thread is selected: selection is by process and cgroup,
+ * and it changes only with them, or at the execve of the command sysray
+ * starts (sched_process_exec clears cg_gen then).
+ */
+static __always_inline void fast_ids(struct fast_row *r)
+{
+	if (r->ids.cg_gen == cgroup_gen)
+		return;
+	refresh_ids(&r->ids, &r->pend);
+	bool sel = tgid_selected(r->ids.tgid);
+	if (sel && cfg_cgroups)
+		sel = bpf_map_lookup_elem(&cgroups, &r->ids.cg) != NULL;
+	r->ids.sel = sel;
+}
+
+/* The row holds the thread's ids, still valid, and they say it is not traced. */
+static __always_inline bool fast_unselected(struct fast_row *r, __u64 me)
+{
+	return r->owner == me + FAST_IDLE && r->ids.cg_gen == cgroup_gen && !r->ids.sel;
+}
+
 /* An interrupted call is held until the thread's next entry shows it reached user space (sys_exit). */
 static __always_inline bool restarting(long ret)
 {
@@ -87,6 +110,9 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 	struct fast_row *r = fast_row_of(me);
 	if (!r)
 		return false;
+	/* A thread not traced costs this much and no more, once its row knows it. */
+	if (fast_unselected(r, me))
+		return true;
 	__u64 o = r->owner;
 	bool mine = (o & ~FAST_IDLE) == me;
 	if (!mine && o) {
@@ -114,7 +140,6 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 	} else if (r->call.held) {
 		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */
 		r->call.held = 0;
-		refresh_ids(&r->ids, &r->pend);
 		emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, NULL);
 	}
 	r->call.nr = id;
@@ -158,8 +183,11 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 	struct fast_row *r = fast_row_of(me);
 	if (!r)
 		return false;
+	if (fast_unselected(r, me))
+		return true;
 	if (r->owner != me) {
-		if (r->owner == me + FAST_IDLE && r->call.gen == attach_gen && ret < 0 && ret >= -4095) {
+		if (r->owner == me + FAST_IDLE && r->call.gen == attach_gen && r->ids.cg_gen == cgroup_gen &&
+		    r->ids.sel && ret < 0 && ret >= -4095) {
 			/*
 			 * The thread entered a call since the attach and is in
 			 * none: a failure with no entry may be a seccomp filter's
@@ -174,9 +202,9 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 		return false;
 	}
 	if (r->call.gen == attach_gen) {
-		refresh_ids(&r->ids, &r->pend);
-		if (r->ids.tgid == cfg_self) {
-			/* sysray's own calls: the task storage path never selects them. */
+		fast_ids(r);
+		if (!r->ids.sel) {
+			/* Not traced: its next entry will not take the row (fast_unselected). */
 		} else if (fast_stat()) {
 			__u64 now;
 			__u32 hw;
@@ -223,8 +251,8 @@ static __always_inline void fast_release(struct task_struct *task)
 	if ((o & ~FAST_IDLE) != me)
 		return;
 	if (fast_record() && ((o == me && r->call.gen == attach_gen) || r->call.held)) {
-		refresh_ids(&r->ids, &r->pend);
-		if (r->ids.tgid != cfg_self)
+		fast_ids(r);
+		if (r->ids.sel)
 			emit_call(&r->call, &r->ids, 0, bpf_ktime_get_ns(), F_UNFINISHED, NULL);
 	}
 	if (budget_timing() && r->ids.cg_gen)
@@ -241,9 +269,26 @@ static __always_inline __s32 fast_call_nr(void)
 		return -1;
 	__u64 me = (__u64)bpf_task_pt_regs(bpf_get_current_task_btf());
 	struct fast_row *r = fast_row_of(me);
-	if (!r || r->owner != me || r->call.gen != attach_gen)
+	if (!r || r->owner != me || r->call.gen != attach_gen || !r->ids.sel)
 		return -1;
 	return r->call.nr;
+}
+
+/*
+ * The command sysray started reaches its execve and is traced from here:
+ * its row must read its selection again. True when the execve itself is in
+ * the row (its exit emits it); false leaves it to the task storage path.
+ */
+static __always_inline bool fast_selected_now(struct task_struct *p)
+{
+	__u64 me = (__u64)bpf_task_pt_regs(p);
+	struct fast_row *r = fast_row_of(me);
+	if (!r || (r->owner & ~FAST_IDLE) != me)
+		return false;
+	if (budget_timing() && r->ids.cg_gen)
+		pend_flush(&r->ids, &r->pend, false);
+	r->ids.cg_gen = 0;
+	return r->owner == me && r->call.gen == attach_gen;
 }
 
 /* A read of the counts first takes every row's pending ones to the map (Probe.Stats). */

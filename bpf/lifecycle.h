@@ -76,8 +76,9 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 			 * and count the execve itself, whose entry we could not see.
 			 */
 			*v = SEL_ACTIVE | SEL_FOLLOW;
-			struct task_state *st = bpf_task_storage_get(&tstate, p, 0,
-								     BPF_LOCAL_STORAGE_GET_F_CREATE);
+			struct task_state *st = NULL;
+			if (!fast_path() || !fast_selected_now(p))
+				st = bpf_task_storage_get(&tstate, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 			if (st) {
 				struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(p);
 				st->call.nr = BPF_CORE_READ(regs, orig_ax);

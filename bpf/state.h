@@ -27,7 +27,7 @@ struct call {
 /* The task's ids, cached for the stats key and record headers. */
 struct ids {
 	__u32 tgid;
-	__u32 pad;
+	__u32 sel; /* the fast path: the thread is selected (read with the rest) */
 	__u64 cg;     /* cgroup id */
 	__u64 cg_gen; /* cgroup_gen when tgid and cg were read; 0: never */
 };

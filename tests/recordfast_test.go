@@ -13,10 +13,12 @@ import (
 
 // hostRecord records the whole host (the fast path, bpf/fast.h: no task
 // storage on the way in or out) while fn runs, and returns the events.
-func hostRecord(t *testing.T, fn func()) []record {
+// rows, if not empty, sets the fast path's table size (SYSRAY_FAST_ROWS).
+func hostRecord(t *testing.T, rows string, fn func()) []record {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "host.sysray")
 	rec := exec.Command(sysray, "record", "-w", file)
+	rec.Env = append(os.Environ(), "SYSRAY_FAST_ROWS="+rows)
 	var stderr bytes.Buffer
 	rec.Stderr = &stderr
 	if err := rec.Start(); err != nil {
@@ -101,21 +103,24 @@ func execCounts(t *testing.T, evs []record, path string) counts {
 // A record of the whole host holds exactly what strace -c sees of each
 // program in the same run: the fast path loses no call and no failure,
 // and exits by signal, exit_group and the rest come out as on the task
-// storage path.
+// storage path. With two rows, threads share rows all the time and many
+// calls take the task storage path: one thread's calls go both ways.
 func TestHostRecordMatchesStrace(t *testing.T) {
 	requireBPF(t)
-	for _, cmd := range [][]string{
-		{prog("getppid"), "20000"},
-		{prog("openat"), filepath.Join(t.TempDir(), "f")},
-		{prog("mmapfail")},
-		{prog("exit7")},
-		{prog("segv")},
-	} {
-		t.Run(filepath.Base(cmd[0]), func(t *testing.T) {
-			var want counts
-			evs := hostRecord(t, func() { want = straceCounts(t, cmd...) })
-			sameCounts(t, "host record", execCounts(t, evs, cmd[0]), want)
-		})
+	for _, rows := range []string{"", "2"} {
+		for _, cmd := range [][]string{
+			{prog("getppid"), "20000"},
+			{prog("openat"), filepath.Join(t.TempDir(), "f")},
+			{prog("mmapfail")},
+			{prog("exit7")},
+			{prog("segv")},
+		} {
+			t.Run(filepath.Base(cmd[0])+"/rows="+rows, func(t *testing.T) {
+				var want counts
+				evs := hostRecord(t, rows, func() { want = straceCounts(t, cmd...) })
+				sameCounts(t, "host record", execCounts(t, evs, cmd[0]), want)
+			})
+		}
 	}
 }
 
@@ -128,7 +133,7 @@ func TestHostRecordUnfinishedAtStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sleeper.Process.Kill()
-	evs := hostRecord(t, func() { time.Sleep(1500 * time.Millisecond) })
+	evs := hostRecord(t, "", func() { time.Sleep(1500 * time.Millisecond) })
 	var done, unfinished int
 	for _, e := range evs {
 		if e.PID != uint32(sleeper.Process.Pid) || e.Syscall == nil || !strings.HasSuffix(e.Syscall.Name, "nanosleep") {
@@ -150,7 +155,7 @@ func TestHostRecordUnfinishedAtStop(t *testing.T) {
 // every attempt is a call of its own, held until the thread's next entry
 // shows it reached user space. The program says how many times its
 // handler ran; that many reads end in -512, and one more returns a byte.
-// Both paths: -- COMMAND (task storage) and the whole host (fast path).
+// Both paths: the fast one (bpf/fast.h), and task storage (--stacks).
 func TestRestartedCalls(t *testing.T) {
 	requireBPF(t)
 	check := func(t *testing.T, evs []record, pid int, out string) {
@@ -177,27 +182,33 @@ func TestRestartedCalls(t *testing.T) {
 				restarted, ok, sigreturns, alarms)
 		}
 	}
-	t.Run("command", func(t *testing.T) {
-		file := filepath.Join(t.TempDir(), "c.sysray")
-		r := run(t, "record", "-w", file, "--", prog("restart"))
-		if r.code != 0 {
-			t.Fatalf("record: exit %d: %s", r.code, r.stderr)
-		}
-		rd := runOut(t, "read", "--json", file)
-		evs := parseJSON(t, rd.stdout)
-		pid := 0
-		for _, e := range evs {
-			if e.Syscall != nil && e.Syscall.Name == "execve" {
-				pid = int(e.PID)
-				break
+	for _, path := range []struct {
+		name  string
+		flags []string
+	}{{"command", nil}, {"task-storage", []string{"--stacks"}}} {
+		t.Run(path.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "c.sysray")
+			args := append(append([]string{"record"}, path.flags...), "-w", file, "--", prog("restart"))
+			r := run(t, args...)
+			if r.code != 0 {
+				t.Fatalf("record: exit %d: %s", r.code, r.stderr)
 			}
-		}
-		check(t, evs, pid, r.stdout)
-	})
+			rd := runOut(t, "read", "--json", file)
+			evs := parseJSON(t, rd.stdout)
+			pid := 0
+			for _, e := range evs {
+				if e.Syscall != nil && e.Syscall.Name == "execve" {
+					pid = int(e.PID)
+					break
+				}
+			}
+			check(t, evs, pid, r.stdout)
+		})
+	}
 	t.Run("host", func(t *testing.T) {
 		var out bytes.Buffer
 		var pid int
-		evs := hostRecord(t, func() {
+		evs := hostRecord(t, "", func() {
 			c := exec.Command(prog("restart"))
 			c.Stdout = &out
 			if err := c.Run(); err != nil {
@@ -208,4 +219,3 @@ func TestRestartedCalls(t *testing.T) {
 		check(t, evs, pid, out.String())
 	})
 }
-

@@ -8,13 +8,10 @@ import (
 
 // fastPath says whether syscalls are taken without task storage
 // (bpf/fast.h): nothing that needs a thread's storage (sleep stacks; in
-// stat, samples, which lean or exact timing implies) and no selection made
-// per process. It must say what fast_path() in the kernel says.
+// stat, samples, which lean or exact timing implies). It must say what
+// fast_path() in the kernel says.
 func (c *Config) fastPath() bool {
-	if c.Stacks || len(c.PIDs) > 0 || c.Launch || len(c.Cgroups) > 0 {
-		return false
-	}
-	return !c.Stat || (c.Budget > 0 && c.Sample == 0)
+	return !c.Stacks && (!c.Stat || (c.Budget > 0 && c.Sample == 0))
 }
 
 // Rows of the fast path's table: four for each thread the host has at

@@ -84,7 +84,7 @@ type sysrayFastRow struct {
 	Ids struct {
 		_     structs.HostLayout
 		Tgid  uint32
-		Pad   uint32
+		Sel   uint32
 		Cg    uint64
 		CgGen uint64
 	}
@@ -315,7 +315,7 @@ type sysrayTaskState struct {
 	Ids struct {
 		_     structs.HostLayout
 		Tgid  uint32
-		Pad   uint32
+		Sel   uint32
 		Cg    uint64
 		CgGen uint64
 	}
