@@ -3,9 +3,10 @@
 #
 #   bash bench/ablate.sh [ROUNDS] [REQUESTS]
 #
-# Builds this commit three more times from a scratch worktree with
-# bench/ablate.patch applied, each without one part, and runs them in
-# bench/redis.sh beside the real tools, each paired with a baseline:
+# Builds commit ABLATE_BASE (default 1e593f7, the last before the fast
+# path of bpf/fast.h, which the patch was made against) four times from a
+# scratch worktree with bench/ablate.patch applied, whole and each without
+# one part, and runs them in bench/redis.sh, each paired with a baseline:
 #
 #   ablate-noclock         record that never reads the clock (every call
 #                          stamped 1 ns): the price of record's two clock
@@ -21,10 +22,10 @@
 #                          process): a floor for any redesign of stat's path
 #
 # The ablated builds are not tools: their output is wrong by design. The
-# patch is against bpf/syscalls.h and internal/probe/run.go as they were
-# when it was made; when it no longer applies, make it again from the
-# ABLATE_* blocks it adds. Needs root and clang (clang-19), and what
-# bench/redis.sh needs.
+# patch is against bpf/syscalls.h and internal/probe/run.go of
+# ABLATE_BASE; to price the parts of a later commit, make it again there
+# from the ABLATE_* blocks it adds. Needs root and clang (clang-19), and
+# what bench/redis.sh needs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
@@ -39,16 +40,17 @@ fi
 ABLATE=$(mktemp -d)
 wt=$ABLATE/src
 trap 'git worktree remove --force "$wt" 2>/dev/null; rm -rf "$ABLATE"' EXIT
-git worktree add -q --detach "$wt" HEAD
+git worktree add -q --detach "$wt" "${ABLATE_BASE:-1e593f7}"
 git -C "$wt" apply "$PWD/bench/ablate.patch"
 build() { # name cflags
 	(cd "$wt/internal/probe" && BPF_CLANG=$clang BPF_CFLAGS="-O2 -g -Wall -Werror -mcpu=v3 $2" go generate ./... >/dev/null)
 	(cd "$wt" && CGO_ENABLED=0 go build -o "$ABLATE/sysray-$1" ./cmd/sysray)
 }
 build plain ""
+mv "$ABLATE/sysray-plain" "$ABLATE/sysray" # the whole build, as prev-stat and prev-record run it
 build noclock -DABLATE_NOCLOCK
 build percpu -DABLATE_PERCPU
-export ABLATE
+export ABLATE PREV=$ABLATE
 
-ONLY="baseline empty-tp baseline sysray-stat baseline ablate-percpu baseline sysray-record baseline ablate-discard baseline ablate-noclock baseline ablate-noclock-discard" \
+ONLY="baseline empty-tp baseline prev-stat baseline ablate-percpu baseline prev-record baseline ablate-discard baseline ablate-noclock baseline ablate-noclock-discard" \
 	bash bench/redis.sh "$ROUNDS" "$REQS"
