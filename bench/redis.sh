@@ -34,6 +34,21 @@ sysray=$PWD/bin/sysray
 CGO_ENABLED=0 go build -o "$work/emptytp" ./bench/emptytp
 rpid=$(cat "$work/redis.pid")
 
+# BPF_STATS=1 also has the kernel account each program's run time
+# (kernel.bpf_stats_enabled) and prints, per tool, the in-kernel time of
+# all BPF programs per GET: what the tool's programs cost the workload,
+# free of the throughput's scatter. The accounting itself adds a clock
+# read or two to every program run, so the throughput of such a run is
+# not comparable with one without it.
+bpf_ns() {
+	bpftool prog show -j 2>/dev/null | python3 -c 'import json,sys; print(sum(p.get("run_time_ns",0) for p in json.load(sys.stdin)))'
+}
+if [ "${BPF_STATS:-}" = 1 ]; then
+	command -v bpftool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bpftool >/dev/null)
+	sysctl -q kernel.bpf_stats_enabled=1
+	trap 'sysctl -q kernel.bpf_stats_enabled=0; kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
+fi
+
 bench() {
 	redis-benchmark -h 127.0.0.1 -p $port -n "$REQS" -c 50 -t get -q 2>/dev/null | grep -oE '[0-9.]+ requests per second' | grep -oE '^[0-9.]+'
 }
@@ -85,12 +100,17 @@ order=(baseline empty-tp sysray-floor sysray-stat sysray-stat-exact sysray-recor
 # The host drifts by several percent within minutes; a change of 2% shows
 # in the pairs before it shows in the medians. List baseline more than
 # once in ONLY to pair each tool with a baseline of its own.
-declare -A samples paired
+declare -A samples paired kernel
 last_base=
 for ((r = 1; r <= ROUNDS; r++)); do
 	for m in "${order[@]}"; do
 		start_tool "$m"
+		[ "${BPF_STATS:-}" = 1 ] && k0=$(bpf_ns)
 		x=$(bench || echo NaN)
+		if [ "${BPF_STATS:-}" = 1 ]; then
+			k1=$(bpf_ns)
+			kernel[$m]+="$(awk -v a="$k0" -v b="$k1" -v n="$REQS" 'BEGIN{printf "%.0f", (b-a)/n}') "
+		fi
 		samples[$m]+="$x "
 		[ "$m" = baseline ] && last_base=$x
 		if [ "$m" != baseline ] && [ -n "$last_base" ]; then
@@ -122,3 +142,16 @@ for m in "${order[@]}"; do
 done
 echo
 echo "paired change: the median of each sample's change against the baseline run just before it."
+if [ "${BPF_STATS:-}" = 1 ]; then
+	echo
+	echo "| tool | BPF program ns per GET (median) | samples |"
+	echo "|---|---:|---|"
+	declare -A kshown
+	for m in "${order[@]}"; do
+		[ -n "${kshown[$m]:-}" ] && continue
+		kshown[$m]=1
+		echo "| $m | $(echo "${kernel[$m]}" | median) | ${kernel[$m]}|"
+	done
+	echo
+	echo "BPF program ns per GET: the run time the kernel accounted to every loaded BPF program during the run (kernel.bpf_stats_enabled), over the requests; the stats' own clock reads are in it."
+fi
