@@ -103,13 +103,22 @@ static __always_inline bool restarting(long ret)
  */
 static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 {
-	/* They never return: the thread's exit finds them in its task storage (F_UNFINISHED). */
-	if (id == cfg_nr_exit || id == cfg_nr_exit_group)
-		return false;
 	__u64 me = (__u64)regs;
 	struct fast_row *r = fast_row_of(me);
 	if (!r)
 		return false;
+	if (id == cfg_nr_exit || id == cfg_nr_exit_group) {
+		/*
+		 * They never return: the thread's exit finds them in its task
+		 * storage (F_UNFINISHED). A call held before them did return.
+		 * (A row holding a call is its owner's alone: no one takes it.)
+		 */
+		if (r->owner == me + FAST_IDLE && r->call.held) {
+			r->call.held = 0;
+			emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, NULL);
+		}
+		return false;
+	}
 	/* A thread not traced costs this much and no more, once its row knows it. */
 	if (fast_unselected(r, me))
 		return true;

@@ -155,20 +155,26 @@ func TestHostRecordUnfinishedAtStop(t *testing.T) {
 // every attempt is a call of its own, held until the thread's next entry
 // shows it reached user space. The program says how many times its
 // handler ran; that many reads end in -512, and one more returns a byte.
+// With "exit", the third handler ends the process: its read still
+// returned (-512, not unfinished), shown by the exit_group that follows.
 // Both paths: the fast one (bpf/fast.h), and task storage (--stacks).
 func TestRestartedCalls(t *testing.T) {
 	requireBPF(t)
-	check := func(t *testing.T, evs []record, pid int, out string) {
-		var alarms, n int
-		if _, err := fmt.Sscanf(out, "%d %d", &alarms, &n); err != nil || n != 1 || alarms < 3 {
-			t.Fatalf("restart said %q", out)
+	check := func(t *testing.T, evs []record, pid int, exit bool, out string) {
+		alarms, n := 3, 0
+		if !exit {
+			if _, err := fmt.Sscanf(out, "%d %d", &alarms, &n); err != nil || n != 1 || alarms < 3 {
+				t.Fatalf("restart said %q", out)
+			}
 		}
-		var restarted, ok, sigreturns int
+		var restarted, ok, sigreturns, unfinished int
 		for _, e := range evs {
 			if e.PID != uint32(pid) || e.Syscall == nil {
 				continue
 			}
 			switch {
+			case e.Syscall.Name == "read" && e.Syscall.Unfinished:
+				unfinished++
 			case e.Syscall.Name == "read" && e.Syscall.Ret == -512:
 				restarted++
 			case e.Syscall.Name == "read" && e.Syscall.Ret == 1:
@@ -177,45 +183,56 @@ func TestRestartedCalls(t *testing.T) {
 				sigreturns++
 			}
 		}
-		if restarted != alarms || ok != 1 || sigreturns != alarms {
-			t.Errorf("%d reads ended -ERESTARTSYS, %d returned a byte, %d rt_sigreturn; the handler ran %d times",
-				restarted, ok, sigreturns, alarms)
+		wantOK, wantSigreturns := 1, alarms
+		if exit {
+			wantOK, wantSigreturns = 0, alarms-1
+		}
+		if restarted != alarms || ok != wantOK || sigreturns != wantSigreturns || unfinished != 0 {
+			t.Errorf("%d reads ended -ERESTARTSYS, %d returned a byte, %d unfinished, %d rt_sigreturn; the handler ran %d times",
+				restarted, ok, unfinished, sigreturns, alarms)
 		}
 	}
-	for _, path := range []struct {
-		name  string
-		flags []string
-	}{{"command", nil}, {"task-storage", []string{"--stacks"}}} {
-		t.Run(path.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "c.sysray")
-			args := append(append([]string{"record"}, path.flags...), "-w", file, "--", prog("restart"))
-			r := run(t, args...)
-			if r.code != 0 {
-				t.Fatalf("record: exit %d: %s", r.code, r.stderr)
-			}
-			rd := runOut(t, "read", "--json", file)
-			evs := parseJSON(t, rd.stdout)
-			pid := 0
-			for _, e := range evs {
-				if e.Syscall != nil && e.Syscall.Name == "execve" {
-					pid = int(e.PID)
-					break
+	for _, exit := range []bool{false, true} {
+		var progArgs []string
+		suffix := ""
+		if exit {
+			progArgs, suffix = []string{"exit"}, "-exit"
+		}
+		for _, path := range []struct {
+			name  string
+			flags []string
+		}{{"command", nil}, {"task-storage", []string{"--stacks"}}} {
+			t.Run(path.name+suffix, func(t *testing.T) {
+				file := filepath.Join(t.TempDir(), "c.sysray")
+				args := append(append([]string{"record"}, path.flags...), "-w", file, "--", prog("restart"))
+				r := run(t, append(args, progArgs...)...)
+				if r.code != 0 {
+					t.Fatalf("record: exit %d: %s", r.code, r.stderr)
 				}
-			}
-			check(t, evs, pid, r.stdout)
+				rd := runOut(t, "read", "--json", file)
+				evs := parseJSON(t, rd.stdout)
+				pid := 0
+				for _, e := range evs {
+					if e.Syscall != nil && e.Syscall.Name == "execve" {
+						pid = int(e.PID)
+						break
+					}
+				}
+				check(t, evs, pid, exit, r.stdout)
+			})
+		}
+		t.Run("host"+suffix, func(t *testing.T) {
+			var out bytes.Buffer
+			var pid int
+			evs := hostRecord(t, "", func() {
+				c := exec.Command(prog("restart"), progArgs...)
+				c.Stdout = &out
+				if err := c.Run(); err != nil {
+					t.Errorf("restart: %v", err)
+				}
+				pid = c.Process.Pid
+			})
+			check(t, evs, pid, exit, out.String())
 		})
 	}
-	t.Run("host", func(t *testing.T) {
-		var out bytes.Buffer
-		var pid int
-		evs := hostRecord(t, "", func() {
-			c := exec.Command(prog("restart"))
-			c.Stdout = &out
-			if err := c.Run(); err != nil {
-				t.Errorf("restart: %v", err)
-			}
-			pid = c.Process.Pid
-		})
-		check(t, evs, pid, out.String())
-	})
 }

@@ -4,6 +4,8 @@
  * attempt with -ERESTARTSYS, runs the handler, and the read starts again.
  * Prints how many times the handler ran; each time was one interrupted
  * read (the timer is armed just before the read and disarmed just after).
+ * With argument "exit", the third handler calls _exit(0) instead of
+ * returning: its read was interrupted, and then the process ended.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -13,15 +15,19 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t alarms;
+static int exit_at;
 
 static void on_alarm(int sig)
 {
 	(void)sig;
-	alarms++;
+	if (++alarms == exit_at)
+		_exit(0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "exit") == 0)
+		exit_at = 3;
 	int p[2];
 	if (pipe(p))
 		return 1;
