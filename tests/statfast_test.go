@@ -21,8 +21,8 @@ import (
 // thread to thread and from one process to the other, and end with threads
 // that stay alive (their counts still pending when stat stops). Each
 // process's getppid count must be exact. With SYSRAY_FAST_ROWS=2 every row
-// is shared: threads take rows over from each other and fall back to task
-// storage when a row is in another thread's call.
+// is shared: a thread whose row another live thread holds counts through
+// task storage, and rows pass to new threads as their owners exit.
 func TestStatFastPathExact(t *testing.T) {
 	requireBPF(t)
 	const n, threads, rounds = 3000, 4, 20

@@ -87,7 +87,7 @@ type Probe struct {
 	arch     event.Arch
 	stacksOn bool
 	budget   bool // budgeted timing: threads keep counts pending (Stats)
-	fast     bool // stat's fast path: rows of fast_rows keep counts pending too
+	fast     bool // the fast path (bpf/fast.h); in stat its rows keep counts pending too
 	poll     time.Duration
 
 	linkMu sync.Mutex
