@@ -89,6 +89,23 @@ static __always_inline void fill_hdr_task(struct hdr *h, struct task_struct *t, 
 	BPF_CORE_READ_STR_INTO(&h->comm, t, comm);
 }
 
+/* load_args at sys_enter, whose registers the verifier lets us read directly. */
+static __always_inline void entry_args(struct call *c, struct pt_regs *regs)
+{
+	c->args[0] = regs->di;
+	c->args[1] = regs->si;
+	c->args[2] = regs->dx;
+	c->args[3] = regs->r10;
+	c->args[4] = regs->r8;
+	c->args[5] = regs->r9;
+}
+
+/* A signal interrupted the call: it is held until the thread's next entry shows it reached user space. */
+static __always_inline bool restarting(long ret)
+{
+	return ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK;
+}
+
 static __always_inline void load_args(struct call *c, struct pt_regs *regs)
 {
 	c->args[0] = BPF_CORE_READ(regs, di);

@@ -98,10 +98,13 @@ static __always_inline bool fast_unselected(struct fast_row *r, __u64 me)
 	return r->owner == me + FAST_IDLE && r->ids.cg_gen == cgroup_gen && !r->ids.sel;
 }
 
-/* An interrupted call is held until the thread's next entry shows it reached user space (sys_exit). */
-static __always_inline bool restarting(long ret)
+/*
+ * The call a row holds for its owner (o, regs): one it is in, entered under
+ * this attach, or one a signal interrupted.
+ */
+static __always_inline bool row_has_call(struct fast_row *r, __u64 o, __u64 regs)
 {
-	return ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK;
+	return (o == regs && r->call.gen == attach_gen) || r->call.held;
 }
 
 /*
@@ -130,25 +133,19 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 	if (fast_unselected(r, me))
 		return true;
 	__u64 o = r->owner;
-	bool mine = (o & ~FAST_IDLE) == me;
-	if ((o & FAST_GONE) == FAST_GONE)
-		return false;
 	/*
-	 * Another live thread's row, in a call or between calls: not ours to
-	 * take. Its owner's exit frees it (fast_release).
+	 * Another live thread's row (in a call, between calls, or being
+	 * freed: + FAST_GONE): not ours to take. Its owner's exit frees it.
+	 * A free row was left with no counts, no held call and its ids to
+	 * read again (fast_release); its last owner's budgets and clock
+	 * reads are still fair bounds.
 	 */
-	if (!mine && o)
+	if (o && (o & ~FAST_IDLE) != me)
 		return false;
 	/* Atomic: another thread that hashes here may be taking the row at this moment. */
 	if (__sync_val_compare_and_swap(&r->owner, o, me) != o)
 		return false;
-	if (!mine) {
-		/* A free row: its last owner's counts went to the map when it exited; its budgets and clock reads are fair bounds. */
-		if (budget_timing() && r->ids.cg_gen)
-			pend_flush(&r->ids, &r->pend, false);
-		r->ids.cg_gen = 0;
-		r->call.held = 0;
-	} else if (r->call.held) {
+	if (r->call.held) {
 		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */
 		r->call.held = 0;
 		emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, NULL);
@@ -159,12 +156,7 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 		budget_entry(&r->timing, &r->call.ts, id);
 		return true;
 	}
-	r->call.args[0] = regs->di;
-	r->call.args[1] = regs->si;
-	r->call.args[2] = regs->dx;
-	r->call.args[3] = regs->r10;
-	r->call.args[4] = regs->r8;
-	r->call.args[5] = regs->r9;
+	entry_args(&r->call, regs);
 	r->call.ts = bpf_ktime_get_ns();
 	return true;
 }
@@ -240,11 +232,9 @@ static __always_inline struct fast_row *fast_pending_call(__u64 regs)
 	if (!r)
 		return NULL;
 	__u64 o = r->owner;
-	if ((o & ~FAST_IDLE) != regs)
+	if ((o & ~FAST_IDLE) != regs || !row_has_call(r, o, regs))
 		return NULL;
-	if ((o == regs && r->call.gen == attach_gen) || r->call.held)
-		return r;
-	return NULL;
+	return r;
 }
 
 /*
@@ -259,12 +249,12 @@ static __always_inline void fast_release(struct task_struct *task)
 	if (!r)
 		return;
 	__u64 o = r->owner;
-	if ((o & ~FAST_IDLE) != me || (o & FAST_GONE) == FAST_GONE)
+	if ((o & ~FAST_IDLE) != me) /* also not while + FAST_GONE */
 		return;
 	/* Taken first, so no one else writes the row meanwhile (FAST_GONE). */
 	if (__sync_val_compare_and_swap(&r->owner, o, me + FAST_GONE) != o)
 		return;
-	if (fast_record() && ((o == me && r->call.gen == attach_gen) || r->call.held)) {
+	if (fast_record() && row_has_call(r, o, me)) {
 		fast_ids(r);
 		if (r->ids.sel)
 			emit_call(&r->call, &r->ids, 0, bpf_ktime_get_ns(), F_UNFINISHED, NULL);
@@ -300,7 +290,7 @@ static __always_inline bool fast_selected_now(struct task_struct *p)
 	if (!r)
 		return false;
 	__u64 o = r->owner;
-	if ((o & ~FAST_IDLE) != me || (o & FAST_GONE) == FAST_GONE)
+	if ((o & ~FAST_IDLE) != me) /* also not while + FAST_GONE */
 		return false;
 	bool in_row = o == me && r->call.gen == attach_gen;
 	/* In a call of this attach, the row is ours alone; otherwise take it while we write. */

@@ -40,14 +40,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	 * emits: the registers still hold them then (signal restarts are set
 	 * up after the sys_exit tracepoint).
 	 */
-	if (!cfg_stat) {
-		st->call.args[0] = regs->di;
-		st->call.args[1] = regs->si;
-		st->call.args[2] = regs->dx;
-		st->call.args[3] = regs->r10;
-		st->call.args[4] = regs->r8;
-		st->call.args[5] = regs->r9;
-	}
+	if (!cfg_stat)
+		entry_args(&st->call, regs);
 	/* The sleep slots are reset by the first switch-out of this call (sl_owner). */
 	st->call.active = 1;
 	st->call.seq++;
@@ -221,7 +215,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	}
 	if (now - st->call.ts < cfg_min_latency)
 		return 0;
-	if (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK) {
+	if (restarting(ret)) {
 		/*
 		 * A signal interrupted the call. If the signal kills the thread the
 		 * call never returned (strace shows it unfinished); otherwise the

@@ -17,15 +17,7 @@ import (
 func hostRecord(t *testing.T, rows string, fn func()) []record {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "host.sysray")
-	rec := exec.Command(sysray, "record", "-w", file)
-	rec.Env = append(os.Environ(), "SYSRAY_FAST_ROWS="+rows)
-	var stderr bytes.Buffer
-	rec.Stderr = &stderr
-	if err := rec.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rec.Process.Kill() })
-	waitLinks(t, rec.Process.Pid, &stderr)
+	rec, stderr := startHost(t, rows, "record", "-w", file)
 	fn()
 	if err := rec.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)

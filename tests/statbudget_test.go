@@ -7,7 +7,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"math"
 	"os"
@@ -57,15 +56,8 @@ func budgetAgainstRecord(t *testing.T, host bool) {
 	// and then hands the kernel's ring a batch.
 	out := filepath.Join(dir, "stat.json")
 	var st *exec.Cmd
-	var stErr bytes.Buffer
 	if host {
-		st = exec.Command(sysray, "stat", "--json", "-o", out, "--by", "process", "-e", "read,clock_nanosleep")
-		st.Stderr = &stErr
-		if err := st.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Process.Kill() })
-		waitLinks(t, st.Process.Pid, &stErr)
+		st, _ = startHost(t, "", "stat", "--json", "-o", out, "--by", "process", "-e", "read,clock_nanosleep")
 	} else {
 		st = startAttached(t, "stat", "--json", "-o", out, "-p", strconv.Itoa(pid))
 	}

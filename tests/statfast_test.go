@@ -51,15 +51,7 @@ func TestStatFastPathExact(t *testing.T) {
 				})
 			}
 			out := filepath.Join(t.TempDir(), "stat.json")
-			st := exec.Command(sysray, "stat", "--json", "-o", out, "--by", "process", "-e", "getppid")
-			st.Env = append(os.Environ(), "SYSRAY_FAST_ROWS="+rows)
-			var stderr bytes.Buffer
-			st.Stderr = &stderr
-			if err := st.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Process.Kill() })
-			waitLinks(t, st.Process.Pid, &stderr)
+			st, stderr := startHost(t, rows, "stat", "--json", "-o", out, "--by", "process", "-e", "getppid")
 			for _, c := range procs {
 				if err := c.Process.Signal(syscall.SIGUSR1); err != nil {
 					t.Fatal(err)
@@ -103,8 +95,25 @@ func TestStatFastPathExact(t *testing.T) {
 	}
 }
 
+// startHost starts sysray tracing the whole host (args) and returns once
+// it is attached; rows, if not empty, sets the fast path's table size
+// (SYSRAY_FAST_ROWS). It is killed when the test ends.
+func startHost(t *testing.T, rows string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	c := exec.Command(sysray, args...)
+	c.Env = append(os.Environ(), "SYSRAY_FAST_ROWS="+rows)
+	stderr := &bytes.Buffer{}
+	c.Stderr = stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill() })
+	waitLinks(t, c.Process.Pid, stderr)
+	return c, stderr
+}
+
 // waitLinks waits until sysray (pid) holds its BPF links and has stopped
-// adding them: it is then attached. Stat of the whole host says nothing
+// adding them: it is then attached. Tracing the whole host says nothing
 // when it is, unlike -p.
 func waitLinks(t *testing.T, pid int, stderr *bytes.Buffer) {
 	t.Helper()
