@@ -50,28 +50,46 @@ static __always_inline void fill_hdr(struct hdr *h, __u8 kind, __u16 size, __u64
 }
 
 /*
- * fill_hdr for the current task's syscall records: its ids and name read
- * straight from the task, its cgroup from the cache stat_account keeps. The
- * helpers for these cost more than the rest of a record together.
+ * The current thread's id and name into its cache, as of name_gen gen (read
+ * before them: a bump meanwhile leaves them stale, to be read again).
+ */
+static __always_inline void names_read(struct ids *ids, __u64 gen)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	ids->tid = t->pid;
+	__builtin_memcpy(ids->comm, t->comm, TASK_COMM_LEN);
+	ids->name_gen = gen;
+}
+
+/*
+ * fill_hdr for the current thread's syscall records, from its cached ids:
+ * the helpers fill_hdr calls cost more than the rest of a record together.
+ * Its name is read again here when stale. Its key ids are read afresh for
+ * this record but not cached: their owner (refresh_ids, fast_ids) must also
+ * flush counts and read the selection again when they change.
  */
 static __always_inline void fill_hdr_ids(struct hdr *h, struct ids *ids, __u8 kind, __u16 size, __u64 ts)
 {
-	struct task_struct *t = bpf_get_current_task_btf();
-	__u64 gen = cgroup_gen;
-	if (ids->cg_gen != gen) {
-		ids->cg = bpf_get_current_cgroup_id();
-		ids->tgid = t->tgid;
-		ids->cg_gen = gen;
+	struct ids now;
+	if (ids->cg_gen != cgroup_gen) {
+		now.cg = bpf_get_current_cgroup_id();
+		now.tgid = bpf_get_current_pid_tgid() >> 32;
+		names_read(&now, 0);
+		ids = &now;
+	} else {
+		__u64 gen = name_gen;
+		if (ids->name_gen != gen)
+			names_read(ids, gen);
 	}
 	h->kind = kind;
 	h->flags = 0;
 	h->size = size;
 	h->cpu = bpf_get_smp_processor_id();
-	h->pid = t->tgid;
-	h->tid = t->pid;
+	h->pid = ids->tgid;
+	h->tid = ids->tid;
 	h->ts = ts;
 	h->cgroup = ids->cg;
-	__builtin_memcpy(h->comm, t->comm, TASK_COMM_LEN);
+	__builtin_memcpy(h->comm, ids->comm, TASK_COMM_LEN);
 }
 
 /* For records about a task that is not current (the unfinished-syscall iterator). */
@@ -214,8 +232,9 @@ static __always_inline void stage_flush(struct stage *sg)
 		return;
 	void *rb = cpu_ring();
 	if (!rb || bpf_ringbuf_output(rb, sg->buf, len, wake_flags(rb)))
-		count_drops(len / sizeof(struct sys_rec)); /* events, not batches */
+		count_drops(sg->n); /* events, not batches */
 	sg->len = 0;
+	sg->n = 0;
 }
 
 static int stage_timer(void *map, __u32 *key, struct stage *sg)
@@ -231,8 +250,11 @@ static int stage_timer(void *map, __u32 *key, struct stage *sg)
 	return 0;
 }
 
-/* Stages a syscall record; false when the caller must emit it directly. */
-static __always_inline bool stage_syscall(struct call *c, struct ids *ids, long ret, __u64 now, __u8 flags)
+/*
+ * Stages a syscall record, with its captured arguments when cap; false when
+ * the caller must emit it directly.
+ */
+static __always_inline bool stage_syscall(struct call *c, struct ids *ids, long ret, __u64 now, __u8 flags, bool cap)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
 	struct stage *sg = bpf_map_lookup_elem(&stages, &cpu);
@@ -246,19 +268,33 @@ static __always_inline bool stage_syscall(struct call *c, struct ids *ids, long 
 		sg->inited = 1;
 	}
 	__u32 off = sg->len;
-	if (off > STAGE_BYTES - sizeof(struct sys_rec)) {
+	/* Room for the largest record this call can make. */
+	if (off > STAGE_BYTES - (cap ? sizeof(struct sys_big) : sizeof(struct sys_rec))) {
 		stage_flush(sg);
 		off = 0;
 	}
+	/* The verifier's own bound on off, whatever clang makes of the test above. */
+	if (off > STAGE_BYTES - sizeof(struct sys_big) && cap)
+		off = 0;
+	if (off > STAGE_BYTES - sizeof(struct sys_rec))
+		off = 0;
 	struct sys_rec *r = (void *)(sg->buf + off);
-	fill_hdr_ids(&r->h, ids, K_SYSCALL, sizeof(*r), c->ts);
-	r->h.flags = flags;
-	fill_sys(r, c, ret, now);
+	__u32 n = 0;
 	r->dlen[0] = 0;
 	r->dlen[1] = 0;
 	r->dtrunc = 0;
 	r->dset = 0;
-	sg->len = off + sizeof(*r);
+	if (cap)
+		n = capture_args(r, (char *)(r + 1), c, ret);
+	if (n > DATA_SLOTS * DATA_SLOT)
+		n = DATA_SLOTS * DATA_SLOT;
+	/* Records stay 8-byte aligned; the reader steps by h.size and reads dlen bytes of it. */
+	__u32 size = (sizeof(*r) + n + 7) & ~7;
+	fill_hdr_ids(&r->h, ids, K_SYSCALL, size, c->ts);
+	r->h.flags = flags;
+	fill_sys(r, c, ret, now);
+	sg->len = off + size;
+	sg->n++;
 	if (!sg->armed) {
 		sg->armed = 1;
 		bpf_timer_start(&sg->timer, STAGE_NS, BPF_F_TIMER_CPU_PIN);
@@ -275,7 +311,7 @@ static __always_inline void emit_call(struct call *c, struct ids *ids, long ret,
 				      struct task_struct *task)
 {
 	bool plain = !has_captures(c->nr) || (flags & F_UNFINISHED) || task;
-	if (plain && !task && stage_syscall(c, ids, ret, now, flags))
+	if (!task && stage_syscall(c, ids, ret, now, flags, !plain))
 		return;
 
 	void *rb = cpu_ring();
@@ -293,7 +329,7 @@ static __always_inline void emit_call(struct call *c, struct ids *ids, long ret,
 		if (task)
 			fill_hdr_task(&r->h, task, K_SYSCALL, sizeof(*r), c->ts);
 		else
-			fill_hdr(&r->h, K_SYSCALL, sizeof(*r), c->ts);
+			fill_hdr_ids(&r->h, ids, K_SYSCALL, sizeof(*r), c->ts);
 		r->h.flags = flags;
 		fill_sys(r, c, ret, now);
 		if (task)
@@ -316,7 +352,7 @@ static __always_inline void emit_call(struct call *c, struct ids *ids, long ret,
 	__u32 size = sizeof(b->r) + n;
 	if (size > sizeof(*b))
 		size = sizeof(*b);
-	fill_hdr(&b->r.h, K_SYSCALL, size, c->ts);
+	fill_hdr_ids(&b->r.h, ids, K_SYSCALL, size, c->ts);
 	b->r.h.flags = flags;
 	fill_sys(&b->r, c, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
@@ -351,7 +387,7 @@ static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now
 	__u32 size = sizeof(b->r) + sizeof(b->sl) + n;
 	if (size > sizeof(*b))
 		size = sizeof(*b);
-	fill_hdr(&b->r.h, K_SYSCALL, size, st->call.ts);
+	fill_hdr_ids(&b->r.h, &st->ids, K_SYSCALL, size, st->call.ts);
 	b->r.h.flags = F_SLEEPS | flags;
 	fill_sys(&b->r, &st->call, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))

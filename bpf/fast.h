@@ -262,6 +262,7 @@ static __always_inline void fast_release(struct task_struct *task)
 	if (budget_timing() && r->ids.cg_gen)
 		pend_flush(&r->ids, &r->pend, false);
 	r->ids.cg_gen = 0;
+	r->ids.name_gen = 0;
 	r->call.held = 0;
 	__sync_lock_test_and_set(&r->owner, 0);
 }

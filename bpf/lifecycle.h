@@ -68,6 +68,9 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__u64 now = bpf_ktime_get_ns();
 
+	/* The thread may now have the process's id (de_thread), and a new name. */
+	__sync_fetch_and_add(&name_gen, 1);
+
 	if (cfg_pids) {
 		__u8 *v = bpf_map_lookup_elem(&pids, &tgid);
 		if (v && (*v & SEL_PENDING)) {
@@ -287,6 +290,17 @@ int blocked(struct bpf_iter__task *ctx)
 	}
 	BPF_CORE_READ_STR_INTO(&r->comm, task, comm);
 	bpf_seq_write(ctx->meta->seq, r, sizeof(*r));
+	return 0;
+}
+
+/* A new name, by prctl, /proc/PID/comm or an execve: records take it from the thread's cached ids. */
+SEC("tp_btf/task_rename")
+int BPF_PROG(task_rename, struct task_struct *task, const char *comm)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__sync_fetch_and_add(&name_gen, 1);
+	if (task != cur)
+		renamer = (__u64)bpf_task_pt_regs(cur);
 	return 0;
 }
 

@@ -133,7 +133,7 @@ struct stage {
 	__u32 len;
 	__u8 armed;
 	__u8 inited;
-	__u8 pad[2];
+	__u16 n; /* records in buf */
 	__u8 buf[STAGE_BYTES];
 };
 

@@ -24,12 +24,20 @@ struct call {
 	__u64 gen; /* attach_gen when the thread last entered a call */
 };
 
-/* The task's ids, cached for the stats key and record headers. */
+/*
+ * The thread's ids and name, cached for the stats key and record headers:
+ * reading them takes helper calls, and they change only when their
+ * generation moves.
+ */
 struct ids {
 	__u32 tgid;
 	__u32 sel; /* the fast path: the thread is selected (read with the rest) */
 	__u64 cg;     /* cgroup id */
-	__u64 cg_gen; /* cgroup_gen when tgid and cg were read; 0: never */
+	__u64 cg_gen; /* cgroup_gen when tgid, cg and sel were read; 0: never */
+	__u64 name_gen; /* name_gen when tid and comm were read; 0: never */
+	__u32 tid;
+	__u32 pad;
+	char comm[TASK_COMM_LEN];
 };
 
 /* Which calls the clock times and which cross over (stat mode). */
@@ -99,7 +107,7 @@ struct fast_row {
 	struct ids ids;
 	struct timing timing;
 	struct pending pend;
-	__u64 pad[7];
+	__u64 pad[3];
 };
 
 struct task_state {
@@ -115,10 +123,29 @@ struct task_state {
 
 /*
  * Bumped whenever a task changes cgroup. Reading the cgroup id costs a helper
- * call and four pointer loads per syscall; a task caches it with the
- * generation it read it in, and reads it again only after a move.
+ * call and four pointer loads per syscall; a thread caches it with the
+ * generation it read it in (struct ids), and reads it again only after a
+ * move, with its process and whether it is selected.
  */
 volatile __u64 cgroup_gen = 1;
+
+/*
+ * Bumped whenever a task execs (its thread id may become the process's, its
+ * name changes) or is renamed: what record headers take from the cache
+ * besides the key ids. Apart from cgroup_gen, so that a host running many
+ * programs does not make every thread read its key again, and flush its
+ * pending counts (stat.h), at every execve.
+ */
+volatile __u64 name_gen = 1;
+
+/*
+ * The kernel announces a rename (task_rename) just before it writes the
+ * name. A thread renamed by another (a write to /proc/PID/task/TID/comm)
+ * may read its name between the two and cache the old one under the new
+ * generation; so name_gen is bumped once more when the renamer's syscall
+ * returns, the name written. This holds the renamer's registers until then.
+ */
+volatile __u64 renamer;
 
 /*
  * Bumped by user space each time it attaches sys_enter and sys_exit again

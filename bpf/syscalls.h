@@ -109,6 +109,11 @@ static __noinline void refused(struct task_state *st, struct pt_regs *regs, long
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
+	if (renamer && renamer == (__u64)regs) {
+		/* Another thread's new name is written by now (renamer). */
+		renamer = 0;
+		__sync_fetch_and_add(&name_gen, 1);
+	}
 	if (cfg_syscalls) {
 		/*
 		 * A call filtered out at entry left no state: say so before
@@ -212,6 +217,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		rc->ts = st->call.ts;    /* names the event this call becomes */
 	} else {
 		now = bpf_ktime_get_ns();
+		refresh_ids(&st->ids, &st->pend); /* what the record's header is filled from */
 	}
 	if (now - st->call.ts < cfg_min_latency)
 		return 0;

@@ -134,9 +134,10 @@ type record struct {
 	Syscall *struct {
 		Name string `json:"name"`
 		Args []struct {
-			Name  string `json:"name"`
-			Raw   uint64 `json:"raw"`
-			Value string `json:"value"`
+			Name      string `json:"name"`
+			Raw       uint64 `json:"raw"`
+			Value     string `json:"value"`
+			Truncated bool   `json:"truncated"`
 		} `json:"args"`
 		Ret        int64  `json:"ret"`
 		Errno      string `json:"errno"`

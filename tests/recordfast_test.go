@@ -228,3 +228,142 @@ func TestRestartedCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestNamesFollowRenames: a record's thread id and name come from what the
+// thread cached at its first call (bpf/state.h, struct ids), so every way
+// they change must reach the cache: a rename by the thread itself, a
+// rename by another thread, and an execve from a thread that is not the
+// leader (it takes the process's id). tests/progs/rename.c writes down its
+// thread id and name before each getppid; the records must say the same.
+func TestNamesFollowRenames(t *testing.T) {
+	requireBPF(t)
+	check := func(t *testing.T, evs []record, truth string) {
+		t.Helper()
+		b, err := os.ReadFile(truth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Fields(string(b))
+		if len(want) != 10 {
+			t.Fatalf("rename wrote %q, want 5 calls", b)
+		}
+		pid := uint32(0)
+		var got []string
+		for _, e := range evs {
+			if e.Syscall == nil || e.Syscall.Name != "getppid" {
+				continue
+			}
+			if pid == 0 {
+				pid = e.PID // the first call is the leader's: its id is the process's
+			}
+			if e.PID == pid {
+				got = append(got, fmt.Sprint(e.TID), e.Comm)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("records say %q, the program %q", got, want)
+		}
+	}
+	for _, path := range []struct {
+		name  string
+		flags []string
+	}{{"fast", nil}, {"task-storage", []string{"--stacks"}}} {
+		t.Run(path.name, func(t *testing.T) {
+			truth := filepath.Join(t.TempDir(), "truth")
+			args := append(append([]string{"trace", "--json", "-e", "getppid"}, path.flags...), "--", prog("rename"), truth)
+			r := runOut(t, args...)
+			if r.code != 0 {
+				t.Fatalf("trace: exit %d: %s", r.code, r.stderr)
+			}
+			check(t, parseJSON(t, r.stdout), truth)
+		})
+	}
+	t.Run("host", func(t *testing.T) {
+		truth := filepath.Join(t.TempDir(), "truth")
+		evs := hostRecord(t, "", func() {
+			if out, err := exec.Command(prog("rename"), truth).CombinedOutput(); err != nil {
+				t.Fatalf("rename: %v: %s", err, out)
+			}
+		})
+		var mine []record
+		for _, e := range evs {
+			if e.Comm == "rename" || e.Comm == "self-named" || e.Comm == "other-named" {
+				mine = append(mine, e)
+			}
+		}
+		check(t, mine, truth)
+	})
+}
+
+// TestCapturedArgsStaged: records with captured arguments are staged per
+// CPU like the rest (bpf/emit.h), at every size they can have. Each of
+// tests/progs/paths.c's openat calls must carry its path whole (up to 255
+// bytes; a longer one, or one of exactly 255 bytes, which fills the slot
+// alike, is cut there and marked truncated), and each sendto its port.
+func TestCapturedArgsStaged(t *testing.T) {
+	requireBPF(t)
+	const dir = "/nonexistent-sysray"
+	check := func(t *testing.T, evs []record) {
+		t.Helper()
+		var paths, ports []string
+		for _, e := range evs {
+			if e.Syscall == nil || e.Comm != "paths" {
+				continue
+			}
+			switch s := e.Syscall; s.Name {
+			case "openat":
+				if len(s.Args) < 2 {
+					t.Fatalf("openat with %d arguments", len(s.Args))
+				}
+				a := s.Args[1]
+				paths = append(paths, fmt.Sprintf("%s %v", a.Value, a.Truncated))
+			case "sendto":
+				if len(s.Args) < 5 {
+					t.Fatalf("sendto with %d arguments", len(s.Args))
+				}
+				ports = append(ports, s.Args[4].Value)
+			}
+		}
+		var wantPaths, wantPorts []string
+		for n := len(dir) + 2; n <= 300; n++ {
+			p := dir + "/" + strings.Repeat(string(rune('a'+n%26)), n-len(dir)-1)
+			if n >= 255 {
+				wantPaths = append(wantPaths, fmt.Sprintf("%q... true", p[:255]))
+			} else {
+				wantPaths = append(wantPaths, fmt.Sprintf("%q false", p))
+			}
+			wantPorts = append(wantPorts, fmt.Sprintf(`{sa_family=AF_INET, sin_port=htons(%d), sin_addr=inet_addr("127.0.0.1")}`, n))
+		}
+		if len(paths) != len(wantPaths) || len(ports) != len(wantPorts) {
+			t.Fatalf("%d openat and %d sendto records, want %d of each", len(paths), len(ports), len(wantPaths))
+		}
+		for i := range paths {
+			if paths[i] != wantPaths[i] {
+				t.Fatalf("openat %d: %s, want %s", i, paths[i], wantPaths[i])
+			}
+			if ports[i] != wantPorts[i] {
+				t.Fatalf("sendto %d: %s, want %s", i, ports[i], wantPorts[i])
+			}
+		}
+	}
+	for _, path := range []struct {
+		name  string
+		flags []string
+	}{{"fast", nil}, {"task-storage", []string{"--stacks"}}} {
+		t.Run(path.name, func(t *testing.T) {
+			args := append(append([]string{"trace", "--json", "-e", "openat,sendto"}, path.flags...), "--", prog("paths"), dir)
+			r := runOut(t, args...)
+			if r.code != 0 {
+				t.Fatalf("trace: exit %d: %s", r.code, r.stderr)
+			}
+			check(t, parseJSON(t, r.stdout))
+		})
+	}
+	t.Run("host", func(t *testing.T) {
+		check(t, hostRecord(t, "", func() {
+			if out, err := exec.Command(prog("paths"), dir).CombinedOutput(); err != nil {
+				t.Fatalf("paths: %v: %s", err, out)
+			}
+		}))
+	})
+}

@@ -114,9 +114,11 @@ var features = []struct {
 }{
 	{"sys_enter", "syscalls", false},
 	{"sys_exit", "syscalls", false},
-	// Tasks cache their cgroup id until one of these says a task moved.
+	// Threads cache their ids and name until one of these (or an exec)
+	// says they may have changed.
 	{"cgroup_attach_task", "syscalls", false},
 	{"cgroup_transfer_tasks", "syscalls", false},
+	{"task_rename", "syscalls", false},
 	{"page_fault_user", "page faults", false},
 	{"emulate_vsyscall", "vsyscall emulation", false},
 	{"signal_generate", "signals", false},
@@ -292,6 +294,7 @@ func (p *Probe) attach() error {
 		"sched_waking":          p.objs.SchedWaking,
 		"cgroup_attach_task":    p.objs.CgroupAttachTask,
 		"cgroup_transfer_tasks": p.objs.CgroupTransferTasks,
+		"task_rename":           p.objs.TaskRename,
 		"memcg_reclaim_begin":   p.objs.MemcgReclaimBegin,
 		"memcg_reclaim_end":     p.objs.MemcgReclaimEnd,
 	}

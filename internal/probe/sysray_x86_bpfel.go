@@ -82,11 +82,15 @@ type sysrayFastRow struct {
 		Gen        uint64
 	}
 	Ids struct {
-		_     structs.HostLayout
-		Tgid  uint32
-		Sel   uint32
-		Cg    uint64
-		CgGen uint64
+		_       structs.HostLayout
+		Tgid    uint32
+		Sel     uint32
+		Cg      uint64
+		CgGen   uint64
+		NameGen uint64
+		Tid     uint32
+		Pad     uint32
+		Comm    [16]int8
 	}
 	Timing struct {
 		_         structs.HostLayout
@@ -106,7 +110,7 @@ type sysrayFastRow struct {
 		_ structs.HostLayout
 		W [32]uint64
 	}
-	Pad [7]uint64
+	Pad [3]uint64
 }
 
 type sysrayFaultRec struct {
@@ -253,7 +257,7 @@ type sysrayStage struct {
 	Len    uint32
 	Armed  uint8
 	Inited uint8
-	Pad    [2]uint8
+	N      uint16
 	Buf    [4096]uint8
 }
 
@@ -313,11 +317,15 @@ type sysrayTaskState struct {
 		Gen        uint64
 	}
 	Ids struct {
-		_     structs.HostLayout
-		Tgid  uint32
-		Sel   uint32
-		Cg    uint64
-		CgGen uint64
+		_       structs.HostLayout
+		Tgid    uint32
+		Sel     uint32
+		Cg      uint64
+		CgGen   uint64
+		NameGen uint64
+		Tid     uint32
+		Pad     uint32
+		Comm    [16]int8
 	}
 	Timing struct {
 		_         structs.HostLayout
@@ -427,6 +435,7 @@ const (
 	sysrayProgSignalGenerate      = "signal_generate"
 	sysrayProgSysEnter            = "sys_enter"
 	sysrayProgSysExit             = "sys_exit"
+	sysrayProgTaskRename          = "task_rename"
 	sysrayVarAttachGen            = "attach_gen"
 	sysrayVarCapRules             = "cap_rules"
 	sysrayVarCfgAllFaults         = "cfg_all_faults"
@@ -451,6 +460,7 @@ const (
 	sysrayVarCfgTickNs            = "cfg_tick_ns"
 	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sysrayVarCgroupGen            = "cgroup_gen"
+	sysrayVarNameGen              = "name_gen"
 	sysrayVarRecBlocked           = "rec_blocked"
 	sysrayVarRecCap               = "rec_cap"
 	sysrayVarRecExec              = "rec_exec"
@@ -463,6 +473,7 @@ const (
 	sysrayVarRecReclaim           = "rec_reclaim"
 	sysrayVarRecSig               = "rec_sig"
 	sysrayVarRecVsys              = "rec_vsys"
+	sysrayVarRenamer              = "renamer"
 	sysrayVarStackNext            = "stack_next"
 	sysrayVarStatZero             = "stat_zero"
 	sysrayVarSysMask              = "sys_mask"
@@ -530,6 +541,7 @@ type sysrayProgramSpecs struct {
 	SignalGenerate      *ebpf.ProgramSpec `ebpf:"signal_generate"`
 	SysEnter            *ebpf.ProgramSpec `ebpf:"sys_enter"`
 	SysExit             *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	TaskRename          *ebpf.ProgramSpec `ebpf:"task_rename"`
 }
 
 // sysrayMapSpecs contains maps before they are loaded into the kernel.
@@ -584,6 +596,7 @@ type sysrayVariableSpecs struct {
 	CfgTickNs        *ebpf.VariableSpec `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
+	NameGen          *ebpf.VariableSpec `ebpf:"name_gen"`
 	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
 	RecCap           *ebpf.VariableSpec `ebpf:"rec_cap"`
 	RecExec          *ebpf.VariableSpec `ebpf:"rec_exec"`
@@ -596,6 +609,7 @@ type sysrayVariableSpecs struct {
 	RecReclaim       *ebpf.VariableSpec `ebpf:"rec_reclaim"`
 	RecSig           *ebpf.VariableSpec `ebpf:"rec_sig"`
 	RecVsys          *ebpf.VariableSpec `ebpf:"rec_vsys"`
+	Renamer          *ebpf.VariableSpec `ebpf:"renamer"`
 	StackNext        *ebpf.VariableSpec `ebpf:"stack_next"`
 	StatZero         *ebpf.VariableSpec `ebpf:"stat_zero"`
 	SysMask          *ebpf.VariableSpec `ebpf:"sys_mask"`
@@ -692,6 +706,7 @@ type sysrayVariables struct {
 	CfgTickNs        *ebpf.Variable `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
+	NameGen          *ebpf.Variable `ebpf:"name_gen"`
 	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`
 	RecCap           *ebpf.Variable `ebpf:"rec_cap"`
 	RecExec          *ebpf.Variable `ebpf:"rec_exec"`
@@ -704,6 +719,7 @@ type sysrayVariables struct {
 	RecReclaim       *ebpf.Variable `ebpf:"rec_reclaim"`
 	RecSig           *ebpf.Variable `ebpf:"rec_sig"`
 	RecVsys          *ebpf.Variable `ebpf:"rec_vsys"`
+	Renamer          *ebpf.Variable `ebpf:"renamer"`
 	StackNext        *ebpf.Variable `ebpf:"stack_next"`
 	StatZero         *ebpf.Variable `ebpf:"stat_zero"`
 	SysMask          *ebpf.Variable `ebpf:"sys_mask"`
@@ -733,6 +749,7 @@ type sysrayPrograms struct {
 	SignalGenerate      *ebpf.Program `ebpf:"signal_generate"`
 	SysEnter            *ebpf.Program `ebpf:"sys_enter"`
 	SysExit             *ebpf.Program `ebpf:"sys_exit"`
+	TaskRename          *ebpf.Program `ebpf:"task_rename"`
 }
 
 func (p *sysrayPrograms) Close() error {
@@ -757,6 +774,7 @@ func (p *sysrayPrograms) Close() error {
 		p.SignalGenerate,
 		p.SysEnter,
 		p.SysExit,
+		p.TaskRename,
 	)
 }
 
