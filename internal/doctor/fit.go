@@ -44,8 +44,7 @@ func binnedFit(pts []point) (a, b, r2 float64, bins []point) {
 			}
 			y /= float64(len(cur))
 		} else {
-			sort.Float64s(cur)
-			y = cur[len(cur)/2]
+			y = median(cur)
 		}
 		bins = append(bins, point{x: x, y: y})
 		cur, approx = cur[:0], false
@@ -88,4 +87,16 @@ func binnedFit(pts []point) (a, b, r2 float64, bins []point) {
 		return a, b, 0, bins
 	}
 	return a, b, math.Max(0, 1-ssRes/ssTot), bins
+}
+
+// median sorts v and returns its middle value, or the mean of the middle
+// two: the upper one alone, in the two-call bins of a short run, would
+// be the larger of every pair.
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
