@@ -44,6 +44,10 @@ declare -A cmds=(
 	[sysray-stat]="$sysray stat -o $work/stat.txt -- $loop $CALLS"
 	[sysray-stat-exact]="$sysray stat --exact-timing -o $work/stat2.txt -- $loop $CALLS"
 	[sysray-doctor]="$sysray doctor -o $work/doctor.txt -- $loop $CALLS"
+	# PREV: a directory with another build of sysray (an earlier commit), for an A/B in one run
+	[prev-doctor]="${PREV:-/nonexistent}/sysray doctor -o $work/doctor2.txt -- $loop $CALLS"
+	[prev-stat]="${PREV:-/nonexistent}/sysray stat -o $work/stat3.txt -- $loop $CALLS"
+	[prev-record]="${PREV:-/nonexistent}/sysray record -w $work/s3.sysray -- $loop $CALLS"
 	[sysray-record-stacks]="$sysray record --stacks -w $work/s2.sysray -- $loop $CALLS"
 	[perf-record]="perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -o $work/perf.data -- $loop $CALLS"
 	[bpftrace-count]="bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @[args->id] = count(); }' -c '$loop $CALLS'"

@@ -64,6 +64,8 @@ start_tool() {
 	sysray-stat) $sysray stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
 	sysray-stat-exact) $sysray stat --exact-timing -o "$work/stat.txt" >/dev/null 2>&1 & ;; # every call timed by the clock
 	sysray-record) $sysray record -w "$work/r.sysray" >/dev/null 2>"$work/record.err" & ;;
+	sysray-doctor) $sysray doctor -o "$work/doctor.txt" >/dev/null 2>&1 & ;;
+	prev-doctor) "$PREV/sysray" doctor -o "$work/doctor.txt" >/dev/null 2>&1 & ;;
 	sysray-agent) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" >/dev/null 2>&1 & ;; # the defaults: duty cycling, doctor, flight recorder
 	sysray-agent-exact) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --exact-timing >/dev/null 2>&1 & ;; # the defaults, every call timed by the clock while attached
 	sysray-agent-always) $sysray agent --listen 127.0.0.1:0 --capture-dir "$work/caps" --syscalls always >/dev/null 2>&1 & ;;

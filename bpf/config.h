@@ -88,7 +88,8 @@ volatile const __u8 cfg_stat;        /* count syscalls in the kernel instead of 
 volatile const __u32 cfg_sample;     /* stat mode: still emit failures, the call after one, slow calls
 				      * (>= cfg_slow) and 1 in cfg_sample others (a power of two; 0: none) */
 volatile const __u64 cfg_sample_gap; /* and at most one such sample per thread per this many ns */
-volatile const __u64 cfg_tick_ns;    /* lean and budgeted timing: one jiffy; lean: 0 times every call with the clock */
+volatile const __u8 cfg_firsts;      /* with cfg_sample: also a process's first calls of a syscall on a CPU (ACC_FIRST) */
+volatile const __u64 cfg_tick_ns;    /* budgeted timing: one jiffy, which bounds an untimed long call; 0: unknown */
 volatile const __u32 cfg_budget;     /* budgeted timing (stat without samples): calls of a syscall a
 				      * thread has timed by the clock per jiffy; 0 times every call */
 volatile const __u32 cfg_every_shift; /* budgeted timing: past the budget, 1 in 2^this is timed */

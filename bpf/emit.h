@@ -210,10 +210,11 @@ static __always_inline void fill_sys(struct sys_rec *r, struct call *c, long ret
 	/*
 	 * The doctor fits latency against the process's mappings; counting the
 	 * mmap calls it sees would miss the ones it did not sample. Only calls
-	 * that cross over pay for the read, and only in lean mode.
+	 * that cross over pay for the read, and only in the doctor's modes
+	 * (sampled stat: `sysray doctor` and the agent's).
 	 */
 	r->maps = 0;
-	if (lean_timing()) {
+	if (cfg_stat && cfg_sample) {
 		struct task_struct *t = bpf_get_current_task_btf();
 		if (t->mm)
 			r->maps = t->mm->map_count;

@@ -177,7 +177,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	}
 
 	void *rb = cpu_ring();
-	/* Killed by a signal in lean mode: what it last did, since few calls were emitted. */
+	/* Killed by a signal in the doctor's mode: what it last did, since few calls were emitted. */
 	if (rb && cfg_sample && st && st->recent.n && (BPF_CORE_READ(task, exit_code) & 0x7f))
 		emit_recent(rb, st, now);
 	if (rb) {

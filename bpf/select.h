@@ -62,12 +62,6 @@ static __always_inline bool budget_timing(void)
 	return cfg_stat && cfg_budget;
 }
 
-/* Lean timing: the doctor's stat mode with sleep tracking and a known tick. */
-static __always_inline bool lean_timing(void)
-{
-	return cfg_stat && cfg_sample && cfg_stacks && cfg_tick_ns && !cfg_budget;
-}
-
 static __always_inline bool syscall_wanted(__u32 nr)
 {
 	if (!cfg_syscalls)

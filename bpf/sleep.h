@@ -80,8 +80,6 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			st->sleep.sl.n = 0;
 			st->sleep.sl.ustack = -2; /* not taken yet */
 			st->sleep.runq = 0;
-			st->timing.p1 = now; /* lean timing: the clock from here on */
-			st->timing.j1 = bpf_jiffies64();
 		}
 		/*
 		 * The waker of this sleep is recorded from here on, by

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Stat mode: counting calls in the kernel, with budgeted or lean timing, and
+ * Stat mode: counting calls in the kernel, with budgeted or exact timing, and
  * which calls still cross over as events.
  *
  * Part of the one BPF object sysray loads; included by sysray.bpf.c after
@@ -79,20 +79,20 @@ static __always_inline bool sample_tick(struct task_state *st, __u64 now)
 	return (st->timing.tick++ & (cfg_sample - 1)) == 0 && sample_gap(st, now);
 }
 
-/* Lean timing: how long the call in flight has run, in whole jiffies. */
+/* How long the call in flight has run, in whole jiffies (budgeted timing). */
 static __always_inline __u64 jiffy_latency(struct task_state *st)
 {
 	return (bpf_jiffies64() - st->timing.jts) * cfg_tick_ns;
 }
 
-/* Lean and budgeted timing: a call in flight that the clock did not time gets an entry time from jiffies. */
+/* Budgeted timing: a call in flight that the clock did not time gets an entry time from jiffies. */
 static __always_inline void untimed_entry(struct task_state *st, __u64 now)
 {
-	if ((lean_timing() || budget_timing()) && !st->call.ts)
+	if (budget_timing() && !st->call.ts)
 		st->call.ts = now - jiffy_latency(st);
 }
 
-/* Lean mode: the arguments of a call about to be emitted, from its registers. */
+/* Stat mode: the arguments of a call about to be emitted, from its registers. */
 static __always_inline void late_args(struct task_state *st, struct pt_regs *regs, long ret)
 {
 	/* A successful execve or a sigreturn replaced the registers; sigreturn has no arguments. */
@@ -204,8 +204,8 @@ static __always_inline void pend_flush(struct ids *ids, struct pending *p, bool 
  * Counts the call. hw is what it weighs in the histogram (0: its latency is
  * not known well enough), tw what it weighs in the total and the max (0:
  * nothing). Returns ACC_FIRST for the first calls of its syscall in its
- * process on this CPU (the 1st, 2nd, 4th, 8th... up to the 64th), which lean
- * mode emits besides its 1-in-cfg_sample sample, so that a syscall a process
+ * process on this CPU (the 1st, 2nd, 4th, 8th... up to the 64th), which the
+ * doctor emits besides its 1-in-cfg_sample sample, so that a syscall a process
  * makes 30 times still shows how its latency moves (a fork that slows as
  * mappings grow), at a cost bounded by log2 per process; and ACC_RECORD for
  * a call slower than any before it in its cell.

@@ -11,7 +11,7 @@
 
 /* The syscall the thread is in, or was last in. */
 struct call {
-	__u64 ts; /* entry; budgeted or lean timing: 0 when the clock did not time it */
+	__u64 ts; /* entry; budgeted timing: 0 when the clock did not time it */
 	__u64 args[6];
 	__u32 nr;
 	__u8 active;
@@ -42,11 +42,9 @@ struct ids {
 
 /* Which calls the clock times and which cross over (stat mode). */
 struct timing {
-	__u32 tick;       /* lean mode: calls seen, for 1-in-cfg_sample sampling */
+	__u32 tick;       /* sampled stat: calls seen, for 1-in-cfg_sample sampling */
 	__u32 weight;     /* budgeted: calls the call in flight stands for if short; 0 when not timed */
-	__u64 jts;        /* lean and budgeted: jiffies at entry */
-	__u64 p1;         /* lean: clock at the call's first switch-out */
-	__u64 j1;         /* lean: jiffies then */
+	__u64 jts;        /* budgeted: jiffies at entry */
 	__u64 sampled_at; /* when the thread's last sampled call ended */
 	__u64 record_at;  /* sampled mode: when the thread's last record call crossed over */
 	__u64 last_clk;   /* budgeted: the thread's last clock read */
@@ -80,7 +78,7 @@ struct sleep_track {
 	struct sleeps sl;
 };
 
-/* Lean mode: the thread's last calls, for a death by signal (most are not emitted). */
+/* Sampled stat (the doctor): the thread's last calls, for a death by signal (most are not emitted). */
 struct recent_calls {
 	__u32 n;
 	__u32 pad;
@@ -107,8 +105,9 @@ struct fast_row {
 	struct ids ids;
 	struct timing timing;
 	struct pending pend;
-	__u64 pad[3];
+	__u64 pad[5];
 };
+_Static_assert(sizeof(struct fast_row) == 640, "a fast_row is 640 bytes: rows do not share cache lines");
 
 struct task_state {
 	struct call call;

@@ -46,17 +46,6 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	st->call.active = 1;
 	st->call.seq++;
 	st->call.gen = attach_gen;
-	if (lean_timing()) {
-		/*
-		 * The clock costs more than everything else here put together.
-		 * Time one call in cfg_sample with it; the rest by jiffies, which
-		 * sum to the right total, and by the clock from their first
-		 * switch-out on if they sleep.
-		 */
-		st->timing.jts = bpf_jiffies64();
-		st->call.ts = (st->timing.tick++ & (cfg_sample - 1)) == 0 ? bpf_ktime_get_ns() : 0;
-		return 0;
-	}
 	if (budget_timing()) {
 		budget_entry(&st->timing, &st->call.ts, id);
 		if (cfg_sample && st->call.prev_failed && !st->call.ts) {
@@ -164,22 +153,13 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (budget_timing()) {
 			lat = budget_latency(&st->timing, st->call.ts, &now, &hw);
 			timed = st->call.ts != 0;
-		} else if (!lean_timing() || st->call.ts) {
+		} else {
 			now = bpf_ktime_get_ns();
 			lat = now - st->call.ts;
-		} else if (st->sleep.sl_owner == st->call.seq) {
-			/* It slept: the clock from its first switch-out, jiffies before. */
-			now = bpf_ktime_get_ns();
-			__u64 before = (st->timing.j1 - st->timing.jts) * cfg_tick_ns;
-			lat = now - st->timing.p1 + before;
-			timed = before == 0;
-		} else {
-			lat = jiffy_latency(st);
-			timed = false;
 		}
 		if (!timed)
 			flags = F_APPROX;
-		__u32 acc = budget_timing() ? stat_account(st, ret, lat, hw, hw) : stat_account(st, ret, lat, timed, 1);
+		__u32 acc = stat_account(st, ret, lat, hw, hw);
 		if (!cfg_sample)
 			return 0;
 		struct recent_call *rc = &st->recent.c[st->recent.n++ & (RECENT - 1)];
@@ -191,22 +171,21 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->call.prev_failed;
 		st->call.prev_failed = failed;
-		bool sampled;
-		if (lean_timing()) {
-			sampled = (st->call.ts && sample_gap(st, now)) || (acc & ACC_FIRST);
-		} else {
-			/*
-			 * Exact timing samples one call in cfg_sample, far apart;
-			 * a call slower than any of its process's before crosses
-			 * too (at most one a millisecond per thread): for a
-			 * latency that grows with the process every call is one,
-			 * for a steady one a few dozen in a run.
-			 */
-			sampled = timed && sample_tick(st, now);
-			if (!sampled && (acc & ACC_RECORD) && now - st->timing.record_at >= 1000000) {
-				st->timing.record_at = now;
-				sampled = true;
-			}
+		/*
+		 * One timed call in cfg_sample crosses, far apart; so does a
+		 * call slower than any of its process's before (at most one a
+		 * millisecond per thread): for a latency that grows with the
+		 * process every call is one, for a steady one a few dozen in a
+		 * run. With cfg_firsts (`sysray doctor`), so do a process's first
+		 * calls of a syscall on a CPU (ACC_FIRST: a syscall it makes 30
+		 * times still shows how its latency moves, at about seven events
+		 * per process, syscall and CPU; an agent on a host that runs
+		 * hundreds of programs a second would pay that for each).
+		 */
+		bool sampled = (timed && sample_tick(st, now)) || (cfg_firsts && (acc & ACC_FIRST));
+		if (!sampled && (acc & ACC_RECORD) && now - st->timing.record_at >= 1000000) {
+			st->timing.record_at = now;
+			sampled = true;
 		}
 		if (!failed && !after_failure && lat < cfg_slow && !sampled)
 			return 0;

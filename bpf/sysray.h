@@ -23,7 +23,7 @@ enum kind {
 	K_EXEC = 7,
 	K_EXIT = 8,
 	/* 9 is a drop, made in user space */
-	K_RECENT = 10, /* lean mode: a thread's last syscalls, just before its exit record */
+	K_RECENT = 10, /* the doctor's mode: a thread's last syscalls, just before its exit record */
 	K_RECLAIM = 11, /* a task reclaimed memory from its memory cgroup */
 };
 
@@ -34,7 +34,7 @@ enum hdr_flag {
 	F_GROUP_DEAD = 4, /* exit: last thread of the process */
 	F_GROUP = 8,      /* signal: sent to the thread group */
 	F_SLEEPS = 16,    /* syscall: a struct sleeps block follows the record */
-	F_APPROX = 32,    /* syscall: latency estimated, not timed by the clock (lean or budgeted timing) */
+	F_APPROX = 32,    /* syscall: latency estimated, not timed by the clock (budgeted timing) */
 	F_REFUSED = 64,   /* syscall: answered by a seccomp filter, never run (no sys_enter) */
 };
 
@@ -73,7 +73,7 @@ struct sys_rec {
 	__u8 darg[DATA_SLOTS];  /* argument index of each slot */
 	__u8 dtrunc;            /* bit i: slot i was cut at DATA_SLOT */
 	__u8 dset;              /* bit i: slot i holds data (an empty string has dlen 0) */
-	__u32 maps;             /* lean mode: the process's memory mappings at exit (mm->map_count); 0: not read */
+	__u32 maps;             /* the doctor's mode: the process's memory mappings at exit (mm->map_count); 0: not read */
 	/* followed by dlen[0] bytes, then dlen[1] bytes */
 };
 

@@ -183,9 +183,8 @@ func (s *probeSource) open() error {
 		// The doctor's mode, as `sysray doctor` runs it: every call
 		// counted in the kernel, failures, slow calls with their sleep
 		// stacks and one call in 64 (at most one a millisecond per thread)
-		// crossing over as events (docs/doctor.md). Not its lean timing,
-		// whose histograms hold only the 1 in 64 timed: budgeted timing's
-		// stand for every call, as /metrics' must.
+		// crossing over as events (docs/doctor.md), timed as stat times
+		// them, so the histograms stand for every call, as /metrics' must.
 		opts.Probe.Sample = 64
 		// Ten times the doctor's gap: on a server of 50 busy threads the
 		// doctor's 1 ms let 50,000 sampled calls a second cross over,

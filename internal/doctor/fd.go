@@ -205,8 +205,8 @@ func (x *fdExhaustion) Observe(e *event.Event) {
 		return
 	}
 	name := event.SyscallName(x.arch, s.Nr)
-	// What the thread did right after an accept failed: in lean mode the
-	// call after a failure always crosses over, so it is here.
+	// What the thread did right after an accept failed: live, the call
+	// after a failure always crosses over, so it is here.
 	if a, ok := x.after[e.TID]; ok {
 		delete(x.after, e.TID)
 		if acc := x.procs[a.pid].accepts[a.fd]; acc != nil {

@@ -191,11 +191,12 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 		opts.Probe.Stat = true
 		opts.Probe.Sample = 64
 		opts.Probe.SampleGap = uint64(time.Millisecond)
-		if hz > 0 {
-			// Lean timing: the clock for one call in 64 and for the calls
-			// that sleep, jiffies for the rest (docs/doctor.md).
-			opts.Probe.TickNS = uint64(time.Second) / uint64(hz)
-		}
+		opts.Probe.Firsts = true
+		// Budgeted timing, as stat and the agent's doctor time calls: the
+		// clock for a thread's first calls of each syscall in each tick,
+		// 1 in 16 after that (docs/doctor.md). So a syscall a process makes
+		// now and then is timed exactly, however long it runs on the CPU.
+		opts.Probe.UseBudget()
 		series := NewSeries()
 		var (
 			sampling *probe.Sampling

@@ -127,8 +127,8 @@ func (r *refused) Observe(e *event.Event) {
 	s := &e.Syscall
 	name := event.SyscallName(r.arch, s.Nr)
 	// The thread's calls just after a refusal: the first of them says
-	// whether it fell back. In lean mode the call after a failure always
-	// crosses over, so it is here.
+	// whether it fell back. Live, the call after a failure always crosses
+	// over, so it is here.
 	if last := r.last[e.TID]; last != 0 && e.Time > last && e.Time-last <= fallbackWithin {
 		if n := r.next[e.TID]; len(n) < 4*refusedMaxTimes {
 			r.next[e.TID] = append(n, timedCall{e.Time, s.Nr, pathOf(s), s.Refused, s.Failed()})

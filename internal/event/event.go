@@ -80,14 +80,13 @@ type Syscall struct {
 	Latency    uint64 // ns from entry to exit; for unfinished calls, entry to cut-off
 	Unfinished bool   // the thread died or the capture stopped inside the call
 	// Approx marks a latency known to within a kernel tick, not timed by
-	// the clock (the doctor's lean timing; see docs/doctor.md).
+	// the clock (budgeted timing in the doctor; see docs/doctor.md).
 	Approx bool
 	// Refused marks a call a seccomp filter answered itself: the kernel
 	// never ran it, and Ret is the filter's errno. Latency is then 0.
 	Refused bool
 	// Maps is the number of memory mappings the process had when the call
-	// returned, where the kernel read it (the doctor's lean mode); 0
-	// otherwise.
+	// returned, where the kernel read it (the doctor, live); 0 otherwise.
 	Maps uint32
 	// Data holds bytes the kernel copied for argument i: a path or other
 	// string (without its NUL), or a socket address. Nil when not captured.

@@ -207,7 +207,7 @@ func (p *plan) finish() {
 // before the previous one on a lane has ended (or at the very moment it
 // ends, which a viewer may order either way) moves to the first lane where
 // it does not. A thread's calls do not overlap, so lanes are only needed
-// for times that are approximate (the doctor's lean timing) or damaged.
+// for times that are approximate (the doctor's budgeted timing) or damaged.
 // Zero-length calls are instants and nest anywhere. It returns the number
 // of extra lanes.
 func (p *plan) assignLanes(id threadID, calls []span) int {

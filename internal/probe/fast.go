@@ -8,7 +8,7 @@ import (
 
 // fastPath says whether syscalls are taken without task storage
 // (bpf/fast.h): nothing that needs a thread's storage (sleep stacks; in
-// stat, samples, which lean or exact timing implies). It must say what
+// stat, samples or exact timing). It must say what
 // fast_path() in the kernel says.
 func (c *Config) fastPath() bool {
 	return !c.Stacks && (!c.Stat || (c.Budget > 0 && c.Sample == 0))

@@ -37,19 +37,21 @@ type Config struct {
 	// SampleGap, with Sample, keeps a thread's sampled calls at least this
 	// many ns apart.
 	SampleGap uint64
-	// TickNS, with Sample and Stacks, is the kernel's jiffy in ns: the
-	// clock then times one call in Sample, the calls that sleep from their
-	// first switch-out, and jiffies the rest (Syscall.Approx).
+	// Firsts, with Sample, also emits a process's first calls of each
+	// syscall on each CPU (the 1st, 2nd, 4th ... 64th), so a syscall it
+	// makes a few times shows how its latency moves.
+	Firsts bool
+	// TickNS is the kernel's jiffy in ns, when known: under Budget it
+	// bounds the latency of a long call the clock did not time.
 	TickNS uint64
-	// Budget, with Stat, is budgeted timing (it takes the place of lean
-	// timing): the clock times every call of a syscall while its thread
-	// has made fewer than Budget of them in the current jiffy, then a
-	// random 1 in Every (a power of two, 2 to 65536); the histogram weighs
-	// each by what it stands for (Cell.Timed). With Sample, sampled calls
-	// and records cross over only from timed calls, and failures that
-	// were not timed cross with an estimated latency (Syscall.Approx).
-	// 0 times every call. TickNS, when known, bounds an untimed long
-	// call's latency.
+	// Budget, with Stat, is budgeted timing: the clock times every call of
+	// a syscall while its thread has made fewer than Budget of them in the
+	// current jiffy, then a random 1 in Every (a power of two, 2 to
+	// 65536); the histogram weighs each by what it stands for
+	// (Cell.Timed). With Sample, sampled calls and records cross over only
+	// from timed calls (and long ones), and failures that were not timed
+	// cross with an estimated latency (Syscall.Approx). 0 times every
+	// call.
 	Budget uint32
 	Every  uint32
 	// Launch marks the probe as following a command sysray will start:
@@ -540,6 +542,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgStat, b(cfg.Stat)},
 		{vars.CfgSample, cfg.Sample},
 		{vars.CfgSampleGap, cfg.SampleGap},
+		{vars.CfgFirsts, b(cfg.Firsts)},
 		{vars.CfgTickNs, cfg.TickNS},
 		{vars.CfgBudget, cfg.Budget},
 		{vars.CfgEveryShift, shift},

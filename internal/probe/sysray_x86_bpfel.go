@@ -97,8 +97,6 @@ type sysrayFastRow struct {
 		Tick      uint32
 		Weight    uint32
 		Jts       uint64
-		P1        uint64
-		J1        uint64
 		SampledAt uint64
 		RecordAt  uint64
 		LastClk   uint64
@@ -110,7 +108,7 @@ type sysrayFastRow struct {
 		_ structs.HostLayout
 		W [32]uint64
 	}
-	Pad [3]uint64
+	Pad [5]uint64
 }
 
 type sysrayFaultRec struct {
@@ -332,8 +330,6 @@ type sysrayTaskState struct {
 		Tick      uint32
 		Weight    uint32
 		Jts       uint64
-		P1        uint64
-		J1        uint64
 		SampledAt uint64
 		RecordAt  uint64
 		LastClk   uint64
@@ -443,6 +439,7 @@ const (
 	sysrayVarCfgCgroups           = "cfg_cgroups"
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgFastShift         = "cfg_fast_shift"
+	sysrayVarCfgFirsts            = "cfg_firsts"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
 	sysrayVarCfgNrExecve          = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
@@ -579,6 +576,7 @@ type sysrayVariableSpecs struct {
 	CfgCgroups       *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
+	CfgFirsts        *ebpf.VariableSpec `ebpf:"cfg_firsts"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
@@ -689,6 +687,7 @@ type sysrayVariables struct {
 	CfgCgroups       *ebpf.Variable `ebpf:"cfg_cgroups"`
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
+	CfgFirsts        *ebpf.Variable `ebpf:"cfg_firsts"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`
