@@ -150,16 +150,20 @@ func (g *growth) Findings(env *Env) []Finding {
 				continue // a wait's length is the caller's choice
 			}
 			best := -1
-			var fit growthFit
+			var ba, bb, br2 float64
+			var bbins []point
 			for i, pts := range [][]point{sm.threads, sm.maps, sm.fds} {
-				if f, ok := fitGrowth(pts); ok && f.better(fit) {
-					best, fit = i, f
+				a, b, r2, bins := binnedFit(pts)
+				if len(bins) < growthMinBins || b <= 0 || bins[len(bins)-1].x-bins[0].x < growthMinRange {
+					continue
+				}
+				if r2 > br2 {
+					best, ba, bb, br2, bbins = i, a, b, r2, bins
 				}
 			}
-			if best < 0 {
+			if best < 0 || !significant(br2, len(bbins)) {
 				continue
 			}
-			ba, bb, br2, bbins := fit.a, fit.b, fit.r2, fit.bins
 			x0, x1 := bbins[0].x, bbins[len(bbins)-1].x
 			y0, y1 := ba+bb*x0, ba+bb*x1
 			// A fit through tick-timed calls may start below zero: the
@@ -185,13 +189,12 @@ func (g *growth) Findings(env *Env) []Finding {
 			out = append(out, Finding{ID: "latency-grows-with-count", Severity: Warning,
 				Title: fmt.Sprintf("%s in %s gets slower as the process's %s grow", name, env.ProcName(p.pid, p.comm), dims[best]),
 				Summary: fmt.Sprintf("In %s, %s latency rises with the number of %s: from about %s at %.0f to %s at %.0f "+
-					"(%s more per unit, %s over %d calls%s, %s in all). The kernel walks a structure that grows with the process; "+
+					"(%s more per unit, fit R²=%.2f over %d calls%s, %s in all). The kernel walks a structure that grows with the process; "+
 					"each new %s makes the next call slower.",
 					env.ProcName(p.pid, p.comm), name, dims[best], units.Duration(uint64(y0)), x0, units.Duration(uint64(y1)), x1,
-					units.Duration(uint64(bb)), fit.quality(), sm.n, tickNote(sm), units.Duration(sm.totalNS), dimSingular[best]),
+					units.Duration(uint64(bb)), br2, sm.n, tickNote(sm), units.Duration(sm.totalNS), dimSingular[best]),
 				Evidence: map[string]any{"syscall": name, "pid": p.pid, "grows_with": dims[best], "slope_ns_per_unit": bb,
-					"intercept_ns": ba, "r2": br2, "kendall_tau": fit.tau, "fit": fit.method(), "calls": sm.n,
-					"calls_timed_in_ticks": sm.approx, "total_ns": sm.totalNS, "curve": curve},
+					"intercept_ns": ba, "r2": br2, "calls": sm.n, "calls_timed_in_ticks": sm.approx, "total_ns": sm.totalNS, "curve": curve},
 				Fix:   growthFix[best],
 				Score: float64(sm.totalNS)})
 		}
@@ -214,135 +217,13 @@ func (g *growth) Findings(env *Env) []Finding {
 //     bins' t statistic. Many calls give many bins, where 0.7 suffices;
 //     12 calls give 6 bins, where it takes R² ≥ 0.95. So few calls are
 //     enough when the growth is large and the fit tight.
-//   - rankSignificant, where least squares is not: a few calls that took
-//     far longer than the trend for a reason of their own (the thread
-//     preempted where the sleep tracking did not see it, the hypervisor
-//     holding the vCPU, reclaim) swamp a least-squares line; 30 forks of
-//     the fork-syscall variant, all timed by the clock, gave R² from 0.72 to
-//     0.99 and, now and then, none. Ranks do not care how far off such a
-//     call is. Over ≥ 10 bins (where the normal approximation of Kendall's
-//     tau holds), tau ≥ 0.6 (four pairs of bins in five in order: the
-//     ranks' "most of the spread") and p < 0.001, as above. The line is then
-//     Theil–Sen's (the median of the bins' pairwise slopes), which the
-//     same few calls cannot pull either, and the factor rule below uses it.
 const (
 	growthMinCalls = 12
 	growthMinNS    = 50_000_000
 	growthFactor   = 3
 	growthMinBins  = 6
 	growthMinRange = 32
-	rankMinBins    = 10
-	rankMinTau     = 0.6
-	zCrit          = 3.291 // two-sided p = 0.001, normal
 )
-
-// growthFit is the line through one dimension's bins that passed.
-type growthFit struct {
-	a, b, r2 float64
-	tau      float64 // Kendall's, over the bins
-	bins     []point
-	robust   bool // ranks and Theil–Sen, not least squares
-}
-
-// fitGrowth fits pts and says whether the line is a growth by either test.
-func fitGrowth(pts []point) (growthFit, bool) {
-	a, b, r2, bins := binnedFit(pts)
-	if len(bins) < growthMinBins || bins[len(bins)-1].x-bins[0].x < growthMinRange {
-		return growthFit{}, false
-	}
-	f := growthFit{a: a, b: b, r2: r2, tau: kendallTau(bins), bins: bins}
-	if b > 0 && significant(r2, len(bins)) {
-		return f, true
-	}
-	if !rankSignificant(f.tau, len(bins)) {
-		return growthFit{}, false
-	}
-	f.a, f.b = theilSen(bins)
-	f.robust = true
-	return f, f.b > 0
-}
-
-// better prefers a least-squares fit to a rank one, then the tighter.
-func (f growthFit) better(o growthFit) bool {
-	switch {
-	case o.bins == nil:
-		return true
-	case f.robust != o.robust:
-		return !f.robust
-	case f.robust:
-		return f.tau > o.tau
-	}
-	return f.r2 > o.r2
-}
-
-func (f growthFit) quality() string {
-	if f.robust {
-		return fmt.Sprintf("rank correlation τ=%.2f, a line a few outlying calls cannot bend (R²=%.2f)", f.tau, f.r2)
-	}
-	return fmt.Sprintf("fit R²=%.2f", f.r2)
-}
-
-func (f growthFit) method() string {
-	if f.robust {
-		return "theil-sen"
-	}
-	return "least-squares"
-}
-
-// kendallTau is Kendall's tau-a over the bins (their x are distinct):
-// concordant pairs less discordant ones, over all pairs. Ties in y count as
-// neither, which only makes it smaller.
-func kendallTau(bins []point) float64 {
-	n := len(bins)
-	if n < 2 {
-		return 0
-	}
-	s := 0
-	for i := range bins {
-		for j := i + 1; j < n; j++ {
-			dx, dy := bins[j].x-bins[i].x, bins[j].y-bins[i].y
-			switch {
-			case dx*dy > 0:
-				s++
-			case dx*dy < 0:
-				s--
-			}
-		}
-	}
-	return float64(s) / float64(n*(n-1)/2)
-}
-
-// rankSignificant: tau over n bins is strong and, by its normal
-// approximation under no association, unlikely from noise.
-func rankSignificant(tau float64, n int) bool {
-	if n < rankMinBins || tau < rankMinTau {
-		return false
-	}
-	sd := math.Sqrt(float64(2*(2*n+5)) / float64(9*n*(n-1)))
-	return tau/sd >= zCrit
-}
-
-// theilSen is the line whose slope is the median of the pairwise slopes and
-// whose intercept is the median of what is left.
-func theilSen(bins []point) (a, b float64) {
-	var slopes []float64
-	for i := range bins {
-		for j := i + 1; j < len(bins); j++ {
-			if dx := bins[j].x - bins[i].x; dx != 0 {
-				slopes = append(slopes, (bins[j].y-bins[i].y)/dx)
-			}
-		}
-	}
-	if len(slopes) == 0 {
-		return 0, 0
-	}
-	b = median(slopes)
-	rest := make([]float64, len(bins))
-	for i, p := range bins {
-		rest[i] = p.y - b*p.x
-	}
-	return median(rest), b
-}
 
 // tCrit is Student's t for a two-sided p of 0.001, by degrees of freedom.
 var tCrit = []float64{4: 8.610, 5: 6.869, 6: 5.959, 7: 5.408, 8: 5.041, 9: 4.781, 10: 4.587,
