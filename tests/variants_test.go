@@ -25,8 +25,9 @@ import (
 // failed CI three times in four stops), which a least-squares fit cannot
 // always survive,
 // while a rank fallback that could warned on a go build (docs/doctor.md).
-// A detector that is broken misses both runs; the first miss is printed
-// to stderr, so it shows in CI's log even when the second run passes.
+// A detector that is broken misses both runs. The first miss is printed
+// with what the detector did say; `go test -v` shows it, and so does a
+// package that fails, but a passing `go test ./...` does not.
 func TestVariants(t *testing.T) {
 	requireBPF(t)
 	for _, v := range variants.All {
