@@ -137,11 +137,50 @@ func TestGrowthWithThreads(t *testing.T) {
 	if f == nil {
 		t.Fatal("no latency-grows-with-count finding")
 	}
-	if f.Evidence["grows_with"] != "threads" {
-		t.Errorf("grows with %v", f.Evidence["grows_with"])
+	if f.Evidence["grows_with"] != "threads" || strings.Contains(f.Title, "mappings") {
+		t.Errorf("grows with %v: %s", f.Evidence["grows_with"], f.Title)
 	}
 	if s := f.Evidence["slope_ns_per_unit"].(float64); s < 800 || s > 1200 {
 		t.Errorf("slope %.0f ns per thread, want about 1000", s)
+	}
+}
+
+// map32's shape: every thread brings a stack mapping and a guard, so threads
+// and mappings grow in step, and a fork every 100 threads copies them all.
+// The fit cannot tell the two apart, and must say both rather than pick
+// one by noise (picking threads gave the thread-pool fix for a fork).
+func TestGrowthTogetherNamesBoth(t *testing.T) {
+	const nrClone3 = 435
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 3000 {
+		tm += 50_000
+		maps := uint32(212 + 2*i)
+		c := sys(3, tm, nrClone3, int64(100+i), 45_000+uint64(i%5)*1000)
+		c.Syscall.Maps = maps
+		evs = append(evs, c, event.Event{Kind: event.KindFork, Time: tm + 1, PID: 3, TID: 3, Comm: "prog",
+			Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + i), Thread: true}})
+		if i%100 == 99 {
+			f := sys(3, tm+2, nrClone, int64(9000+i), 300_000+2_500*uint64(maps)+uint64(i%3)*40_000, 17 /* SIGCHLD */)
+			f.Syscall.Maps = maps + 2
+			evs = append(evs, f)
+		}
+	}
+	fs := findings(evs)
+	f := byID(fs, "latency-grows-with-count")
+	if f == nil {
+		t.Fatalf("no growth finding in %+v", fs)
+	}
+	if f.Evidence["syscall"] != "clone" {
+		t.Fatalf("growth in %v, want clone (clone3's latency is flat)", f.Evidence["syscall"])
+	}
+	for _, w := range []string{"threads", "memory mappings", "grew together", "posix_spawn", "fewer threads"} {
+		if !strings.Contains(f.Title+" "+f.Summary+" "+f.Fix, w) {
+			t.Errorf("no %q in %s / %s / %s", w, f.Title, f.Summary, f.Fix)
+		}
+	}
+	if also := f.Evidence["fits_as_well"].([]string); len(also) != 1 {
+		t.Errorf("fits as well: %v", also)
 	}
 }
 

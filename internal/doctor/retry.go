@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
-	"github.com/sysray/sysray/internal/units"
 )
 
 // retry finds syscalls that fail and are at once called again by the same
@@ -20,16 +19,16 @@ type retry struct {
 }
 
 type retryPattern struct {
-	nr       uint32
-	errno    int
-	removed  []string // flags the retry dropped
-	added    []string // flags the retry added
-	arg      string
-	count    uint64
-	failedNS uint64 // time spent in the failing calls
-	retryNS  uint64
-	example  [2]string
-	procs    map[uint32]string
+	nr      uint32
+	errno   int
+	removed []string // flags the retry dropped
+	added   []string // flags the retry added
+	arg     string
+	count   uint64
+	failed  timeSum // time spent in the failing calls
+	retried timeSum
+	example [2]string
+	procs   map[uint32]string
 }
 
 func newRetry(arch event.Arch) *retry {
@@ -99,8 +98,8 @@ func (r *retry) Observe(e *event.Event) {
 		r.patterns[key] = p
 	}
 	p.count++
-	p.failedNS += prev.Latency
-	p.retryNS += s.Latency
+	p.failed.add(&prev)
+	p.retried.add(s)
 	if len(p.procs) < 8 {
 		p.procs[e.PID] = e.Comm
 	}
@@ -163,12 +162,13 @@ func (r *retry) Findings(env *Env) []Finding {
 			Summary: fmt.Sprintf("%d times, %s failed with %s (%s) and the same thread called it again at once %s. "+
 				"The failing calls took %s in all, the retries %s. A fallback taken on every call is a cost paid on a hot path: "+
 				"the first attempt can never succeed once the condition behind %s holds.",
-				p.count, name, errno, event.ErrnoDesc(p.errno), change, units.Duration(p.failedNS), units.Duration(p.retryNS), errno),
+				p.count, name, errno, event.ErrnoDesc(p.errno), change, p.failed, p.retried, errno),
 			Evidence: map[string]any{"syscall": name, "errno": errno, "count": p.count, "argument": p.arg,
-				"flags_removed": p.removed, "flags_added": p.added, "failed_ns": p.failedNS, "retry_ns": p.retryNS,
+				"flags_removed": p.removed, "flags_added": p.added, "failed_ns": p.failed.total(), "retry_ns": p.retried.total(),
+				"calls_timed":    p.failed.timed + p.retried.timed,
 				"example_failed": p.example[0], "example_retry": p.example[1], "processes": procs},
 			Fix:   fix,
-			Score: float64(p.failedNS + p.retryNS),
+			Score: float64(p.failed.total() + p.retried.total()),
 		})
 	}
 	return out

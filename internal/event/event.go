@@ -99,6 +99,12 @@ type Syscall struct {
 	Sleeps    []Sleep
 }
 
+// Untimed reports a call the clock did not time (past the budget of
+// budgeted timing) that ended in the kernel tick it began in: its latency
+// is unknown, not zero. Sums over such calls must estimate them from the
+// timed ones rather than add 0.
+func (s *Syscall) Untimed() bool { return s.Approx && s.Latency == 0 }
+
 // Sleep is one place a syscall waited off CPU: the kernel stack it was
 // switched out at, for how long in all, and who woke it last.
 type Sleep struct {
