@@ -729,3 +729,52 @@ func TestRecordExample(t *testing.T) {
 		t.Fatalf("record % x, documented % x", got, want)
 	}
 }
+
+// BenchmarkWriteCapture re-encodes the events of a real capture
+// ($SYSRAY_BENCH_CAPTURE, e.g. `sysray record` of redis under
+// redis-benchmark): the encoder and zstd on a server's mix of calls, not
+// the synthetic getppid stream.
+func BenchmarkWriteCapture(b *testing.B) {
+	path := os.Getenv("SYSRAY_BENCH_CAPTURE")
+	if path == "" {
+		b.Skip("set SYSRAY_BENCH_CAPTURE to a capture file")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var evs []event.Event
+	for {
+		var e event.Event
+		if err := r.Next(&e); err == io.EOF {
+			break
+		} else if err != nil {
+			b.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	var out countWriter
+	w, err := NewWriter(&out, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := w.Write(&evs[i%len(evs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	w.Close(nil)
+	b.ReportMetric(float64(out)/float64(i), "bytes/event")
+}
+
+type countWriter int64
+
+func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }

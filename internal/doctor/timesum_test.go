@@ -37,30 +37,3 @@ func TestRetryTimeCountsUntimedCalls(t *testing.T) {
 		t.Errorf("summary: %s", f.Summary)
 	}
 }
-
-// Untimed calls are no points of a growth fit: their 0 would halve the
-// means of the bins where the calls came too fast for the budget.
-func TestGrowthIgnoresUntimedCalls(t *testing.T) {
-	var evs []event.Event
-	tm := uint64(1e9)
-	for i := range 400 {
-		tm += 100000
-		evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "pool",
-			Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + i), Thread: true}})
-		c := sys(3, tm+1000, nrClone, int64(100+i), uint64(20000+1000*i))
-		if i >= 200 && i%2 == 1 {
-			c.Syscall.Latency, c.Syscall.Approx = 0, true
-		}
-		evs = append(evs, c)
-	}
-	f := byID(findings(evs), "latency-grows-with-count")
-	if f == nil {
-		t.Fatal("no latency-grows-with-count finding")
-	}
-	if s := f.Evidence["slope_ns_per_unit"].(float64); s < 950 || s > 1050 {
-		t.Errorf("slope %.0f ns per thread, want 1000", s)
-	}
-	if n := f.Evidence["calls_timed_in_ticks"]; n != uint64(0) {
-		t.Errorf("calls timed in ticks %v, want 0 (untimed calls are not tick-timed)", n)
-	}
-}
