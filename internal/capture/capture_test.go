@@ -758,6 +758,18 @@ func BenchmarkWriteCapture(b *testing.B) {
 		}
 		evs = append(evs, e)
 	}
+	// The encoded size before zstd, which zstd's time follows.
+	raw, bb := 0, NewBlockBuilder()
+	for i := range evs {
+		if bb.full() {
+			raw += bb.Size()
+			bb.Finish()
+		}
+		if err := bb.Add(&evs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	raw += bb.Size()
 	var out countWriter
 	w, err := NewWriter(&out, nil)
 	if err != nil {
@@ -773,6 +785,7 @@ func BenchmarkWriteCapture(b *testing.B) {
 	}
 	w.Close(nil)
 	b.ReportMetric(float64(out)/float64(i), "bytes/event")
+	b.ReportMetric(float64(raw)/float64(len(evs)), "raw-bytes/event")
 }
 
 type countWriter int64
