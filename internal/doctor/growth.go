@@ -19,8 +19,6 @@ type growth struct {
 	mmapNr  uint32
 	munmap  uint32
 	closeNr uint32
-	cloneNr uint32
-	vforkNr uint32
 }
 
 type growthProc struct {
@@ -57,8 +55,6 @@ func newGrowth(arch event.Arch) *growth {
 	g.mmapNr, _ = event.SyscallByName(arch, "mmap")
 	g.munmap, _ = event.SyscallByName(arch, "munmap")
 	g.closeNr, _ = event.SyscallByName(arch, "close")
-	g.cloneNr, _ = event.SyscallByName(arch, "clone")
-	g.vforkNr, _ = event.SyscallByName(arch, "vfork")
 	return g
 }
 
@@ -145,11 +141,11 @@ func (g *growth) Observe(e *event.Event) {
 	}
 }
 
-// spawnWait reports a vfork, a clone with CLONE_VFORK, or a call that
-// slept where such a parent waits (clone3 keeps its flags in memory).
+// spawnWait reports a vfork, a clone with CLONE_VFORK (vforkCall), or a
+// call that slept where such a parent waits (clone3 keeps its flags in
+// memory).
 func (g *growth) spawnWait(s *event.Syscall) bool {
-	const cloneVfork = 0x4000
-	if s.Nr == g.vforkNr && g.vforkNr != 0 || s.Nr == g.cloneNr && s.Args[0]&cloneVfork != 0 {
+	if vforkCall(event.SyscallName(g.arch, s.Nr), s) {
 		return true
 	}
 	for i := range s.Sleeps {
