@@ -122,17 +122,23 @@ func TestKillByAnotherProcessIsInfo(t *testing.T) {
 	}
 }
 
-func TestGrowthWithThreads(t *testing.T) {
+// poolClones is a process that starts n threads, one clone each: clone i
+// (evs[2i+1]) comes after its thread i and takes lat(i).
+func poolClones(n int, lat func(i int) uint64) []event.Event {
 	var evs []event.Event
 	tm := uint64(1e9)
-	for i := range 400 {
+	for i := range n {
 		tm += 100000
 		evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "pool",
 			Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + i), Thread: true}})
-		// clone latency = 20 µs + 1 µs per thread, with some noise
-		lat := uint64(20000 + 1000*i + (i%7)*300)
-		evs = append(evs, sys(3, tm+1000, nrClone, int64(100+i), lat))
+		evs = append(evs, sys(3, tm+1000, nrClone, int64(100+i), lat(i)))
 	}
+	return evs
+}
+
+func TestGrowthWithThreads(t *testing.T) {
+	// clone latency = 20 µs + 1 µs per thread, with some noise
+	evs := poolClones(400, func(i int) uint64 { return uint64(20000 + 1000*i + (i%7)*300) })
 	f := byID(findings(evs), "latency-grows-with-count")
 	if f == nil {
 		t.Fatal("no latency-grows-with-count finding")
@@ -185,14 +191,7 @@ func TestGrowthTogetherNamesBoth(t *testing.T) {
 }
 
 func TestFlatLatencyDoesNotGrow(t *testing.T) {
-	var evs []event.Event
-	tm := uint64(1e9)
-	for i := range 400 {
-		tm += 100000
-		evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "pool",
-			Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + i), Thread: true}})
-		evs = append(evs, sys(3, tm+1000, nrClone, int64(100+i), uint64(200000+(i%13)*5000)))
-	}
+	evs := poolClones(400, func(i int) uint64 { return uint64(200000 + (i%13)*5000) })
 	if f := byID(findings(evs), "latency-grows-with-count"); f != nil {
 		t.Errorf("flat latency reported as growing: %+v", f)
 	}

@@ -9,17 +9,10 @@ import (
 // Untimed calls are no points of a growth fit: their 0 would halve the
 // means of the bins where the calls came too fast for the budget.
 func TestGrowthIgnoresUntimedCalls(t *testing.T) {
-	var evs []event.Event
-	tm := uint64(1e9)
-	for i := range 400 {
-		tm += 100000
-		evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "pool",
-			Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + i), Thread: true}})
-		c := sys(3, tm+1000, nrClone, int64(100+i), uint64(20000+1000*i))
-		if i >= 200 && i%2 == 1 {
-			c.Syscall.Latency, c.Syscall.Approx = 0, true
-		}
-		evs = append(evs, c)
+	evs := poolClones(400, func(i int) uint64 { return uint64(20000 + 1000*i) })
+	for i := 201; i < 400; i += 2 {
+		c := &evs[2*i+1].Syscall
+		c.Latency, c.Approx = 0, true
 	}
 	f := byID(findings(evs), "latency-grows-with-count")
 	if f == nil {
