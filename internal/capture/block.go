@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -41,7 +42,8 @@ func (b Block) Last() uint64  { return b.last }
 // call NewBlockBuilder. It is not safe for concurrent use.
 type BlockBuilder struct {
 	state       state
-	raw         []byte // encoded records, not compressed
+	raw         []byte // the payload, not compressed: the records' length, then the records
+	times       []byte // the events' times, which end the payload once sealed
 	n           int
 	first, last uint64
 	out         []byte // scratch for the compressed frame
@@ -50,7 +52,7 @@ type BlockBuilder struct {
 // NewBlockBuilder returns an empty builder.
 func NewBlockBuilder() *BlockBuilder {
 	b := &BlockBuilder{}
-	b.state.reset()
+	b.reset()
 	return b
 }
 
@@ -59,8 +61,8 @@ func NewBlockBuilder() *BlockBuilder {
 // limits, and with another error when e is too large for any block.
 func (b *BlockBuilder) Add(e *event.Event) error {
 	// Only huge events (megabytes of captured data) can overflow a block.
-	if size := sizeBound(e); len(b.raw)+size > maxSection || b.n >= blockMaxEvents {
-		if size > maxSection {
+	if size := sizeBound(e); b.payload()+size > maxSection || b.n >= blockMaxEvents {
+		if recordsLenSize+size > maxSection {
 			return fmt.Errorf("capture: %s event too large (up to %d bytes encoded, limit %d)", e.Kind, size, maxSection)
 		}
 		if b.n > 0 {
@@ -73,7 +75,7 @@ func (b *BlockBuilder) Add(e *event.Event) error {
 	if b.n == 0 || e.Time > b.last {
 		b.last = e.Time
 	}
-	b.raw = b.state.appendEvent(b.raw, e)
+	b.raw, b.times = b.state.appendEvent(b.raw, b.times, e)
 	b.n++
 	return nil
 }
@@ -82,7 +84,15 @@ func (b *BlockBuilder) Add(e *event.Event) error {
 func (b *BlockBuilder) Len() int { return b.n }
 
 // Size is the encoded size of those events before compression.
-func (b *BlockBuilder) Size() int { return len(b.raw) }
+func (b *BlockBuilder) Size() int {
+	if b.n == 0 {
+		return 0
+	}
+	return b.payload()
+}
+
+// payload is the size of the block's payload as it stands.
+func (b *BlockBuilder) payload() int { return len(b.raw) + len(b.times) }
 
 // First and Last are the earliest and latest Event.Time added since the
 // last Finish; both are 0 while the builder is empty.
@@ -91,7 +101,7 @@ func (b *BlockBuilder) Last() uint64  { return b.last }
 
 // full reports the size at which a Writer ends a block.
 func (b *BlockBuilder) full() bool {
-	return len(b.raw) >= blockRawTarget || b.n >= blockMaxEvents
+	return b.payload() >= blockRawTarget || b.n >= blockMaxEvents
 }
 
 // Finish compresses the events added so far into a Block of its own memory
@@ -114,24 +124,29 @@ func (b *BlockBuilder) Finish() Block {
 // seal appends the events frame of the current block to out, without
 // resetting the builder.
 func (b *BlockBuilder) seal(out []byte) []byte {
+	n := len(b.raw)
+	binary.LittleEndian.PutUint32(b.raw, uint32(n-recordsLenSize))
+	raw := append(b.raw, b.times...)
+	b.raw = raw[:n]
 	start := len(out)
 	out = append(out, make([]byte, frameSize)...)
-	out = encoder().EncodeAll(b.raw, out)
+	out = encoder().EncodeAll(raw, out)
 	codec := uint8(codecZstd)
-	if len(out)-start-frameSize >= len(b.raw) {
+	if len(out)-start-frameSize >= len(raw) {
 		// Incompressible (mostly captured data): storing it as is reads
 		// faster and is no bigger.
-		out = append(out[:start+frameSize], b.raw...)
+		out = append(out[:start+frameSize], raw...)
 		codec = codecNone
 	}
 	payload := out[start+frameSize:]
-	fr := frame{typ: frameEvents, codec: codec, rawLen: uint32(len(b.raw)), length: uint32(len(payload)), count: uint32(b.n), crc: crc32.Checksum(payload, castagnoli)}
+	fr := frame{typ: frameEvents, codec: codec, rawLen: uint32(len(raw)), length: uint32(len(payload)), count: uint32(b.n), crc: crc32.Checksum(payload, castagnoli)}
 	fr.put(out[start:])
 	return out
 }
 
 func (b *BlockBuilder) reset() {
-	b.raw = b.raw[:0]
+	b.raw = append(b.raw[:0], make([]byte, recordsLenSize)...)
+	b.times = b.times[:0]
 	b.n = 0
 	b.first, b.last = 0, 0
 	b.state.reset()

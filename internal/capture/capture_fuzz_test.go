@@ -11,10 +11,10 @@ import (
 	"github.com/sysray/sysray/internal/proc"
 )
 
-// FuzzReader feeds arbitrary bytes to the reader three ways: as a whole
+// FuzzReader feeds arbitrary bytes to the reader four ways: as a whole
 // file, and (because checksums keep random mutations from getting past the
-// framing) wrapped in valid frames as the records of an events block and as
-// a header. The reader must never panic, never classify an error as anything
+// framing) wrapped in valid frames as the records of a version 1 events
+// block, as the payload of a version 2 one, and as a header. The reader must never panic, never classify an error as anything
 // but truncation or bad format, and never allocate far beyond the input.
 // Records it accepts must survive re-encoding unchanged.
 func FuzzReader(f *testing.F) {
@@ -23,24 +23,20 @@ func FuzzReader(f *testing.F) {
 	file := encodeFile(f, h, evs, 10, &Trailer{Drops: []uint64{1}})
 	f.Add(file)
 	f.Add(file[:len(file)/2])
-	var s state
-	s.reset()
-	var records []byte
-	for i := range evs {
-		records = s.appendEvent(records, &evs[i])
-	}
 	f.Add(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))))
-	f.Add(append(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))), records...))
+	f.Add(append(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))), payloadOf(evs)...))
 	f.Add(h.marshal())
 
 	decodeFile(file) // build the shared zstd decoder outside the measurement
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzRead(t, "file", data)
 		if len(data) >= 2 {
-			wrapped := rawFile(data[2:], uint32(binary.LittleEndian.Uint16(data)), true)
-			if evs := fuzzRead(t, "records", wrapped); evs != nil {
-				if again := rawFile(reencode(evs), uint32(len(evs)), true); !reflect.DeepEqual(fuzzRead(t, "re-encoded", again), evs) {
-					t.Fatalf("records decode differently after re-encoding")
+			n := uint32(binary.LittleEndian.Uint16(data))
+			for _, wrapped := range [][]byte{rawFile(data[2:], n, true), rawFile2(data[2:], n, true)} {
+				if evs := fuzzRead(t, "records", wrapped); evs != nil {
+					if again := rawFile2(payloadOf(evs), uint32(len(evs)), true); !reflect.DeepEqual(fuzzRead(t, "re-encoded", again), evs) {
+						t.Fatalf("records decode differently after re-encoding")
+					}
 				}
 			}
 		}
@@ -79,29 +75,19 @@ func fuzzRead(t *testing.T, what string, data []byte) []event.Event {
 	return nil
 }
 
-func reencode(evs []event.Event) []byte {
-	var s state
-	s.reset()
-	var b []byte
-	for i := range evs {
-		b = s.appendEvent(b, &evs[i])
-	}
-	return b
-}
-
 // TestFuzzSeeds keeps the re-encoding property checked in plain `go test`
 // runs too, on inputs the fuzzer would take a while to find.
 func TestFuzzSeeds(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 0))
-		records := reencode(randomEvents(rng, 20))
+		payload := payloadOf(randomEvents(rng, 20))
 		n := 20
 		if seed%2 == 1 { // corrupt a byte
-			records[rng.IntN(len(records))] ^= byte(1 + rng.IntN(255))
+			payload[rng.IntN(len(payload))] ^= byte(1 + rng.IntN(255))
 			n = rng.IntN(25)
 		}
-		if evs := fuzzRead(t, "records", rawFile(records, uint32(n), true)); evs != nil {
-			if !reflect.DeepEqual(fuzzRead(t, "re-encoded", rawFile(reencode(evs), uint32(len(evs)), true)), evs) {
+		if evs := fuzzRead(t, "records", rawFile2(payload, uint32(n), true)); evs != nil {
+			if !reflect.DeepEqual(fuzzRead(t, "re-encoded", rawFile2(payloadOf(evs), uint32(len(evs)), true)), evs) {
 				t.Fatalf("seed %d: records decode differently after re-encoding", seed)
 			}
 		}

@@ -261,7 +261,8 @@ func TestRoundTripRandom(t *testing.T) {
 		var s state
 		s.reset()
 		for i := range evs {
-			if n, bound := len(s.appendEvent(nil, &evs[i])), sizeBound(&evs[i]); n > bound {
+			b, tm := s.appendEvent(nil, nil, &evs[i])
+			if n, bound := len(b)+len(tm), sizeBound(&evs[i]); n > bound {
 				t.Fatalf("event %d encodes to %d bytes, over its bound %d", i, n, bound)
 			}
 		}
@@ -560,6 +561,11 @@ func TestErrors(t *testing.T) {
 		{"count too big", rawFile([]byte{0, 0, 0, 0}, 2, true), ErrFormat, "2 events cannot fit in 4 bytes"},
 		{"unknown flags", rawFile([]byte{1, 0x80, 0x10, 0, 0}, 1, true), ErrFormat, "unknown record flags"},
 		{"huge length", rawFile([]byte{0, fComm, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0}, 1, true), ErrFormat, "field length runs past"},
+		{"version 0", patch(len(magic), 0), ErrFormat, "capture: unsupported version 0"},
+		{"v2 payload too short", rawFile2([]byte{0, 0, 0}, 1, true), ErrFormat, "block 1 at offset 36: payload shorter than its records' length"},
+		{"v2 records overrun", rawFile2([]byte{9, 0, 0, 0, 9, 0, 0}, 1, true), ErrFormat, "records of 9 bytes in a payload of 7"},
+		{"v2 times missing", rawFile2([]byte{3, 0, 0, 0, byte(event.KindDrop), 0, 0}, 1, true), ErrFormat, "event 1: times run past the end of the block"},
+		{"v2 times left over", rawFile2([]byte{3, 0, 0, 0, byte(event.KindDrop), 0, 0, 2, 7}, 1, true), ErrFormat, "1 bytes follow its last event"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -568,6 +574,35 @@ func TestErrors(t *testing.T) {
 				t.Fatalf("got %v, want %v containing %q", err, tt.kind, tt.msg)
 			}
 		})
+	}
+}
+
+// TestReadsVersion1 reads a capture written by version 1's writer
+// (testdata/v1.sysray, from the events below), which kept each event's times
+// in line with its record.
+func TestReadsVersion1(t *testing.T) {
+	data, err := os.ReadFile("testdata/v1.sysray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, got, err := decodeFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := r.Header().Version; v != 1 {
+		t.Errorf("version %d, want 1", v)
+	}
+	if r.Trailer() == nil {
+		t.Error("no trailer")
+	}
+	want := randomEvents(rand.New(rand.NewPCG(7, 1)), 1200)
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("event %d: got %+v\nwant %+v", i, got[i], want[i])
+		}
 	}
 }
 
@@ -721,12 +756,15 @@ func TestRecordExample(t *testing.T) {
 	var s state
 	s.reset()
 	e := event.Event{Kind: event.KindSyscall, Time: 1000, PID: 7, TID: 7, Syscall: event.Syscall{Nr: 110, Latency: 500}}
-	s.appendEvent(nil, &e)
+	s.appendEvent(nil, nil, &e)
 	e.Time += 500 + 298
 	e.Syscall.Latency = 451137
-	got := s.appendEvent(nil, &e)
-	if want := []byte{0x01, 0x00, 0xd4, 0x04, 0xc1, 0xc4, 0x1b}; !bytes.Equal(got, want) {
+	got, times := s.appendEvent(nil, nil, &e)
+	if want := []byte{0x01, 0x00}; !bytes.Equal(got, want) {
 		t.Fatalf("record % x, documented % x", got, want)
+	}
+	if want := []byte{0xd4, 0x04, 0xc1, 0xc4, 0x1b}; !bytes.Equal(times, want) {
+		t.Fatalf("times % x, documented % x", times, want)
 	}
 }
 

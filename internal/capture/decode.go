@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 
 	"github.com/sysray/sysray/internal/event"
@@ -21,11 +22,38 @@ type blockDecoder struct {
 	pos    int
 	bad    string
 	intern map[string]string
+
+	// The block's times, when it keeps them apart from its records
+	// (version 2); in version 1 they are read from buf in line.
+	split bool
+	times []byte
+	tpos  int
 }
 
-func (d *blockDecoder) start(buf []byte) {
+// start begins a block of the given format version, given its payload.
+func (d *blockDecoder) start(payload []byte, version uint32) error {
 	d.state.reset()
-	d.buf, d.pos, d.bad = buf, 0, ""
+	d.pos, d.tpos, d.bad = 0, 0, ""
+	d.split = version >= 2
+	if !d.split {
+		d.buf, d.times = payload, nil
+		return nil
+	}
+	if len(payload) < recordsLenSize {
+		return errors.New("payload shorter than its records' length")
+	}
+	n := uint64(binary.LittleEndian.Uint32(payload))
+	if n > uint64(len(payload)-recordsLenSize) {
+		return fmt.Errorf("records of %d bytes in a payload of %d", n, len(payload))
+	}
+	d.buf = payload[recordsLenSize : recordsLenSize+n]
+	d.times = payload[recordsLenSize+n:]
+	return nil
+}
+
+// left is how many bytes of the block no record has read.
+func (d *blockDecoder) left() int {
+	return len(d.buf) - d.pos + len(d.times) - d.tpos
 }
 
 func (d *blockDecoder) fail(why string) {
@@ -33,6 +61,29 @@ func (d *blockDecoder) fail(why string) {
 		d.bad = why
 	}
 	d.pos = len(d.buf) // stops further reads from making progress
+	d.tpos = len(d.times)
+}
+
+// time reads the next varint of the block's times.
+func (d *blockDecoder) time() uint64 {
+	if !d.split {
+		return d.uvarint()
+	}
+	if p := d.tpos; p < len(d.times) && d.times[p] < 0x80 {
+		d.tpos++
+		return uint64(d.times[p])
+	}
+	v, n := binary.Uvarint(d.times[d.tpos:])
+	if n <= 0 {
+		if n == 0 {
+			d.fail("times run past the end of the block")
+		} else {
+			d.fail("varint overflows 64 bits")
+		}
+		return 0
+	}
+	d.tpos += n
+	return v
 }
 
 func (d *blockDecoder) byte() byte {
@@ -126,7 +177,7 @@ func (d *blockDecoder) next(e *event.Event) error {
 		d.fail("kind-specific flags on a kind without them")
 	}
 	e.Kind = kind
-	e.Time = d.prevEnd + uint64(unzigzag(d.uvarint()))
+	e.Time = d.prevEnd + uint64(unzigzag(d.time()))
 	e.TID = d.prevTID
 	if flags&fTID != 0 {
 		e.TID = d.u32()
@@ -381,7 +432,7 @@ func (d *blockDecoder) syscall(e *event.Event, th *thread, flags uint64) {
 		sc.Unfinished = changed&sysUnfinished != 0
 		prev.args, prev.ret = sc.Args, sc.Ret
 	}
-	sc.Latency = d.uvarint()
+	sc.Latency = d.time()
 	if flags&fData == 0 {
 		return
 	}

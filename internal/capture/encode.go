@@ -55,8 +55,13 @@ func appendString(b []byte, s string) []byte {
 	return append(appendUvarint(b, uint64(len(s))), s...)
 }
 
-// appendEvent encodes e against, and advances, the block's delta state.
-func (s *state) appendEvent(b []byte, e *event.Event) []byte {
+// appendEvent encodes e against, and advances, the block's delta state: its
+// record at the end of b, its times (the delta to its start and a syscall's
+// latency) at the end of t. The times are the part of an event that never
+// repeats; kept apart, they leave the records runs of identical bytes that
+// zstd matches long, and zstd spends its time per match, not per byte
+// (docs/capture-format.md, "Events block").
+func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 	var flags uint64
 	if e.TID != s.prevTID {
 		flags |= fTID
@@ -143,7 +148,7 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 
 	b = append(b, byte(e.Kind))
 	b = appendUvarint(b, flags)
-	b = appendUvarint(b, zigzag(int64(e.Time-s.prevEnd)))
+	t = appendUvarint(t, zigzag(int64(e.Time-s.prevEnd)))
 	if flags&fTID != 0 {
 		b = appendUvarint(b, uint64(e.TID))
 	}
@@ -180,7 +185,7 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 			}
 			prev.args, prev.ret = sc.Args, sc.Ret
 		}
-		b = appendUvarint(b, sc.Latency)
+		t = appendUvarint(t, sc.Latency)
 		if dataMask != 0 {
 			b = appendUvarint(b, dataMask)
 			for i := range sc.Data {
@@ -268,7 +273,7 @@ func (s *state) appendEvent(b []byte, e *event.Event) []byte {
 	if flags&fExt != 0 {
 		b = s.appendExt(b, e)
 	}
-	return b
+	return b, t
 }
 
 // Extension field tags (docs/capture-format.md, "Extension").

@@ -11,10 +11,11 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Version is the format version this package writes and the only one it
-// reads. It changes only when a reader of the previous version would
-// misinterpret a new file; additions that old readers can skip do not bump it.
-const Version = 1
+// Version is the format version this package writes; it reads this one and
+// every earlier one. It changes only when a reader of the previous version
+// would misinterpret a new file; additions that old readers can skip do not
+// bump it. Version 2 keeps a block's times apart from its records.
+const Version = 2
 
 // magic starts every capture. It begins with the tool's name so that `head -c6`
 // identifies a file, and carries a byte with the high bit set and a newline so
@@ -46,6 +47,10 @@ const (
 	blockRawTarget = 1 << 20
 	blockMaxEvents = 64 << 10
 )
+
+// recordsLenSize is the length, at the start of a version 2 events block's
+// payload, of the records that follow it; the block's times fill the rest.
+const recordsLenSize = 4
 
 // maxSection bounds every length read from a file, so that a corrupt length
 // costs an error rather than an enormous allocation. It is far above what a

@@ -59,20 +59,44 @@ func decodeFile(data []byte) (*Reader, []event.Event, error) {
 	}
 }
 
-// rawFile builds a capture around one events block given as raw,
+// rawFile builds a version 1 capture around one events block given as raw,
 // uncompressed records: it lets tests and the fuzzer reach the record
-// decoder without having to get checksums and zstd right.
+// decoder without having to get checksums and zstd right. Version 1 keeps
+// the times in line, so records written by hand need no payload around
+// them; version 2 readers read it still.
 func rawFile(records []byte, count uint32, trailer bool) []byte {
+	return rawFileOf(1, records, count, trailer)
+}
+
+// rawFile2 is rawFile for a version 2 payload (records' length, records,
+// times), as payloadOf builds it.
+func rawFile2(payload []byte, count uint32, trailer bool) []byte {
+	return rawFileOf(2, payload, count, trailer)
+}
+
+func rawFileOf(version uint32, payload []byte, count uint32, trailer bool) []byte {
 	var b []byte
 	b = append(b, magic...)
-	b = binary.LittleEndian.AppendUint32(b, Version)
+	b = binary.LittleEndian.AppendUint32(b, version)
 	b = appendFrame(b, frameHeader, codecNone, 0, nil)
-	b = appendFrame(b, frameEvents, codecNone, count, records)
+	b = appendFrame(b, frameEvents, codecNone, count, payload)
 	if trailer {
 		t := Trailer{Events: uint64(count)}
 		b = appendFrame(b, frameTrailer, codecNone, 0, t.marshal(1))
 	}
 	return b
+}
+
+// payloadOf encodes evs as the uncompressed payload of one version 2 block.
+func payloadOf(evs []event.Event) []byte {
+	var s state
+	s.reset()
+	b, t := make([]byte, recordsLenSize), []byte(nil)
+	for i := range evs {
+		b, t = s.appendEvent(b, t, &evs[i])
+	}
+	binary.LittleEndian.PutUint32(b, uint32(len(b)-recordsLenSize))
+	return append(b, t...)
 }
 
 func appendFrame(b []byte, typ, codec uint8, count uint32, payload []byte) []byte {

@@ -22,6 +22,8 @@ type Reader struct {
 	tr  *Trailer
 	dec blockDecoder
 
+	version uint32 // of the file
+
 	left     uint32 // events not yet returned from the current block
 	count    uint32 // events in the current block
 	blocks   uint64 // whole blocks read so far
@@ -72,8 +74,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 		}
 		return nil, rd.headerErr(err)
 	}
-	if v := binary.LittleEndian.Uint32(pre[len(magic):]); v != Version {
-		return nil, formatErr("unsupported version %d (this reader supports version %d)", v, Version)
+	rd.version = binary.LittleEndian.Uint32(pre[len(magic):])
+	if rd.version < 1 || rd.version > Version {
+		return nil, formatErr("unsupported version %d (this reader supports versions 1 to %d)", rd.version, Version)
 	}
 	fr, err := rd.readFrame()
 	if err != nil {
@@ -89,7 +92,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err := rd.hdr.unmarshal(b); err != nil {
 		return nil, formatErr("header at offset %d: %v", preludeSize, err)
 	}
-	rd.hdr.Version = Version
+	rd.hdr.Version = rd.version
 	return rd, nil
 }
 
@@ -142,8 +145,8 @@ func (r *Reader) Next(e *event.Event) error {
 		return r.blockErr("event %d: %v", r.count-r.left+1, err)
 	}
 	r.left--
-	if r.left == 0 && r.dec.pos != len(r.dec.buf) {
-		return r.blockErr("%d bytes follow its last event", len(r.dec.buf)-r.dec.pos)
+	if r.left == 0 && r.dec.left() != 0 {
+		return r.blockErr("%d bytes follow its last event", r.dec.left())
 	}
 	r.events++
 	return nil
@@ -219,7 +222,9 @@ func (r *Reader) startBlock(fr *frame, b []byte) error {
 		r.blocks++ // pointless, but valid, and counted by the trailer
 		return nil
 	}
-	r.dec.start(b)
+	if err := r.dec.start(b, r.version); err != nil {
+		return formatErr("block %d at offset %d: %v", r.blocks+1, r.blockOff, err)
+	}
 	r.left, r.count = fr.count, fr.count
 	return nil
 }

@@ -70,7 +70,7 @@ func NewWriter(w io.Writer, h *Header) (*Writer, error) {
 	}
 	cw := &Writer{w: w}
 	cw.b.raw = make([]byte, 0, blockRawTarget+64<<10)
-	cw.b.state.reset()
+	cw.b.reset()
 	return cw, nil
 }
 
