@@ -15,6 +15,17 @@ import (
 	"github.com/sysray/sysray/internal/session"
 )
 
+// recordPoll is how long record's readers sleep between drains of the
+// rings when they name no stack frames. The 5 ms default is there so that
+// frames are named while their process still lives; without stacks nothing
+// is read from /proc as events arrive, and every wakeup costs the reader a
+// batch, a hand-off to the merger and Go's scheduler on both sides. On
+// redis under redis-benchmark (about 650,000 events a second) 20 ms took
+// record's CPU from 362-383 to 315-329 ns an event, and 50 ms did no better
+// (BENCHMARKS.md, stop 29). A ring filling fast is still drained sooner: a
+// reader never sleeps longer than a quarter of its ring takes to fill.
+const recordPoll = 20 * time.Millisecond
+
 func newRecord() *cobra.Command {
 	var sel session.Selection
 	var path string
@@ -32,6 +43,9 @@ func newRecord() *cobra.Command {
 			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
 				return err
+			}
+			if !opts.Probe.Stacks && opts.Probe.Poll == 0 {
+				opts.Probe.Poll = recordPoll
 			}
 			arch := event.HostArch()
 			snap, err := proc.Snapshot()
