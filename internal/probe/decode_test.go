@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"encoding/binary"
+	"reflect"
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
@@ -190,7 +191,7 @@ func TestDecodeRecent(t *testing.T) {
 	}
 	// The merger folds the list into the thread's exit and passes nothing else on.
 	var got []event.Event
-	m := newMerger(1, func(e *event.Event) error { got = append(got, *e); return nil })
+	m := newMerger(1, func(e *event.Event) error { got = append(got, *e); return nil }, nil)
 	exit := event.Event{Kind: event.KindExit, TID: 7, PID: 7}
 	if err := m.emit(&e); err != nil {
 		t.Fatal(err)
@@ -200,5 +201,27 @@ func TestDecodeRecent(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Kind != event.KindExit || len(got[0].Proc.Recent) != 2 {
 		t.Fatalf("merger passed on %+v", got)
+	}
+}
+
+// The merger decodes every record into one event: what a record of one
+// kind left must not show through the next record, of any kind.
+func TestDecodeReusesEvent(t *testing.T) {
+	evs := []event.Event{
+		{Kind: event.KindSyscall, Time: 1, TID: 2, Comm: "a", Syscall: event.Syscall{Nr: 257, Args: [6]uint64{1, 2}, Ret: -2, Latency: 5,
+			Data: [6][]byte{1: []byte("/etc")}, Sleeps: []event.Sleep{{Duration: 3, Count: 1}}}},
+		{Kind: event.KindPageFault, Time: 2, TID: 3, Comm: "b", Fault: event.Fault{Addr: 9, IP: 8, Error: 4, SP: 7}},
+		{Kind: event.KindSyscall, Time: 3, TID: 2, Comm: "a", Syscall: event.Syscall{Nr: 0, Latency: 1}},
+		{Kind: event.KindPageFault, Time: 4, TID: 2, Comm: "a", Fault: event.Fault{Addr: 1}},
+	}
+	var e event.Event
+	cm := &comms{}
+	for i := range evs {
+		if err := decode(record(t, &evs[i]), &e, cm, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(e, evs[i]) {
+			t.Fatalf("record %d decoded as %+v\nwant %+v", i, e, evs[i])
+		}
 	}
 }

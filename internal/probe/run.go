@@ -36,31 +36,56 @@ const idlePoll = 5 * time.Millisecond
 // agent's 4 MiB rings; record's 32 MiB ones wait the 5 ms poll).
 const burstRate = 100e6
 
+// A batch holds a ring's records as read, not decoded: the merger decodes
+// each into one event when it emits it. Decoded by the readers, a batch was
+// thousands of 624-byte events, written on one CPU and read cold on another
+// by the merger and by every consumer after it; under redis, record spent
+// more time on those cache misses than on any one piece of its work.
 type batch struct {
 	ring int
-	evs  []event.Event
+	recs []rec  // in ring order
+	buf  []byte // the records' bytes
 	mark uint64 // every record of this ring stamped before mark has been read
 	err  error
 	done bool
-	next int // merger: index of the next event to emit
+	next int // merger: index of the next record to emit
 
-	// order, when not empty, is the order of evs by end (sortByEnd);
+	// order, when not empty, is the order of recs by end (sortByEnd);
 	// keys is its scratch. Both are kept with the batch.
 	order []int32
 	keys  []endKey
 }
 
-// at is the batch's j-th event in end order.
-func (b *batch) at(j int) *event.Event {
+// rec is one record of a batch.
+type rec struct {
+	end      uint64 // when it was submitted (a syscall's exit): the merge order
+	off, len uint32 // its bytes in the batch's buf
+}
+
+// at is the batch's j-th record in end order.
+func (b *batch) at(j int) *rec {
 	if len(b.order) > 0 {
-		return &b.evs[b.order[j]]
+		return &b.recs[b.order[j]]
 	}
-	return &b.evs[j]
+	return &b.recs[j]
+}
+
+// add appends a record read from the ring, which the caller has checked
+// holds at least a header.
+func (b *batch) add(raw []byte) {
+	end := le.Uint64(raw[16:])
+	if event.Kind(raw[0]) == event.KindSyscall && len(raw) >= sysSize {
+		end += le.Uint64(raw[48:]) // its latency, as event.End adds it
+	}
+	b.recs = append(b.recs, rec{end: end, off: uint32(len(b.buf)), len: uint32(len(raw))})
+	b.buf = append(b.buf, raw...)
 }
 
 // Run reads events until ctx is done, then detaches, drains the rings and
 // returns. fn sees events in time order (by syscall exit for syscalls), from a
-// single goroutine. onDrop, if not nil, is called when the kernel lost events.
+// single goroutine; the event is valid until fn returns, and the next one
+// reuses it, so fn copies what it keeps. onDrop, if not nil, is called when
+// the kernel lost events.
 //
 // The capture ends at one instant, the cut, taken when ctx is done: fn sees
 // nothing that began after it, and a syscall in flight at the cut is
@@ -95,7 +120,7 @@ func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop fun
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			readRing(i, rd, stop, batches, p.stack, p.poll)
+			readRing(i, rd, stop, batches, p.poll)
 		}()
 	}
 	go func() {
@@ -103,7 +128,7 @@ func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop fun
 		close(batches)
 	}()
 
-	m := newMerger(len(readers), fn)
+	m := newMerger(len(readers), fn, p.stack)
 	// Take the cut, stop the producers, then tell the readers to drain
 	// what is left.
 	draining.Add(1)
@@ -159,19 +184,24 @@ loop:
 	if err := m.flush(); err != nil && ferr == nil {
 		ferr = err
 	}
+	if ferr == nil {
+		ferr = m.decodeErr
+	}
 	draining.Wait()
 	return ferr
 }
 
 const batchLen = 4096
 
-// batches are recycled: an Event is large, and allocating them per record
-// would keep the garbage collector busy on the hot path.
-var batchPool = sync.Pool{New: func() any { return &batch{evs: make([]event.Event, 0, batchLen)} }}
+// batches are recycled, so that reading a ring allocates nothing per
+// record on the hot path. A syscall record is 128 bytes, more with data.
+var batchPool = sync.Pool{New: func() any {
+	return &batch{recs: make([]rec, 0, batchLen), buf: make([]byte, 0, batchLen*(sysSize+32))}
+}}
 
 func newBatch(ring int) *batch {
 	b := batchPool.Get().(*batch)
-	b.ring, b.evs, b.mark, b.err, b.done, b.next, b.order = ring, b.evs[:0], 0, nil, false, 0, b.order[:0]
+	b.ring, b.recs, b.buf, b.mark, b.err, b.done, b.next, b.order = ring, b.recs[:0], b.buf[:0], 0, nil, false, 0, b.order[:0]
 	return b
 }
 
@@ -180,15 +210,15 @@ type endKey struct {
 	i   int32
 }
 
-// sortByEnd orders the batch's events by the time they were submitted,
-// keeping the order of equal ones, without moving them: an Event is
-// hundreds of bytes, and a sort that swapped them spent a fifth of record's
+// sortByEnd orders the batch's records by the time they were submitted,
+// keeping the order of equal ones, without moving them: sorting decoded
+// events, hundreds of bytes each, by swapping them spent a fifth of record's
 // CPU on redis (perf record -g of sysray), and moving each once still a
 // tenth. So it sorts small keys, and the merger reads through the order.
 func (b *batch) sortByEnd() {
 	keys := b.keys[:0]
-	for i := range b.evs {
-		keys = append(keys, endKey{b.evs[i].End(), int32(i)})
+	for i := range b.recs {
+		keys = append(keys, endKey{b.recs[i].end, int32(i)})
 	}
 	// Insertion sort: a batch is sorted runs with short excursions (a
 	// staged run flushed a few dozen records late), which it orders in a
@@ -215,16 +245,24 @@ func (b *batch) sortByEnd() {
 	b.keys, b.order = keys, order
 }
 
-func sorted(evs []event.Event) bool {
-	for i := 1; i < len(evs); i++ {
-		if evs[i].End() < evs[i-1].End() {
+// sort puts the batch in end order, as the merger takes it. A ring is nearly
+// in order already; it sorts only when it is not.
+func (b *batch) sort() {
+	if !sorted(b.recs) {
+		b.sortByEnd()
+	}
+}
+
+func sorted(recs []rec) bool {
+	for i := 1; i < len(recs); i++ {
+		if recs[i].end < recs[i-1].end {
 			return false
 		}
 	}
 	return true
 }
 
-// readRing drains ring i into batches of decoded events.
+// readRing drains ring i into batches of records.
 //
 // It waits in Go, not in the kernel: a reader blocked in epoll_wait again and
 // again holds a thread in a syscall, which Go's scheduler hands off and then
@@ -235,20 +273,16 @@ func sorted(evs []event.Event) bool {
 // unused. The sleep is poll at most, less when a quarter of the ring would
 // fill in it: at the rate just seen, or at burstRate for a ring that was
 // idle, since no wakeup can end the sleep of a reader the events surprise.
-func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, stacks stackFunc, poll time.Duration) {
+func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, poll time.Duration) {
 	if poll <= 0 {
 		poll = idlePoll
 	}
 	quarter := rd.BufferSize() / 4
-	cm := &comms{}
 	var rec ringbuf.Record
 	b := newBatch(i)
 	send := func(mark uint64, done bool) {
 		b.mark, b.done = mark, done
-		// A ring is nearly in order already; sort only when it is not.
-		if !sorted(b.evs) {
-			b.sortByEnd()
-		}
+		b.sort()
 		out <- b
 		b = newBatch(i)
 	}
@@ -273,15 +307,10 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 					b.err = fmt.Errorf("ring %d: record of %d bytes in a sample of %d", i, size, len(raw))
 					break
 				}
-				// decode overwrites the whole event: no need to zero it first
-				b.evs = b.evs[:len(b.evs)+1]
-				if derr := decode(raw[:size], &b.evs[len(b.evs)-1], cm, stacks); derr != nil {
-					b.evs = b.evs[:len(b.evs)-1]
-					b.err = derr
-				}
+				b.add(raw[:size])
 				raw = raw[size:]
-				if len(b.evs) == batchLen {
-					send(sub(b.evs[len(b.evs)-1].End(), slack), false)
+				if len(b.recs) == batchLen {
+					send(sub(b.recs[len(b.recs)-1].end, slack), false)
 				}
 			}
 		}
@@ -338,15 +367,21 @@ type merger struct {
 	marks  []uint64
 	fn     func(*event.Event) error
 	extra  []event.Event // injected events (drops)
-	execs  map[uint32]string
-	recent map[uint32][]event.RecentCall // by tid, until the thread's exit event
-	arch   event.Arch
-	execNr [2]uint32
+
+	// Records are decoded into ev, one at a time, as they are emitted.
+	ev        event.Event
+	comms     comms
+	stacks    stackFunc
+	decodeErr error // the first record that would not decode
+	execs     map[uint32]string
+	recent    map[uint32][]event.RecentCall // by tid, until the thread's exit event
+	arch      event.Arch
+	execNr    [2]uint32
 }
 
-func newMerger(n int, fn func(*event.Event) error) *merger {
+func newMerger(n int, fn func(*event.Event) error, stacks stackFunc) *merger {
 	arch := event.HostArch()
-	m := &merger{queues: make([][]*batch, n), marks: make([]uint64, n), fn: fn, execs: map[uint32]string{}, recent: map[uint32][]event.RecentCall{}, arch: arch}
+	m := &merger{queues: make([][]*batch, n), marks: make([]uint64, n), fn: fn, stacks: stacks, execs: map[uint32]string{}, recent: map[uint32][]event.RecentCall{}, arch: arch}
 	m.execNr[0], _ = event.SyscallByName(arch, "execve")
 	m.execNr[1], _ = event.SyscallByName(arch, "execveat")
 	return m
@@ -358,7 +393,7 @@ func (m *merger) add(b *batch) error {
 	if b.mark > m.marks[b.ring] {
 		m.marks[b.ring] = b.mark
 	}
-	if len(b.evs) > 0 {
+	if len(b.recs) > 0 {
 		m.queues[b.ring] = append(m.queues[b.ring], b)
 	} else {
 		batchPool.Put(b)
@@ -368,8 +403,8 @@ func (m *merger) add(b *batch) error {
 
 func (m *merger) flush() error { return m.emitReady(true) }
 
-// head is the next event of ring i, or nil.
-func (m *merger) head(i int) *event.Event {
+// head is the next record of ring i, or nil.
+func (m *merger) head(i int) *rec {
 	q := m.queues[i]
 	if len(q) == 0 {
 		return nil
@@ -380,7 +415,7 @@ func (m *merger) head(i int) *event.Event {
 func (m *merger) pop(i int) {
 	q := m.queues[i]
 	q[0].next++
-	if q[0].next == len(q[0].evs) {
+	if q[0].next == len(q[0].recs) {
 		batchPool.Put(q[0])
 		q[0] = nil
 		m.queues[i] = q[1:]
@@ -399,7 +434,7 @@ func (m *merger) emitReady(all bool) error {
 		var bestKey uint64
 		for i := range m.queues {
 			if h := m.head(i); h != nil {
-				if k := h.End(); best < 0 || k < bestKey {
+				if k := h.end; best < 0 || k < bestKey {
 					best, bestKey = i, k
 				}
 			}
@@ -415,7 +450,12 @@ func (m *merger) emitReady(all bool) error {
 				}
 			}
 		}
-		if err := m.emit(m.head(best)); err != nil {
+		b, r := m.queues[best][0], m.head(best)
+		if err := decode(b.buf[r.off:r.off+r.len], &m.ev, &m.comms, m.stacks); err != nil {
+			if m.decodeErr == nil {
+				m.decodeErr = fmt.Errorf("ring %d: %w", b.ring, err)
+			}
+		} else if err := m.emit(&m.ev); err != nil {
 			return err
 		}
 		m.pop(best)

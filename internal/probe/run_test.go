@@ -11,19 +11,23 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
-// mergeAll runs evs (in end order, as one ring hands them over) and a drop
-// report through a merger with the given cut, and returns what it emits.
+// mergeAll runs evs (as one ring hands them over, as the kernel's records)
+// and a drop report through a merger with the given cut,
+// and returns what it emits.
 func mergeAll(t *testing.T, cut uint64, evs []event.Event) []event.Event {
 	t.Helper()
 	var got []event.Event
 	m := newMerger(1, func(e *event.Event) error {
 		got = append(got, *e)
 		return nil
-	})
+	}, nil)
 	m.cut.Store(cut)
 	m.inject(event.Event{Kind: event.KindDrop, Time: 5000, Drop: event.Drop{Count: 2}})
 	b := newBatch(0)
-	b.evs = append(b.evs, evs...)
+	for i := range evs {
+		b.add(record(t, &evs[i]))
+	}
+	b.sort()
 	b.mark, b.done = math.MaxUint64, true
 	if err := m.add(b); err != nil {
 		t.Fatal(err)
@@ -31,7 +35,78 @@ func mergeAll(t *testing.T, cut uint64, evs []event.Event) []event.Event {
 	if err := m.flush(); err != nil {
 		t.Fatal(err)
 	}
+	if m.decodeErr != nil {
+		t.Fatal(m.decodeErr)
+	}
 	return got
+}
+
+// record lays e out as the BPF programs write it (bpf/sysray.h), for the
+// kinds and fields these tests use: syscalls with captured data and sleeps
+// without stacks, and page faults.
+func record(t *testing.T, e *event.Event) []byte {
+	t.Helper()
+	var b []byte
+	switch e.Kind {
+	case event.KindSyscall:
+		b = make([]byte, sysSize)
+		s := &e.Syscall
+		le.PutUint64(b[48:], s.Latency)
+		le.PutUint64(b[56:], uint64(s.Ret))
+		for i, a := range s.Args {
+			le.PutUint64(b[64+8*i:], a)
+		}
+		le.PutUint32(b[112:], s.Nr)
+		le.PutUint32(b[124:], s.Maps)
+		if s.Unfinished {
+			b[1] |= fUnfinished
+		}
+		if s.Sleeps != nil {
+			b[1] |= fSleeps
+			sl := make([]byte, sleepsSize)
+			le.PutUint32(sl[0:], math.MaxUint32) // no user stack
+			le.PutUint32(sl[4:], uint32(len(s.Sleeps)))
+			for i, z := range s.Sleeps {
+				r := sl[8+i*sleepSize:]
+				le.PutUint64(r[0:], z.Duration)
+				le.PutUint32(r[8:], z.Count)
+				le.PutUint32(r[12:], math.MaxUint32)
+				le.PutUint32(r[24:], math.MaxUint32)
+			}
+			b = append(b, sl...)
+		}
+		slot := 0
+		for arg, d := range s.Data {
+			if d == nil {
+				continue
+			}
+			if slot == 2 {
+				t.Fatal("a record carries two captured arguments at most")
+			}
+			le.PutUint16(b[116+2*slot:], uint16(len(d)))
+			b[120+slot] = byte(arg)
+			b[123] |= 1 << slot
+			b = append(b, d...)
+			slot++
+		}
+	case event.KindPageFault:
+		b = make([]byte, faultSize)
+		le.PutUint64(b[48:], e.Fault.Addr)
+		le.PutUint64(b[56:], e.Fault.IP)
+		le.PutUint64(b[64:], e.Fault.Error)
+		le.PutUint64(b[72:], e.Fault.SP)
+	default:
+		t.Fatalf("no record layout here for %s", e.Kind)
+	}
+	b[0] = byte(e.Kind)
+	le.PutUint16(b[2:], uint16(len(b)))
+	le.PutUint32(b[4:], e.CPU)
+	le.PutUint32(b[8:], e.PID)
+	le.PutUint32(b[12:], e.TID)
+	le.PutUint64(b[16:], e.Time)
+	le.PutUint64(b[24:], e.Cgroup)
+	copy(b[32:48], e.Comm)
+	return b
 }
 
 func TestCutAtStop(t *testing.T) {
@@ -71,8 +146,8 @@ func TestCutAtStop(t *testing.T) {
 	}
 }
 
-// sortByEnd orders a ring's events by end, equal ends in ring order, and
-// leaves each event whole; twice on one batch, as the pool reuses it.
+// sortByEnd orders a ring's records by end, equal ends in ring order;
+// twice on one batch, as the pool reuses it.
 func TestSortByEnd(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	// Rounds 0 and 1 are shuffled (past the insertion sort's budget);
@@ -86,14 +161,14 @@ func TestSortByEnd(t *testing.T) {
 			}
 			e.Syscall.Latency = uint64(rng.IntN(3)) * 5
 			if i%7 == 0 {
-				e.Kind, e.Syscall = event.KindExit, event.Syscall{}
+				e.Kind, e.Syscall = event.KindPageFault, event.Syscall{}
 			}
-			b.evs = append(b.evs, e)
+			b.add(record(t, &e))
 		}
-		want := slices.Clone(b.evs)
-		slices.SortStableFunc(want, func(x, y event.Event) int { return cmp.Compare(x.End(), y.End()) })
+		want := slices.Clone(b.recs)
+		slices.SortStableFunc(want, func(x, y rec) int { return cmp.Compare(x.end, y.end) })
 		b.sortByEnd()
-		got := make([]event.Event, len(b.evs))
+		got := make([]rec, len(b.recs))
 		for j := range got {
 			got[j] = *b.at(j)
 		}
@@ -104,24 +179,40 @@ func TestSortByEnd(t *testing.T) {
 	}
 }
 
+// A batch's records reach the consumer decoded, in the order of their ends,
+// whatever the order the ring held them in.
+func TestBatchDecodesInEndOrder(t *testing.T) {
+	evs := []event.Event{
+		{Kind: event.KindSyscall, Time: 100, CPU: 1, PID: 7, TID: 8, Cgroup: 3, Comm: "redis-server",
+			Syscall: event.Syscall{Nr: 0, Args: [6]uint64{5, 0x7f00, 16}, Ret: 16, Latency: 900, Data: [6][]byte{1: []byte("GET k")}}},
+		{Kind: event.KindPageFault, Time: 300, PID: 7, TID: 9, Comm: "io", Fault: event.Fault{Addr: 0x1000, IP: 0x4000, Error: 6}},
+		{Kind: event.KindSyscall, Time: 200, PID: 7, TID: 9, Comm: "io", Syscall: event.Syscall{Nr: 1, Ret: -11, Latency: 50}},
+	}
+	got := mergeAll(t, 0, evs)
+	want := []event.Event{got[0], evs[2], evs[1], evs[0]} // ends 250, 300, 1000
+	if got[0].Kind != event.KindDrop || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
 // A ring's batch as record sees it under redis: direct records in end
 // order, interleaved with staged runs of 16 flushed late, whose ends fall
 // a few dozen records back.
 func BenchmarkSortByEnd(b *testing.B) {
 	bt := newBatch(0)
 	var t uint64
-	for len(bt.evs) < batchLen {
-		if len(bt.evs)%64 == 48 {
+	for len(bt.recs) < batchLen {
+		if len(bt.recs)%64 == 48 {
 			start := t - 40*1000
 			for k := range 16 {
-				bt.evs = append(bt.evs, event.Event{Kind: event.KindSyscall, Time: start + uint64(k)*2000})
+				bt.recs = append(bt.recs, rec{end: start + uint64(k)*2000})
 			}
 			continue
 		}
 		t += 1000
-		bt.evs = append(bt.evs, event.Event{Kind: event.KindSyscall, Time: t})
+		bt.recs = append(bt.recs, rec{end: t})
 	}
-	bt.evs = bt.evs[:batchLen]
+	bt.recs = bt.recs[:batchLen]
 	for b.Loop() {
 		bt.sortByEnd()
 	}
