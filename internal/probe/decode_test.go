@@ -225,3 +225,18 @@ func TestDecodeReusesEvent(t *testing.T) {
 		}
 	}
 }
+
+// comms names every key right, whether it is among the last few seen, only
+// in the map, or the kernel's empty name.
+func TestComms(t *testing.T) {
+	names := []string{"redis-server", "redis-benchmark", "io_thd_1", "", "a", "exactly16bytes!!", "kworker/0:1"}
+	var cm comms
+	for i := range 200 {
+		want := names[(i*i+i/3)%len(names)]
+		var k [16]byte
+		copy(k[:], want)
+		if got := cm.get(k[:]); got != want {
+			t.Fatalf("step %d: %q named %q", i, want, got)
+		}
+	}
+}
