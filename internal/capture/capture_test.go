@@ -829,3 +829,30 @@ func BenchmarkWriteCapture(b *testing.B) {
 type countWriter int64
 
 func (c *countWriter) Write(p []byte) (int, error) { *c += countWriter(len(p)); return len(p), nil }
+
+// The delta state is per (thread, syscall), as docs/capture-format.md
+// specifies, however many syscalls a thread cycles through: once each call
+// has been seen, repeating its arguments and result costs no argument bytes.
+func TestSyscallStatePerThreadAndNr(t *testing.T) {
+	var s state
+	s.reset()
+	for round := range 4 {
+		for _, tid := range []uint32{7, 8} {
+			for nr := range uint32(9) { // more syscalls than a thread's cache holds
+				e := event.Event{Kind: event.KindSyscall, TID: tid, PID: 7, Syscall: event.Syscall{
+					Nr: nr, Args: [6]uint64{uint64(nr) * 1000, uint64(tid)}, Ret: int64(nr) - 4, Latency: 1}}
+				rec, _ := s.appendEvent(nil, nil, &e)
+				if round == 0 {
+					continue
+				}
+				want := []byte{byte(event.KindSyscall), fNr, byte(nr)}
+				if nr == 0 {
+					want = []byte{byte(event.KindSyscall), fTID | fNr, byte(tid), 0}
+				}
+				if !bytes.Equal(rec, want) {
+					t.Fatalf("round %d, tid %d, nr %d: record % x, want % x", round, tid, nr, rec, want)
+				}
+			}
+		}
+	}
+}
