@@ -71,14 +71,19 @@ func (b *batch) at(j int) *rec {
 }
 
 // add appends a record read from the ring, which the caller has checked
-// holds at least a header.
-func (b *batch) add(raw []byte) {
+// holds at least a header. inPlace says the ring's reader already put it
+// at the end of the batch's buf, past its length.
+func (b *batch) add(raw []byte, inPlace bool) {
 	end := le.Uint64(raw[16:])
 	if event.Kind(raw[0]) == event.KindSyscall && len(raw) >= sysSize {
 		end += le.Uint64(raw[48:]) // its latency, as event.End adds it
 	}
 	b.recs = append(b.recs, rec{end: end, off: uint32(len(b.buf)), len: uint32(len(raw))})
-	b.buf = append(b.buf, raw...)
+	if inPlace {
+		b.buf = b.buf[:len(b.buf)+len(raw)]
+	} else {
+		b.buf = append(b.buf, raw...)
+	}
 }
 
 // Run reads events until ctx is done, then detaches, drains the rings and
@@ -295,23 +300,30 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 		var err error
 		read := 0
 		for {
+			// Read into the batch's spare room: a sample that fits is
+			// copied once, out of the ring, and not again into the batch.
+			n := len(b.buf)
+			rec.RawSample = b.buf[n:n]
 			if err = rd.ReadInto(&rec); err != nil {
 				break
 			}
 			// A sample is one record, or a batch of staged syscall records.
 			raw := rec.RawSample
 			read += len(raw)
+			inPlace := len(raw) > 0 && cap(b.buf)-n >= len(raw) && &b.buf[:n+1][n] == &raw[0]
 			for len(raw) >= hdrSize {
 				size := int(le.Uint16(raw[2:]))
 				if size < hdrSize || size > len(raw) {
 					b.err = fmt.Errorf("ring %d: record of %d bytes in a sample of %d", i, size, len(raw))
 					break
 				}
-				b.add(raw[:size])
+				b.add(raw[:size], inPlace)
 				raw = raw[size:]
-				if len(b.recs) == batchLen {
-					send(sub(b.recs[len(b.recs)-1].end, slack), false)
-				}
+			}
+			// Only between samples: the rest of a sample read in place
+			// lies in this batch's memory, which the merger recycles.
+			if len(b.recs) >= batchLen {
+				send(sub(b.recs[len(b.recs)-1].end, slack), false)
 			}
 		}
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
