@@ -38,6 +38,7 @@ demo: build
 bench: build
 	bash bench/peers.sh
 	bash bench/redis.sh
+	bash bench/recordcpu.sh
 	bash bench/accuracy.sh
 	bash bench/doctor-vs-stat.sh
 
