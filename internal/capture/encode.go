@@ -60,7 +60,7 @@ func appendString(b []byte, s string) []byte {
 // latency) at the end of t. The times are the part of an event that never
 // repeats; kept apart, they leave the records runs of identical bytes that
 // zstd matches long, and zstd spends its time per match, not per byte
-// (docs/capture-format.md, "Events block").
+// (docs/capture-format.md, "Events").
 func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 	var flags uint64
 	if e.TID != s.prevTID {

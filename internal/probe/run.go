@@ -283,7 +283,7 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 		poll = idlePoll
 	}
 	quarter := rd.BufferSize() / 4
-	var rec ringbuf.Record
+	var sample ringbuf.Record
 	b := newBatch(i)
 	send := func(mark uint64, done bool) {
 		b.mark, b.done = mark, done
@@ -303,12 +303,12 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 			// Read into the batch's spare room: a sample that fits is
 			// copied once, out of the ring, and not again into the batch.
 			n := len(b.buf)
-			rec.RawSample = b.buf[n:n]
-			if err = rd.ReadInto(&rec); err != nil {
+			sample.RawSample = b.buf[n:n]
+			if err = rd.ReadInto(&sample); err != nil {
 				break
 			}
 			// A sample is one record, or a batch of staged syscall records.
-			raw := rec.RawSample
+			raw := sample.RawSample
 			read += len(raw)
 			inPlace := len(raw) > 0 && cap(b.buf)-n >= len(raw) && &b.buf[:n+1][n] == &raw[0]
 			for len(raw) >= hdrSize {
