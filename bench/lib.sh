@@ -2,3 +2,12 @@
 
 # median reads numbers, one per word, and prints their median.
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR%2) print a[(NR+1)/2]; else printf "%.1f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+
+# start_redis starts a throwaway redis-server on 127.0.0.1:$1, its files in
+# a new directory $work; both go when the script exits.
+start_redis() {
+	work=$(mktemp -d)
+	redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --pidfile "$work/redis.pid" --logfile "$work/redis.log"
+	trap 'kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
+	sleep 0.5
+}

@@ -22,11 +22,8 @@ shift $(($# < 2 ? $# : 2))
 if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
 fi
-work=$(mktemp -d)
 port=16380
-redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --pidfile "$work/redis.pid" --logfile "$work/redis.log"
-trap 'kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
-sleep 0.5
+start_redis $port
 bins=("$@")
 if [ ${#bins[@]} -eq 0 ]; then
 	make -s build

@@ -24,11 +24,8 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 mountpoint -q /sys/kernel/tracing || mount -t tracefs tracefs /sys/kernel/tracing
 
-work=$(mktemp -d)
 port=16379
-redis-server --port $port --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --pidfile "$work/redis.pid" --logfile "$work/redis.log"
-trap 'kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
-sleep 0.5
+start_redis $port
 make -s build
 sysray=$PWD/bin/sysray
 CGO_ENABLED=0 go build -o "$work/emptytp" ./bench/emptytp
