@@ -97,6 +97,13 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		argv[i] = strings.ReplaceAll(a, "{tmp}", tmp)
 	}
 	argv[0] = filepath.Join(bin, argv[0])
+	if len(v.Neighbour) > 0 {
+		stop, err := startNeighbour(filepath.Join(bin, v.Neighbour[0]), v.Neighbour[1:])
+		if err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+		defer stop()
+	}
 	sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
 	if v.Mode == variants.Cmd {
 		if len(v.Without) > 0 {
@@ -135,4 +142,26 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		return err
 	})
 	return rep, err
+}
+
+// startNeighbour starts a variant's neighbour and returns what kills it. It
+// is given a moment to get going: a neighbour still allocating its buffers
+// is not yet the busy host the variant is about.
+func startNeighbour(path string, args []string) (stop func(), err error) {
+	n := exec.Command(path, args...)
+	n.Stdout, n.Stderr = os.Stderr, os.Stderr
+	if err := n.Start(); err != nil {
+		return nil, fmt.Errorf("starting the neighbour %s: %w", path, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- n.Wait() }()
+	select {
+	case err := <-exited:
+		return nil, fmt.Errorf("the neighbour %s exited at once: %v", path, err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	return func() {
+		n.Process.Kill()
+		<-exited
+	}, nil
 }

@@ -100,3 +100,89 @@ func median(v []float64) float64 {
 	}
 	return (v[n/2-1] + v[n/2]) / 2
 }
+
+// rankMax bounds the calls the rank fit weighs: its pairs grow as their
+// square, and 600 calls evenly spread over the state pin τ to a few
+// hundredths.
+const rankMax = 600
+
+// The rank fit is the one a minority of slowed calls cannot bend: Kendall's
+// τ-b between state and latency, and the Theil–Sen line (the median of the
+// slopes between pairs of calls, and the median intercept under it). A
+// neighbour's memory traffic or a hypervisor's pause makes some calls in a
+// stretch of the run take twice their time; a least-squares line chases
+// them, while a count of pairs in order and a median slope barely move.
+
+// rankSample returns pts, or every k-th of them in order of state (an even
+// spread over it) when there are more than rankMax. pts must be sorted by
+// x, as binnedFit leaves them.
+func rankSample(pts []point) []point {
+	if len(pts) <= rankMax {
+		return pts
+	}
+	k := float64(len(pts)) / rankMax
+	sub := make([]point, rankMax)
+	for i := range sub {
+		sub[i] = pts[int(float64(i)*k)]
+	}
+	return sub
+}
+
+// kendall returns τ-b between x and y, and its z score under no
+// association.
+func kendall(pts []point) (tau, z float64) {
+	n := len(pts)
+	if n < 3 {
+		return 0, 0
+	}
+	var conc, disc, tiesX, tiesY float64
+	for i := range pts {
+		for j := i + 1; j < n; j++ {
+			dx, dy := pts[j].x-pts[i].x, pts[j].y-pts[i].y
+			switch {
+			case dx == 0 && dy == 0:
+				tiesX++
+				tiesY++
+			case dx == 0:
+				tiesX++
+			case dy == 0:
+				tiesY++
+			case (dx > 0) == (dy > 0):
+				conc++
+			default:
+				disc++
+			}
+		}
+	}
+	pairs := float64(n) * float64(n-1) / 2
+	if den := math.Sqrt((pairs - tiesX) * (pairs - tiesY)); den > 0 {
+		tau = (conc - disc) / den
+	}
+	// The variance of conc−disc without ties; ties only narrow it, so
+	// this z errs low.
+	z = 3 * (conc - disc) / math.Sqrt(float64(n)*float64(n-1)*float64(2*n+5)/2)
+	return tau, z
+}
+
+// theilSen returns the line y = a + b·x through the median slope between
+// pairs of points of different x, and the median intercept under it.
+func theilSen(pts []point) (a, b float64) {
+	n := len(pts)
+	slopes := make([]float64, 0, n*(n-1)/2)
+	for i := range pts {
+		for j := i + 1; j < n; j++ {
+			if dx := pts[j].x - pts[i].x; dx != 0 {
+				slopes = append(slopes, (pts[j].y-pts[i].y)/dx)
+			}
+		}
+	}
+	if len(slopes) == 0 {
+		return 0, 0
+	}
+	b = median(slopes)
+	rest := make([]float64, n)
+	for i, p := range pts {
+		rest[i] = p.y - b*p.x
+	}
+	return median(rest), b
+}

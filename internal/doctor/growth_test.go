@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"math"
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
@@ -81,5 +82,157 @@ func TestGrowthNoFdsWhenLive(t *testing.T) {
 	f := byID(findings(build(false)), "latency-grows-with-count")
 	if f == nil || f.Evidence["grows_with"] != "open file descriptors" {
 		t.Errorf("a capture's every open seen: %+v", f)
+	}
+}
+
+// A stretch of calls slowed from outside (under a neighbour streaming
+// memory, map32's early forks took three times their trend) bends the line
+// through the bins' medians below the bar (R² 0.64 here); the calls' order
+// by state still matches their order by latency (τ 0.76), and the median
+// slope between pairs is the trend's own.
+func TestGrowthThroughASlowStretch(t *testing.T) {
+	evs := poolClones(40, func(i int) uint64 {
+		l := uint64(300_000 + 60_000*i)
+		if i >= 2 && i < 8 {
+			l *= 3
+		}
+		return l
+	})
+	f := byID(findings(evs), "latency-grows-with-count")
+	if f == nil {
+		t.Fatal("no latency-grows-with-count finding")
+	}
+	if f.Evidence["fit"] != "ranks" {
+		t.Errorf("fit %v, want ranks (the bins' line should fail here, or this test tests nothing new)", f.Evidence["fit"])
+	}
+	if s := f.Evidence["slope_ns_per_unit"].(float64); s != 60_000 {
+		t.Errorf("slope %.0f ns per thread, want the trend's 60000", s)
+	}
+	if tau := f.Evidence["kendall_tau"].(float64); tau < 0.75 || tau > 0.77 {
+		t.Errorf("τ %.3f, want 0.757", tau)
+	}
+}
+
+// Few calls whose order only mostly follows the state are no growth: 14
+// clones, τ 0.69 (z 3.45, which p < 0.001 would take), a line through the
+// bins' medians of R² 0.80 (7 bins need 0.90). In the benign corpus a Go
+// compiler's 14 futex calls had this shape against its mappings.
+func TestGrowthRanksNeedMoreWithFewCalls(t *testing.T) {
+	order := []uint64{4, 2, 3, 1, 5, 6, 10, 12, 9, 7, 8, 11, 13, 14}
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i, o := range order {
+		// Three threads between calls, so the state spans the 32 units a
+		// fit needs.
+		for j := range 3 {
+			tm += 1000
+			evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "pool",
+				Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + 3*i + j), Thread: true}})
+		}
+		tm += 100_000
+		evs = append(evs, sys(3, tm, nrClone, int64(1000+i), o*1_000_000))
+	}
+	if f := byID(findings(evs), "latency-grows-with-count"); f != nil {
+		t.Errorf("growth from 14 calls in loose order: %s", f.Summary)
+	}
+	// The same calls in order are growth: the test's shape is not what
+	// stops it.
+	for i := range order {
+		evs[4*i+3].Syscall.Latency = uint64(i+1) * 1_000_000
+	}
+	if f := byID(findings(evs), "latency-grows-with-count"); f == nil {
+		t.Error("no growth from the same 14 calls in order")
+	}
+}
+
+func TestKendall(t *testing.T) {
+	up := []point{{x: 1, y: 10}, {x: 2, y: 20}, {x: 3, y: 30}, {x: 4, y: 40}}
+	if tau, _ := kendall(up); tau != 1 {
+		t.Errorf("τ of an increasing series %v, want 1", tau)
+	}
+	down := []point{{x: 1, y: 40}, {x: 2, y: 30}, {x: 3, y: 20}, {x: 4, y: 10}}
+	if tau, _ := kendall(down); tau != -1 {
+		t.Errorf("τ of a decreasing series %v, want -1", tau)
+	}
+	// 10 points, one pair out of order: S = 44 − 1 = 43 of 45 pairs;
+	// z = 3·43 / √(10·9·25/2) = 3.846.
+	var pts []point
+	for i := range 10 {
+		pts = append(pts, point{x: float64(i), y: float64(i)})
+	}
+	pts[4].y, pts[5].y = pts[5].y, pts[4].y
+	tau, z := kendall(pts)
+	if math.Abs(tau-43.0/45) > 1e-12 || math.Abs(z-3.846) > 0.001 {
+		t.Errorf("τ %v z %v, want %v and 3.846", tau, z, 43.0/45)
+	}
+	// Ties in x (calls at the same state) leave τ-b at 1 for a series
+	// that never goes down.
+	ties := []point{{x: 1, y: 10}, {x: 1, y: 10}, {x: 2, y: 20}, {x: 3, y: 30}}
+	if tau, _ := kendall(ties); math.Abs(tau-1) > 1e-12 {
+		t.Errorf("τ-b with a tie %v, want 1", tau)
+	}
+}
+
+func TestTheilSen(t *testing.T) {
+	// y = 5 + 2x, with one call ten times its time: the median slope and
+	// intercept ignore it, where least squares would not.
+	var pts []point
+	for i := range 9 {
+		pts = append(pts, point{x: float64(i), y: 5 + 2*float64(i)})
+	}
+	pts[2].y *= 10
+	if a, b := theilSen(pts); a != 5 || b != 2 {
+		t.Errorf("line %v + %v·x, want 5 + 2·x", a, b)
+	}
+	if a, b := theilSen([]point{{x: 3, y: 1}, {x: 3, y: 2}}); a != 0 || b != 0 {
+		t.Errorf("one x: %v + %v·x, want no line", a, b)
+	}
+}
+
+// Past rankMax calls the fit weighs an even spread of them, the ends
+// included.
+func TestRankSample(t *testing.T) {
+	var pts []point
+	for i := range 1500 {
+		pts = append(pts, point{x: float64(i)})
+	}
+	s := rankSample(pts)
+	if len(s) != rankMax || s[0].x != 0 || s[len(s)-1].x < 1495 {
+		t.Errorf("%d points from %v to %v, want %d from 0 to about 1497", len(s), s[0].x, s[len(s)-1].x, rankMax)
+	}
+	if short := pts[:10]; len(rankSample(short)) != 10 {
+		t.Error("a short series was sampled")
+	}
+}
+
+// Calls in order but for a few far off the trend (four of 40 at +30 ms)
+// are ranked in order (τ 0.82) while the bins' line explains almost none of
+// the spread. That is the shape of the drift that had the first rank
+// fallback warn on a go build (futex waits against open descriptors, τ
+// 0.70, R² 0.38), and the rule leaves it unreported.
+func TestGrowthRanksNeedHalfTheSpread(t *testing.T) {
+	evs := poolClones(40, func(i int) uint64 {
+		l := uint64(300_000 + 60_000*i)
+		if i%10 == 5 {
+			l += 30_000_000
+		}
+		return l
+	})
+	if f := byID(findings(evs), "latency-grows-with-count"); f != nil {
+		t.Errorf("growth from calls whose line explains under half the spread: %s", f.Summary)
+	}
+	// The check that the shape is what the comment says.
+	var pts []point
+	for i := range 40 {
+		l := 300_000 + 60_000*float64(i)
+		if i%10 == 5 {
+			l += 30_000_000
+		}
+		pts = append(pts, point{x: float64(i), y: l})
+	}
+	_, _, r2, _ := binnedFit(pts)
+	tau, z := kendall(pts)
+	if r2 >= growthMinRankR2 || tau < growthMinTau || z < growthMinZ {
+		t.Errorf("R² %.2f τ %.2f z %.1f: not the shape this test is about", r2, tau, z)
 	}
 }

@@ -50,6 +50,10 @@ type Variant struct {
 	// (PID and Host modes, once the workload runs with them all): a
 	// user's sysray may have fewer than the root that set the trouble up.
 	Without []string
+	// Neighbour, when set, runs beside the workload from before sysray
+	// starts until it stops, untraced: another tenant of the host (argv[0]
+	// relative to the bin directory, as Argv's).
+	Neighbour []string
 }
 
 // Detector is the detector a variant is about: its name up to the slash.
