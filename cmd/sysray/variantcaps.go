@@ -51,6 +51,10 @@ func capsetAll(hdr *unix.CapUserHeader, data *[2]unix.CapUserData) error {
 	_, _, errno := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
 	runtime.KeepAlive(hdr)
 	runtime.KeepAlive(data)
+	if errno == syscall.ENOTSUP {
+		// Go refuses to change every thread when cgo may have made some.
+		return fmt.Errorf("capset on every thread: %w (this sysray was built with cgo; build it as make build does, CGO_ENABLED=0)", errno)
+	}
 	if errno != 0 {
 		return fmt.Errorf("capset on every thread: %w", errno)
 	}
