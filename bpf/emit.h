@@ -202,6 +202,7 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 static __always_inline void fill_sys(struct sys_rec *r, struct call *c, long ret, __u64 now)
 {
 	r->latency = now - c->ts;
+	r->queued = c->queued;
 	r->ret = ret;
 	r->nr = c->nr;
 #pragma unroll
@@ -360,10 +361,22 @@ static __always_inline void emit_call(struct call *c, struct ids *ids, long ret,
 		count_drop();
 }
 
+/*
+ * The time st's call spent preempted, from sched_switch's count (its sleep
+ * slots keep only the longest places; this counts them all). A call that
+ * never switched out finds an earlier call's count (sl_owner): 0. The fast
+ * path's rows follow no switches, and their calls' queued stays 0.
+ */
+static __always_inline void call_queued(struct task_state *st)
+{
+	st->call.queued = st->sleep.sl_owner == st->call.seq ? st->sleep.runq : 0;
+}
+
 /* Emits the syscall held in st. */
 static __always_inline void emit_syscall(struct task_state *st, long ret, __u64 now, __u8 flags,
 					 struct task_struct *task)
 {
+	call_queued(st);
 	emit_call(&st->call, &st->ids, ret, now, flags, task);
 }
 
@@ -390,6 +403,7 @@ static __always_inline void emit_slow(struct task_state *st, long ret, __u64 now
 		size = sizeof(*b);
 	fill_hdr_ids(&b->r.h, &st->ids, K_SYSCALL, size, st->call.ts);
 	b->r.h.flags = F_SLEEPS | flags;
+	call_queued(st);
 	fill_sys(&b->r, &st->call, ret, now);
 	if (bpf_ringbuf_output(rb, b, size, wake_flags(rb)))
 		count_drop();

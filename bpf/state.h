@@ -22,6 +22,7 @@ struct call {
 	__u64 held_end;
 	__u64 seq; /* syscalls entered: names the call in flight */
 	__u64 gen; /* attach_gen when the thread last entered a call */
+	__u64 queued; /* ns preempted, set just before the call is emitted (call_queued) */
 };
 
 /*
@@ -105,7 +106,7 @@ struct fast_row {
 	struct ids ids;
 	struct timing timing;
 	struct pending pend;
-	__u64 pad[5];
+	__u64 pad[4];
 };
 _Static_assert(sizeof(struct fast_row) == 640, "a fast_row is 640 bytes: rows do not share cache lines");
 

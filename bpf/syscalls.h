@@ -141,7 +141,10 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		 * (off_ts is set only with sl_owner: a call that never switched
 		 * out has none to clear.)
 		 */
-		account_missed(st, bpf_ktime_get_ns() - st->sleep.off_ts);
+		__u64 d = bpf_ktime_get_ns() - st->sleep.off_ts;
+		account_missed(st, d);
+		if (st->sleep.off_preempted)
+			st->sleep.runq += d;
 		st->sleep.off_ts = 0;
 	}
 	__u64 now = 0;

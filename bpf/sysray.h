@@ -74,6 +74,7 @@ struct sys_rec {
 	__u8 dtrunc;            /* bit i: slot i was cut at DATA_SLOT */
 	__u8 dset;              /* bit i: slot i holds data (an empty string has dlen 0) */
 	__u32 maps;             /* the doctor's mode: the process's memory mappings at exit (mm->map_count); 0: not read */
+	__u64 queued;           /* ns the call spent runnable without a CPU (preempted); known only where switches are followed (stacks), else 0 */
 	/* followed by dlen[0] bytes, then dlen[1] bytes */
 };
 
@@ -247,7 +248,7 @@ struct blocked_rec {
 
 /* internal/probe/decode.go hard-codes these sizes and the field offsets. */
 _Static_assert(sizeof(struct hdr) == 48, "hdr");
-_Static_assert(sizeof(struct sys_rec) == 128, "sys_rec");
+_Static_assert(sizeof(struct sys_rec) == 136, "sys_rec");
 _Static_assert(sizeof(struct fault_rec) == 80, "fault_rec");
 _Static_assert(sizeof(struct vsys_rec) == 64, "vsys_rec");
 _Static_assert(sizeof(struct sig_rec) == 96, "sig_rec");

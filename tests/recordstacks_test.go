@@ -2,6 +2,8 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,5 +70,77 @@ func TestRecordSaysStacks(t *testing.T) {
 		case stacks && (notRecorded || !strings.Contains(f.Title, "running in the kernel")):
 			t.Errorf("with --stacks: %q / %q, want the calls running in the kernel", f.Title, f.Summary)
 		}
+	}
+}
+
+// A syscall preempted on its way says how long it waited for the CPU,
+// however short: queued's calls, 1 MiB of getrandom each (~3 ms of kernel
+// CPU, under the 10 ms at which calls carry their sleeps), share one CPU
+// with a spinning thread, and the kernel preempts them at their
+// cond_resched points for a tick or more. A call's latency less its
+// queued time must then come back to the CPU time the program measured for
+// it (CLOCK_THREAD_CPUTIME_ID), preempted or not.
+func TestRecordQueuedTime(t *testing.T) {
+	requireBPF(t)
+	file := filepath.Join(t.TempDir(), "q.sysray")
+	outFile := filepath.Join(t.TempDir(), "q.out")
+	r := run(t, "record", "--stacks", "-w", file, "--", "/bin/sh", "-c", `exec "$0" 60 1024 > "$1"`, prog("queued"), outFile)
+	if r.code != 0 {
+		t.Fatalf("record: exit %d: %s", r.code, r.stderr)
+	}
+	// The program's own CPU time per call, in ns.
+	b, err := os.ReadFile(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpus []float64
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var wall, cpu float64
+		if _, err := fmt.Sscan(l, &wall, &cpu); err != nil {
+			t.Fatalf("queued's line %q: %v", l, err)
+		}
+		cpus = append(cpus, cpu)
+	}
+
+	rd := run(t, "read", "--json", "-f", "evt.type = getrandom and evt.arg.buflen = 1048576", file)
+	if rd.code != 0 {
+		t.Fatalf("read: exit %d: %s", rd.code, rd.stderr)
+	}
+	var calls, preempted int
+	for _, l := range strings.Split(strings.TrimSpace(rd.stdout), "\n") {
+		var e struct {
+			Syscall struct {
+				LatencyNS float64 `json:"latency_ns"`
+				QueuedNS  float64 `json:"queued_ns"`
+			} `json:"syscall"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%v: %s", err, l)
+		}
+		lat, q := e.Syscall.LatencyNS, e.Syscall.QueuedNS
+		if calls >= len(cpus) {
+			t.Fatalf("more getrandom calls than queued made (%d)", len(cpus))
+		}
+		cpu := cpus[calls]
+		calls++
+		if q > lat {
+			t.Errorf("queued %.0f ns of a %.0f ns call", q, lat)
+		}
+		if q > 1e6 {
+			preempted++
+		}
+		// A tick is 1-4 ms and the work ~3 ms: a call charged its wait
+		// is off by a whole tick, far outside 20%.
+		if own := lat - q; math.Abs(own-cpu) > 0.2*cpu {
+			t.Errorf("call %d of %.2f ms, %.2f ms queued: %.2f ms its own, want about %.2f (the program's CPU time for it)",
+				calls, lat/1e6, q/1e6, own/1e6, cpu/1e6)
+		}
+	}
+	if calls != 60 {
+		t.Errorf("%d getrandom calls of 1 MiB, want 60", calls)
+	}
+	// Without preemption this test would test nothing.
+	if preempted < 5 {
+		t.Errorf("%d of %d calls queued over 1 ms: the spinner should have preempted more", preempted, calls)
 	}
 }

@@ -330,6 +330,13 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 		if tag == extRefused && e.Kind == event.KindSyscall {
 			e.Syscall.Refused = true
 		}
+		if tag == extQueued && e.Kind == event.KindSyscall {
+			y := &blockDecoder{buf: v}
+			e.Syscall.Queued = y.uvarint()
+			if y.bad != "" {
+				d.fail("time queued: " + y.bad)
+			}
+		}
 		if tag == extSigsys && (e.Kind == event.KindSignalGenerate || e.Kind == event.KindSignalDeliver) {
 			y := &blockDecoder{buf: v}
 			e.Signal.Syscall = int32(unzigzag(y.uvarint()))

@@ -120,7 +120,7 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		if dataMask != 0 {
 			flags |= fData
 		}
-		if sc.UserStack != nil || sc.Sleeps != nil || sc.Approx || sc.Maps != 0 || sc.Refused {
+		if sc.UserStack != nil || sc.Sleeps != nil || sc.Approx || sc.Maps != 0 || sc.Refused || sc.Queued != 0 {
 			flags |= fExt
 		}
 	case event.KindSignalGenerate, event.KindSignalDeliver:
@@ -286,6 +286,7 @@ const (
 	extMaps       = 6
 	extRefused    = 7
 	extSigsys     = 8
+	extQueued     = 9
 )
 
 // appendExt writes the record extension: length-prefixed (tag, length,
@@ -325,6 +326,10 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 	if e.Kind == event.KindSyscall && e.Syscall.Refused {
 		ext = appendUvarint(ext, extRefused)
 		ext = appendBytes(ext, nil)
+	}
+	if e.Kind == event.KindSyscall && e.Syscall.Queued != 0 {
+		ext = appendUvarint(ext, extQueued)
+		ext = appendBytes(ext, appendUvarint(s.extField[:0], e.Syscall.Queued))
 	}
 	if g := &e.Signal; (e.Kind == event.KindSignalGenerate || e.Kind == event.KindSignalDeliver) && (g.Syscall != 0 || g.Arch != 0) {
 		v := appendUvarint(s.extField[:0], zigzag(int64(g.Syscall)))

@@ -124,21 +124,31 @@ func (g *growth) Observe(e *event.Event) {
 				sm.threads, sm.maps, sm.fds = halve(sm.threads), halve(sm.maps), halve(sm.fds)
 				sm.stride *= 2
 			}
-			// Time preempted inside the call is the CPUs' queue, which
-			// grows with the host's load, not with the process.
-			lat := s.Latency
-			for _, sl := range s.Sleeps {
-				if sl.Preempted {
-					lat -= min(sl.Duration, lat)
-				}
-			}
-			y := float64(lat)
+			y := float64(s.Latency - min(queued(s), s.Latency))
 			sm.threads = append(sm.threads, point{float64(p.threads), y, s.Approx})
 			sm.maps = append(sm.maps, point{float64(p.maps), y, s.Approx})
 			sm.fds = append(sm.fds, point{float64(p.fds), y, s.Approx})
 		}
 		g.track(p, s)
 	}
+}
+
+// queued is the time the call spent runnable without a CPU: the CPUs'
+// queue, which grows with the host's load, not with the process. The
+// kernel's count covers every call where switches are followed; the
+// preempted sleeps, only the slow calls that carry them (and captures
+// older than the count). Without the count for the fast calls, a busy
+// neighbour's preemptions stayed in the calls under the slow threshold
+// and were taken out of those above it: map32's forks then looked flat
+// (busy-neighbour's misses).
+func queued(s *event.Syscall) uint64 {
+	var pre uint64
+	for i := range s.Sleeps {
+		if s.Sleeps[i].Preempted {
+			pre += s.Sleeps[i].Duration
+		}
+	}
+	return max(pre, s.Queued)
 }
 
 // spawnWait reports a vfork, a clone with CLONE_VFORK (vforkCall), or a
@@ -279,9 +289,10 @@ type dimFit struct {
 // fitDims fits a call's latency against each dimension of state that could
 // carry a line: through the bins' medians first, and when that passes in no
 // dimension, by ranks (kendall, theilSen). A stretch of calls slowed from
-// outside (map32's early forks at up to three times their trend while a
-// neighbour streamed memory) leaves the bins' line a poor fit though every
-// other call grows in step with the state; their order still says so.
+// outside for reasons the kernel does not count (a vCPU the hypervisor
+// held, caches a neighbour thrashed) leaves the bins' line a poor fit
+// though every other call grows in step with the state; their order still
+// says so. (The wait for a CPU is counted, and left out first: queued.)
 func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bool) {
 	var ok [3]bool
 	for i, pts := range [][]point{sm.threads, sm.maps, sm.fds} {
@@ -352,16 +363,18 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 //     the benign corpus a Go compiler's 14 futex calls reached τ 0.73,
 //     z 3.3, against its mappings), with many the τ bound. The line that
 //     must then triple is Theil–Sen's. Under a neighbour streaming memory,
-//     map32's forks gave τ 0.66–0.88 where the bins' R² fell
-//     as low as 0.55; quiet, τ 0.75–0.98.
+//     before the forks' wait for a CPU was left out of every call (only of
+//     those with sleeps, over the slow threshold), map32's forks gave
+//     τ 0.66–0.88 where the bins' R² fell as low as 0.55; quiet, τ
+//     0.75–0.98. With the wait left out the bins' R² is 0.94 or more.
 //   - growthMinRankR2: even then the bins' line must explain half the
 //     spread. A rank fallback without this bound (τ over the bins, stop
 //     27) was withdrawn: a go build's futex waits rose in rank with its
 //     open descriptors as both grew over the build (τ 0.70, R² 0.38), a
 //     warning on ordinary work. A stretch of slowed calls leaves R² above
-//     0.5 (0.55–0.69 in the runs ranks decided); a drift of waits with a
-//     few long ones, and so also a growth with a few calls stalled far
-//     off the trend, stays below it and unreported.
+//     0.5 (0.55–0.69 in the runs ranks decided, above); a drift of waits
+//     with a few long ones, and so also a growth with a few calls stalled
+//     far off the trend, stays below it and unreported.
 //   - growthTieR2: dimensions that grew in step (threads and their stack
 //     mappings) bin alike, and their R² differ only by where the bin edges
 //     fall (equal to 15 digits in three live runs of map32 -n 3000); a

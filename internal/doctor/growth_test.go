@@ -85,8 +85,9 @@ func TestGrowthNoFdsWhenLive(t *testing.T) {
 	}
 }
 
-// A stretch of calls slowed from outside (under a neighbour streaming
-// memory, map32's early forks took three times their trend) bends the line
+// A stretch of calls slowed from outside in a way the kernel does not count
+// (before the wait for a CPU was, map32's early forks under a busy
+// neighbour took three times their trend) bends the line
 // through the bins' medians below the bar (R² 0.64 here); the calls' order
 // by state still matches their order by latency (τ 0.76), and the median
 // slope between pairs is the trend's own.
@@ -234,5 +235,29 @@ func TestGrowthRanksNeedHalfTheSpread(t *testing.T) {
 	tau, z := kendall(pts)
 	if r2 >= growthMinRankR2 || tau < growthMinTau || z < growthMinZ {
 		t.Errorf("R² %.2f τ %.2f z %.1f: not the shape this test is about", r2, tau, z)
+	}
+}
+
+// A call's time queued for a CPU is left out of its latency whether it came
+// with its sleeps (slow calls) or only as the kernel's count (every call):
+// under a busy neighbour the forks under the slow threshold carried a tick
+// of queueing each, the slower ones had it taken out, and the growth looked
+// flat. Here the first calls wait 4 ms each, known only by the count.
+func TestGrowthLeavesOutQueuedTime(t *testing.T) {
+	evs := poolClones(40, func(i int) uint64 { return uint64(300_000 + 60_000*i) })
+	for i := 2; i < 12; i++ {
+		c := &evs[2*i+1].Syscall
+		c.Latency += 4_000_000
+		c.Queued = 4_000_000
+	}
+	f := byID(findings(evs), "latency-grows-with-count")
+	if f == nil {
+		t.Fatal("no latency-grows-with-count finding")
+	}
+	if f.Evidence["fit"] != "bins" || f.Evidence["r2"].(float64) < 0.99 {
+		t.Errorf("fit %v, R² %v: want the bins' line through the calls' own time", f.Evidence["fit"], f.Evidence["r2"])
+	}
+	if s := f.Evidence["slope_ns_per_unit"].(float64); s < 57_000 || s > 63_000 {
+		t.Errorf("slope %.0f ns per thread, want 60000", s)
 	}
 }

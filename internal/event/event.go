@@ -88,6 +88,10 @@ type Syscall struct {
 	// Maps is the number of memory mappings the process had when the call
 	// returned, where the kernel read it (the doctor, live); 0 otherwise.
 	Maps uint32
+	// Queued is how long the call was runnable without a CPU (preempted),
+	// in ns: the host's CPU queue, not the call's own work. Known where
+	// sysray follows switches (--stacks, the doctor); 0 otherwise.
+	Queued uint64
 	// Data holds bytes the kernel copied for argument i: a path or other
 	// string (without its NUL), or a socket address. Nil when not captured.
 	Data [6][]byte

@@ -47,6 +47,7 @@ type SyscallJSON struct {
 	Ret        int64       `json:"ret"`
 	Errno      string      `json:"errno,omitempty"`
 	LatencyNS  uint64      `json:"latency_ns"`
+	QueuedNS   uint64      `json:"queued_ns,omitempty"`
 	Unfinished bool        `json:"unfinished,omitempty"`
 	Approx     bool        `json:"latency_approx,omitempty"`
 	Refused    bool        `json:"refused,omitempty"`
@@ -165,7 +166,7 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 	switch e.Kind {
 	case event.KindSyscall:
 		s := &e.Syscall
-		sj := &SyscallJSON{Name: event.SyscallName(arch, s.Nr), Nr: s.Nr, Ret: s.Ret, LatencyNS: s.Latency, Unfinished: s.Unfinished, Approx: s.Approx, Refused: s.Refused, Args: []ArgJSON{}}
+		sj := &SyscallJSON{Name: event.SyscallName(arch, s.Nr), Nr: s.Nr, Ret: s.Ret, LatencyNS: s.Latency, QueuedNS: s.Queued, Unfinished: s.Unfinished, Approx: s.Approx, Refused: s.Refused, Args: []ArgJSON{}}
 		if s.Failed() {
 			sj.Errno = event.ErrnoName(int(-s.Ret))
 		}

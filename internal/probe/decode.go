@@ -14,7 +14,7 @@ import (
 // than encoding/binary on this path, which runs for every event.
 const (
 	hdrSize     = 48
-	sysSize     = 128
+	sysSize     = 136
 	faultSize   = 80
 	vsysSize    = 64
 	sigSize     = 96
@@ -140,6 +140,7 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		}
 		s.Nr = le.Uint32(b[112:])
 		s.Maps = le.Uint32(b[124:])
+		s.Queued = le.Uint64(b[128:])
 		s.Unfinished = flags&fUnfinished != 0
 		s.Approx = flags&fApprox != 0
 		s.Refused = flags&fRefused != 0

@@ -56,7 +56,7 @@ func TestLayoutsMatchBTF(t *testing.T) {
 		{"hdr.ts", 16}, {"hdr.cgroup", 24}, {"hdr.comm", 32},
 		{"sys_rec.latency", 48}, {"sys_rec.ret", 56}, {"sys_rec.args", 64}, {"sys_rec.nr", 112},
 		{"sys_rec.dlen", 116}, {"sys_rec.darg", 120}, {"sys_rec.dtrunc", 122}, {"sys_rec.dset", 123},
-		{"sys_rec.maps", 124},
+		{"sys_rec.maps", 124}, {"sys_rec.queued", 128},
 		{"sleeps.ustack", 0}, {"sleeps.n", 4}, {"sleeps.s", 8},
 		{"sleep.dur", 0}, {"sleep.count", 8}, {"sleep.kstack", 12}, {"sleep.waker_pid", 16},
 		{"sleep.waker_tid", 20}, {"sleep.waker_kstack", 24}, {"sleep.preempted", 28}, {"sleep.waker_comm", 32},

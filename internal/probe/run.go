@@ -30,7 +30,7 @@ const slack = uint64(5 * time.Millisecond)
 const idlePoll = 5 * time.Millisecond
 
 // burstRate is the fastest a ring is assumed to fill from idle, in bytes a
-// second: a CPU making a million 128-byte records a second, which only a
+// second: a CPU making a million 136-byte records a second, which only a
 // tight loop of failing calls comes near. A reader of an idle ring sleeps
 // no longer than a quarter of its ring takes at that rate (10 ms for the
 // agent's 4 MiB rings; record's 32 MiB ones wait the 5 ms poll).
@@ -199,7 +199,7 @@ loop:
 const batchLen = 4096
 
 // batches are recycled, so that reading a ring allocates nothing per
-// record on the hot path. A syscall record is 128 bytes, more with data.
+// record on the hot path. A syscall record is 136 bytes, more with data.
 var batchPool = sync.Pool{New: func() any {
 	return &batch{recs: make([]rec, 0, batchLen), buf: make([]byte, 0, batchLen*(sysSize+32))}
 }}

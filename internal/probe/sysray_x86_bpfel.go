@@ -80,6 +80,7 @@ type sysrayFastRow struct {
 		HeldEnd    uint64
 		Seq        uint64
 		Gen        uint64
+		Queued     uint64
 	}
 	Ids struct {
 		_       structs.HostLayout
@@ -108,7 +109,7 @@ type sysrayFastRow struct {
 		_ structs.HostLayout
 		W [32]uint64
 	}
-	Pad [5]uint64
+	Pad [4]uint64
 }
 
 type sysrayFaultRec struct {
@@ -289,6 +290,7 @@ type sysraySysRec struct {
 	Dtrunc  uint8
 	Dset    uint8
 	Maps    uint32
+	Queued  uint64
 }
 
 type sysraySysSlow struct {
@@ -313,6 +315,7 @@ type sysrayTaskState struct {
 		HeldEnd    uint64
 		Seq        uint64
 		Gen        uint64
+		Queued     uint64
 	}
 	Ids struct {
 		_       structs.HostLayout

@@ -17,7 +17,7 @@ var growthVariants = []Variant{
 		Mode: Cmd, Argv: []string{"forkgrow", "-n", "200", "-m", "240"}, Expect: grows("clone")},
 	{Name: "latency-grows-with-count/thread-stacks", Differs: "the mappings are 4,000 threads' stacks and guards (MAP_STACK): a fork every 100 threads among 4,000 fast clone3 calls, threads and mappings growing in step",
 		Mode: Cmd, Argv: []string{"map32", "-m", "stack", "-n", "4000"}, Expect: grows("clone")},
-	{Name: "latency-grows-with-count/busy-neighbour", Differs: "thread-stacks while another program streams memory on every CPU (membusy): a stretch of the forks takes up to three times its trend",
+	{Name: "latency-grows-with-count/busy-neighbour", Differs: "thread-stacks while another program streams memory on every CPU (membusy): most forks wait a tick or more for the CPU, the short ones as well as the long",
 		Mode: Cmd, Argv: []string{"map32", "-m", "stack", "-n", "4000"}, Neighbour: []string{"membusy"}, Expect: grows("clone")},
 	{Name: "latency-grows-with-count/pid", Differs: "forking every 60 ms for ~4.5 s; sysray attaches with -p after 0.5 s, for 4 s",
 		Mode: PID, Argv: []string{"forkgrow", "-n", "60", "-m", "800", "-i", "60"},

@@ -2,9 +2,10 @@
 // another tenant's batch job would: one thread per online CPU copying a
 // buffer larger than the caches back and forth, until killed. It makes no
 // syscalls in its loop, so a trace of the host sees almost nothing of it;
-// what it changes is how long everyone else's kernel work takes, and not
-// evenly (a fork that copies page tables while it streams can take twice
-// its usual time).
+// what it changes is how long everyone else's kernel work takes: a call
+// that runs a few milliseconds on the CPU is preempted for a tick at its
+// cond_resched points (map32's forks waited 1-15 ms each for the CPU), and
+// what is left runs with the caches and the memory bus shared.
 //
 // usage: membusy [-j THREADS] [-s MIB_PER_THREAD]
 #define _GNU_SOURCE
