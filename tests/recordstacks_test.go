@@ -106,7 +106,7 @@ func TestRecordQueuedTime(t *testing.T) {
 	if rd.code != 0 {
 		t.Fatalf("read: exit %d: %s", rd.code, rd.stderr)
 	}
-	var calls, preempted int
+	var calls, preempted, off int
 	for _, l := range strings.Split(strings.TrimSpace(rd.stdout), "\n") {
 		var e struct {
 			Syscall struct {
@@ -132,9 +132,17 @@ func TestRecordQueuedTime(t *testing.T) {
 		// A tick is 1-4 ms and the work ~3 ms: a call charged its wait
 		// is off by a whole tick, far outside 20%.
 		if own := lat - q; math.Abs(own-cpu) > 0.2*cpu {
-			t.Errorf("call %d of %.2f ms, %.2f ms queued: %.2f ms its own, want about %.2f (the program's CPU time for it)",
+			off++
+			t.Logf("call %d of %.2f ms, %.2f ms queued: %.2f ms its own, want about %.2f (the program's CPU time for it)",
 				calls, lat/1e6, q/1e6, own/1e6, cpu/1e6)
 		}
+	}
+	// Now and then the kernel does not run sched_switch's program for a
+	// switch (about one in 5,000 under load, bpf/syscalls.h), and a call's
+	// wait goes uncounted: two such calls are let pass. Without the count
+	// every preempted call is off, and at least 5 are (below).
+	if off > 2 {
+		t.Errorf("%d of %d calls: latency less queued time is not the call's CPU time", off, calls)
 	}
 	if calls != 60 {
 		t.Errorf("%d getrandom calls of 1 MiB, want 60", calls)

@@ -109,9 +109,11 @@ const rankMax = 600
 // The rank fit is the one a minority of slowed calls cannot bend: Kendall's
 // τ-b between state and latency, and the Theil–Sen line (the median of the
 // slopes between pairs of calls, and the median intercept under it). A
-// neighbour's memory traffic or a hypervisor's pause makes some calls in a
-// stretch of the run take twice their time; a least-squares line chases
-// them, while a count of pairs in order and a median slope barely move.
+// hypervisor's pause or a neighbour thrashing the caches makes some calls in
+// a stretch of the run take twice their time, in ways the kernel does not
+// count as it counts the wait for a CPU (Syscall.Queued); a least-squares
+// line chases them, while a count of pairs in order and a median slope
+// barely move.
 
 // rankSample returns pts, or every k-th of them in order of state (an even
 // spread over it) when there are more than rankMax. pts must be sorted by
