@@ -194,8 +194,6 @@ var subStruct = map[event.Kind]string{
 	event.KindReclaim:        "Reclaim",
 }
 
-// randomEvents mixes fresh random events with near-repeats of a thread's
-// previous event, since the delta paths are where bugs would hide.
 // newerThanV1 names the event fields added after testdata/v1.sysray was
 // written from randomEvents: left out, the generator makes that file's
 // events again (olderFixture, set by TestReadsVersion1 only).
@@ -204,6 +202,8 @@ var (
 	olderFixture bool
 )
 
+// randomEvents mixes fresh random events with near-repeats of a thread's
+// previous event, since the delta paths are where bugs would hide.
 func randomEvents(rng *rand.Rand, n int) []event.Event {
 	evs := make([]event.Event, 0, n)
 	prev := map[uint32]event.Event{}

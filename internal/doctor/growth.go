@@ -318,10 +318,7 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 		return fits, false
 	}
 	for i, pts := range [][]point{sm.threads, sm.maps, sm.fds} {
-		if !ok[i] {
-			continue
-		}
-		if fits[i].r2 < growthMinRankR2 {
+		if !ok[i] || fits[i].r2 < growthMinRankR2 {
 			continue
 		}
 		pts = rankSample(pts)

@@ -212,24 +212,20 @@ func TestRankSample(t *testing.T) {
 // fallback warn on a go build (futex waits against open descriptors, τ
 // 0.70, R² 0.38), and the rule leaves it unreported.
 func TestGrowthRanksNeedHalfTheSpread(t *testing.T) {
-	evs := poolClones(40, func(i int) uint64 {
+	lat := func(i int) uint64 {
 		l := uint64(300_000 + 60_000*i)
 		if i%10 == 5 {
 			l += 30_000_000
 		}
 		return l
-	})
-	if f := byID(findings(evs), "latency-grows-with-count"); f != nil {
+	}
+	if f := byID(findings(poolClones(40, lat)), "latency-grows-with-count"); f != nil {
 		t.Errorf("growth from calls whose line explains under half the spread: %s", f.Summary)
 	}
 	// The check that the shape is what the comment says.
 	var pts []point
 	for i := range 40 {
-		l := 300_000 + 60_000*float64(i)
-		if i%10 == 5 {
-			l += 30_000_000
-		}
-		pts = append(pts, point{x: float64(i), y: l})
+		pts = append(pts, point{x: float64(i), y: float64(lat(i))})
 	}
 	_, _, r2, _ := binnedFit(pts)
 	tau, z := kendall(pts)

@@ -4,7 +4,7 @@
 // syscalls in its loop, so a trace of the host sees almost nothing of it;
 // what it changes is how long everyone else's kernel work takes: a call
 // that runs a few milliseconds on the CPU is preempted for a tick at its
-// cond_resched points (map32's forks waited 1-15 ms each for the CPU), and
+// cond_resched points (map32's forks waited 0.3-16 ms each for the CPU), and
 // what is left runs with the caches and the memory bus shared.
 //
 // usage: membusy [-j THREADS] [-s MIB_PER_THREAD]
