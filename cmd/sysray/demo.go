@@ -102,7 +102,7 @@ func newDemo() *cobra.Command {
 				}
 				results[d.name] = rep
 				if !asJSON {
-					report.Text(os.Stdout, rep)
+					report.Text(os.Stdout, rep, false)
 				}
 				if len(rep.Findings) == 0 || !slices.Contains(d.expect, rep.Findings[0].ID) {
 					missed = append(missed, d.name)

@@ -13,7 +13,7 @@ import (
 func newDoctor() *cobra.Command {
 	var sel session.Selection
 	var file, outPath string
-	var asJSON bool
+	var asJSON, explain bool
 	cmd := &cobra.Command{
 		Use:   "doctor [flags] [-- COMMAND [ARG...]]",
 		Short: "Find what went wrong between programs and the kernel, explain it, and say how to fix it",
@@ -43,7 +43,7 @@ func newDoctor() *cobra.Command {
 			if asJSON {
 				err = report.JSON(out, rep)
 			} else {
-				err = report.Text(out, rep)
+				err = report.Text(out, rep, explain)
 			}
 			if err != nil {
 				return err
@@ -59,6 +59,7 @@ func newDoctor() *cobra.Command {
 	cmd.Flags().StringVarP(&file, "read", "r", "", "diagnose a capture file instead of tracing live")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document (docs/doctor.md)")
 	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write the report to this file instead of stdout")
+	cmd.Flags().BoolVar(&explain, "explain", false, "after the findings, show each silent detector's nearest miss and the rule it fell short of")
 	// The doctor needs where slow syscalls slept.
 	cmd.Flags().Lookup("stacks").DefValue = "true"
 	sel.Stacks = true

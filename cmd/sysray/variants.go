@@ -60,7 +60,7 @@ func runVariants(pattern, dir string, asJSON bool) error {
 		}
 		if !asJSON {
 			if rep != nil {
-				report.Text(os.Stdout, rep)
+				report.Text(os.Stdout, rep, false)
 			}
 			if err != nil {
 				fmt.Printf("FAIL %v\n", err)

@@ -20,6 +20,8 @@ type contention struct {
 	slept   map[uint32]map[string]uint64 // by syscall: where slow calls slept, ns
 	counted map[uint32]uint64            // by syscall: calls, when the kernel counted them
 	paths   map[uint32]*pathsSeen        // by syscall: the paths its events named
+	// closest is the costly call Findings found nearest the share (near).
+	closest *Near
 }
 
 // pathsSeen tells a stream of work on many files (tar creating them) from
@@ -133,7 +135,10 @@ const (
 var ioWaits = map[string]bool{"fsync": true, "fdatasync": true, "sync": true, "syncfs": true,
 	"sync_file_range": true, "msync": true}
 
+func (c *contention) near(*Env) *Near { return c.closest }
+
 func (c *contention) Findings(env *Env) []Finding {
+	c.closest = nil
 	threadNS, _ := env.threadTime()
 	cpu := cpuByProc(env.oncpu)
 	var out []Finding
@@ -147,21 +152,6 @@ func (c *contention) Findings(env *Env) []Finding {
 		var inside uint64 // ns the heavy processes spent in this syscall: the time at stake
 		cgroups := map[uint64]bool{}
 		pids := map[uint32]bool{}
-		for pid, p := range c.procs {
-			tns := threadNS[pid]
-			in := p.byNr[nr]
-			sh, _ := timeShare(in, tns, cpu[pid], nr)
-			if tns < minThreadNS || sh < dominantShare {
-				continue
-			}
-			pids[pid] = true
-			inside += in
-			share += sh
-			heavy = append(heavy, fmt.Sprintf("%s: %.0f%% of its time", env.ProcName(pid, p.comm), 100*sh))
-		}
-		if len(pids) == 0 {
-			continue
-		}
 		// Cheap calls in great number are hot-syscall's: the kernel does
 		// next to nothing in each.
 		calls := c.counted[nr]
@@ -173,6 +163,27 @@ func (c *contention) Findings(env *Env) []Finding {
 			all += p.byNr[nr]
 		}
 		if calls > 0 && float64(all)/float64(calls) <= hotCheap {
+			continue
+		}
+		for pid, p := range c.procs {
+			tns := threadNS[pid]
+			in := p.byNr[nr]
+			sh, _ := timeShare(in, tns, cpu[pid], nr)
+			if tns < minThreadNS || sh < dominantShare {
+				if cl := sh / dominantShare; tns >= minThreadNS && in > 0 && (c.closest == nil || cl > c.closest.Closeness) {
+					c.closest = &Near{ID: "kernel-hotspot", Closeness: cl,
+						Subject: fmt.Sprintf("%s in %s: %s in the call", name, env.ProcName(pid, p.comm), units.Duration(in)),
+						Short: fmt.Sprintf("%s of its time; kernel-hotspot reports a syscall that takes %s of a process's time",
+							pct(sh), pct(dominantShare))}
+				}
+				continue
+			}
+			pids[pid] = true
+			inside += in
+			share += sh
+			heavy = append(heavy, fmt.Sprintf("%s: %.0f%% of its time", env.ProcName(pid, p.comm), 100*sh))
+		}
+		if len(pids) == 0 {
 			continue
 		}
 		share /= float64(len(pids))

@@ -336,6 +336,9 @@ type Report struct {
 	Drops    uint64    `json:"drops"`
 	SpanNS   uint64    `json:"span_ns"`
 	Host     HostJSON  `json:"host"`
+	// Near holds, for each detector that reported nothing and can say,
+	// the candidate that came closest, nearest first.
+	Near []Near `json:"near,omitempty"`
 }
 
 // HostJSON is the part of Host a report shows.
@@ -351,11 +354,15 @@ func (d *Doctor) Report() *Report {
 		d.env.Span = d.last - d.first
 	}
 	var fs []Finding
+	var silent []Detector
 	for _, det := range d.detectors {
 		d.env.named = d.env.named[:0]
 		got := det.Findings(d.env)
 		d.env.attribute(got)
 		fs = append(fs, got...)
+		if len(got) == 0 {
+			silent = append(silent, det)
+		}
 	}
 	sort.SliceStable(fs, func(i, j int) bool {
 		if fs[i].Severity != fs[j].Severity {
@@ -368,5 +375,5 @@ func (d *Doctor) Report() *Report {
 	}
 	h := d.env.Host
 	return &Report{Findings: fs, Events: d.events, Drops: d.drops, SpanNS: d.env.Span,
-		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}}
+		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}, Near: nears(d.env, silent)}
 }

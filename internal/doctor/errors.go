@@ -16,6 +16,8 @@ type errs struct {
 	calls map[pidNr]uint64
 	fails map[[2]uint32]*errCount // (nr, errno)
 	comms map[uint32]string
+	// closest is the errno Findings found nearest a storm (near).
+	closest *Near
 }
 
 type pidNr struct{ pid, nr uint32 }
@@ -61,8 +63,11 @@ func (x *errs) Observe(e *event.Event) {
 // polling loop nor makes one.
 const errStorm = 10000
 
+func (x *errs) near(*Env) *Near { return x.closest }
+
 func (x *errs) Findings(env *Env) []Finding {
 	var out []Finding
+	x.closest = nil
 	for k, c := range x.fails {
 		var n, calls uint64
 		var pids []uint32
@@ -76,6 +81,12 @@ func (x *errs) Findings(env *Env) []Finding {
 			pids = append(pids, pid)
 		}
 		if n < errStorm {
+			if cl := float64(n) / errStorm; n > 0 && (x.closest == nil || cl > x.closest.Closeness) {
+				x.closest = &Near{ID: "error-storm", Closeness: cl,
+					Subject: fmt.Sprintf("%s failing with %s in %d process(es)", event.SyscallName(x.arch, k[0]),
+						event.ErrnoName(int(k[1])), len(pids)),
+					Short: fmt.Sprintf("%d failures, more than half the calls where they happened; error-storm reports %d", n, errStorm)}
+			}
 			continue
 		}
 		sort.Slice(pids, func(i, j int) bool { return c.byPID[pids[i]] > c.byPID[pids[j]] })

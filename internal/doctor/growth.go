@@ -3,6 +3,7 @@ package doctor
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
@@ -19,6 +20,21 @@ type growth struct {
 	mmapNr  uint32
 	munmap  uint32
 	closeNr uint32
+	// closest is the candidate Findings found nearest a finding it did
+	// not make (near).
+	closest *growthMiss
+}
+
+// growthMiss is a candidate that fell short, and how.
+type growthMiss struct {
+	p         *growthProc
+	nr        uint32
+	sm        *samples
+	dim       int
+	fit       dimFit
+	rise      float64 // fitted latency at the end of the range over the start; 0: no line passed
+	small     bool    // a line passed, over too few calls or too little time
+	closeness float64
 }
 
 type growthProc struct {
@@ -187,10 +203,18 @@ func (g *growth) track(p *growthProc, s *event.Syscall) {
 
 func (g *growth) Findings(env *Env) []Finding {
 	var out []Finding
+	g.closest = nil
+	var small []growthMiss // too few calls or too little time to judge
 	for _, p := range g.procs {
 		for nr, sm := range p.samples {
-			if sm.n < growthMinCalls || sm.time.total() < growthMinNS || pureWaits[event.SyscallName(g.arch, nr)] {
+			if pureWaits[event.SyscallName(g.arch, nr)] {
 				continue // a wait's length is the caller's choice
+			}
+			if sm.n < growthMinCalls || sm.time.total() < growthMinNS {
+				if sm.n >= growthMinBins && sm.time.total() >= growthMinNS/10 {
+					small = append(small, growthMiss{p: p, nr: nr, sm: sm, dim: -1})
+				}
+				continue
 			}
 			fits, byRanks := g.fitDims(p, sm)
 			best := -1
@@ -200,6 +224,7 @@ func (g *growth) Findings(env *Env) []Finding {
 				}
 			}
 			if best < 0 {
+				g.missLine(p, nr, sm, fits)
 				continue
 			}
 			ba, bb, bst, bbins := fits[best].a, fits[best].b, fits[best].strength, fits[best].bins
@@ -227,6 +252,7 @@ func (g *growth) Findings(env *Env) []Finding {
 			// half while the line says that most of it comes from the
 			// state: with none of it, a call would take under a third.
 			if y1 < growthFactor*y0 && (y1 < 1.5*y0 || ba > y1/growthFactor) {
+				g.miss(&growthMiss{p: p, nr: nr, sm: sm, dim: best, fit: fits[best], rise: y1 / y0, closeness: y1 / y0 / growthFactor})
 				continue
 			}
 			name := event.SyscallName(g.arch, nr)
@@ -274,7 +300,90 @@ func (g *growth) Findings(env *Env) []Finding {
 				Score:    float64(sm.time.total())})
 		}
 	}
+	g.missSmall(small)
 	return out
+}
+
+// missSmall notes a candidate too small to judge that would pass were it
+// larger: a growth the rule's floor of calls and time left out. Only the
+// costliest few are fitted (the agent reports every window).
+func (g *growth) missSmall(small []growthMiss) {
+	sort.Slice(small, func(i, j int) bool { return small[i].sm.time.total() > small[j].sm.time.total() })
+	for i := range small[:min(len(small), 16)] {
+		m := &small[i]
+		fits, _ := g.fitDims(m.p, m.sm)
+		for d := range fits {
+			if fits[d].strength > 0 && (m.dim < 0 || fits[d].strength > fits[m.dim].strength) {
+				m.dim, m.fit = d, fits[d]
+			}
+		}
+		if m.dim < 0 {
+			continue
+		}
+		m.small = true
+		m.closeness = min(float64(m.sm.n)/growthMinCalls, float64(m.sm.time.total())/growthMinNS)
+		g.miss(m)
+	}
+}
+
+// missLine notes a candidate no line passed for: its dimension nearest the
+// R² a line through its bins needs.
+func (g *growth) missLine(p *growthProc, nr uint32, sm *samples, fits [3]dimFit) {
+	m := &growthMiss{p: p, nr: nr, sm: sm, dim: -1}
+	for i := range fits {
+		f := &fits[i]
+		if len(f.bins) < growthMinBins || f.bins[len(f.bins)-1].x-f.bins[0].x < growthMinRange {
+			continue
+		}
+		c := 0.0
+		if f.b > 0 {
+			c = f.r2 / minR2(len(f.bins))
+		}
+		if m.dim < 0 || c > m.closeness {
+			m.dim, m.fit, m.closeness = i, *f, c
+		}
+	}
+	if m.dim >= 0 {
+		g.miss(m)
+	}
+}
+
+func (g *growth) miss(m *growthMiss) {
+	if g.closest == nil || m.closeness > g.closest.closeness {
+		g.closest = m
+	}
+}
+
+func (g *growth) near(env *Env) *Near {
+	m := g.closest
+	if m == nil {
+		return nil
+	}
+	name := event.SyscallName(g.arch, m.nr)
+	f := &m.fit
+	n := &Near{ID: "latency-grows-with-count", Closeness: m.closeness,
+		Subject: fmt.Sprintf("%s in %s, %d calls (%s) against its %s", name, env.ProcName(m.p.pid, m.p.comm), m.sm.n,
+			units.Duration(m.sm.time.total()), dims[m.dim])}
+	switch {
+	case m.small:
+		n.Short = fmt.Sprintf("the latency rises with the %s (R² %.2f), but over %d calls and %s in all, "+
+			"where the rule needs %d calls and %s: too few to tell growth from chance, or too cheap to matter",
+			dims[m.dim], f.r2, m.sm.n, units.Duration(m.sm.time.total()), growthMinCalls, units.Duration(growthMinNS))
+	case m.rise > 0:
+		n.Short = fmt.Sprintf("a line fits (R² %.2f), but the latency it gives rose only %.1f-fold over the range seen "+
+			"(%.0f to %.0f); growth needs 3-fold, or 1.5-fold with most of the latency from the state", f.r2, m.rise,
+			f.bins[0].x, f.bins[len(f.bins)-1].x)
+	case f.b <= 0:
+		n.Short = fmt.Sprintf("the latency does not rise with the %s (the line through %d bins falls)", dims[m.dim], len(f.bins))
+	default:
+		pts := [][]point{m.sm.threads, m.sm.maps, m.sm.fds}[m.dim]
+		tau, z := kendall(rankSample(pts))
+		n.Short = fmt.Sprintf("a line through %d bins (%.0f to %.0f) explains R² %.2f of the spread, where %d bins need %.2f; "+
+			"the calls' ranks give τ %.2f at z %.1f, where ranks need τ ≥ %.2f, z ≥ %.2f and R² ≥ %.1f",
+			len(f.bins), f.bins[0].x, f.bins[len(f.bins)-1].x, f.r2, len(f.bins), minR2(len(f.bins)),
+			tau, z, growthMinTau, growthMinZ, growthMinRankR2)
+	}
+	return n
 }
 
 // dimFit is a call's latency fitted against one dimension of its process's

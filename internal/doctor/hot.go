@@ -19,6 +19,8 @@ type hot struct {
 	arch  event.Arch
 	calls map[hotKey]*hotCalls
 	exact bool // counts and totals came from the kernel
+	// closest is the cheap call Findings found nearest the rule (near).
+	closest *Near
 }
 
 type hotKey struct {
@@ -162,7 +164,10 @@ func zeroTimeout(name string, s *event.Syscall) bool {
 	return false
 }
 
+func (h *hot) near(*Env) *Near { return h.closest }
+
 func (h *hot) Findings(env *Env) []Finding {
+	h.closest = nil
 	threadNS, nthreads := env.threadTime()
 	cpu := cpuByProc(env.oncpu)
 	var out []Finding
@@ -174,7 +179,17 @@ func (h *hot) Findings(env *Env) []Finding {
 		mean := float64(c.ns) / float64(c.n)
 		share, byCPU := timeShare(c.ns, tns, cpu[k.pid], k.nr)
 		rate := float64(c.n) / (float64(tns) / 1e9)
-		if mean > hotCheap || (share < hotShare && rate < hotRate) {
+		if mean > hotCheap {
+			continue
+		}
+		if share < hotShare && rate < hotRate {
+			if cl := max(share/hotShare, rate/hotRate); h.closest == nil || cl > h.closest.Closeness {
+				h.closest = &Near{ID: "hot-syscall", Closeness: cl,
+					Subject: fmt.Sprintf("%s in %s: %d calls of about %s", event.SyscallName(h.arch, k.nr),
+						env.ProcName(k.pid, c.comm), c.n, units.Duration(uint64(mean))),
+					Short: fmt.Sprintf("%s of its time at %s calls a second per thread; hot-syscall reports %s of the time, "+
+						"or %s calls a second", pct(share), units.Count(rate), pct(hotShare), units.Count(hotRate))}
+			}
 			continue
 		}
 		name := event.SyscallName(h.arch, k.nr)

@@ -25,6 +25,14 @@ type slow struct {
 	stacked   bool
 	unstacked []unstackedCall
 	counts    []uint64 // calls by syscall number, fast or slow (auditinfer.go)
+	// under is the longest call under slowMin that does not wait by
+	// design: the nearest miss (near).
+	under struct {
+		ns      uint64
+		nr, pid uint32
+		comm    string
+		example string
+	}
 }
 
 type slowGroup struct {
@@ -182,6 +190,12 @@ func (s *slow) Observe(e *event.Event) {
 		s.counts[sc.Nr]++
 	}
 	if sc.Latency < slowMin {
+		if sc.Latency > s.under.ns && !sc.Unfinished {
+			if name := event.SyscallName(s.arch, sc.Nr); !waitCalls[name] && !pureWaits[name] && !vforkCall(name, sc) {
+				s.under.ns, s.under.nr, s.under.pid, s.under.comm = sc.Latency, sc.Nr, e.PID, e.Comm
+				s.under.example = event.FormatSyscall(s.arch, sc)
+			}
+		}
 		return
 	}
 	if len(sc.Sleeps) > 0 {
@@ -346,6 +360,17 @@ func nonBlocking(arch event.Arch, sc *event.Syscall) bool {
 		}
 	}
 	return false
+}
+
+func (s *slow) near(env *Env) *Near {
+	u := &s.under
+	if u.ns == 0 {
+		return nil
+	}
+	return &Near{ID: "slow-syscall", Closeness: float64(u.ns) / slowMin,
+		Subject: fmt.Sprintf("%s in %s: %s", event.SyscallName(s.arch, u.nr), env.ProcName(u.pid, u.comm), u.example),
+		Short: fmt.Sprintf("the slowest call that does not wait by design took %s; slow-syscall reports calls from %s",
+			units.Duration(u.ns), units.Duration(slowMin))}
 }
 
 func (s *slow) Findings(env *Env) []Finding {

@@ -21,8 +21,10 @@ func JSON(w io.Writer, r *doctor.Report) error {
 	return enc.Encode(r)
 }
 
-// Text writes the report for a terminal.
-func Text(w io.Writer, r *doctor.Report) error {
+// Text writes the report for a terminal. When nothing was found, the
+// candidates that came within a tenth of a rule follow, to show what was
+// looked at; explain lists every detector's nearest miss, found or not.
+func Text(w io.Writer, r *doctor.Report, explain bool) error {
 	var b strings.Builder
 	count := map[doctor.Severity]int{}
 	for _, f := range r.Findings {
@@ -54,8 +56,34 @@ func Text(w io.Writer, r *doctor.Report) error {
 		b.WriteString("  fix:\n")
 		wrap(&b, f.Fix, "    ", 100)
 	}
+	if explain || len(r.Findings) == 0 {
+		near(&b, r.Near, explain)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// nearShown is how close a miss must come to be shown unasked: a tenth of
+// the rule's measure, so that a silent report names what nearly was a
+// finding, not every process's busiest call.
+const nearShown = 0.1
+
+func near(b *strings.Builder, ns []doctor.Near, all bool) {
+	head := false
+	for _, n := range ns {
+		if !all && n.Closeness < nearShown {
+			continue
+		}
+		if !head {
+			b.WriteString("\nClosest to a finding, not reported (the rule each fell short of):\n")
+			head = true
+		}
+		fmt.Fprintf(b, "  %s (%.0f%% of the way): %s\n", n.ID, 100*n.Closeness, n.Subject)
+		wrap(b, n.Short, "    ", 100)
+	}
+	if all && !head {
+		b.WriteString("\nNo detector has a near miss to show.\n")
+	}
 }
 
 func value(b *strings.Builder, k string, v any, indent string) {

@@ -109,6 +109,13 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 	if len(got) == 0 {
 		got = append(got, "no findings")
 	}
+	// What the expected detector saw nearest, when it was silent: the
+	// numbers a miss is diagnosed from.
+	for _, n := range r.Near {
+		if contains(v.Expect.IDs, n.ID) {
+			got = append(got, fmt.Sprintf("nearest %s (%.0f%% of the way): %s: %s", n.ID, 100*n.Closeness, n.Subject, n.Short))
+		}
+	}
 	return nil, fmt.Errorf("%s: want %s at least %s with %q; got:\n  %s", v.Name,
 		strings.Join(v.Expect.IDs, "|"), v.Expect.Severity, v.Expect.Words, strings.Join(got, "\n  "))
 }

@@ -1,0 +1,35 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+func TestTextNear(t *testing.T) {
+	r := &doctor.Report{Near: []doctor.Near{
+		{ID: "slow-syscall", Subject: "openat in app[7]", Short: "took 4.00ms", Closeness: 0.4},
+		{ID: "error-storm", Subject: "stat failing with ENOENT", Short: "12 failures", Closeness: 0.0012},
+	}}
+	text := func(explain bool) string {
+		var b strings.Builder
+		if err := Text(&b, r, explain); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	// Silent: what came within a tenth of a rule, not what stayed far.
+	got := text(false)
+	if !strings.Contains(got, "slow-syscall (40% of the way): openat in app[7]") || strings.Contains(got, "error-storm") {
+		t.Errorf("silent report:\n%s", got)
+	}
+	if got := text(true); !strings.Contains(got, "error-storm (0% of the way)") {
+		t.Errorf("--explain leaves a near miss out:\n%s", got)
+	}
+	// Beside a finding, only --explain shows them.
+	r.Findings = []doctor.Finding{{ID: "hot-syscall", Severity: doctor.Info, Title: "t"}}
+	if got := text(false); strings.Contains(got, "Closest") {
+		t.Errorf("near misses beside a finding, unasked:\n%s", got)
+	}
+}
