@@ -121,3 +121,21 @@ func TestNearOnlyWhenSilent(t *testing.T) {
 		t.Errorf("a near miss beside a finding: %+v", n)
 	}
 }
+
+// Five MAP_32BIT stacks that fail and are asked for again without the
+// flag are a quarter of the retries the rule wants (20).
+func TestNearRetry(t *testing.T) {
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := range 5 {
+		tm += 10000
+		evs = append(evs, sys(7, tm, nrMmap, enomem, 3000, 0, 1<<20, protRW, mapPrivAnon|map32bit, ^uint64(0), 0))
+		tm += 10000
+		evs = append(evs, sys(7, tm, nrMmap, 0x7f0000000000+int64(i)<<20, 2000, 0, 1<<20, protRW, mapPrivAnon, ^uint64(0), 0))
+	}
+	r := report(evs)
+	n := nearByID(r, "failed-syscall-retry")
+	if n == nil || n.Closeness != 0.25 || !strings.Contains(n.Subject, "without MAP_32BIT") || !strings.Contains(n.Short, "5 such retries") {
+		t.Fatalf("near miss %+v", n)
+	}
+}

@@ -16,6 +16,7 @@ type retry struct {
 	arch     event.Arch
 	failed   map[uint32]event.Syscall // per thread: its last call, if it failed
 	patterns map[string]*retryPattern
+	closest  *Near // the pattern Findings found nearest the rule (near)
 }
 
 type retryPattern struct {
@@ -136,15 +137,23 @@ func minus(a, b []string) []string {
 // a cost paid on a hot path.
 const retryMin = 20
 
+func (r *retry) near(*Env) *Near { return r.closest }
+
 func (r *retry) Findings(env *Env) []Finding {
 	var out []Finding
+	r.closest = nil
 	for _, p := range r.patterns {
-		if p.count < retryMin {
-			continue
-		}
 		name := event.SyscallName(r.arch, p.nr)
 		errno := event.ErrnoName(p.errno)
 		change := describeChange(p)
+		if p.count < retryMin {
+			if cl := float64(p.count) / retryMin; r.closest == nil || cl > r.closest.Closeness {
+				r.closest = &Near{ID: "failed-syscall-retry", Closeness: cl,
+					Subject: fmt.Sprintf("%s failing with %s, called again at once %s", name, errno, change),
+					Short:   fmt.Sprintf("%d such retries; failed-syscall-retry reports a fallback taken %d times", p.count, retryMin)}
+			}
+			continue
+		}
 		var procs []string
 		for pid, comm := range p.procs {
 			procs = append(procs, env.ProcName(pid, comm))
