@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -465,5 +466,63 @@ func TestReportEmptyAndHostile(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A capture in which the doctor finds nothing shows, in the page as in
+// `doctor -r`, what came within a tenth of a rule: map32's seven forks of a
+// process growing to 700 threads take a few ms each, under slow-syscall's
+// 10 ms and too few for latency-grows-with-count.
+func TestReportNear(t *testing.T) {
+	requireBPF(t)
+	dir := t.TempDir()
+	map32 := filepath.Join(dir, "map32")
+	if b, err := exec.Command("gcc", "-O2", "-static", "-pthread", "-o", map32, "../scenarios/map32/map32.c").CombinedOutput(); err != nil {
+		t.Fatalf("compiling map32: %v\n%s", err, b)
+	}
+	capFile := filepath.Join(dir, "near.sysray")
+	if r := run(t, "record", "-w", capFile, "--stacks", "--", map32, "-m", "stack", "-n", "700"); r.code != 0 {
+		t.Fatalf("record exited %d: %s", r.code, r.stderr)
+	}
+	var rep struct {
+		Findings []finding `json:"findings"`
+		Near     []struct {
+			ID        string  `json:"id"`
+			Subject   string  `json:"subject"`
+			Closeness float64 `json:"closeness"`
+		} `json:"near"`
+	}
+	if r := run(t, "doctor", "-r", capFile, "--json"); json.Unmarshal([]byte(r.stdout), &rep) != nil {
+		t.Fatalf("doctor --json: %s", r.stdout)
+	}
+	if len(rep.Findings) != 0 {
+		t.Fatalf("findings in map32 -m stack -n 700: %+v", rep.Findings)
+	}
+	var want []string
+	for _, n := range rep.Near {
+		if n.Closeness >= 0.1 {
+			want = append(want, n.ID)
+		}
+		if n.ID == "slow-syscall" && !strings.Contains(n.Subject, "clone") {
+			t.Errorf("slow-syscall's nearest miss is not a fork: %s", n.Subject)
+		}
+	}
+	if !slices.Contains(want, "slow-syscall") {
+		t.Fatalf("no slow-syscall near miss within a tenth of the rule: %+v", rep.Near)
+	}
+	page := filepath.Join(dir, "near.html")
+	if r := run(t, "report", "-r", capFile, "-o", page); r.code != 0 {
+		t.Fatalf("report exited %d: %s", r.code, r.stderr)
+	}
+	d := dom(t, page, "")
+	var got []string
+	for _, li := range tags(d, `<li data-id="[^"]*"`) {
+		got = append(got, li["data-id"])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the page shows near misses %v, doctor -r --json %v", got, want)
+	}
+	if !strings.Contains(d, "Closest to a finding") {
+		t.Error("the page has no near-miss heading")
 	}
 }

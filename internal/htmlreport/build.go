@@ -247,8 +247,16 @@ func add(m map[string]*profile.Stack, s profile.Stack, ns uint64) {
 }
 
 // Data returns what the page shows. meta is completed with what the
-// events said; findings are the doctor's on the same events.
-func (b *Builder) Data(meta Meta, findings []doctor.Finding) *Data {
+// events said; rep, if not nil, is the doctor's report on the same events.
+func (b *Builder) Data(meta Meta, rep *doctor.Report) *Data {
+	var findings []doctor.Finding
+	near := []doctor.Near{}
+	if rep != nil {
+		findings = rep.Findings
+		if rep.Near != nil {
+			near = rep.Near
+		}
+	}
 	meta.Events = b.events
 	meta.First = b.first
 	if b.last > b.first {
@@ -263,7 +271,7 @@ func (b *Builder) Data(meta Meta, findings []doctor.Finding) *Data {
 	if findings == nil {
 		findings = []doctor.Finding{}
 	}
-	d := &Data{Meta: meta, Findings: findings}
+	d := &Data{Meta: meta, Findings: findings, Near: near}
 	d.Containers = b.containers()
 	if d.Containers == nil {
 		d.Containers = []Container{}

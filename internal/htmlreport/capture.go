@@ -66,7 +66,7 @@ func Capture(capPath, out, title string) (Summary, error) {
 	sum := Summary{Findings: len(rep.Findings), Events: rep.Events}
 	err = writeAtomic(out, func(f *os.File) error {
 		w := bufio.NewWriter(f)
-		if err := Write(w, b.Data(meta, rep.Findings), title); err != nil {
+		if err := Write(w, b.Data(meta, rep), title); err != nil {
 			return err
 		}
 		if err := w.Flush(); err != nil {

@@ -7,6 +7,7 @@ import "github.com/sysray/sysray/internal/doctor"
 type Data struct {
 	Meta       Meta             `json:"meta"`
 	Findings   []doctor.Finding `json:"findings"`
+	Near       []doctor.Near    `json:"near"` // the silent detectors' nearest misses
 	Containers []Container      `json:"containers"`
 	Heatmap    Heatmap          `json:"heatmap"`
 	Timeline   Timeline         `json:"timeline"`

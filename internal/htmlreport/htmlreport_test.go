@@ -249,8 +249,8 @@ func TestWriteEscapes(t *testing.T) {
 	evil := `</script><img src=x onerror=alert(1)><!--` + "\u2028"
 	b := New(arch, Names{Command: func(uint32) string { return evil }}, Limits{})
 	b.Observe(call(1, 1, evil, nr(t, "getppid"), 1, 1, 0))
-	d := b.Data(Meta{File: evil, Command: []string{evil}}, []doctor.Finding{{ID: "x", Title: evil, Summary: evil, Fix: evil,
-		Evidence: map[string]any{"k": evil}}})
+	d := b.Data(Meta{File: evil, Command: []string{evil}}, &doctor.Report{Findings: []doctor.Finding{{ID: "x", Title: evil, Summary: evil, Fix: evil,
+		Evidence: map[string]any{"k": evil}}}, Near: []doctor.Near{{ID: "slow-syscall", Subject: evil, Short: evil, Closeness: 0.5}}})
 	var out bytes.Buffer
 	if err := Write(&out, d, evil); err != nil {
 		t.Fatal(err)

@@ -90,6 +90,17 @@
     s.appendChild(el('p', { cls: 'note', text: 'The doctor on ' + num(D.meta.events) + ' events over ' + secs(D.meta.span) +
       ' (kernel ' + (D.meta.kernel || '?') + ', vsyscall=' + (D.meta.vsyscall_mode || '?') + ').' }));
     if (!f.length) s.appendChild(el('div', { cls: 'nothing', text: 'Nothing wrong found between these programs and the kernel.' }));
+    // As in the text report: when nothing was found, what came within a
+    // tenth of a rule, so a reader sees what the doctor looked at.
+    var near = f.length ? [] : (D.near || []).filter(function (x) { return x.closeness >= 0.1; });
+    if (near.length) {
+      s.appendChild(el('h3', { text: 'Closest to a finding, not reported (the rule each fell short of)' }));
+      s.appendChild(el('ul', { cls: 'near' }, near.map(function (x) {
+        return el('li', { 'data-id': x.id }, [el('span', { cls: 'id mono', text: '[' + x.id + '] ' + Math.round(100 * x.closeness) + '% of the way: ' }),
+          x.subject, el('br'), el('span', { cls: 'muted', text: x.short })]);
+      })));
+    }
+    s.setAttribute('data-near', near.length);
     f.forEach(function (x) {
       var dl = el('dl');
       Object.keys(x.evidence || {}).sort().forEach(function (k) {
