@@ -470,8 +470,8 @@ func TestReportEmptyAndHostile(t *testing.T) {
 }
 
 // A capture in which the doctor finds nothing shows, in the page as in
-// `doctor -r`, what came within a tenth of a rule: map32's seven forks of a
-// process growing to 700 threads take a few ms each, under slow-syscall's
+// `doctor -r`, what came within a tenth of a rule: map32's eleven forks of a
+// process growing to 1,100 threads take a few ms each, under slow-syscall's
 // 10 ms and too few for latency-grows-with-count.
 func TestReportNear(t *testing.T) {
 	requireBPF(t)
@@ -481,7 +481,7 @@ func TestReportNear(t *testing.T) {
 		t.Fatalf("compiling map32: %v\n%s", err, b)
 	}
 	capFile := filepath.Join(dir, "near.sysray")
-	if r := run(t, "record", "-w", capFile, "--stacks", "--", map32, "-m", "stack", "-n", "700"); r.code != 0 {
+	if r := run(t, "record", "-w", capFile, "--stacks", "--", map32, "-m", "stack", "-n", "1100"); r.code != 0 {
 		t.Fatalf("record exited %d: %s", r.code, r.stderr)
 	}
 	var rep struct {
@@ -496,7 +496,7 @@ func TestReportNear(t *testing.T) {
 		t.Fatalf("doctor --json: %s", r.stdout)
 	}
 	if len(rep.Findings) != 0 {
-		t.Fatalf("findings in map32 -m stack -n 700: %+v", rep.Findings)
+		t.Fatalf("findings in map32 -m stack -n 1100: %+v", rep.Findings)
 	}
 	var want []string
 	for _, n := range rep.Near {
