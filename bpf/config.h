@@ -84,6 +84,8 @@ volatile const __u8 cfg_syscalls;    /* only syscalls in sys_mask */
 volatile const __u8 cfg_all_faults;  /* every user page fault, not only the ones that matter */
 volatile const __u64 cfg_min_latency;
 volatile const __u8 cfg_stacks;      /* track where syscalls sleep */
+volatile const __u8 cfg_lean_stacks; /* with cfg_stacks: only the sleeping kernel stacks and the waker's
+				      * identity (the doctor's needs), not the user stack or the waker's stack */
 volatile const __u8 cfg_stat;        /* count syscalls in the kernel instead of emitting them */
 volatile const __u32 cfg_sample;     /* stat mode: still emit failures, the call after one, slow calls
 				      * (>= cfg_slow) and 1 in cfg_sample others (a power of two; 0: none) */

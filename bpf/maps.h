@@ -109,7 +109,7 @@ struct {
  * not nest in itself on a CPU, while another may interrupt it (a wakeup in
  * a timer interrupt, a sample in an NMI).
  */
-enum { STK_SWITCH, STK_WAKING, STK_PROFILE, STK_RECLAIM, STK_SLOTS };
+enum { STK_SWITCH, STK_WAKING, STK_PROFILE, STK_RECLAIM, STK_EXIT, STK_SLOTS };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -215,6 +215,15 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	}
 	if (cfg_stacks && st->sleep.sl_owner == st->call.seq && st->sleep.sl.n && now - st->call.ts >= cfg_slow) {
+		/*
+		 * The user stack is the same from entry to exit, so it is taken
+		 * here, for the calls that carry their sleeps, and not at every
+		 * call's first switch-out (a user walk and a 1 KiB hash, for
+		 * calls nearly all too quick to be kept). A successful exec's
+		 * is the new program's: none.
+		 */
+		if (!cfg_lean_stacks && !(ret == 0 && (st->call.nr == cfg_nr_execve || st->call.nr == cfg_nr_execveat)))
+			st->sleep.sl.ustack = stack_id(ctx, STK_EXIT, BPF_F_USER_STACK);
 		emit_slow(st, ret, now, flags);
 		return 0;
 	}

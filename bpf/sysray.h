@@ -96,7 +96,7 @@ struct sleep {
 
 /* Follows a sys_rec whose hdr.flags has F_SLEEPS, before any captured data. */
 struct sleeps {
-	__s32 ustack;     /* user stack at the first switch-out */
+	__s32 ustack;     /* user stack of the call (taken at its exit); <0: none */
 	__u32 n;
 	struct sleep s[MAX_SLEEPS];
 };

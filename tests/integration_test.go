@@ -139,10 +139,11 @@ type record struct {
 			Value     string `json:"value"`
 			Truncated bool   `json:"truncated"`
 		} `json:"args"`
-		Ret        int64  `json:"ret"`
-		Errno      string `json:"errno"`
-		LatencyNS  uint64 `json:"latency_ns"`
-		Unfinished bool   `json:"unfinished"`
+		Ret        int64    `json:"ret"`
+		Errno      string   `json:"errno"`
+		LatencyNS  uint64   `json:"latency_ns"`
+		Unfinished bool     `json:"unfinished"`
+		UserStack  []string `json:"user_stack"`
 		Sleeps     []struct {
 			DurationNS uint64   `json:"duration_ns"`
 			Stack      []string `json:"stack"`
@@ -602,7 +603,7 @@ func TestUnfinishedAtStop(t *testing.T) {
 func TestSleepStack(t *testing.T) {
 	requireBPF(t)
 	r := runOut(t, "trace", "--json", "--stacks", "-e", "clock_nanosleep,nanosleep", "--duration", "1s", "--", prog("sleeper"), "50")
-	var calls, slept, woken int
+	var calls, slept, woken, user int
 	for _, e := range parseJSON(t, r.stdout) {
 		if e.Syscall == nil || !strings.HasSuffix(e.Syscall.Name, "nanosleep") || e.Syscall.Unfinished {
 			continue
@@ -629,6 +630,11 @@ func TestSleepStack(t *testing.T) {
 		if sl.Waker != nil && strings.Contains(strings.Join(sl.Waker.Stack, " "), "hrtimer_wakeup") {
 			woken++
 		}
+		// The user stack, taken as the call returns: libc's nanosleep,
+		// in the program.
+		if us := strings.Join(e.Syscall.UserStack, " "); strings.Contains(us, "nanosleep") && strings.Contains(us, "(sleeper)") {
+			user++
+		}
 	}
 	// Each 50 ms call sleeps once and is woken by its timer. The kernel
 	// runs a tracing program only once at a time per CPU, so under load a
@@ -639,7 +645,8 @@ func TestSleepStack(t *testing.T) {
 	if calls < 10 {
 		t.Fatalf("%d completed nanosleeps in 1 s of 50 ms ones:\n%s", calls, r.stdout)
 	}
-	if slept*10 < calls*9 || woken*10 < calls*9 {
-		t.Errorf("of %d nanosleeps, %d carry their sleep and %d the hrtimer as waker; want 9 in 10 at least", calls, slept, woken)
+	if slept*10 < calls*9 || woken*10 < calls*9 || user*10 < calls*9 {
+		t.Errorf("of %d nanosleeps, %d carry their sleep, %d the hrtimer as waker and %d libc's nanosleep in their user stack; "+
+			"want 9 in 10 at least", calls, slept, woken, user)
 	}
 }

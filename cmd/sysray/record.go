@@ -53,7 +53,7 @@ func newRecord() *cobra.Command {
 				return err
 			}
 			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
-			hdr := session.Header(arch, snap, ctrs.Snapshot(), opts.Probe.Stacks, opts.Probe.SlowNS())
+			hdr := session.Header(arch, snap, ctrs.Snapshot(), opts.Probe.Stacks, opts.Probe.LeanStacks, opts.Probe.SlowNS())
 			w, err := capture.Create(path, hdr)
 			if err != nil {
 				return err

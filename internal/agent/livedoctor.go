@@ -215,7 +215,7 @@ func (a *liveDoctor) save(at time.Time, finding, ctr, reason string) (flight.Ent
 // doctor traces with sleeps and kernel stacks on, at the probe's default
 // threshold (go).
 func (a *liveDoctor) header() *capture.Header {
-	return session.Header(a.arch, a.procs.All(), a.lc.Snapshot(), true, uint64(probe.DefaultSlow))
+	return session.Header(a.arch, a.procs.All(), a.lc.Snapshot(), true, true, uint64(probe.DefaultSlow))
 }
 
 // flightCaptures serves the flight recorder to the HTTP API.

@@ -142,6 +142,8 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	})
 	opts.Stdout = cmdOut
 	opts.Probe.SlowOpens = frugal
+	// No detector reads a waker's stack or a slow call's user stack.
+	opts.Probe.LeanStacks = true
 	opts.UserFrames = func() bool { return !sick() }
 	opts.Started = func(p *probe.Probe) error {
 		running.Store(p)

@@ -29,8 +29,13 @@ type Config struct {
 	MinLatency uint64   // drop syscalls faster than this many ns
 	AllFaults  bool     // every user page fault, not only the ones that matter
 	Stacks     bool     // follow where syscalls sleep (sched_switch, sched_waking)
-	Slow       uint64   // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
-	Stat       bool     // count syscalls in the kernel (Stats) instead of emitting them
+	// LeanStacks, with Stacks, keeps only what the doctor reads: where
+	// calls slept (kernel stacks) and who woke them (pid, tid, name), not
+	// the waker's stack or the call's user stack. The waker's stack was
+	// most of the cost of following sleeps (BENCHMARKS.md).
+	LeanStacks bool
+	Slow       uint64 // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
+	Stat       bool   // count syscalls in the kernel (Stats) instead of emitting them
 	// Sample, with Stat, still emits failed calls, the call after a failure,
 	// calls slower than Slow, and one in Sample others (a power of two).
 	Sample uint32
@@ -539,6 +544,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgAllFaults, b(cfg.AllFaults)},
 		{vars.CfgMinLatency, cfg.MinLatency},
 		{vars.CfgStacks, b(cfg.Stacks)},
+		{vars.CfgLeanStacks, b(cfg.LeanStacks)},
 		{vars.CfgStat, b(cfg.Stat)},
 		{vars.CfgSample, cfg.Sample},
 		{vars.CfgSampleGap, cfg.SampleGap},

@@ -443,6 +443,7 @@ const (
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgFastShift         = "cfg_fast_shift"
 	sysrayVarCfgFirsts            = "cfg_firsts"
+	sysrayVarCfgLeanStacks        = "cfg_lean_stacks"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
 	sysrayVarCfgNrExecve          = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
@@ -580,6 +581,7 @@ type sysrayVariableSpecs struct {
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
 	CfgFirsts        *ebpf.VariableSpec `ebpf:"cfg_firsts"`
+	CfgLeanStacks    *ebpf.VariableSpec `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
@@ -691,6 +693,7 @@ type sysrayVariables struct {
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
 	CfgFirsts        *ebpf.Variable `ebpf:"cfg_firsts"`
+	CfgLeanStacks    *ebpf.Variable `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`

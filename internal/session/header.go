@@ -21,10 +21,12 @@ const (
 
 // Header describes this host for a capture of a live run begun now: the
 // processes known (procs), the containers' table (Live.Snapshot), and
-// whether calls at least slow ns long carry where they slept (stacks).
+// whether calls at least slow ns long carry where they slept (stacks), with
+// only the kernel stacks of their sleeps and their wakers' names (lean, as
+// the agent's doctor follows them: probe.Config.LeanStacks).
 // record and the agent's flight recorder write the same header, so that
 // a reader elsewhere names calls, processes and containers as they did.
-func Header(arch event.Arch, procs []proc.Info, containers string, stacks bool, slow uint64) *capture.Header {
+func Header(arch event.Arch, procs []proc.Info, containers string, stacks, lean bool, slow uint64) *capture.Header {
 	node, kernel := host.Uname()
 	hdr := &capture.Header{Arch: arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
 		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: event.SyscallNames(arch), Procs: procs, Meta: host.Facts()}
@@ -35,6 +37,9 @@ func Header(arch event.Arch, procs []proc.Info, containers string, stacks bool, 
 		hdr.Meta[MetaAbsent] = "stacks"
 	} else {
 		hdr.Meta[MetaAbsent] = ""
+		if lean {
+			hdr.Meta[MetaAbsent] = "waker_stacks,user_stacks"
+		}
 		hdr.Meta[MetaStacksSlow] = strconv.FormatUint(slow, 10)
 	}
 	return hdr

@@ -12,7 +12,7 @@ import (
 // must not take their absence for calls that never slept).
 func TestHeader(t *testing.T) {
 	procs := []proc.Info{{PID: 7, Comm: "x"}}
-	with := Header(event.ArchAMD64, procs, `[{"id":"c1"}]`, true, 5_000_000)
+	with := Header(event.ArchAMD64, procs, `[{"id":"c1"}]`, true, false, 5_000_000)
 	if a, ok := with.Meta[MetaAbsent]; !ok || a != "" || with.Meta[MetaStacksSlow] != "5000000" {
 		t.Errorf("with stacks: absent %q (%v), stacks_slow %q", a, ok, with.Meta[MetaStacksSlow])
 	}
@@ -23,7 +23,13 @@ func TestHeader(t *testing.T) {
 	if n := with.Syscalls; len(n) <= 257 || n[0] != "read" || n[257] != "openat" {
 		t.Errorf("syscall table of %d: %q, %q", len(n), n[0], n[min(257, len(n)-1)])
 	}
-	without := Header(event.ArchAMD64, nil, "", false, 5_000_000)
+	// The agent's doctor follows sleeps without the wakers' stacks and the
+	// calls' user stacks: a reader must not take their absence for none.
+	lean := Header(event.ArchAMD64, nil, "", true, true, 5_000_000)
+	if lean.Meta[MetaAbsent] != "waker_stacks,user_stacks" || lean.Meta[MetaStacksSlow] != "5000000" {
+		t.Errorf("lean stacks: absent %q, stacks_slow %q", lean.Meta[MetaAbsent], lean.Meta[MetaStacksSlow])
+	}
+	without := Header(event.ArchAMD64, nil, "", false, false, 5_000_000)
 	if without.Meta[MetaAbsent] != "stacks" {
 		t.Errorf("without stacks: absent %q", without.Meta[MetaAbsent])
 	}
