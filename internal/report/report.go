@@ -78,7 +78,11 @@ func near(b *strings.Builder, ns []doctor.Near, all bool) {
 			b.WriteString("\nClosest to a finding, not reported (the rule each fell short of):\n")
 			head = true
 		}
-		fmt.Fprintf(b, "  %s (%.0f%% of the way): %s\n", n.ID, 100*n.Closeness, n.Subject)
+		way := fmt.Sprintf("%.0f%%", 100*n.Closeness)
+		if n.Closeness > 0 && n.Closeness < 0.005 {
+			way = "under 1%" // not 0%: it was looked at
+		}
+		fmt.Fprintf(b, "  %s (%s of the way): %s\n", n.ID, way, n.Subject)
 		wrap(b, n.Short, "    ", 100)
 	}
 	if all && !head {
