@@ -274,13 +274,7 @@ func (c *cgroupLimit) Observe(e *event.Event) {
 			relevant = true
 			c.addReclaim(p, sc, name, ns)
 		} else if sc.Latency >= slowMin {
-			var queued uint64
-			for i := range sc.Sleeps {
-				if preempted(&sc.Sleeps[i]) {
-					queued += sc.Sleeps[i].Duration
-				}
-			}
-			if queued*2 >= sc.Latency {
+			if queued := queued(sc); queued*2 >= sc.Latency {
 				relevant = true
 				p.queued++
 				p.queuedNS += queued

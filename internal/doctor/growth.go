@@ -151,16 +151,17 @@ func (g *growth) Observe(e *event.Event) {
 
 // queued is the time the call spent runnable without a CPU: the CPUs'
 // queue, which grows with the host's load, not with the process. The
-// kernel's count covers every call where switches are followed; the
-// preempted sleeps, only the slow calls that carry them (and captures
-// older than the count). Without the count for the fast calls, a busy
-// neighbour's preemptions stayed in the calls under the slow threshold
-// and were taken out of those above it: map32's forks then looked flat
-// (busy-neighbour's misses).
+// kernel's count covers every call where switches are followed, and every
+// switch of the call; the preempted sleeps (and yields at a rescheduling
+// point) only the slow calls that carry them, and only the places their
+// slots kept, but they are all a capture older than the count has. Without
+// the count for the fast calls, a busy neighbour's preemptions stayed in
+// the calls under the slow threshold and were taken out of those above it:
+// map32's forks then looked flat (busy-neighbour's misses).
 func queued(s *event.Syscall) uint64 {
 	var pre uint64
 	for i := range s.Sleeps {
-		if s.Sleeps[i].Preempted {
+		if preempted(&s.Sleeps[i]) {
 			pre += s.Sleeps[i].Duration
 		}
 	}

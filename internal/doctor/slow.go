@@ -244,6 +244,9 @@ func (s *slow) Observe(e *event.Event) {
 				waits = false
 			}
 		}
+		// The kernel's count has the wait for a CPU in places the sleep
+		// slots did not keep.
+		queued = max(queued, sc.Queued)
 		if firstBlocked != nil {
 			key, stack = where(firstBlocked.Stack)
 			if key == "" {

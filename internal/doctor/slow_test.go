@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
@@ -23,5 +24,26 @@ func TestSlowWarnsWithoutTheCPUQueue(t *testing.T) {
 	f = byID(findings([]event.Event{locked}), "slow-syscall")
 	if f == nil || f.Severity != Warning {
 		t.Fatalf("asleep on a lock: want a warning slow-syscall, got %+v", f)
+	}
+}
+
+// The sleep slots keep a call's four longest places; its wait for a CPU
+// elsewhere is in the kernel's count (Queued). A 300 ms execve preempted
+// 40 ms at a time in five places keeps four of them (160 ms), its
+// Queued says 250 ms: it stalled 50 ms, not 140.
+func TestSlowQueuedBeyondTheSlots(t *testing.T) {
+	const nrExecve = 59
+	e := sys(70, 100, nrExecve, 0, 300_000_000)
+	for i := range 4 {
+		e.Syscall.Sleeps = append(e.Syscall.Sleeps, event.Sleep{Duration: 40_000_000, Preempted: true,
+			Stack: frames("__schedule+0x618", "preempt_schedule_irq+0x3b", "load_elf_binary+0x"+string(rune('a'+i)))})
+	}
+	e.Syscall.Queued = 250_000_000
+	f := byID(findings([]event.Event{e}), "slow-syscall")
+	if f == nil || f.Severity != Info {
+		t.Fatalf("mostly queued, beyond the slots: want an info slow-syscall, got %+v", f)
+	}
+	if !strings.Contains(f.Summary, "250.00ms went to waiting for a CPU") {
+		t.Errorf("summary does not give the kernel's count of the wait: %s", f.Summary)
 	}
 }
