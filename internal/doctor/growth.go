@@ -239,20 +239,8 @@ func (g *growth) Findings(env *Env) []Finding {
 				}
 			}
 			x0, x1 := bbins[0].x, bbins[len(bbins)-1].x
-			y0, y1 := ba+bb*x0, ba+bb*x1
-			// A fit through tick-timed calls may start below zero: the
-			// smallest bin is then the honest floor.
-			if y0 <= 0 {
-				y0 = bbins[0].y
-				for _, b := range bbins {
-					y0 = min(y0, b.y)
-				}
-			}
-			// The latency must triple over the range seen, or, seen only
-			// late (sysray attached to a process already grown), rise by
-			// half while the line says that most of it comes from the
-			// state: with none of it, a call would take under a third.
-			if y1 < growthFactor*y0 && (y1 < 1.5*y0 || ba > y1/growthFactor) {
+			y0, y1, grows := fits[best].rise()
+			if !grows {
 				g.miss(&growthMiss{p: p, nr: nr, sm: sm, dim: best, fit: fits[best], rise: y1 / y0, closeness: y1 / y0 / growthFactor})
 				continue
 			}
@@ -306,7 +294,8 @@ func (g *growth) Findings(env *Env) []Finding {
 }
 
 // missSmall notes a candidate too small to judge that would pass were it
-// larger: a growth the rule's floor of calls and time left out. Only the
+// larger (its line passes, and rises enough): a growth the rule's floor of
+// calls and time left out. Only the
 // costliest few are fitted (the agent reports every window).
 func (g *growth) missSmall(small []growthMiss) {
 	sort.Slice(small, func(i, j int) bool { return small[i].sm.time.total() > small[j].sm.time.total() })
@@ -314,7 +303,10 @@ func (g *growth) missSmall(small []growthMiss) {
 		m := &small[i]
 		fits, _ := g.fitDims(m.p, m.sm)
 		for d := range fits {
-			if fits[d].strength > 0 && (m.dim < 0 || fits[d].strength > fits[m.dim].strength) {
+			if fits[d].strength == 0 || m.dim >= 0 && fits[d].strength <= fits[m.dim].strength {
+				continue
+			}
+			if _, _, grows := fits[d].rise(); grows {
 				m.dim, m.fit = d, fits[d]
 			}
 		}
@@ -385,6 +377,25 @@ func (g *growth) near(env *Env) *Near {
 			tau, z, growthMinTau, growthMinZ, growthMinRankR2)
 	}
 	return n
+}
+
+// rise gives the fitted latency at the start and the end of the range
+// seen, and whether it grows enough to report: it must triple, or, seen
+// only late (sysray attached to a process already grown), rise by half
+// while the line says that most of it comes from the state: with none of
+// it, a call would take under a third.
+func (f *dimFit) rise() (y0, y1 float64, grows bool) {
+	x0, x1 := f.bins[0].x, f.bins[len(f.bins)-1].x
+	y0, y1 = f.a+f.b*x0, f.a+f.b*x1
+	// A fit through tick-timed calls may start below zero: the smallest
+	// bin is then the honest floor.
+	if y0 <= 0 {
+		y0 = f.bins[0].y
+		for _, b := range f.bins {
+			y0 = min(y0, b.y)
+		}
+	}
+	return y0, y1, y1 >= growthFactor*y0 || y1 >= 1.5*y0 && f.a <= y1/growthFactor
 }
 
 // dimFit is a call's latency fitted against one dimension of its process's
