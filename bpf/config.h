@@ -104,6 +104,15 @@ volatile const __u32 cfg_nr_exit;
 volatile const __u32 cfg_nr_exit_group;
 volatile const __u32 cfg_fast_shift; /* stat's fast path: 32 - log2(rows of fast_rows) */
 volatile const __u64 sys_mask[MAX_SYSCALL / 64];
+/*
+ * With cfg_lean_stacks: syscalls that wait by design (poll, epoll_wait,
+ * nanosleep...). Their sleeps are mostly the wait they were asked for, so
+ * their stack is taken as they wake, and only for a sleep of at least
+ * cfg_defer_ns: what the doctor looks for in them (an audit backlog's
+ * wait) is long.
+ */
+volatile const __u64 wait_mask[MAX_SYSCALL / 64];
+volatile const __u64 cfg_defer_ns;
 volatile const struct cap_rule cap_rules[MAX_SYSCALL];
 
 #endif

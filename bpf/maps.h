@@ -111,6 +111,9 @@ struct {
  */
 enum { STK_SWITCH, STK_WAKING, STK_PROFILE, STK_RECLAIM, STK_EXIT, STK_SLOTS };
 
+/* off_kstack of a sleep whose stack is taken when it wakes, if at all. */
+#define STACK_DEFERRED (-1000)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STK_SLOTS);

@@ -62,6 +62,12 @@ static __always_inline bool budget_timing(void)
 	return cfg_stat && cfg_budget;
 }
 
+/* A syscall whose short sleeps carry no stack (wait_mask). */
+static __always_inline bool waits_by_design(__u32 nr)
+{
+	return cfg_lean_stacks && nr < MAX_SYSCALL && ((wait_mask[nr / 64] >> (nr % 64)) & 1);
+}
+
 static __always_inline bool syscall_wanted(__u32 nr)
 {
 	if (!cfg_syscalls)

@@ -63,6 +63,8 @@ static __always_inline void account_sleep(struct task_state *st, __u64 dur)
 /* Out of line: sys_exit needs it only for a switch-in that was not seen. */
 static __noinline void account_missed(struct task_state *st, __u64 dur)
 {
+	if (st->sleep.off_kstack == STACK_DEFERRED)
+		st->sleep.off_kstack = -1; /* running again: the sleep's stack is gone */
 	account_sleep(st, dur);
 }
 
@@ -89,17 +91,32 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		st->sleep.have_waker = 0;
 		asm volatile("" ::: "memory");
 		st->sleep.off_ts = now;
-		/* prev is current here: its stacks show the way into schedule(). */
-		st->sleep.off_kstack = stack_id(ctx, STK_SWITCH, 0);
 		st->sleep.off_preempted = preempt || prev_state == 0;
+		/*
+		 * prev is current here: its stacks show the way into schedule().
+		 * A call that waits by design is asleep where it was told to, nearly
+		 * always briefly: its stack waits until it wakes (STACK_DEFERRED).
+		 * On redis, redis-server's epoll_wait sleeps were most of the
+		 * doctor's switch-outs, each an unwind and a hash of its stack.
+		 */
+		st->sleep.off_kstack = !st->sleep.off_preempted && waits_by_design(st->call.nr) ? STACK_DEFERRED
+											 : stack_id(ctx, STK_SWITCH, 0);
 	}
 	st = bpf_task_storage_get(&tstate, next, 0, 0);
 	if (st && st->call.active && st->sleep.off_ts) {
 		if (!now)
 			now = bpf_ktime_get_ns();
-		account_sleep(st, now - st->sleep.off_ts);
+		__u64 d = now - st->sleep.off_ts;
+		/*
+		 * next has not run since it slept: its stack is still the
+		 * sleep's, less the scheduler's own functions (__sched), which
+		 * the kernel leaves out of a sleeping task's stack.
+		 */
+		if (st->sleep.off_kstack == STACK_DEFERRED)
+			st->sleep.off_kstack = d >= cfg_defer_ns ? task_stack_id(next, STK_SWITCH) : -1;
+		account_sleep(st, d);
 		if (st->sleep.off_preempted)
-			st->sleep.runq += now - st->sleep.off_ts;
+			st->sleep.runq += d;
 		st->sleep.off_ts = 0;
 	}
 	return 0;

@@ -10,14 +10,9 @@
 
 __u32 stack_next;
 
-/* The id of the current stack (kernel, or user with BPF_F_USER_STACK); < 0 if there is none or no room. */
-static __always_inline __s32 stack_id(void *ctx, __u32 slot, __u64 flags)
+/* The id of the stack in b, n bytes of it filled; < 0 if there is none or no room. */
+static __always_inline __s32 stack_intern(struct stack_buf *b, long n)
 {
-	struct stack_buf *b = bpf_map_lookup_elem(&stack_scratch, &slot);
-	if (!b)
-		return -ENOENT;
-	/* The helper zeroes what the stack does not fill: equal stacks are equal keys. */
-	long n = bpf_get_stack(ctx, b->ips, sizeof(b->ips), flags);
 	if (n <= 0)
 		return n < 0 ? n : -EFAULT;
 	__u32 *known = bpf_map_lookup_elem(&stack_ids, b);
@@ -35,6 +30,25 @@ static __always_inline __s32 stack_id(void *ctx, __u32 slot, __u64 flags)
 		return known ? *known : -EBUSY;
 	}
 	return id;
+}
+
+/* The id of the current stack (kernel, or user with BPF_F_USER_STACK); < 0 if there is none or no room. */
+static __always_inline __s32 stack_id(void *ctx, __u32 slot, __u64 flags)
+{
+	struct stack_buf *b = bpf_map_lookup_elem(&stack_scratch, &slot);
+	if (!b)
+		return -ENOENT;
+	/* The helper zeroes what the stack does not fill: equal stacks are equal keys. */
+	return stack_intern(b, bpf_get_stack(ctx, b->ips, sizeof(b->ips), flags));
+}
+
+/* The id of a task's kernel stack, for a task that is not running (asleep where it switched out). */
+static __always_inline __s32 task_stack_id(struct task_struct *task, __u32 slot)
+{
+	struct stack_buf *b = bpf_map_lookup_elem(&stack_scratch, &slot);
+	if (!b)
+		return -ENOENT;
+	return stack_intern(b, bpf_get_task_stack(task, b->ips, sizeof(b->ips), 0));
 }
 
 #endif

@@ -193,6 +193,7 @@ func (s *probeSource) open() error {
 		opts.Probe.SampleGap = uint64(10 * time.Millisecond)
 		opts.Probe.Stacks = true
 		opts.Probe.LeanStacks = true // as the doctor: no detector reads the others
+		opts.Probe.WaitCalls = doctor.WaitCalls(event.HostArch())
 		// User frames would mean reading every process's maps on a busy
 		// host, all the time; the kernel's frames say where calls waited.
 		opts.UserFrames = func() bool { return false }

@@ -142,8 +142,10 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	})
 	opts.Stdout = cmdOut
 	opts.Probe.SlowOpens = frugal
-	// No detector reads a waker's stack or a slow call's user stack.
+	// No detector reads a waker's stack or a slow call's user stack, nor
+	// where a call that waits by design briefly waited.
 	opts.Probe.LeanStacks = true
+	opts.Probe.WaitCalls = WaitCalls(arch)
 	opts.UserFrames = func() bool { return !sick() }
 	opts.Started = func(p *probe.Probe) error {
 		running.Store(p)

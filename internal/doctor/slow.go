@@ -103,6 +103,20 @@ var pureWaits = map[string]bool{"poll": true, "ppoll": true, "select": true, "ps
 	"waitid": true, "pause": true, "rt_sigsuspend": true, "rt_sigtimedwait": true, "futex_waitv": true,
 	"io_getevents": true, "msgrcv": true, "semtimedop": true, "mq_timedreceive": true}
 
+// WaitCalls are the numbers of the syscalls that wait by design (pureWaits),
+// whose brief sleeps the doctor's probe follows without their stacks
+// (probe.Config.WaitCalls): no detector looks at them but for a long
+// sleep's stack (an audit backlog's wait).
+func WaitCalls(arch event.Arch) []uint32 {
+	var out []uint32
+	for name := range pureWaits {
+		if nr, ok := event.SyscallByName(arch, name); ok {
+			out = append(out, nr)
+		}
+	}
+	return out
+}
+
 // Syscalls that wait by design, for calls without stacks.
 var waitCalls = map[string]bool{"read": true, "readv": true, "pread64": true, "recvfrom": true, "recvmsg": true,
 	"recvmmsg": true, "poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,

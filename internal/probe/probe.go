@@ -34,8 +34,16 @@ type Config struct {
 	// the waker's stack or the call's user stack. The waker's stack was
 	// most of the cost of following sleeps (BENCHMARKS.md).
 	LeanStacks bool
-	Slow       uint64 // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
-	Stat       bool   // count syscalls in the kernel (Stats) instead of emitting them
+	// WaitCalls, with LeanStacks, are syscalls that wait by design (poll,
+	// epoll_wait, nanosleep...): a sleep of theirs shorter than DeferNS
+	// carries no stack, which is taken, for the longer ones, as the call
+	// wakes rather than at every switch-out (without the scheduler's own
+	// frames, __sched, which the kernel leaves out of a sleeping task's
+	// stack: schedule_timeout, do_nanosleep, the lock slow paths).
+	WaitCalls []uint32
+	DeferNS   uint64 // 0 means a sixteenth of Slow
+	Slow      uint64 // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
+	Stat      bool   // count syscalls in the kernel (Stats) instead of emitting them
 	// Sample, with Stat, still emits failed calls, the call after a failure,
 	// calls slower than Slow, and one in Sample others (a power of two).
 	Sample uint32
@@ -501,6 +509,12 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 			mask[nr/64] |= 1 << (nr % 64)
 		}
 	}
+	var waits [maxSyscall / 64]uint64
+	for _, nr := range cfg.WaitCalls {
+		if nr < maxSyscall {
+			waits[nr/64] |= 1 << (nr % 64)
+		}
+	}
 	var rules [maxSyscall]sysrayCapRule
 	for nr := uint32(0); nr < maxSyscall; nr++ {
 		for i, c := range event.Captures(arch, nr) {
@@ -515,6 +529,13 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		}
 	}
 	slow := cfg.SlowNS()
+	deferNS := cfg.DeferNS
+	if deferNS == 0 {
+		// A sleep of a sixteenth of the slow threshold is most of no
+		// call that matters to a detector of waits (an audit backlog's
+		// wait is seconds); a server's epoll_wait sleeps are shorter.
+		deferNS = slow / 16
+	}
 	if cfg.Sample&(cfg.Sample-1) != 0 {
 		return fmt.Errorf("sample rate %d is not a power of two", cfg.Sample)
 	}
@@ -559,6 +580,8 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrExit, exit},
 		{vars.CfgNrExitGroup, exitGroup},
 		{vars.SysMask, mask},
+		{vars.WaitMask, waits},
+		{vars.CfgDeferNs, deferNS},
 		{vars.CapRules, rules},
 	} {
 		if err := kv.spec.Set(kv.v); err != nil {

@@ -440,6 +440,7 @@ const (
 	sysrayVarCfgAllFaults         = "cfg_all_faults"
 	sysrayVarCfgBudget            = "cfg_budget"
 	sysrayVarCfgCgroups           = "cfg_cgroups"
+	sysrayVarCfgDeferNs           = "cfg_defer_ns"
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgFastShift         = "cfg_fast_shift"
 	sysrayVarCfgFirsts            = "cfg_firsts"
@@ -478,6 +479,7 @@ const (
 	sysrayVarStackNext            = "stack_next"
 	sysrayVarStatZero             = "stat_zero"
 	sysrayVarSysMask              = "sys_mask"
+	sysrayVarWaitMask             = "wait_mask"
 )
 
 // loadSysray returns the embedded CollectionSpec for sysray.
@@ -578,6 +580,7 @@ type sysrayVariableSpecs struct {
 	CfgAllFaults     *ebpf.VariableSpec `ebpf:"cfg_all_faults"`
 	CfgBudget        *ebpf.VariableSpec `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
+	CfgDeferNs       *ebpf.VariableSpec `ebpf:"cfg_defer_ns"`
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
 	CfgFirsts        *ebpf.VariableSpec `ebpf:"cfg_firsts"`
@@ -616,6 +619,7 @@ type sysrayVariableSpecs struct {
 	StackNext        *ebpf.VariableSpec `ebpf:"stack_next"`
 	StatZero         *ebpf.VariableSpec `ebpf:"stat_zero"`
 	SysMask          *ebpf.VariableSpec `ebpf:"sys_mask"`
+	WaitMask         *ebpf.VariableSpec `ebpf:"wait_mask"`
 }
 
 // sysrayObjects contains all objects after they have been loaded into the kernel.
@@ -690,6 +694,7 @@ type sysrayVariables struct {
 	CfgAllFaults     *ebpf.Variable `ebpf:"cfg_all_faults"`
 	CfgBudget        *ebpf.Variable `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.Variable `ebpf:"cfg_cgroups"`
+	CfgDeferNs       *ebpf.Variable `ebpf:"cfg_defer_ns"`
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
 	CfgFirsts        *ebpf.Variable `ebpf:"cfg_firsts"`
@@ -728,6 +733,7 @@ type sysrayVariables struct {
 	StackNext        *ebpf.Variable `ebpf:"stack_next"`
 	StatZero         *ebpf.Variable `ebpf:"stat_zero"`
 	SysMask          *ebpf.Variable `ebpf:"sys_mask"`
+	WaitMask         *ebpf.Variable `ebpf:"wait_mask"`
 }
 
 // sysrayPrograms contains all programs after they have been loaded into the kernel.
