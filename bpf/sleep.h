@@ -60,6 +60,17 @@ static __always_inline void account_sleep(struct task_state *st, __u64 dur)
 	}
 }
 
+/*
+ * A sleep a signal ends: TASK_INTERRUPTIBLE (1) without TASK_UNINTERRUPTIBLE
+ * (2), which a killable sleep adds (the values have not changed since 2.6).
+ * A wait by design waits so; what sleeps uninterruptibly inside one is
+ * something else: the audit backlog (audit_log_start), a lock, I/O.
+ */
+static __always_inline bool interruptible(unsigned int state)
+{
+	return (state & 3) == 1;
+}
+
 /* Out of line: sys_exit needs it only for a switch-in that was not seen. */
 static __noinline void account_missed(struct task_state *st, __u64 dur)
 {
@@ -94,13 +105,14 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 		st->sleep.off_preempted = preempt || prev_state == 0;
 		/*
 		 * prev is current here: its stacks show the way into schedule().
-		 * A call that waits by design is asleep where it was told to, nearly
-		 * always briefly: its stack waits until it wakes (STACK_DEFERRED).
-		 * On redis, redis-server's epoll_wait sleeps were most of the
-		 * doctor's switch-outs, each an unwind and a hash of its stack.
+		 * A call that waits by design, asleep interruptibly, is waiting
+		 * where it was told to, nearly always briefly: its stack waits
+		 * until it wakes (STACK_DEFERRED). On redis, redis-server's
+		 * epoll_wait sleeps were most of the doctor's switch-outs, each
+		 * an unwind and a hash of its stack.
 		 */
-		st->sleep.off_kstack = !st->sleep.off_preempted && waits_by_design(st->call.nr) ? STACK_DEFERRED
-											 : stack_id(ctx, STK_SWITCH, 0);
+		bool deferred = !st->sleep.off_preempted && interruptible(prev_state) && waits_by_design(st->call.nr);
+		st->sleep.off_kstack = deferred ? STACK_DEFERRED : stack_id(ctx, STK_SWITCH, 0);
 	}
 	st = bpf_task_storage_get(&tstate, next, 0, 0);
 	if (st && st->call.active && st->sleep.off_ts) {
