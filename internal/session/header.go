@@ -22,8 +22,9 @@ const (
 // Header describes this host for a capture of a live run begun now: the
 // processes known (procs), the containers' table (Live.Snapshot), and
 // whether calls at least slow ns long carry where they slept (stacks), with
-// only the kernel stacks of their sleeps and their wakers' names (lean, as
-// the agent's doctor follows them: probe.Config.LeanStacks).
+// only the kernel stacks of their sleeps and their wakers' names, and a
+// wait by design's short sleeps with none (lean, as the agent's doctor
+// follows them: probe.Config.LeanStacks and WaitCalls).
 // record and the agent's flight recorder write the same header, so that
 // a reader elsewhere names calls, processes and containers as they did.
 func Header(arch event.Arch, procs []proc.Info, containers string, stacks, lean bool, slow uint64) *capture.Header {
@@ -38,7 +39,7 @@ func Header(arch event.Arch, procs []proc.Info, containers string, stacks, lean 
 	} else {
 		hdr.Meta[MetaAbsent] = ""
 		if lean {
-			hdr.Meta[MetaAbsent] = "waker_stacks,user_stacks"
+			hdr.Meta[MetaAbsent] = "waker_stacks,user_stacks,wait_stacks"
 		}
 		hdr.Meta[MetaStacksSlow] = strconv.FormatUint(slow, 10)
 	}

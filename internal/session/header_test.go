@@ -26,7 +26,7 @@ func TestHeader(t *testing.T) {
 	// The agent's doctor follows sleeps without the wakers' stacks and the
 	// calls' user stacks: a reader must not take their absence for none.
 	lean := Header(event.ArchAMD64, nil, "", true, true, 5_000_000)
-	if lean.Meta[MetaAbsent] != "waker_stacks,user_stacks" || lean.Meta[MetaStacksSlow] != "5000000" {
+	if lean.Meta[MetaAbsent] != "waker_stacks,user_stacks,wait_stacks" || lean.Meta[MetaStacksSlow] != "5000000" {
 		t.Errorf("lean stacks: absent %q, stacks_slow %q", lean.Meta[MetaAbsent], lean.Meta[MetaStacksSlow])
 	}
 	without := Header(event.ArchAMD64, nil, "", false, false, 5_000_000)
