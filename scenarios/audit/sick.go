@@ -24,7 +24,7 @@ import (
 // for -d, then restores like run.
 func sickCmd(args []string) (err error) {
 	fs := flag.NewFlagSet("sick", flag.ExitOnError)
-	rule := fs.String("rule", "openat", "the syscall the audit rule names (openat, accept4, ...)")
+	rule := fs.String("rule", "openat", "the syscall the audit rule names (openat, accept4, connect, execve, ppoll)")
 	d := fs.Duration("d", 10*time.Second, "how long the host stays sick once the backlog is full (at most 60s)")
 	limit := fs.Uint("backlog-limit", 8, "audit backlog_limit while sick")
 	wait := fs.Duration("wait", time.Second, "audit backlog_wait_time: the longest one record may sleep (kernel default 60s)")
@@ -67,7 +67,7 @@ func sickCmd(args []string) (err error) {
 
 // The syscalls a rule may name here (x86_64).
 var syscallNumbers = map[string]int{"openat": unix.SYS_OPENAT, "accept4": unix.SYS_ACCEPT4,
-	"connect": unix.SYS_CONNECT, "execve": unix.SYS_EXECVE}
+	"connect": unix.SYS_CONNECT, "execve": unix.SYS_EXECVE, "ppoll": unix.SYS_PPOLL}
 
 type sickConfig struct {
 	rule    string
@@ -279,6 +279,10 @@ func fillCmd(args []string) error {
 			unix.Connect(-1, &unix.SockaddrInet4{})
 		case "execve":
 			unix.Exec("/nonexistent", nil, nil)
+		case "ppoll":
+			// A wait by design that does not wait (no descriptors, a
+			// zero timeout): the only sleep is the audit backlog's, at exit.
+			unix.Ppoll(nil, &unix.Timespec{}, nil)
 		}
 		// Once the backlog is full, each call also sleeps in the kernel.
 		time.Sleep(*every)

@@ -15,6 +15,8 @@ var auditVariants = []Variant{
 		Expect: auditStall(doctor.Warning)},
 	{Name: "audit-backlog-stall/openat", Differs: "another syscall (openat) reaching the same path, from filler processes",
 		Mode: Cmd, Argv: []string{"audit", "sick", "-rule", "openat", "-d", "3s"}, Expect: auditStall(doctor.Warning)},
+	{Name: "audit-backlog-stall/ppoll", Differs: "a wait by design (ppoll, no descriptors, a zero timeout) reaching the same path: its sleep in audit_log_start is the backlog's, not a wait it asked for",
+		Mode: Cmd, Argv: []string{"audit", "sick", "-rule", "ppoll", "-d", "3s"}, Expect: auditStall(doctor.Warning)},
 	{Name: "audit-backlog-stall/sick-host", Differs: "the backlog already full when sysray starts; the whole host for 2 s",
 		Mode: Host, Argv: []string{"audit", "sick", "-d", "10s"},
 		Lead: 3 * time.Second, For: 2 * time.Second, Expect: auditStall(doctor.Warning)},
