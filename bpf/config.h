@@ -106,10 +106,10 @@ volatile const __u32 cfg_fast_shift; /* stat's fast path: 32 - log2(rows of fast
 volatile const __u64 sys_mask[MAX_SYSCALL / 64];
 /*
  * With cfg_lean_stacks: syscalls that wait by design (poll, epoll_wait,
- * nanosleep...). Their sleeps are mostly the wait they were asked for, so
- * their stack is taken as they wake, and only for a sleep of at least
- * cfg_defer_ns: what the doctor looks for in them (an audit backlog's
- * wait) is long.
+ * nanosleep...). Their interruptible sleeps are the wait they were asked
+ * for, so such a sleep's stack is taken as it wakes, and only for a sleep
+ * of at least cfg_defer_ns: what the doctor looks for in them (an audit
+ * backlog's wait, uninterruptible anyway) is long.
  */
 volatile const __u64 wait_mask[MAX_SYSCALL / 64];
 volatile const __u64 cfg_defer_ns;

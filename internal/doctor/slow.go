@@ -104,9 +104,9 @@ var pureWaits = map[string]bool{"poll": true, "ppoll": true, "select": true, "ps
 	"io_getevents": true, "msgrcv": true, "semtimedop": true, "mq_timedreceive": true}
 
 // WaitCalls are the numbers of the syscalls that wait by design (pureWaits),
-// whose brief sleeps the doctor's probe follows without their stacks
-// (probe.Config.WaitCalls): no detector looks at them but for a long
-// sleep's stack (an audit backlog's wait).
+// whose brief interruptible sleeps the doctor's probe follows without their
+// stacks (probe.Config.WaitCalls): no detector looks at them but for an
+// audit backlog's wait, which is uninterruptible and keeps its stack.
 func WaitCalls(arch event.Arch) []uint32 {
 	var out []uint32
 	for name := range pureWaits {

@@ -35,11 +35,13 @@ type Config struct {
 	// most of the cost of following sleeps (BENCHMARKS.md).
 	LeanStacks bool
 	// WaitCalls, with LeanStacks, are syscalls that wait by design (poll,
-	// epoll_wait, nanosleep...): a sleep of theirs shorter than DeferNS
-	// carries no stack, which is taken, for the longer ones, as the call
-	// wakes rather than at every switch-out (without the scheduler's own
-	// frames, __sched, which the kernel leaves out of a sleeping task's
-	// stack: schedule_timeout, do_nanosleep, the lock slow paths).
+	// epoll_wait, nanosleep...): an interruptible sleep of theirs shorter
+	// than DeferNS carries no stack, which is taken, for the longer ones,
+	// as the call wakes rather than at every switch-out (without the
+	// scheduler's own frames, __sched, which the kernel leaves out of a
+	// sleeping task's stack: schedule_timeout, do_nanosleep, the lock slow
+	// paths). An uninterruptible sleep is not the wait asked for (an audit
+	// backlog's, a lock's) and keeps its stack.
 	WaitCalls []uint32
 	DeferNS   uint64 // 0 means a sixteenth of Slow
 	Slow      uint64 // with Stacks: syscalls at least this slow carry their sleeps; 0 means 10 ms
@@ -531,9 +533,10 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	slow := cfg.SlowNS()
 	deferNS := cfg.DeferNS
 	if deferNS == 0 {
-		// A sleep of a sixteenth of the slow threshold is most of no
-		// call that matters to a detector of waits (an audit backlog's
-		// wait is seconds); a server's epoll_wait sleeps are shorter.
+		// A wait's own sleeps are never what a detector reports, and
+		// a sixteenth of the slow threshold is a small part of any call
+		// it does report (an audit backlog's wait lasts up to seconds),
+		// while a busy server's epoll_wait sleeps last microseconds.
 		deferNS = slow / 16
 	}
 	if cfg.Sample&(cfg.Sample-1) != 0 {
