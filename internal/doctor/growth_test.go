@@ -305,3 +305,64 @@ func TestGrowthThroughALateJump(t *testing.T) {
 		t.Errorf("slope %.0f ns a unit, want the trend's ~2500 a thread", s)
 	}
 }
+
+// Stop 32's miss of the thread-stacks variant, from map32's own table
+// (threads, mappings, µs a fork): the forks follow the stacks until, from
+// 2,300 threads to 3,400, the whole process ran about 2.5 times slower (its
+// thread creations and mmaps too), and after it the forks fell back under
+// the line. The bins' line explains under half the spread, where ranks
+// alone must otherwise not decide; but these forks ran on the CPU (the ones
+// slow enough to carry their sleeps slept a twentieth of their time), and a
+// walk runs, so ranks decide. The same latencies spent asleep are a wait
+// that lengthened, and stay unreported.
+func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
+	forks := [][3]float64{{100, 212, 1728}, {200, 412, 1863}, {300, 612, 2345}, {400, 812, 1841},
+		{500, 1012, 2239}, {600, 1212, 2450}, {700, 1412, 2814}, {800, 1612, 3133}, {900, 1812, 3520},
+		{1000, 2012, 6698}, {1100, 2212, 4407}, {1200, 2412, 4640}, {1300, 2612, 5211}, {1400, 2812, 7088},
+		{1500, 3012, 7957}, {1600, 3212, 6584}, {1700, 3412, 7038}, {1800, 3612, 8441}, {1900, 3812, 8388},
+		{2000, 4012, 8328}, {2100, 4212, 10699}, {2200, 4412, 11505}, {2300, 4612, 29795}, {2400, 4812, 30724},
+		{2500, 5012, 31562}, {2600, 5212, 33051}, {2700, 5412, 31874}, {2800, 5612, 32848}, {2900, 5812, 35715},
+		{3000, 6012, 36064}, {3100, 6212, 40945}, {3200, 6412, 30696}, {3300, 6612, 30633}, {3400, 6812, 16433},
+		{3500, 7012, 15135}, {3600, 7212, 14488}, {3700, 7412, 11569}, {3800, 7612, 10908}, {3900, 7812, 11800},
+		{4000, 8012, 13117}}
+	var pts []point
+	for _, f := range forks {
+		pts = append(pts, point{x: f[0], y: f[2] * 1000})
+	}
+	_, _, r2, _ := binnedFit(pts)
+	tau, z := kendall(pts)
+	if r2 >= growthMinRankR2 || tau < growthMinTau || z < growthMinZ {
+		t.Fatalf("R² %.2f τ %.2f z %.1f: not the shape this test is about", r2, tau, z)
+	}
+	run := func(asleep float64) []event.Event {
+		var evs []event.Event
+		tm, threads := uint64(1e9), 1
+		for i, f := range forks {
+			for ; threads < int(f[0]); threads++ {
+				tm += 1000
+				evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "map32",
+					Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + threads), Thread: true}})
+			}
+			tm += 100_000
+			lat := uint64(f[2] * 1000)
+			e := sys(3, tm, nrClone, int64(10_000+i), lat)
+			e.Syscall.Maps = uint32(f[1])
+			if lat >= 10_000_000 { // the slow threshold: such calls carry their sleeps
+				e.Syscall.Sleeps = []event.Sleep{{Duration: uint64(asleep * float64(lat)), Count: 1}}
+			}
+			evs = append(evs, e)
+			tm += lat
+		}
+		return evs
+	}
+	f := byID(findings(run(0.05)), "latency-grows-with-count")
+	if f == nil {
+		t.Fatal("no latency-grows-with-count finding for forks that ran on the CPU")
+	}
+	if f.Evidence["fit"] != "ranks" {
+		t.Errorf("fit %v, want ranks", f.Evidence["fit"])
+	}
+	if f := byID(findings(run(0.9)), "latency-grows-with-count"); f != nil {
+		t.Errorf("growth reported for calls that spent 90%% of their time asleep: %s", f.Summary)
+	}
+}
