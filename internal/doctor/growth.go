@@ -23,6 +23,10 @@ type growth struct {
 	// closest is the candidate Findings found nearest a finding it did
 	// not make (near).
 	closest *growthMiss
+	// stacked: some call carried its sleeps, so sleep tracking was on;
+	// tracked, set by Findings: a slow call without sleeps ran (slow.go's
+	// unknownCause says when that is known).
+	stacked, tracked bool
 }
 
 // growthMiss is a candidate that fell short, and how.
@@ -62,18 +66,26 @@ type samples struct {
 	stride uint64
 	// Of the calls that carried their sleeps (the slow ones, where sleeps
 	// are followed): how many, their latency, and of it the time asleep
-	// (not preempted). They tell a walk, which runs on the CPU, from a
-	// wait (onCPU).
+	// (not preempted); and of the calls as slow that never switched out,
+	// how many and their latency. They tell a walk, which runs on the
+	// CPU, from a wait (onCPU).
 	slept, sleptNS, asleepNS uint64
+	bare, bareNS             uint64
 }
 
 // onCPU reports that the calls were seen to run on the CPU: at least as
-// many of them as the smallest fit has bins carried their sleeps, and those
-// spent under half their time asleep. A kernel walk of a growing structure
-// runs; a wait that lengthens as the process grows (a go build's futex
-// waits, as its open files grew) sleeps.
-func (sm *samples) onCPU() bool {
-	return sm.slept >= growthMinBins && sm.asleepNS*2 < sm.sleptNS
+// many of them as the smallest fit has bins were slow enough to carry
+// their sleeps, and they spent under half their time asleep. A kernel walk
+// of a growing structure runs; a wait that lengthens as the process grows
+// (a go build's futex waits, as its open files grew) sleeps. The slow
+// calls that never switched out count as running only where sleeps were
+// tracked (tracked); elsewhere nothing is known of them.
+func (sm *samples) onCPU(tracked bool) bool {
+	n, total := sm.slept, sm.sleptNS
+	if tracked {
+		n, total = n+sm.bare, total+sm.bareNS
+	}
+	return n >= growthMinBins && sm.asleepNS*2 < total
 }
 
 const maxSamples = 50000
@@ -139,6 +151,7 @@ func (g *growth) Observe(e *event.Event) {
 		sm.n++
 		sm.time.add(s)
 		if len(s.Sleeps) > 0 {
+			g.stacked = true
 			sm.slept++
 			sm.sleptNS += s.Latency
 			for i := range s.Sleeps {
@@ -146,6 +159,9 @@ func (g *growth) Observe(e *event.Event) {
 					sm.asleepNS += s.Sleeps[i].Duration
 				}
 			}
+		} else if s.Latency >= slowMin && !s.Untimed() {
+			sm.bare++
+			sm.bareNS += s.Latency
 		}
 		if s.Approx && !s.Untimed() {
 			sm.approx++
@@ -228,6 +244,7 @@ func (g *growth) track(p *growthProc, s *event.Syscall) {
 func (g *growth) Findings(env *Env) []Finding {
 	var out []Finding
 	g.closest = nil
+	g.tracked = env.Host.Live || g.stacked || stacksFrom(env) <= slowMin
 	var small []growthMiss // too few calls or too little time to judge
 	for _, p := range g.procs {
 		for nr, sm := range p.samples {
@@ -395,7 +412,7 @@ func (g *growth) near(env *Env) *Near {
 		pts := [][]point{m.sm.threads, m.sm.maps, m.sm.fds}[m.dim]
 		tau, z := kendall(rankSample(pts))
 		r2Need := fmt.Sprintf(" and R² ≥ %.1f (calls not seen to run on the CPU)", growthMinRankR2)
-		if m.sm.onCPU() {
+		if m.sm.onCPU(g.tracked) {
 			r2Need = " (the calls ran on the CPU)"
 		}
 		n.Short = fmt.Sprintf("a line through %d bins (%.0f to %.0f) explains R² %.2f of the spread, where %d bins need %.2f; "+
@@ -466,7 +483,7 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 		return fits, false
 	}
 	for i, pts := range [][]point{sm.threads, sm.maps, sm.fds} {
-		if !ok[i] || fits[i].r2 < growthMinRankR2 && !sm.onCPU() {
+		if !ok[i] || fits[i].r2 < growthMinRankR2 && !sm.onCPU(g.tracked) {
 			continue
 		}
 		pts = rankSample(pts)
@@ -523,8 +540,11 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 //     bins' R² under it: 0.55–0.69 in the runs ranks decided above, but
 //     0.46 in stop 32's miss of thread-stacks (τ 0.68, z 6.0), where the
 //     whole process ran 2.5 times slower over a quarter of its forks.
-//     Calls not seen to run (too few carried their sleeps, or a capture
-//     without them) keep the bound: a drift of waits with a few long
+//     Seen to run: at least 6 calls (as many as the smallest fit has
+//     bins) slow enough to carry their sleeps, which spent under half
+//     their time asleep; a slow call that never switched out ran, where
+//     sleeps were tracked. Calls not seen to run (a wait, too few slow
+//     calls, or a capture without sleeps) keep the bound: a drift of waits with a few long
 //     ones, and so also a growth with a few calls stalled far off the
 //     trend, stays below it and unreported.
 //   - growthTieR2: dimensions that grew in step (threads and their stack

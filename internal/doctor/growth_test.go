@@ -312,9 +312,10 @@ func TestGrowthThroughALateJump(t *testing.T) {
 // thread creations and mmaps too), and after it the forks fell back under
 // the line. The bins' line explains under half the spread, where ranks
 // alone must otherwise not decide; but these forks ran on the CPU (the ones
-// slow enough to carry their sleeps slept a twentieth of their time), and a
-// walk runs, so ranks decide. The same latencies spent asleep are a wait
-// that lengthened, and stay unreported.
+// slow enough to carry their sleeps slept a twentieth of their time, or
+// never switched out where sleeps were tracked), and a walk runs, so ranks
+// decide. The same latencies spent asleep are a wait that lengthened, and
+// stay unreported, as do calls of which nothing says whether they ran.
 func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
 	forks := [][3]float64{{100, 212, 1728}, {200, 412, 1863}, {300, 612, 2345}, {400, 812, 1841},
 		{500, 1012, 2239}, {600, 1212, 2450}, {700, 1412, 2814}, {800, 1612, 3133}, {900, 1812, 3520},
@@ -334,7 +335,7 @@ func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
 	if r2 >= growthMinRankR2 || tau < growthMinTau || z < growthMinZ {
 		t.Fatalf("R² %.2f τ %.2f z %.1f: not the shape this test is about", r2, tau, z)
 	}
-	run := func(asleep float64) []event.Event {
+	run := func(asleep float64) []event.Event { // asleep < 0: the slow forks never switched out
 		var evs []event.Event
 		tm, threads := uint64(1e9), 1
 		for i, f := range forks {
@@ -347,7 +348,7 @@ func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
 			lat := uint64(f[2] * 1000)
 			e := sys(3, tm, nrClone, int64(10_000+i), lat)
 			e.Syscall.Maps = uint32(f[1])
-			if lat >= 10_000_000 { // the slow threshold: such calls carry their sleeps
+			if lat >= 10_000_000 && asleep >= 0 { // the slow threshold: such calls carry their sleeps
 				e.Syscall.Sleeps = []event.Sleep{{Duration: uint64(asleep * float64(lat)), Count: 1}}
 			}
 			evs = append(evs, e)
@@ -364,5 +365,20 @@ func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
 	}
 	if f := byID(findings(run(0.9)), "latency-grows-with-count"); f != nil {
 		t.Errorf("growth reported for calls that spent 90%% of their time asleep: %s", f.Summary)
+	}
+	// Forks that never switched out ran, where sleeps were tracked (here
+	// a capture whose header says calls from 10 ms carry them); where
+	// nothing says so, nothing is known of them and the bound holds.
+	tracked := host
+	tracked.Meta = map[string]string{"stacks_slow": "10000000"}
+	d := New(tracked, nil)
+	for _, e := range run(-1) {
+		d.Observe(&e)
+	}
+	if f := byID(d.Report().Findings, "latency-grows-with-count"); f == nil {
+		t.Error("no latency-grows-with-count finding for slow forks that never switched out, with sleeps tracked")
+	}
+	if f := byID(findings(run(-1)), "latency-grows-with-count"); f != nil {
+		t.Errorf("growth by ranks for calls not known to have run: %s", f.Summary)
 	}
 }

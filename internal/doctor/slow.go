@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -468,10 +469,19 @@ func (s *slow) unknownCause(env *Env) string {
 		}
 		return "Stacks were not recorded (the capture was made without --stacks), so"
 	}
-	if v, err := strconv.ParseUint(env.Host.Meta["stacks_slow"], 10, 64); err == nil && v <= slowMin {
+	if stacksFrom(env) <= slowMin {
 		return ""
 	}
 	return "This capture holds no sleep record at all (recorded without --stacks, or with them and no slow call slept):"
+}
+
+// stacksFrom is the latency from which a capture's calls carry their sleeps,
+// as its header says (stacks_slow); the largest uint64 when it does not.
+func stacksFrom(env *Env) uint64 {
+	if v, err := strconv.ParseUint(env.Host.Meta["stacks_slow"], 10, 64); err == nil {
+		return v
+	}
+	return math.MaxUint64
 }
 
 // absent reports whether a capture's header lists what as absent.
