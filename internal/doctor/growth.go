@@ -544,9 +544,9 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 //     bins) slow enough to carry their sleeps, which spent under half
 //     their time asleep; a slow call that never switched out ran, where
 //     sleeps were tracked. Calls not seen to run (a wait, too few slow
-//     calls, or a capture without sleeps) keep the bound: a drift of waits with a few long
-//     ones, and so also a growth with a few calls stalled far off the
-//     trend, stays below it and unreported.
+//     calls, or a capture without sleeps) keep the bound: a drift of
+//     waits with a few long ones, and so also a growth with a few calls
+//     stalled far off the trend, stays below it and unreported.
 //   - growthTieR2: dimensions that grew in step (threads and their stack
 //     mappings) bin alike, and their R² differ only by where the bin edges
 //     fall (equal to 15 digits in three live runs of map32 -n 3000); a
