@@ -276,21 +276,7 @@ func TestGrowthThroughALateJump(t *testing.T) {
 		{2501, 5011, 7240}, {2601, 5211, 7340}, {2701, 5411, 7560}, {2801, 5611, 7920}, {2901, 5811, 8180},
 		{3001, 6011, 8220}, {3101, 6211, 9590}, {3301, 6611, 9610}, {3401, 6811, 9980}, {3701, 7411, 26110},
 		{3801, 7611, 15080}, {3901, 7811, 17650}, {4001, 8011, 13580}}
-	var evs []event.Event
-	tm, threads := uint64(1e9), 1
-	for i, f := range forks {
-		for ; threads < int(f[0]); threads++ {
-			tm += 1000
-			evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "map32",
-				Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + threads), Thread: true}})
-		}
-		tm += 100_000
-		e := sys(3, tm, nrClone, int64(10_000+i), uint64(f[2]*1000))
-		e.Syscall.Maps = uint32(f[1])
-		evs = append(evs, e)
-		tm += uint64(f[2] * 1000)
-	}
-	f := byID(findings(evs), "latency-grows-with-count")
+	f := byID(findings(replayForks(forks, nil)), "latency-grows-with-count")
 	if f == nil {
 		t.Fatal("no latency-grows-with-count finding")
 	}
@@ -336,25 +322,11 @@ func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
 		t.Fatalf("R² %.2f τ %.2f z %.1f: not the shape this test is about", r2, tau, z)
 	}
 	run := func(asleep float64) []event.Event { // asleep < 0: the slow forks never switched out
-		var evs []event.Event
-		tm, threads := uint64(1e9), 1
-		for i, f := range forks {
-			for ; threads < int(f[0]); threads++ {
-				tm += 1000
-				evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "map32",
-					Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + threads), Thread: true}})
+		return replayForks(forks, func(c *event.Syscall) {
+			if c.Latency >= slowMin && asleep >= 0 { // such calls carry their sleeps
+				c.Sleeps = []event.Sleep{{Duration: uint64(asleep * float64(c.Latency)), Count: 1}}
 			}
-			tm += 100_000
-			lat := uint64(f[2] * 1000)
-			e := sys(3, tm, nrClone, int64(10_000+i), lat)
-			e.Syscall.Maps = uint32(f[1])
-			if lat >= 10_000_000 && asleep >= 0 { // the slow threshold: such calls carry their sleeps
-				e.Syscall.Sleeps = []event.Sleep{{Duration: uint64(asleep * float64(lat)), Count: 1}}
-			}
-			evs = append(evs, e)
-			tm += lat
-		}
-		return evs
+		})
 	}
 	f := byID(findings(run(0.05)), "latency-grows-with-count")
 	if f == nil {
@@ -381,4 +353,28 @@ func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
 	if f := byID(findings(run(-1)), "latency-grows-with-count"); f != nil {
 		t.Errorf("growth by ranks for calls not known to have run: %s", f.Summary)
 	}
+}
+
+// replayForks turns map32's table (threads, the kernel's count of
+// mappings, µs a fork) into the events the doctor saw: a thread created
+// for each new thread, then the fork, which set, if not nil, may change.
+func replayForks(forks [][3]float64, set func(*event.Syscall)) []event.Event {
+	var evs []event.Event
+	tm, threads := uint64(1e9), 1
+	for i, f := range forks {
+		for ; threads < int(f[0]); threads++ {
+			tm += 1000
+			evs = append(evs, event.Event{Kind: event.KindFork, Time: tm, PID: 3, TID: 3, Comm: "map32",
+				Proc: event.Proc{ChildPID: 3, ChildTID: uint32(100 + threads), Thread: true}})
+		}
+		tm += 100_000
+		e := sys(3, tm, nrClone, int64(10_000+i), uint64(f[2]*1000))
+		e.Syscall.Maps = uint32(f[1])
+		if set != nil {
+			set(&e.Syscall)
+		}
+		evs = append(evs, e)
+		tm += e.Syscall.Latency
+	}
+	return evs
 }
