@@ -24,8 +24,8 @@ type growth struct {
 	// not make (near).
 	closest *growthMiss
 	// stacked: some call carried its sleeps, so sleep tracking was on;
-	// tracked, set by Findings: a slow call without sleeps ran (slow.go's
-	// unknownCause says when that is known).
+	// tracked, set by Findings: a slow call without sleeps ran
+	// (sleepsTracked).
 	stacked, tracked bool
 }
 
@@ -244,7 +244,7 @@ func (g *growth) track(p *growthProc, s *event.Syscall) {
 func (g *growth) Findings(env *Env) []Finding {
 	var out []Finding
 	g.closest = nil
-	g.tracked = env.Host.Live || g.stacked || stacksFrom(env) <= slowMin
+	g.tracked = sleepsTracked(env, g.stacked)
 	var small []growthMiss // too few calls or too little time to judge
 	for _, p := range g.procs {
 		for nr, sm := range p.samples {

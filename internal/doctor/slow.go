@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -461,7 +460,7 @@ func (s *slow) Findings(env *Env) []Finding {
 // captures do not say.
 func (s *slow) unknownCause(env *Env) string {
 	switch {
-	case env.Host.Live || s.stacked:
+	case sleepsTracked(env, s.stacked):
 		return ""
 	case absent(env.Host.Meta, "stacks"):
 		if src := env.Host.Meta["source"]; src != "" {
@@ -469,19 +468,19 @@ func (s *slow) unknownCause(env *Env) string {
 		}
 		return "Stacks were not recorded (the capture was made without --stacks), so"
 	}
-	if stacksFrom(env) <= slowMin {
-		return ""
-	}
 	return "This capture holds no sleep record at all (recorded without --stacks, or with them and no slow call slept):"
 }
 
-// stacksFrom is the latency from which a capture's calls carry their sleeps,
-// as its header says (stacks_slow); the largest uint64 when it does not.
-func stacksFrom(env *Env) uint64 {
-	if v, err := strconv.ParseUint(env.Host.Meta["stacks_slow"], 10, 64); err == nil {
-		return v
+// sleepsTracked reports that a call of slowMin or more without sleep
+// records never switched out, so ran on the CPU: live, in a capture with
+// any sleep record (stacked), or in one whose header says every call that
+// slow carries its sleeps (stacks_slow).
+func sleepsTracked(env *Env, stacked bool) bool {
+	if env.Host.Live || stacked {
+		return true
 	}
-	return math.MaxUint64
+	v, err := strconv.ParseUint(env.Host.Meta["stacks_slow"], 10, 64)
+	return err == nil && v <= slowMin
 }
 
 // absent reports whether a capture's header lists what as absent.

@@ -498,6 +498,17 @@ func (p *Probe) Close() error {
 	return p.objs.Close()
 }
 
+// syscallMask is a bitmap of syscall numbers, as bpf/config.h's sys_mask
+// and wait_mask hold them; numbers past maxSyscall are left out.
+func syscallMask(nrs []uint32) (m [maxSyscall / 64]uint64) {
+	for _, nr := range nrs {
+		if nr < maxSyscall {
+			m[nr/64] |= 1 << (nr % 64)
+		}
+	}
+	return m
+}
+
 func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	b := func(v bool) uint8 {
 		if v {
@@ -505,18 +516,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		}
 		return 0
 	}
-	var mask [maxSyscall / 64]uint64
-	for _, nr := range cfg.Syscalls {
-		if nr < maxSyscall {
-			mask[nr/64] |= 1 << (nr % 64)
-		}
-	}
-	var waits [maxSyscall / 64]uint64
-	for _, nr := range cfg.WaitCalls {
-		if nr < maxSyscall {
-			waits[nr/64] |= 1 << (nr % 64)
-		}
-	}
+	mask, waits := syscallMask(cfg.Syscalls), syscallMask(cfg.WaitCalls)
 	var rules [maxSyscall]sysrayCapRule
 	for nr := uint32(0); nr < maxSyscall; nr++ {
 		for i, c := range event.Captures(arch, nr) {
