@@ -180,9 +180,9 @@ func (g *growth) Observe(e *event.Event) {
 				sm.stride *= 2
 			}
 			y := float64(s.Latency - min(queued(s), s.Latency))
-			sm.threads = append(sm.threads, point{float64(p.threads), y, s.Approx})
-			sm.maps = append(sm.maps, point{float64(p.maps), y, s.Approx})
-			sm.fds = append(sm.fds, point{float64(p.fds), y, s.Approx})
+			sm.threads = append(sm.threads, point{x: float64(p.threads), y: y, approx: s.Approx, seq: sm.n})
+			sm.maps = append(sm.maps, point{x: float64(p.maps), y: y, approx: s.Approx, seq: sm.n})
+			sm.fds = append(sm.fds, point{x: float64(p.fds), y: y, approx: s.Approx, seq: sm.n})
 		}
 		g.track(p, s)
 	}
@@ -305,6 +305,12 @@ func (g *growth) Findings(env *Env) []Finding {
 				measure = "τ"
 				how = fmt.Sprintf("by the median slope between calls; Kendall's τ=%.2f over %d calls%s, where a line through the bins' medians "+
 					"(R²=%.2f) is bent by calls that ran slow for reasons outside the process", bst, sm.n, tickNote(sm), fits[best].r2)
+				if sp := fits[best].spell; sp != nil {
+					how = fmt.Sprintf("by the median slope between calls; Kendall's τ=%.2f over %d calls%s, leaving out a spell of %d "+
+						"consecutive calls (%s %.0f to %.0f) that took %.1f times the trend, as a process slowed from outside does; "+
+						"a line through the bins' medians (R²=%.2f) is bent by them", bst, sm.n, tickNote(sm), sp.calls, dims[best], sp.x0, sp.x1,
+						sp.factor, fits[best].r2)
+				}
 			}
 			together := ""
 			if len(with) > 1 {
@@ -316,6 +322,9 @@ func (g *growth) Findings(env *Env) []Finding {
 				"fit": "bins"}
 			if byRanks {
 				ev["fit"], ev["kendall_tau"] = "ranks", bst
+				if sp := fits[best].spell; sp != nil {
+					ev["spell"] = map[string]any{"calls": sp.calls, "from": sp.x0, "to": sp.x1, "times_trend": sp.factor}
+				}
 			}
 			out = append(out, Finding{ID: "latency-grows-with-count", Severity: Warning,
 				Title: fmt.Sprintf("%s in %s gets slower as the process's %s grow", name, env.ProcName(p.pid, p.comm), joinAnd(names)),
@@ -419,6 +428,12 @@ func (g *growth) near(env *Env) *Near {
 			"the calls' ranks give τ %.2f at z %.1f, where ranks need τ ≥ %.2f, z ≥ %.2f%s",
 			len(f.bins), f.bins[0].x, f.bins[len(f.bins)-1].x, f.r2, len(f.bins), minR2(len(f.bins)),
 			tau, z, growthMinTau, growthMinZ, r2Need)
+		ranked := f.r2 >= growthMinRankR2 || m.sm.onCPU(g.tracked)
+		if rest, sp, ok := withoutSpell(rankSample(pts)); ok && ranked {
+			tau, z := kendall(rest)
+			n.Short += fmt.Sprintf("; without the %d calls in a row (%.0f to %.0f) that took %.1f times the trend, τ %.2f at z %.1f, "+
+				"where z ≥ %.2f (the best of %d such stretches)", sp.calls, sp.x0, sp.x1, sp.factor, tau, z, spellZ(sp.windows), sp.windows)
+		}
 	}
 	return n
 }
@@ -449,6 +464,7 @@ type dimFit struct {
 	r2       float64 // of the line through the bins' medians
 	strength float64 // R², or τ when the ranks decided; 0: no growth here
 	bins     []point
+	spell    *spell // when the ranks decided without a spell's calls
 }
 
 // fitDims fits a call's latency against each dimension of state that could
@@ -489,11 +505,19 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 		pts = rankSample(pts)
 		// τ first: the slopes between every pair cost a sort.
 		tau, z := kendall(pts)
+		var sp *spell
 		if tau < growthMinTau || z < growthMinZ {
-			continue
+			rest, s, ok := withoutSpell(pts)
+			if !ok {
+				continue
+			}
+			if tau, z = kendall(rest); tau < growthMinTau || z < spellZ(s.windows) {
+				continue
+			}
+			pts, sp = rest, &s
 		}
 		if a, b := theilSen(pts); b > 0 {
-			fits[i].a, fits[i].b, fits[i].strength = a, b, tau
+			fits[i].a, fits[i].b, fits[i].strength, fits[i].spell = a, b, tau, sp
 			byRanks = true
 		}
 	}
