@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -841,6 +842,64 @@ func BenchmarkWriteCapture(b *testing.B) {
 	w.Close(nil)
 	b.ReportMetric(float64(out)/float64(i), "bytes/event")
 	b.ReportMetric(float64(raw)/float64(len(evs)), "raw-bytes/event")
+}
+
+// BenchmarkCompressStreams splits zstd's time on a real capture
+// ($SYSRAY_BENCH_CAPTURE) between a block's two parts: the records, which
+// repeat, and the times, which do not. Each sub-benchmark compresses one
+// part of every block; ns/op is per event.
+func BenchmarkCompressStreams(b *testing.B) {
+	path := os.Getenv("SYSRAY_BENCH_CAPTURE")
+	if path == "" {
+		b.Skip("set SYSRAY_BENCH_CAPTURE to a capture file")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var recs, times [][]byte
+	events := 0
+	bb := NewBlockBuilder()
+	for {
+		var e event.Event
+		if err := r.Next(&e); err == io.EOF {
+			break
+		} else if err != nil {
+			b.Fatal(err)
+		}
+		if bb.full() {
+			recs, times = append(recs, slices.Clone(bb.raw)), append(times, slices.Clone(bb.times))
+			bb.reset()
+		}
+		if err := bb.Add(&e); err != nil {
+			b.Fatal(err)
+		}
+		events++
+	}
+	for _, part := range []struct {
+		name string
+		data [][]byte
+	}{{"records", recs}, {"times", times}} {
+		b.Run(part.name, func(b *testing.B) {
+			var out []byte
+			in, packed := 0, 0
+			for b.Loop() {
+				in, packed = 0, 0
+				for _, d := range part.data {
+					out = encoder().EncodeAll(d, out[:0])
+					in, packed = in+len(d), packed+len(out)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
+			b.ReportMetric(float64(in)/float64(events), "raw-bytes/event")
+			b.ReportMetric(float64(packed)/float64(events), "bytes/event")
+		})
+	}
 }
 
 type countWriter int64
