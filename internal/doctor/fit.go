@@ -212,10 +212,12 @@ func theilSen(pts []point) (a, b float64) {
 //     follows the trend with that share off it anywhere, so it can judge
 //     which calls ran over it, and the rest's line is the one reported.
 //   - spellMinFactor: each call of the stretch at least 1.5 times the line
-//     through all the calls. map32's forks scatter about their trend by up
-//     to 1.6 times one call in ten, never three in a row; its spells ran
-//     2.5 to 2.7 times. A stretch only a little over the trend is noise,
-//     and leaving it out would only flatter the ranks.
+//     through all the calls. In stop 32's table the 29 forks outside the
+//     spell scatter about their own trend by up to 1.6 times, two of them
+//     over 1.5 and never two in a row, while the spell's ran 2.4 to 3.3
+//     times that trend (2.0 to 2.8 times the line through all the calls).
+//     A stretch only a little over the trend is noise, and leaving it out
+//     would only flatter the ranks.
 //
 // Of the stretches that qualify, the one whose removal leaves the rest's
 // ranks most in order is taken, and it is taken out only: a stretch of
