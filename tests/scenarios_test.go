@@ -19,8 +19,9 @@ type finding struct {
 }
 
 type doctorReport struct {
-	Findings []finding `json:"findings"`
-	Drops    uint64    `json:"drops"`
+	Findings  []finding `json:"findings"`
+	Drops     uint64    `json:"drops"`
+	Uncounted uint64    `json:"uncounted"`
 }
 
 // demo runs one bundled reproduction live under the doctor (sysray demo

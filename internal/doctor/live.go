@@ -229,10 +229,11 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 					d.OnCPU(KernelSamples(samples))
 				}
 			}
-			cells, _, err := p.Stats()
+			cells, lost, err := p.Stats()
 			if err == nil {
 				series.Add(hostfacts.Mono(), cells)
 				d.Counts(cells)
+				d.Uncounted(lost)
 				d.Series(series)
 			}
 			return err

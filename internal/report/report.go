@@ -36,6 +36,10 @@ func Text(w io.Writer, r *doctor.Report, explain bool) error {
 	if r.Drops > 0 {
 		fmt.Fprintf(&b, "warning: %d events were lost (ring buffer full); counts below are lower bounds\n", r.Drops)
 	}
+	if r.Uncounted > 0 {
+		fmt.Fprintf(&b, "warning: %d syscalls went uncounted (the kernel's table of counts, a cell per process and syscall, was full); "+
+			"counts below are lower bounds\n", r.Uncounted)
+	}
 	if len(r.Findings) == 0 {
 		b.WriteString("\nNothing wrong found between these programs and the kernel.\n")
 	}

@@ -33,3 +33,22 @@ func TestTextNear(t *testing.T) {
 		t.Errorf("near misses beside a finding, unasked:\n%s", got)
 	}
 }
+
+// Counts the kernel had no room for make the text say its counts are
+// lower bounds, as lost events do.
+func TestTextUncounted(t *testing.T) {
+	var b strings.Builder
+	if err := Text(&b, &doctor.Report{Uncounted: 3532}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "warning: 3532 syscalls went uncounted") {
+		t.Errorf("no uncounted line:\n%s", b.String())
+	}
+	b.Reset()
+	if err := Text(&b, &doctor.Report{}, false); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "uncounted") {
+		t.Errorf("uncounted line with nothing uncounted:\n%s", b.String())
+	}
+}
