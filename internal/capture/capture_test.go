@@ -791,29 +791,7 @@ func TestRecordExample(t *testing.T) {
 // redis-benchmark): the encoder and zstd on a server's mix of calls, not
 // the synthetic getppid stream.
 func BenchmarkWriteCapture(b *testing.B) {
-	path := os.Getenv("SYSRAY_BENCH_CAPTURE")
-	if path == "" {
-		b.Skip("set SYSRAY_BENCH_CAPTURE to a capture file")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var evs []event.Event
-	for {
-		var e event.Event
-		if err := r.Next(&e); err == io.EOF {
-			break
-		} else if err != nil {
-			b.Fatal(err)
-		}
-		evs = append(evs, e)
-	}
+	evs := benchCapture(b)
 	// The encoded size before zstd, which zstd's time follows.
 	raw, bb := 0, NewBlockBuilder()
 	for i := range evs {
@@ -849,38 +827,22 @@ func BenchmarkWriteCapture(b *testing.B) {
 // repeat, and the times, which do not. Each sub-benchmark compresses one
 // part of every block; ns/op is per event.
 func BenchmarkCompressStreams(b *testing.B) {
-	path := os.Getenv("SYSRAY_BENCH_CAPTURE")
-	if path == "" {
-		b.Skip("set SYSRAY_BENCH_CAPTURE to a capture file")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	r, err := NewReader(f)
-	if err != nil {
-		b.Fatal(err)
-	}
+	evs := benchCapture(b)
 	var recs, times [][]byte
-	events := 0
 	bb := NewBlockBuilder()
-	for {
-		var e event.Event
-		if err := r.Next(&e); err == io.EOF {
-			break
-		} else if err != nil {
-			b.Fatal(err)
-		}
+	for i := range evs {
 		if bb.full() {
 			recs, times = append(recs, slices.Clone(bb.raw)), append(times, slices.Clone(bb.times))
 			bb.reset()
 		}
-		if err := bb.Add(&e); err != nil {
+		if err := bb.Add(&evs[i]); err != nil {
 			b.Fatal(err)
 		}
-		events++
 	}
+	if bb.Len() > 0 {
+		recs, times = append(recs, bb.raw), append(times, bb.times)
+	}
+	events := len(evs)
 	for _, part := range []struct {
 		name string
 		data [][]byte
@@ -899,6 +861,35 @@ func BenchmarkCompressStreams(b *testing.B) {
 			b.ReportMetric(float64(in)/float64(events), "raw-bytes/event")
 			b.ReportMetric(float64(packed)/float64(events), "bytes/event")
 		})
+	}
+}
+
+// benchCapture reads every event of the capture $SYSRAY_BENCH_CAPTURE
+// names (e.g. `sysray record` of redis under redis-benchmark), skipping the
+// benchmark when it is not set.
+func benchCapture(b *testing.B) []event.Event {
+	path := os.Getenv("SYSRAY_BENCH_CAPTURE")
+	if path == "" {
+		b.Skip("set SYSRAY_BENCH_CAPTURE to a capture file")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	r, err := NewReader(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var evs []event.Event
+	for {
+		var e event.Event
+		if err := r.Next(&e); err == io.EOF {
+			return evs
+		} else if err != nil {
+			b.Fatal(err)
+		}
+		evs = append(evs, e)
 	}
 }
 

@@ -303,15 +303,7 @@ func TestGrowthThroughALateJump(t *testing.T) {
 // decide. The same latencies spent asleep are a wait that lengthened, and
 // stay unreported, as do calls of which nothing says whether they ran.
 func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
-	forks := [][3]float64{{100, 212, 1728}, {200, 412, 1863}, {300, 612, 2345}, {400, 812, 1841},
-		{500, 1012, 2239}, {600, 1212, 2450}, {700, 1412, 2814}, {800, 1612, 3133}, {900, 1812, 3520},
-		{1000, 2012, 6698}, {1100, 2212, 4407}, {1200, 2412, 4640}, {1300, 2612, 5211}, {1400, 2812, 7088},
-		{1500, 3012, 7957}, {1600, 3212, 6584}, {1700, 3412, 7038}, {1800, 3612, 8441}, {1900, 3812, 8388},
-		{2000, 4012, 8328}, {2100, 4212, 10699}, {2200, 4412, 11505}, {2300, 4612, 29795}, {2400, 4812, 30724},
-		{2500, 5012, 31562}, {2600, 5212, 33051}, {2700, 5412, 31874}, {2800, 5612, 32848}, {2900, 5812, 35715},
-		{3000, 6012, 36064}, {3100, 6212, 40945}, {3200, 6412, 30696}, {3300, 6612, 30633}, {3400, 6812, 16433},
-		{3500, 7012, 15135}, {3600, 7212, 14488}, {3700, 7412, 11569}, {3800, 7612, 10908}, {3900, 7812, 11800},
-		{4000, 8012, 13117}}
+	forks := spellForks
 	var pts []point
 	for _, f := range forks {
 		pts = append(pts, point{x: f[0], y: f[2] * 1000})
@@ -379,8 +371,7 @@ func replayForks(forks [][3]float64, set func(*event.Syscall)) []event.Event {
 	return evs
 }
 
-// mapSpell is stop 32's fork table (TestGrowthThroughAWholeProcessSpell)
-// with its spell begun three forks earlier, at 2,000 threads, as slow as
+// mapSpell is stop 32's fork table (spellForks) with its spell begun three forks earlier, at 2,000 threads, as slow as
 // the rest of it: the shape of this stop's CI miss of thread-stacks (τ
 // 0.57 at z 5.0, R² 0.46, 37 forks), where a quarter of the calls ran
 // about 2.7 times their trend.
@@ -395,6 +386,8 @@ func mapSpell() [][3]float64 {
 	return forks
 }
 
+// spellForks is map32's own table of stop 32's thread-stacks miss:
+// threads, the kernel's count of mappings, µs a fork.
 var spellForks = [][3]float64{{100, 212, 1728}, {200, 412, 1863}, {300, 612, 2345}, {400, 812, 1841},
 	{500, 1012, 2239}, {600, 1212, 2450}, {700, 1412, 2814}, {800, 1612, 3133}, {900, 1812, 3520},
 	{1000, 2012, 6698}, {1100, 2212, 4407}, {1200, 2412, 4640}, {1300, 2612, 5211}, {1400, 2812, 7088},
