@@ -74,6 +74,10 @@ static __always_inline bool interruptible(unsigned int state)
 /* Out of line: sys_exit needs it only for a switch-in that was not seen. */
 static __noinline void account_missed(struct task_state *st, __u64 dur)
 {
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&unseen, &zero);
+	if (n)
+		(*n)++;
 	if (st->sleep.off_kstack == STACK_DEFERRED)
 		st->sleep.off_kstack = -1; /* running again: the sleep's stack is gone */
 	account_sleep(st, dur);

@@ -138,7 +138,7 @@ func TestRecordQueuedTime(t *testing.T) {
 		}
 	}
 	// Now and then the kernel does not run sched_switch's program for a
-	// switch (about one in 5,000 under load, bpf/syscalls.h), and a call's
+	// switch (about one sleep in a thousand under load, bpf/syscalls.h), and a call's
 	// wait goes uncounted: two such calls are let pass. Without the count
 	// every preempted call is off, and at least 5 are (below).
 	if off > 2 {

@@ -68,6 +68,7 @@ type Result struct {
 	ExitCode int    // the command's status as a shell reports it; 0 without a command or when Duration ended it
 	Drops    uint64 // events lost in the kernel, all CPUs
 	PerCPU   []uint64
+	Unseen   uint64 // sleeps whose end no program saw (Probe.Unseen)
 }
 
 // Run traces until done and calls fn for each event in time order.
@@ -263,6 +264,9 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		for _, n := range per {
 			res.Drops += n
 		}
+	}
+	if n, uerr := p.Unseen(); uerr == nil {
+		res.Unseen = n
 	}
 	if cmd != nil {
 		select {

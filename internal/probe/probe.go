@@ -478,6 +478,21 @@ func (p *Probe) Drops() ([]uint64, error) {
 	return per, nil
 }
 
+// Unseen returns how many sleeps ended where no program saw them end:
+// their time was closed at the call's exit, and a stack deferred to the
+// switch back in (Config.DeferNS) is missing.
+func (p *Probe) Unseen() (uint64, error) {
+	var per []uint64
+	if err := p.objs.Unseen.Lookup(uint32(0), &per); err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n, nil
+}
+
 // CloseMaps detaches and frees the rings, leaving the programs and maps
 // loaded until Close or the process's exit.
 func (p *Probe) CloseMaps() {

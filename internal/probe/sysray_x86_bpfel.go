@@ -414,6 +414,7 @@ const (
 	sysrayMapStatLost             = "stat_lost"
 	sysrayMapStats                = "stats"
 	sysrayMapTstate               = "tstate"
+	sysrayMapUnseen               = "unseen"
 	sysrayProgBlocked             = "blocked"
 	sysrayProgCgroupAttachTask    = "cgroup_attach_task"
 	sysrayProgCgroupTransferTasks = "cgroup_transfer_tasks"
@@ -569,6 +570,7 @@ type sysrayMapSpecs struct {
 	StatLost       *ebpf.MapSpec `ebpf:"stat_lost"`
 	Stats          *ebpf.MapSpec `ebpf:"stats"`
 	Tstate         *ebpf.MapSpec `ebpf:"tstate"`
+	Unseen         *ebpf.MapSpec `ebpf:"unseen"`
 }
 
 // sysrayVariableSpecs contains global variables before they are loaded into the kernel.
@@ -660,6 +662,7 @@ type sysrayMaps struct {
 	StatLost       *ebpf.Map `ebpf:"stat_lost"`
 	Stats          *ebpf.Map `ebpf:"stats"`
 	Tstate         *ebpf.Map `ebpf:"tstate"`
+	Unseen         *ebpf.Map `ebpf:"unseen"`
 }
 
 func (m *sysrayMaps) Close() error {
@@ -682,6 +685,7 @@ func (m *sysrayMaps) Close() error {
 		m.StatLost,
 		m.Stats,
 		m.Tstate,
+		m.Unseen,
 	)
 }
 
