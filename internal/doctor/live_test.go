@@ -116,7 +116,7 @@ func TestReadSeries(t *testing.T) {
 	}
 	s := NewSeries()
 	stop, done := make(chan struct{}), make(chan struct{})
-	go readSeries(stats, s, time.Millisecond, stop, done)
+	go readSeries(stats, nil, nil, s, time.Millisecond, stop, done)
 	deadline := time.Now().Add(5 * time.Second)
 	for reads.Load() < 3 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

@@ -67,6 +67,16 @@ func (s *Series) Add(at uint64, cells []stat.Cell) {
 	s.prev, s.lastAt = next, at
 }
 
+// restart says the kernel let go of these cells after the last read: a
+// later call under one of their keys counts from zero in a new cell.
+func (s *Series) restart(cells []stat.Cell) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range cells {
+		delete(s.prev, cells[i].Key)
+	}
+}
+
 // byCallers groups nr's windows by how many of the processes in pids (all,
 // if nil) called it, with those processes' calls and time in each group:
 // other processes on the host that happen to make the same syscall are

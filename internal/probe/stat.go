@@ -150,6 +150,73 @@ func (p *Probe) Forget(pids map[uint32]bool) (int, error) {
 	return n, nil
 }
 
+// ForgetCells deletes the given cells, just read with Stats, from the
+// kernel's count table, with their processes' errno counts and page-fault
+// counts, and returns the cells that went: their counts are no longer in
+// the table, and a later call under the same key starts a cell of its own.
+// A reader that keeps them lets a table hold the living on a host whose
+// processes come and go (the live doctor lets go of ended processes).
+func (p *Probe) ForgetCells(cells []stat.Cell) ([]stat.Cell, error) {
+	if len(cells) == 0 {
+		return nil, nil
+	}
+	keys := make([]sysrayStatKey, len(cells))
+	for i := range cells {
+		keys[i] = sysrayStatKey{Cgroup: cells[i].Cgroup, Pid: cells[i].PID, Nr: cells[i].Nr}
+	}
+	gone := make([]stat.Cell, 0, len(cells))
+	err := batchDelete(p.objs.Stats, keys, func(i int) { gone = append(gone, cells[i]) })
+	var ekeys []sysrayErrnoKey
+	pids := map[uint32]bool{}
+	for _, c := range gone {
+		pids[c.PID] = true
+		for e := range c.Errnos {
+			ekeys = append(ekeys, sysrayErrnoKey{Pid: c.PID, Nr: c.Nr, Err: int32(e)})
+		}
+	}
+	// Errno cells are keyed without the cgroup: two cells of one process
+	// and syscall (a cgroup move) name the same ones, and the second
+	// delete finds them gone.
+	_ = batchDelete(p.objs.Errnos, ekeys, nil)
+	pkeys := make([]uint32, 0, len(pids))
+	for pid := range pids {
+		pkeys = append(pkeys, pid)
+	}
+	_ = batchDelete(p.objs.Pcounts, pkeys, nil)
+	return gone, err
+}
+
+// batchDelete deletes keys from m, a batch at a time, calling deleted with
+// the index of each key that went. A key that is not there (ENOENT) stops a
+// batch in the kernel; it is stepped over. Kernels without batch deletes
+// (before 5.6) get one delete per key.
+func batchDelete[K any](m *ebpf.Map, keys []K, deleted func(int)) error {
+	for i := 0; i < len(keys); {
+		n, err := m.BatchDelete(keys[i:], nil)
+		if deleted != nil {
+			for j := i; j < i+n; j++ {
+				deleted(j)
+			}
+		}
+		i += n
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			i++ // keys[i] was not there
+		case errors.Is(err, ebpf.ErrNotSupported):
+			for ; i < len(keys); i++ {
+				if m.Delete(&keys[i]) == nil && deleted != nil {
+					deleted(i)
+				}
+			}
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
 // deleteKeys deletes the keys of m that doomed picks and says how many went.
 // The keys are collected first: deleting while walking a hash map makes the
 // walk start over.

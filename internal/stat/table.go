@@ -33,6 +33,28 @@ type Cell struct {
 	Errnos map[int]uint64 // failures by errno
 }
 
+// Merge adds o's counts to c's: the same key counted in two places (a
+// cell let go from the kernel, and the one its key made anew).
+func (c *Cell) Merge(o *Cell) {
+	c.Count += o.Count
+	c.Errors += o.Errors
+	c.Total += o.Total
+	c.Max = max(c.Max, o.Max)
+	c.Runq += o.Runq
+	c.Timed += o.Timed
+	c.Hist.Merge(&o.Hist)
+	if len(o.Errnos) > 0 {
+		errnos := make(map[int]uint64, len(c.Errnos)+len(o.Errnos))
+		for e, n := range c.Errnos {
+			errnos[e] += n
+		}
+		for e, n := range o.Errnos {
+			errnos[e] += n
+		}
+		c.Errnos = errnos
+	}
+}
+
 // Table accumulates cells, from the kernel or from events.
 type Table struct {
 	arch  event.Arch

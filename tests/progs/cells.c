@@ -1,11 +1,20 @@
 /*
- * argv[1] children, one after the other, each making once every syscall of
- * the list below (all fail or only read; none changes anything outside the
- * child), then exiting. The kernel keeps a count cell per process and
- * syscall: this makes argv[1] x NCALLS of them, each holding one call.
+ * argv[1] children, each making once every syscall of the list below (all
+ * fail or only read; none changes anything outside the child), then
+ * exiting. The kernel keeps a count cell per process and syscall: this
+ * makes argv[1] x NCALLS of them, each holding one call.
+ *
+ * argv[2] says when they live: "together" keeps every child alive until
+ * the last has started (so none of their cells can be let go early): its
+ * read waits for a byte the parent writes once all are forked, and the
+ * parent makes its own calls once before the first fork, so that its
+ * cells exist before the children's. A number of microseconds runs them
+ * one after the other, that far apart; none runs them one after the other
+ * at once.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,11 +31,24 @@ static const long calls[] = {
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: cells CHILDREN\n");
+	if (argc < 2 || argc > 3) {
+		fprintf(stderr, "usage: cells CHILDREN [together|GAP_US]\n");
 		return 2;
 	}
 	long n = atol(argv[1]);
+	int together = argc == 3 && strcmp(argv[2], "together") == 0;
+	long gap = argc == 3 && !together ? atol(argv[2]) : 0;
+	int hold[2];
+	if (together) {
+		if (pipe(hold) < 0) {
+			perror("pipe");
+			return 1;
+		}
+		/* The parent's cells for what it does after the last fork. */
+		waitpid(-1, NULL, WNOHANG);
+		if (write(-1, "", 0) == 0)
+			return 1;
+	}
 	for (long i = 0; i < n; i++) {
 		pid_t pid = fork();
 		if (pid < 0) {
@@ -35,13 +57,41 @@ int main(int argc, char **argv)
 		}
 		if (pid == 0) {
 			/* fd -1: the descriptor calls fail with EBADF, the rest only read. */
-			for (unsigned j = 0; j < NCALLS; j++)
-				syscall(calls[j], -1L, 0L, 0L, 0L, 0L, 0L);
+			for (unsigned j = 0; j < NCALLS; j++) {
+				char c;
+				if (together && calls[j] == SYS_read) {
+					if (read(hold[0], &c, 1) != 1)
+						_exit(1);
+				} else {
+					syscall(calls[j], -1L, 0L, 0L, 0L, 0L, 0L);
+				}
+			}
 			_exit(0);
 		}
-		if (waitpid(pid, NULL, 0) != pid) {
+		if (!together && waitpid(pid, NULL, 0) != pid) {
 			perror("waitpid");
 			return 1;
+		}
+		if (gap > 0)
+			usleep(gap);
+	}
+	if (together) {
+		/* One byte for each child's read. */
+		static char bytes[4096];
+		for (long left = n; left > 0;) {
+			long w = write(hold[1], bytes, left < (long)sizeof(bytes) ? left : (long)sizeof(bytes));
+			if (w <= 0) {
+				perror("write");
+				return 1;
+			}
+			left -= w;
+		}
+		for (long i = 0; i < n; i++) {
+			int status;
+			if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+				fprintf(stderr, "a child failed\n");
+				return 1;
+			}
 		}
 	}
 	printf("%zu\n", NCALLS);
