@@ -37,6 +37,7 @@ const enum cap_kind *rec_cap __attribute__((unused));
 
 #define ERESTARTSYS 512
 #define ENOENT 2
+#define ENOMEM 12
 #define EBUSY 16
 #define EFAULT 14
 #define ENOSPC 28

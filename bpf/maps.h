@@ -191,7 +191,23 @@ struct {
 	__type(value, struct pcount);
 } pcounts SEC(".maps");
 
-/* Keys the stats map had no room for. */
+/*
+ * Cells the stats map could not make for want of memory rather than room.
+ * Its per-CPU values come from the kernel's per-CPU allocator, which a
+ * program may not wait on: under a burst of new processes it runs out of
+ * ready pages until a worker adds more (2,000 short processes, 66,000 new
+ * cells: 102 refused). These are allocated when the map is made (the
+ * loader sizes it: 1 entry outside stat mode); the reader adds each to its
+ * key's cell of the stats map, if any.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct stat_key);
+	__type(value, struct stat_val);
+} spill SEC(".maps");
+
+/* Calls the stats map, and the spill after it, had no cell for. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);

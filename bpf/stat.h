@@ -141,20 +141,36 @@ static __always_inline __u32 hist_bucket(__u64 v)
 	return idx < HIST_BUCKETS ? idx : HIST_BUCKETS - 1;
 }
 
-/* The key's cell of the stats map, made if new; NULL when the map is full, its n calls counted as lost. */
+/*
+ * The key's cell of the stats map, made if new; if the map cannot make it,
+ * the key's cell in the spill (maps.h); NULL when neither has room, its n
+ * calls counted as lost.
+ */
 static __always_inline struct stat_val *stat_cell(struct stat_key *k, __u64 n)
 {
 	struct stat_val *v = bpf_map_lookup_elem(&stats, k);
 	if (v)
 		return v;
-	if (bpf_map_update_elem(&stats, k, (void *)&stat_zero, BPF_NOEXIST) && bpf_map_lookup_elem(&stats, k) == NULL) {
-		__u32 z = 0;
-		__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
-		if (lost)
-			*lost += n;
-		return NULL;
+	/* Made, or made by another CPU meanwhile (EEXIST): either way it is there. */
+	long err = bpf_map_update_elem(&stats, k, (void *)&stat_zero, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(&stats, k);
+	if (v)
+		return v;
+	/* Only a want of memory spills: a full table (E2BIG) is the table's size, as said. */
+	if (err == -ENOMEM) {
+		v = bpf_map_lookup_elem(&spill, k);
+		if (v)
+			return v;
+		bpf_map_update_elem(&spill, k, (void *)&stat_zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&spill, k);
+		if (v)
+			return v;
 	}
-	return bpf_map_lookup_elem(&stats, k);
+	__u32 z = 0;
+	__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
+	if (lost)
+		*lost += n;
+	return NULL;
 }
 
 /* Adds a pending slot's calls (w, taken from it) to the stats map, under the thread's key. */

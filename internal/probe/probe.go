@@ -212,6 +212,7 @@ func Open(cfg Config) (*Probe, error) {
 	if err := specs.CfgFastShift.Set(uint32(32 - bits.TrailingZeros32(rows))); err != nil {
 		return nil, err
 	}
+	specs.Spill.MaxEntries = spillCells(cfg.Stat, ncpu)
 	if !cfg.Stacks {
 		specs.Stacks.MaxEntries = 1 // unused; do not pin memory for it
 		specs.StackIds.MaxEntries = 1

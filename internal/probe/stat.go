@@ -3,6 +3,7 @@ package probe
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -38,19 +39,8 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 	defer p.statMu.Unlock()
 	out := make([]stat.Cell, 0, p.lastCells+p.lastCells/8)
 	add := func(k *sysrayStatKey, vals []sysrayStatVal) {
-		c := stat.Cell{Key: stat.Key{PID: k.Pid, Nr: k.Nr, Cgroup: k.Cgroup}, Errnos: errs[[2]uint32{k.Pid, k.Nr}]}
-		for i := range vals {
-			v := &vals[i]
-			c.Count += v.Count
-			c.Errors += v.Errors
-			c.Total += v.Total
-			c.Runq += v.Runq
-			c.Timed += v.Timed
-			c.Max = max(c.Max, v.Max)
-			for i, n := range v.Hist {
-				c.Hist[i] += uint64(n)
-			}
-		}
+		c := sumCell(k, vals)
+		c.Errnos = errs[[2]uint32{k.Pid, k.Nr}]
 		out = append(out, c)
 	}
 	if err := p.statBatches(add); err != nil {
@@ -67,6 +57,10 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 			return nil, 0, err
 		}
 	}
+	out, err := p.addSpill(out, errs)
+	if err != nil {
+		return nil, 0, err
+	}
 	p.lastCells = len(out)
 	var lost []uint64
 	var total uint64
@@ -76,6 +70,61 @@ func (p *Probe) Stats() ([]stat.Cell, uint64, error) {
 		}
 	}
 	return out, total, nil
+}
+
+// sumCell sums a cell's per-CPU values (of the stats map or the spill).
+func sumCell(k *sysrayStatKey, vals []sysrayStatVal) stat.Cell {
+	c := stat.Cell{Key: stat.Key{PID: k.Pid, Nr: k.Nr, Cgroup: k.Cgroup}}
+	for i := range vals {
+		v := &vals[i]
+		c.Count += v.Count
+		c.Errors += v.Errors
+		c.Total += v.Total
+		c.Runq += v.Runq
+		c.Timed += v.Timed
+		c.Max = max(c.Max, v.Max)
+		for i, n := range v.Hist {
+			c.Hist[i] += uint64(n)
+		}
+	}
+	return c
+}
+
+// spillCells sizes the spill (bpf/maps.h), whose per-CPU cells are
+// allocated when it is made: 1,024 cells, fewer where that would pin over
+// 8 MiB (more than 12 CPUs), at least 64; one outside stat mode.
+func spillCells(stat bool, ncpu int) uint32 {
+	if !stat {
+		return 1
+	}
+	size := int(unsafe.Sizeof(sysrayStatVal{}))
+	return uint32(min(max((8<<20)/(size*ncpu), 64), 1024))
+}
+
+// addSpill adds the spill's cells (bpf/maps.h) to out, each to its key's
+// cell if out has one.
+func (p *Probe) addSpill(out []stat.Cell, errs map[[2]uint32]map[int]uint64) ([]stat.Cell, error) {
+	var k sysrayStatKey
+	var vals []sysrayStatVal
+	var at map[stat.Key]int
+	it := p.objs.Spill.Iterate()
+	for it.Next(&k, &vals) {
+		if at == nil {
+			at = make(map[stat.Key]int, len(out))
+			for i := range out {
+				at[out[i].Key] = i
+			}
+		}
+		c := sumCell(&k, vals)
+		if i, ok := at[c.Key]; ok {
+			out[i].Merge(&c)
+		} else {
+			c.Errnos = errs[[2]uint32{k.Pid, k.Nr}]
+			at[c.Key] = len(out)
+			out = append(out, c)
+		}
+	}
+	return out, it.Err()
 }
 
 // statBatch is how many cells one batch lookup reads.
@@ -141,6 +190,7 @@ func (p *Probe) Forget(pids map[uint32]bool) (int, error) {
 		return 0, nil
 	}
 	n := deleteKeys(p.objs.Stats, func(k *sysrayStatKey) bool { return pids[k.Pid] })
+	n += deleteKeys(p.objs.Spill, func(k *sysrayStatKey) bool { return pids[k.Pid] })
 	n += deleteKeys(p.objs.Errnos, func(k *sysrayErrnoKey) bool { return pids[k.Pid] })
 	for pid := range pids {
 		if p.objs.Pcounts.Delete(pid) == nil {
@@ -164,8 +214,35 @@ func (p *Probe) ForgetCells(cells []stat.Cell) ([]stat.Cell, error) {
 	for i := range cells {
 		keys[i] = sysrayStatKey{Cgroup: cells[i].Cgroup, Pid: cells[i].PID, Nr: cells[i].Nr}
 	}
+	// A cell read with Stats may be the sum of the stats map's cell and
+	// the spill's under its key: it went if either did.
+	went := make([]bool, len(cells))
+	err := batchDelete(p.objs.Stats, keys, func(i int) { went[i] = true })
+	// The spill is small and nearly always empty: walk it, rather than
+	// try every key (a batch stops at each key that is not there).
+	idx := make(map[sysrayStatKey]int, len(keys))
+	for i, k := range keys {
+		idx[k] = i
+	}
+	var k, next sysrayStatKey
+	var spilled []sysrayStatKey
+	for e := p.objs.Spill.NextKey(nil, &next); e == nil; e = p.objs.Spill.NextKey(&k, &next) {
+		k = next
+		if _, ok := idx[k]; ok {
+			spilled = append(spilled, k)
+		}
+	}
+	for i := range spilled {
+		if p.objs.Spill.Delete(&spilled[i]) == nil {
+			went[idx[spilled[i]]] = true
+		}
+	}
 	gone := make([]stat.Cell, 0, len(cells))
-	err := batchDelete(p.objs.Stats, keys, func(i int) { gone = append(gone, cells[i]) })
+	for i := range cells {
+		if went[i] {
+			gone = append(gone, cells[i])
+		}
+	}
 	var ekeys []sysrayErrnoKey
 	pids := map[uint32]bool{}
 	for _, c := range gone {

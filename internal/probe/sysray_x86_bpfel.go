@@ -407,6 +407,7 @@ const (
 	sysrayMapProfile              = "profile"
 	sysrayMapRings                = "rings"
 	sysrayMapScratch              = "scratch"
+	sysrayMapSpill                = "spill"
 	sysrayMapStackIds             = "stack_ids"
 	sysrayMapStackScratch         = "stack_scratch"
 	sysrayMapStacks               = "stacks"
@@ -563,6 +564,7 @@ type sysrayMapSpecs struct {
 	Profile        *ebpf.MapSpec `ebpf:"profile"`
 	Rings          *ebpf.MapSpec `ebpf:"rings"`
 	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
+	Spill          *ebpf.MapSpec `ebpf:"spill"`
 	StackIds       *ebpf.MapSpec `ebpf:"stack_ids"`
 	StackScratch   *ebpf.MapSpec `ebpf:"stack_scratch"`
 	Stacks         *ebpf.MapSpec `ebpf:"stacks"`
@@ -655,6 +657,7 @@ type sysrayMaps struct {
 	Profile        *ebpf.Map `ebpf:"profile"`
 	Rings          *ebpf.Map `ebpf:"rings"`
 	Scratch        *ebpf.Map `ebpf:"scratch"`
+	Spill          *ebpf.Map `ebpf:"spill"`
 	StackIds       *ebpf.Map `ebpf:"stack_ids"`
 	StackScratch   *ebpf.Map `ebpf:"stack_scratch"`
 	Stacks         *ebpf.Map `ebpf:"stacks"`
@@ -678,6 +681,7 @@ func (m *sysrayMaps) Close() error {
 		m.Profile,
 		m.Rings,
 		m.Scratch,
+		m.Spill,
 		m.StackIds,
 		m.StackScratch,
 		m.Stacks,

@@ -5,9 +5,10 @@
  * makes argv[1] x NCALLS of them, each holding one call.
  *
  * argv[2] says when they live: "together" keeps every child alive until
- * the last has started (so none of their cells can be let go early): its
- * read waits for a byte the parent writes once all are forked, and the
- * parent makes its own calls once before the first fork, so that its
+ * the last has made its calls (so none of their cells can be let go
+ * early): a child's write, its last call but one, tells the parent it is
+ * done, and its read, its last, waits for the parent's word that all are.
+ * The parent makes its own calls once before the first fork, so that its
  * cells exist before the children's. A number of microseconds runs them
  * one after the other, that far apart; none runs them one after the other
  * at once.
@@ -38,15 +39,19 @@ int main(int argc, char **argv)
 	long n = atol(argv[1]);
 	int together = argc == 3 && strcmp(argv[2], "together") == 0;
 	long gap = argc == 3 && !together ? atol(argv[2]) : 0;
-	int hold[2];
+	/* Said first: stdio's first write asks about stdout (a cell of its own). */
+	printf("%zu\n", NCALLS);
+	fflush(stdout);
+	int hold[2], ready[2];
+	static char bytes[4096];
 	if (together) {
-		if (pipe(hold) < 0) {
+		if (pipe(hold) < 0 || pipe(ready) < 0) {
 			perror("pipe");
 			return 1;
 		}
 		/* The parent's cells for what it does after the last fork. */
 		waitpid(-1, NULL, WNOHANG);
-		if (write(-1, "", 0) == 0)
+		if (write(-1, "", 0) == 0 || read(-1, bytes, 1) == 0)
 			return 1;
 	}
 	for (long i = 0; i < n; i++) {
@@ -58,14 +63,12 @@ int main(int argc, char **argv)
 		if (pid == 0) {
 			/* fd -1: the descriptor calls fail with EBADF, the rest only read. */
 			for (unsigned j = 0; j < NCALLS; j++) {
-				char c;
-				if (together && calls[j] == SYS_read) {
-					if (read(hold[0], &c, 1) != 1)
-						_exit(1);
-				} else {
+				if (!together || (calls[j] != SYS_read && calls[j] != SYS_write))
 					syscall(calls[j], -1L, 0L, 0L, 0L, 0L, 0L);
-				}
 			}
+			char c = 0;
+			if (together && (write(ready[1], &c, 1) != 1 || read(hold[0], &c, 1) != 1))
+				_exit(1);
 			_exit(0);
 		}
 		if (!together && waitpid(pid, NULL, 0) != pid) {
@@ -76,8 +79,15 @@ int main(int argc, char **argv)
 			usleep(gap);
 	}
 	if (together) {
-		/* One byte for each child's read. */
-		static char bytes[4096];
+		/* Every child has made its calls: one byte for each child's read. */
+		for (long left = n; left > 0;) {
+			long r = read(ready[0], bytes, left < (long)sizeof(bytes) ? left : (long)sizeof(bytes));
+			if (r <= 0) {
+				perror("read");
+				return 1;
+			}
+			left -= r;
+		}
 		for (long left = n; left > 0;) {
 			long w = write(hold[1], bytes, left < (long)sizeof(bytes) ? left : (long)sizeof(bytes));
 			if (w <= 0) {
@@ -94,6 +104,5 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	printf("%zu\n", NCALLS);
 	return 0;
 }
