@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/event"
+	hostfacts "github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
@@ -106,13 +108,27 @@ of a capture exactly.`,
 					t.Every = opts.Probe.Every
 				}
 				var lost uint64
+				// A long run on a host whose processes come and go would
+				// fill the kernel's table with the dead: their cells go
+				// once read, and their counts are kept here.
+				ended := stat.NewEnded(stat.Settle)
+				stop, done := make(chan struct{}), make(chan struct{})
+				opts.Started = func(p *probe.Probe) error {
+					go letGo(p, ended, letGoEvery, stop, done)
+					return nil
+				}
 				opts.Finished = func(p *probe.Probe) error {
+					close(stop)
+					<-done
 					cells, l, err := p.Stats()
-					t.Set(cells)
+					t.Set(ended.Merge(cells))
 					lost = l
 					return err
 				}
 				res, err := live.Run(opts, func(e *event.Event) error {
+					if e.Kind == event.KindExit && e.Proc.GroupDead {
+						ended.End(e.PID, hostfacts.Mono())
+					}
 					s.Pass(e)
 					return nil
 				})
@@ -155,4 +171,33 @@ of a capture exactly.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document")
 	cmd.Flags().BoolVar(&exact, "exact-timing", false, "time every call with the clock (percentiles exact to their bucket; counting then costs nearly twice as much per call)")
 	return cmd
+}
+
+// letGoEvery is how often stat reads the kernel's counts during a run, to
+// let ended processes' cells go: each read walks the host's threads for
+// their pending counts (docs/stat.md), a few milliseconds on a busy host.
+const letGoEvery = time.Second
+
+// letGo reads p's counts every every until stop closes, and lets the cells
+// of processes that ended go from the kernel, keeping their counts in
+// ended. It closes done when it returns.
+func letGo(p *probe.Probe, ended *stat.Ended, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		cells, _, err := p.Stats()
+		if err != nil {
+			continue
+		}
+		if due := ended.Due(cells, hostfacts.Mono()); len(due) > 0 {
+			gone, _ := p.ForgetCells(due)
+			ended.Keep(gone)
+		}
+	}
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/event"
+	hostfacts "github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/stat"
 	"github.com/sysray/sysray/internal/top"
 )
 
@@ -55,6 +57,10 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			}
 			snap, _ := proc.Snapshot()
 			s := session.New(event.HostArch(), proc.NewTable(snap), ctrs, nil)
+			// The cells of processes that ended go from the kernel once a
+			// read has shown their last interval: a host's table holds the
+			// living, however long top runs (internal/stat/ended.go).
+			ended := stat.NewEnded(stat.Settle)
 			ready := make(chan *probe.Probe, 1)
 			stop := make(chan struct{})
 			opts.Stop = stop
@@ -65,6 +71,9 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			go func() {
 				defer wg.Done()
 				_, runErr = live.Run(opts, func(e *event.Event) error {
+					if e.Kind == event.KindExit && e.Proc.GroupDead {
+						ended.End(e.PID, hostfacts.Mono())
+					}
 					s.Pass(e)
 					return nil
 				})
@@ -82,12 +91,16 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 					if err != nil {
 						return top.Sample{}, err
 					}
+					at := time.Now()
 					pc, err := p.ProcCounts()
 					counts := map[uint32]top.ProcCounts{}
 					for pid, c := range pc {
 						counts[pid] = top.ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
 					}
-					return top.Sample{At: time.Now(), Cells: cells, Counts: counts}, err
+					if err == nil {
+						_, err = p.ForgetCells(ended.Due(cells, hostfacts.Mono()))
+					}
+					return top.Sample{At: at, Cells: cells, Counts: counts}, err
 				},
 				Process: func(pid uint32) string {
 					if info, ok := s.Procs.Get(pid); ok {

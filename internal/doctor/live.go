@@ -191,7 +191,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	// slow calls and one in 64 others (at most one a millisecond per
 	// thread) cross over as events. That keeps the doctor's cost near
 	// stat's while every detector gets what it needs.
-	var ended *pruner // lets go of ended processes' counts (prune.go)
+	var ended *stat.Ended // lets go of ended processes' counts (stat/ended.go)
 	if flt == nil {
 		opts.Probe.Stat = true
 		opts.Probe.Sample = 64
@@ -203,7 +203,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 		// now and then is timed exactly, however long it runs on the CPU.
 		opts.Probe.UseBudget()
 		series := NewSeries()
-		ended = newPruner()
+		ended = stat.NewEnded(stat.Settle)
 		var (
 			sampling *probe.Sampling
 			stop     = make(chan struct{})
@@ -234,7 +234,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 			cells, lost, err := p.Stats()
 			if err == nil {
 				series.Add(hostfacts.Mono(), cells)
-				d.Counts(ended.merge(cells))
+				d.Counts(ended.Merge(cells))
 				d.Uncounted(lost)
 				d.Series(series)
 			}
@@ -248,7 +248,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	}
 	res, err := live.Run(opts, func(e *event.Event) error {
 		if ended != nil && e.Kind == event.KindExit && e.Proc.GroupDead {
-			ended.end(e.PID, hostfacts.Mono())
+			ended.End(e.PID, hostfacts.Mono())
 		}
 		if sess.Pass(e) {
 			newDoctor().Observe(e)
@@ -363,9 +363,9 @@ const seriesEvery = 250 * time.Millisecond
 
 // readSeries adds the kernel's counts (stats, a probe's Stats) to s at
 // once and then every every, until stop closes; it closes done when it
-// returns. With a pruner, the cells of processes that ended go from the
-// kernel (forget, a probe's ForgetCells) once read, and pr keeps them.
-func readSeries(stats func() ([]stat.Cell, uint64, error), forget func([]stat.Cell) ([]stat.Cell, error), pr *pruner, s *Series, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+// returns. With pr, the cells of processes that ended go from the kernel
+// (forget, a probe's ForgetCells) once read, and pr keeps their counts.
+func readSeries(stats func() ([]stat.Cell, uint64, error), forget func([]stat.Cell) ([]stat.Cell, error), pr *stat.Ended, s *Series, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -373,11 +373,11 @@ func readSeries(stats func() ([]stat.Cell, uint64, error), forget func([]stat.Ce
 		if cells, _, err := stats(); err == nil {
 			at := hostfacts.Mono()
 			s.Add(at, cells)
-			if due := pr.due(cells, at); len(due) > 0 {
+			if due := pr.Due(cells, at); len(due) > 0 {
 				// What went is kept even on an error: the cells it
 				// names are no longer in the kernel.
 				gone, _ := forget(due)
-				pr.keep(gone)
+				pr.Keep(gone)
 				s.restart(gone)
 			}
 		}

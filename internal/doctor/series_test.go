@@ -98,3 +98,26 @@ func TestContentionExcludesCPUWait(t *testing.T) {
 		}
 	}
 }
+
+func restartCell(pid, nr uint32, count uint64) stat.Cell {
+	return stat.Cell{Key: stat.Key{PID: pid, Nr: nr, Cgroup: 1}, Count: count, Total: 100 * count}
+}
+
+// A key whose cell went counts from zero in the next window, not from
+// its old total.
+func TestSeriesRestart(t *testing.T) {
+	s := NewSeries()
+	s.Add(0, []stat.Cell{restartCell(6, 0, 10)})
+	gone := []stat.Cell{restartCell(6, 0, 12)}
+	s.Add(1e6, gone)
+	s.restart(gone)
+	s.Add(2e6, []stat.Cell{restartCell(6, 0, 3)})
+	if len(s.windows) != 2 {
+		t.Fatalf("%d windows, want 2", len(s.windows))
+	}
+	for i, want := range []uint64{2, 3} {
+		if got := s.windows[i].byNr[0][6]; got == nil || got.calls != want {
+			t.Errorf("window %d: %+v, want %d calls", i, got, want)
+		}
+	}
+}
