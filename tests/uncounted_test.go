@@ -83,8 +83,9 @@ func TestDoctorLetsEndedGo(t *testing.T) {
 
 // stat, too, lets ended processes' cells go during a run and keeps their
 // counts (cmd/sysray/stat.go, letGo): 1,500 children one after the other,
-// 3 ms apart, make 49,500 cells, half again the table, and every child's
-// 33 calls are in the rows.
+// 3 ms apart, make 49,500 cells, half again the table, and every call is
+// in the rows. Past stat.KeptMax cells kept (the table's size), ended
+// processes' counts are summed in one row.
 func TestStatLetsEndedGo(t *testing.T) {
 	requireBPF(t)
 	const children = 1500
@@ -95,23 +96,32 @@ func TestStatLetsEndedGo(t *testing.T) {
 	var out struct {
 		Drops uint64 `json:"drops"`
 		Rows  []struct {
+			Name  string `json:"name"`
 			Calls uint64 `json:"calls"`
 		} `json:"rows"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
 		t.Fatal(err)
 	}
-	var rows uint64
+	var calls, whole, summed uint64
 	for _, row := range out.Rows {
-		if row.Calls > children {
+		switch {
+		case row.Name == "(ended, summed)":
+			summed = row.Calls
+		case row.Calls > children:
 			continue // the parent
+		case row.Calls > cellsPerChild:
+			t.Errorf("%s: %d calls, want at most %d", row.Name, row.Calls, cellsPerChild)
+		case row.Calls == cellsPerChild:
+			whole++
 		}
-		if row.Calls != cellsPerChild {
-			t.Errorf("a child's row holds %d calls, want %d", row.Calls, cellsPerChild)
-		}
-		rows++
+		calls += row.Calls
 	}
-	if out.Drops != 0 || rows != children {
-		t.Errorf("%d calls uncounted, %d children's rows, want 0 and %d", out.Drops, rows, children)
+	if out.Drops != 0 || calls != children*cellsPerChild {
+		t.Errorf("%d calls uncounted, the children's rows hold %d, want 0 and %d", out.Drops, calls, children*cellsPerChild)
+	}
+	// The kept cells reached the bound only if more than KeptMax went.
+	if whole < 32768/cellsPerChild || summed == 0 {
+		t.Errorf("%d children whole and %d calls summed: want at least %d whole, and some summed", whole, summed, 32768/cellsPerChild)
 	}
 }

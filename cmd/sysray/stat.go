@@ -45,6 +45,9 @@ of a capture exactly.`,
 			case "process":
 				group = func(*stat.Table) func(stat.Key) string {
 					return func(k stat.Key) string {
+						if k.PID == 0 {
+							return "(ended, summed)" // past stat.KeptMax
+						}
 						if p, ok := procs.Get(k.PID); ok {
 							return fmt.Sprintf("%s[%d]", p.Comm, k.PID)
 						}
