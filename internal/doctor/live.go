@@ -234,7 +234,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 			cells, lost, err := p.Stats()
 			if err == nil {
 				series.Add(hostfacts.Mono(), cells)
-				d.Counts(ended.Merge(cells))
+				d.Counts(attributed(ended.Merge(cells)))
 				d.Uncounted(lost)
 				d.Series(series)
 			}
@@ -356,6 +356,19 @@ func waitText(jiffies uint32, hz int) string {
 		return " (" + (time.Duration(jiffies) * time.Second / time.Duration(hz)).String() + ")"
 	}
 	return ""
+}
+
+// attributed drops the cells of ended processes summed under pid 0 past
+// stat.KeptMax: every detector that counts does so per process, and
+// would take them for one.
+func attributed(cells []stat.Cell) []stat.Cell {
+	out := cells[:0:0]
+	for _, c := range cells {
+		if c.PID != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // seriesEvery is how often the live doctor reads the kernel's counts.

@@ -202,3 +202,13 @@ func TestProcsKeptByCaller(t *testing.T) {
 		}
 	}
 }
+
+// Ended processes' counts summed under pid 0 (stat.KeptMax) reach no
+// detector: each counts per process.
+func TestAttributed(t *testing.T) {
+	cells := []stat.Cell{{Key: stat.Key{PID: 0, Nr: 1}, Count: 9}, {Key: stat.Key{PID: 5, Nr: 1}, Count: 2}}
+	got := attributed(cells)
+	if len(got) != 1 || got[0].PID != 5 || len(cells) != 2 || cells[0].PID != 0 {
+		t.Errorf("attributed(%v) = %v, want pid 5's cell alone, the input intact", cells, got)
+	}
+}
