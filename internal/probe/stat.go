@@ -218,23 +218,29 @@ func (p *Probe) ForgetCells(cells []stat.Cell) ([]stat.Cell, error) {
 	// the spill's under its key: it went if either did.
 	went := make([]bool, len(cells))
 	err := batchDelete(p.objs.Stats, keys, func(i int) { went[i] = true })
-	// The spill is small and nearly always empty: walk it, rather than
-	// try every key (a batch stops at each key that is not there).
-	idx := make(map[sysrayStatKey]int, len(keys))
-	for i, k := range keys {
-		idx[k] = i
-	}
-	var k, next sysrayStatKey
-	var spilled []sysrayStatKey
-	for e := p.objs.Spill.NextKey(nil, &next); e == nil; e = p.objs.Spill.NextKey(&k, &next) {
-		k = next
-		if _, ok := idx[k]; ok {
-			spilled = append(spilled, k)
+	if err == nil {
+		// Only once every main part went (or had none): a cell whose
+		// main part stayed must not be kept whole. The spill is small and
+		// nearly always empty: walk it, rather than try every key (a
+		// batch stops at each key that is not there).
+		idx := make(map[sysrayStatKey]int, len(keys))
+		for i, k := range keys {
+			idx[k] = i
 		}
-	}
-	for i := range spilled {
-		if p.objs.Spill.Delete(&spilled[i]) == nil {
-			went[idx[spilled[i]]] = true
+		var k, next sysrayStatKey
+		var spilled []sysrayStatKey
+		for e := p.objs.Spill.NextKey(nil, &next); e == nil; e = p.objs.Spill.NextKey(&k, &next) {
+			k = next
+			if _, ok := idx[k]; ok {
+				spilled = append(spilled, k)
+			}
+		}
+		// (A delete of a key just listed does not fail; one that did would
+		// leave a spill part read again and kept in its sum.)
+		for i := range spilled {
+			if p.objs.Spill.Delete(&spilled[i]) == nil {
+				went[idx[spilled[i]]] = true
+			}
 		}
 	}
 	gone := make([]stat.Cell, 0, len(cells))
