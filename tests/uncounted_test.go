@@ -15,24 +15,34 @@ import (
 // cells are made before the children's, so every call lost is a child's.
 const cellsChildren, cellsPerChild, cellsMax = 1100, 32 + 1, 32768
 
+// statRows is what stat --by process --json says of a command.
+type statRows struct {
+	Drops uint64 `json:"drops"`
+	Rows  []struct {
+		Name  string `json:"name"`
+		Calls uint64 `json:"calls"`
+	} `json:"rows"`
+}
+
+// statByProcess runs argv under stat --by process --json.
+func statByProcess(t *testing.T, argv ...string) statRows {
+	t.Helper()
+	r := runOut(t, append([]string{"stat", "--by", "process", "--json", "--"}, argv...)...)
+	if r.code != 0 {
+		t.Fatalf("stat exited %d: %s", r.code, r.stderr)
+	}
+	var out statRows
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // stat, whose rows give the counts, says exactly how many calls it lost:
 // the children's calls less those its rows hold.
 func TestStatUncountedExact(t *testing.T) {
 	requireBPF(t)
-	r := runOut(t, "stat", "--by", "process", "--json", "--", prog("cells"), strconv.Itoa(cellsChildren), "together")
-	if r.code != 0 {
-		t.Fatalf("stat exited %d: %s", r.code, r.stderr)
-	}
-	var out struct {
-		Drops uint64 `json:"drops"`
-		Rows  []struct {
-			Name  string `json:"name"`
-			Calls uint64 `json:"calls"`
-		} `json:"rows"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-		t.Fatal(err)
-	}
+	out := statByProcess(t, prog("cells"), strconv.Itoa(cellsChildren), "together")
 	// The parent forks and waits for every child: it alone makes more
 	// calls than there are children.
 	var children uint64
@@ -89,20 +99,7 @@ func TestDoctorLetsEndedGo(t *testing.T) {
 func TestStatLetsEndedGo(t *testing.T) {
 	requireBPF(t)
 	const children = 1500
-	r := runOut(t, "stat", "--by", "process", "--json", "--", prog("cells"), strconv.Itoa(children), "3000")
-	if r.code != 0 {
-		t.Fatalf("stat exited %d: %s", r.code, r.stderr)
-	}
-	var out struct {
-		Drops uint64 `json:"drops"`
-		Rows  []struct {
-			Name  string `json:"name"`
-			Calls uint64 `json:"calls"`
-		} `json:"rows"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-		t.Fatal(err)
-	}
+	out := statByProcess(t, prog("cells"), strconv.Itoa(children), "3000")
 	var calls, whole, summed uint64
 	for _, row := range out.Rows {
 		switch {
