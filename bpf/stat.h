@@ -166,8 +166,8 @@ static __always_inline struct stat_val *stat_cell(struct stat_key *k, __u64 n)
 		if (v)
 			return v;
 	}
-	__u32 z = 0;
-	__u64 *lost = bpf_map_lookup_elem(&stat_lost, &z);
+	__u32 why = err == -ENOMEM ? LOST_NOMEM : LOST_FULL;
+	__u64 *lost = bpf_map_lookup_elem(&stat_lost, &why);
 	if (lost)
 		*lost += n;
 	return NULL;

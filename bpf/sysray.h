@@ -118,6 +118,10 @@ struct prof_key {
  */
 #define HIST_BUCKETS 160
 
+/* Why a call went uncounted: the index of stat_lost (maps.h). */
+#define LOST_FULL 0
+#define LOST_NOMEM 1
+
 struct stat_key {
 	__u64 cgroup;
 	__u32 pid;

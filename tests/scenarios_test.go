@@ -22,6 +22,7 @@ type doctorReport struct {
 	Findings  []finding `json:"findings"`
 	Drops     uint64    `json:"drops"`
 	Uncounted uint64    `json:"uncounted"`
+	NoMem     uint64    `json:"uncounted_no_memory"`
 }
 
 // demo runs one bundled reproduction live under the doctor (sysray demo

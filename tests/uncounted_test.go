@@ -18,6 +18,8 @@ const cellsChildren, cellsPerChild, cellsMax = 1100, 32 + 1, 32768
 // statRows is what stat --by process --json says of a command.
 type statRows struct {
 	Drops uint64 `json:"drops"`
+	Full  uint64 `json:"uncounted_table_full"`
+	NoMem uint64 `json:"uncounted_no_memory"`
 	Rows  []struct {
 		Name  string `json:"name"`
 		Calls uint64 `json:"calls"`
@@ -58,13 +60,32 @@ func TestStatUncountedExact(t *testing.T) {
 		t.Fatalf("%d processes made over %d calls, want the parent alone", parents, cellsChildren)
 	}
 	made := uint64(cellsChildren * cellsPerChild)
-	if made-children != out.Drops {
-		t.Errorf("the children made %d calls, the rows hold %d, yet %d were said uncounted", made, children, out.Drops)
+	if made-children != out.Drops || out.Drops != out.Full+out.NoMem {
+		t.Errorf("the children made %d calls, the rows hold %d, yet %d were said uncounted (%d to a full table, %d to a want of memory)",
+			made, children, out.Drops, out.Full, out.NoMem)
 	}
-	// Over the table's size by 3,532 cells; less what the spill took (the
-	// want of memory that comes with such a burst, bpf/maps.h).
-	if out.Drops == 0 || out.Drops > made-cellsMax {
-		t.Errorf("%d calls uncounted, want 1 to %d (the children's cells over the table's %d)", out.Drops, made-cellsMax, cellsMax)
+	checkUncounted(t, out.Full, out.NoMem)
+}
+
+// checkUncounted checks the calls cells run out for: those a full table
+// refused and those no memory was found for (a burst of new cells can
+// outrun the kernel's per-CPU allocator, bpf/maps.h, as fast as the
+// kernel's workers refill it, which CI's busy machine does more slowly).
+// The children need 3,532 cells more than the table holds, so the full
+// table refuses at most that many (every call refused for want of memory
+// is a cell the table did not take); a few more for the slack of the
+// table's per-CPU count of its cells, exact to a batch of 32 per CPU.
+// It may refuse fewer, but not none: the children's last cells may come
+// after the first of them ended and had their cells let go (a count a
+// thread keeps pending, bpf/stat.h, makes its cell as late as its exit).
+func checkUncounted(t *testing.T, full, nomem uint64) {
+	t.Helper()
+	const slack = 64
+	over := uint64(cellsChildren*cellsPerChild - cellsMax)
+	t.Logf("%d calls uncounted: %d to a full table, %d to a want of memory", full+nomem, full, nomem)
+	if full+nomem == 0 || full > over+slack {
+		t.Errorf("%d calls refused by a full table and %d for want of memory: want some, and at most %d to a full table (the children's cells over the table's %d)",
+			full, nomem, over+slack, cellsMax)
 	}
 }
 
@@ -72,11 +93,10 @@ func TestStatUncountedExact(t *testing.T) {
 func TestDoctorUncounted(t *testing.T) {
 	requireBPF(t)
 	rep := doctorCmd(t, 0, prog("cells"), strconv.Itoa(cellsChildren), "together")
-	// A table that allocates as it grows enforces its limit through a
-	// per-CPU counter, exact to a batch of 32 per CPU: the slack above.
-	if over := uint64(cellsChildren*cellsPerChild - cellsMax); rep.Uncounted == 0 || rep.Uncounted > over+64 {
-		t.Errorf("%d calls uncounted, want 1 to %d (the children's cells over the table's %d)", rep.Uncounted, over+64, cellsMax)
+	if rep.NoMem > rep.Uncounted {
+		t.Fatalf("%d calls uncounted, %d of them for want of memory", rep.Uncounted, rep.NoMem)
 	}
+	checkUncounted(t, rep.Uncounted-rep.NoMem, rep.NoMem)
 }
 
 // A process that ended has its cells let go once read (internal/doctor,
@@ -86,8 +106,14 @@ func TestDoctorUncounted(t *testing.T) {
 func TestDoctorLetsEndedGo(t *testing.T) {
 	requireBPF(t)
 	rep := doctorCmd(t, 0, prog("cells"), "2000", "1000")
-	if rep.Uncounted != 0 {
-		t.Errorf("%d calls uncounted: the cells of ended children were not let go", rep.Uncounted)
+	// Calls refused for want of memory are not the table's size: they
+	// come with a burst, and the kernel's speed in refilling its
+	// allocator (checkUncounted), which letting go does not change.
+	if full := rep.Uncounted - rep.NoMem; full != 0 || rep.NoMem > rep.Uncounted {
+		t.Errorf("%d calls uncounted, %d of them to a full table: the cells of ended children were not let go", rep.Uncounted, full)
+	}
+	if rep.NoMem > 0 {
+		t.Logf("%d calls uncounted for want of memory", rep.NoMem)
 	}
 }
 
@@ -114,8 +140,10 @@ func TestStatLetsEndedGo(t *testing.T) {
 		}
 		calls += row.Calls
 	}
-	if out.Drops != 0 || calls != children*cellsPerChild {
-		t.Errorf("%d calls uncounted, the children's rows hold %d, want 0 and %d", out.Drops, calls, children*cellsPerChild)
+	// As in TestDoctorLetsEndedGo, only a want of memory may lose calls.
+	if out.Full != 0 || out.Drops != out.NoMem || calls+out.NoMem != children*cellsPerChild {
+		t.Errorf("%d calls uncounted (%d to a full table, %d to a want of memory), the children's rows hold %d: want %d in all",
+			out.Drops, out.Full, out.NoMem, calls, children*cellsPerChild)
 	}
 	// The kept cells reached the bound only if more than KeptMax went.
 	if whole < 32768/cellsPerChild || summed == 0 {

@@ -74,6 +74,7 @@ of a capture exactly.`,
 			var (
 				t     *stat.Table
 				drops uint64
+				lost  stat.Lost // of drops, calls the kernel had no count cell for
 				code  int
 			)
 			if file != "" {
@@ -110,7 +111,6 @@ of a capture exactly.`,
 					opts.Probe.UseBudget()
 					t.Every = opts.Probe.Every
 				}
-				var lost uint64
 				// A long run on a host whose processes come and go would
 				// fill the kernel's table with the dead: their cells go
 				// once read, and their counts are kept here.
@@ -138,10 +138,10 @@ of a capture exactly.`,
 				if err != nil {
 					return err
 				}
-				if lost > 0 {
-					fmt.Fprintf(os.Stderr, "sysray: %d syscalls were not counted: the kernel's table of (process, syscall) pairs was full\n", lost)
+				if n := lost.Total(); n > 0 {
+					fmt.Fprintf(os.Stderr, "sysray: %d syscalls were not counted: %s\n", n, lost.Why())
 				}
-				drops = res.Drops + lost
+				drops = res.Drops + lost.Total()
 				code = res.ExitCode
 			}
 			rows := t.Rows(group(t))
@@ -152,7 +152,7 @@ of a capture exactly.`,
 			}
 			defer closeOut()
 			if asJSON {
-				err = stat.PrintJSON(out, rows, by, drops)
+				err = stat.PrintJSON(out, rows, by, drops, lost)
 			} else {
 				err = stat.PrintRows(out, rows, by)
 			}

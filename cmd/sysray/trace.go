@@ -82,7 +82,7 @@ func printSummary(w io.Writer, sum *stat.Table, asJSON bool, drops uint64) error
 	rows := sum.Rows(sum.BySyscall)
 	stat.SortRows(rows, "time")
 	if asJSON {
-		return stat.PrintJSON(w, rows, "syscall", drops)
+		return stat.PrintJSON(w, rows, "syscall", drops, stat.Lost{})
 	}
 	return stat.PrintRows(w, rows, "syscall")
 }

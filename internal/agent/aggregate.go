@@ -55,7 +55,8 @@ type Aggregator struct {
 	scale   uint64               // the read's Snapshot.Scale, at least 1
 	sigs    map[sigKey]uint64    // signals not folded yet
 	ctrs    map[Labels]*ctr
-	lost    mono
+	lost    mono // calls the full count table refused
+	lostMem mono // calls no memory was found for
 	ring    mono
 	bpf     map[string]*mono
 	bpfOn   bool
@@ -199,7 +200,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 		a.prev = map[stat.Key]cellPrev{}
 		a.prevErr = map[errKey]uint64{}
 		a.prevPC = map[uint32]ProcCounts{}
-		a.lost.last, a.ring.last = 0, 0
+		a.lost.last, a.lostMem.last, a.ring.last = 0, 0, 0
 		for _, m := range a.bpf {
 			m.last = 0
 		}
@@ -332,7 +333,8 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 	a.apply(now, pend)
 	a.evictSyscalls(now)
 
-	a.lost.set(s.Lost)
+	a.lost.set(s.Lost.Full)
+	a.lostMem.set(s.Lost.NoMem)
 	a.ring.set(s.RingDrops)
 	a.bpfOn = s.BPF != nil
 	for name, d := range s.BPF {

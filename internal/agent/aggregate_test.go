@@ -337,7 +337,7 @@ func TestUnnamedToldOnce(t *testing.T) {
 func TestCollect(t *testing.T) {
 	a := newAgg(map[uint64]string{7: "web"}, 5, 5)
 	a.Fold(time.Unix(10, 0), Snapshot{Cells: []stat.Cell{cell(1, nrOpenat, 7, 4, 3000, 2), cell(2, nrRead, 0, 3, 1<<36, 0)},
-		Procs: map[uint32]ProcCounts{1: {Faults: 9, Vsyscalls: 2}}, Lost: 5, RingDrops: 1,
+		Procs: map[uint32]ProcCounts{1: {Faults: 9, Vsyscalls: 2}}, Lost: stat.Lost{Full: 5, NoMem: 2}, RingDrops: 1,
 		BPF: map[string]time.Duration{"sys_enter": time.Second}})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a)
@@ -372,6 +372,7 @@ func TestCollect(t *testing.T) {
 		"sysray_page_faults_total,container=web":                                  9,
 		"sysray_vsyscall_emulations_total,container=web":                          2,
 		"sysray_events_dropped_total,reason=count_table":                          5,
+		"sysray_events_dropped_total,reason=count_memory":                         2,
 		"sysray_events_dropped_total,reason=ring_buffer_full":                     1,
 		"sysray_bpf_run_seconds_total,program=sys_enter":                          1,
 	}

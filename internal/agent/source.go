@@ -21,7 +21,7 @@ type Snapshot struct {
 	// Lost counts syscalls the kernel could not count: its table of
 	// (process, cgroup, syscall) cells was full, or a new cell found no
 	// memory (a burst of new cells can outrun the kernel's allocator).
-	Lost uint64
+	Lost stat.Lost
 	// RingDrops counts events lost because a ring buffer was full.
 	RingDrops uint64
 	// BPF is the run time of each of the probe's programs by name; nil

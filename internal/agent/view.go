@@ -3,6 +3,8 @@ package agent
 import (
 	"sort"
 	"time"
+
+	"github.com/sysray/sysray/internal/stat"
 )
 
 // View is the state of the series at the last fold, for scrapes and the
@@ -11,7 +13,7 @@ type View struct {
 	At         time.Time
 	Syscalls   []SyscallSeries
 	Containers []ContainerSeries
-	Lost       uint64
+	Lost       stat.Lost
 	RingDrops  uint64
 	BPF        map[string]time.Duration // nil when the kernel's BPF stats are off
 	Cells      int                      // the kernel's cells at the last read
@@ -39,7 +41,7 @@ type ContainerSeries struct {
 func (a *Aggregator) View() *View { return a.view.Load() }
 
 func (a *Aggregator) publish(now time.Time) {
-	v := &View{At: now, Lost: a.lost.total, RingDrops: a.ring.total, Cells: a.cells, Scale: a.scale}
+	v := &View{At: now, Lost: stat.Lost{Full: a.lost.total, NoMem: a.lostMem.total}, RingDrops: a.ring.total, Cells: a.cells, Scale: a.scale}
 	if a.bpfOn {
 		v.BPF = map[string]time.Duration{}
 		for n, m := range a.bpf {

@@ -238,7 +238,7 @@ type Doctor struct {
 	last      uint64
 	events    uint64
 	drops     uint64
-	uncounted uint64 // calls the kernel's count table had no room for
+	uncounted stat.Lost // calls the kernel's count table had no cell for
 	// long: a doctor kept across windows (NewLong); ended holds the
 	// processes that ended since its last Forget.
 	long  bool
@@ -269,10 +269,10 @@ func New(host Host, procs *proc.Table) *Doctor {
 	return d
 }
 
-// Uncounted says how many calls the kernel's count table had no room for
-// (its lost count): the counts handed to Counts are lower bounds by that
-// many calls, and the report says so.
-func (d *Doctor) Uncounted(n uint64) { d.uncounted = n }
+// Uncounted says how many calls the kernel's count table had no cell for
+// (its lost count), and why: the counts handed to Counts are lower bounds
+// by that many calls, and the report says so.
+func (d *Doctor) Uncounted(l stat.Lost) { d.uncounted = l }
 
 // counter is a detector that can use the kernel's exact syscall counts
 // when syscall events were sampled.
@@ -341,11 +341,13 @@ type Report struct {
 	Events   uint64    `json:"events"`
 	Drops    uint64    `json:"drops"`
 	// Uncounted is how many calls the kernel's table of exact counts had
-	// no room for (one cell per process and syscall): the counts the
-	// detectors used are short by that many.
-	Uncounted uint64   `json:"uncounted,omitempty"`
-	SpanNS    uint64   `json:"span_ns"`
-	Host      HostJSON `json:"host"`
+	// no cell for (one cell per process and syscall): the counts the
+	// detectors used are short by that many. UncountedNoMem of them were
+	// refused for want of memory, the rest because the table was full.
+	Uncounted      uint64   `json:"uncounted,omitempty"`
+	UncountedNoMem uint64   `json:"uncounted_no_memory,omitempty"`
+	SpanNS         uint64   `json:"span_ns"`
+	Host           HostJSON `json:"host"`
 	// Near holds, for each detector that reported nothing and can say,
 	// the candidate that came closest, nearest first.
 	Near []Near `json:"near,omitempty"`
@@ -384,6 +386,6 @@ func (d *Doctor) Report() *Report {
 		fs = []Finding{}
 	}
 	h := d.env.Host
-	return &Report{Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted, SpanNS: d.env.Span,
+	return &Report{Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
 		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}, Near: nears(d.env, silent)}
 }

@@ -378,7 +378,7 @@ const seriesEvery = 250 * time.Millisecond
 // once and then every every, until stop closes; it closes done when it
 // returns. With pr, the cells of processes that ended go from the kernel
 // (forget, a probe's ForgetCells) once read, and pr keeps their counts.
-func readSeries(stats func() ([]stat.Cell, uint64, error), forget func([]stat.Cell) ([]stat.Cell, error), pr *stat.Ended, s *Series, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
+func readSeries(stats func() ([]stat.Cell, stat.Lost, error), forget func([]stat.Cell) ([]stat.Cell, error), pr *stat.Ended, s *Series, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	t := time.NewTicker(every)
 	defer t.Stop()

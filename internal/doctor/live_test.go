@@ -110,9 +110,9 @@ func TestAuditGuardWithoutAudit(t *testing.T) {
 // readSeries reads at once, then every tick, until stop.
 func TestReadSeries(t *testing.T) {
 	var reads atomic.Int32
-	stats := func() ([]stat.Cell, uint64, error) {
+	stats := func() ([]stat.Cell, stat.Lost, error) {
 		n := reads.Add(1)
-		return []stat.Cell{{Key: stat.Key{PID: 5, Nr: 0}, Count: uint64(10 * n), Total: uint64(1000 * n)}}, 0, nil
+		return []stat.Cell{{Key: stat.Key{PID: 5, Nr: 0}, Count: uint64(10 * n), Total: uint64(1000 * n)}}, stat.Lost{}, nil
 	}
 	s := NewSeries()
 	stop, done := make(chan struct{}), make(chan struct{})

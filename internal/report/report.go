@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 // JSON writes the report as one JSON document.
@@ -37,8 +38,8 @@ func Text(w io.Writer, r *doctor.Report, explain bool) error {
 		fmt.Fprintf(&b, "warning: %d events were lost (ring buffer full); counts below are lower bounds\n", r.Drops)
 	}
 	if r.Uncounted > 0 {
-		fmt.Fprintf(&b, "warning: %d syscalls went uncounted (the kernel's table of counts, a cell per process and syscall, was full); "+
-			"counts below are lower bounds\n", r.Uncounted)
+		why := stat.Lost{Full: r.Uncounted - r.UncountedNoMem, NoMem: r.UncountedNoMem}.Why()
+		fmt.Fprintf(&b, "warning: %d syscalls went uncounted (%s); counts below are lower bounds\n", r.Uncounted, why)
 	}
 	if len(r.Findings) == 0 {
 		b.WriteString("\nNothing wrong found between these programs and the kernel.\n")

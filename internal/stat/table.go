@@ -232,8 +232,10 @@ func printTable(w io.Writer, rows []StatRow, what string) error {
 	return tw.Flush()
 }
 
-// PrintJSON writes the rows as one document.
-func PrintJSON(w io.Writer, rows []StatRow, by string, drops uint64) error {
+// PrintJSON writes the rows as one document. drops counts every event and
+// call lost, lost those of them the kernel's count table had no cell for.
+func PrintJSON(w io.Writer, rows []StatRow, by string, drops uint64, lost Lost) error {
 	return json.NewEncoder(w).Encode(map[string]any{"by": by, "rows": rows, "drops": drops,
+		"uncounted_table_full": lost.Full, "uncounted_no_memory": lost.NoMem,
 		"percentile_max_relative_error": MaxRelError})
 }
