@@ -198,9 +198,6 @@ func letGo(p *probe.Probe, ended *stat.Ended, every time.Duration, stop <-chan s
 		if err != nil {
 			continue
 		}
-		if due := ended.Due(cells, hostfacts.Mono()); len(due) > 0 {
-			gone, _ := p.ForgetCells(due)
-			ended.Keep(gone)
-		}
+		ended.LetGo(cells, hostfacts.Mono(), p.ForgetCells)
 	}
 }

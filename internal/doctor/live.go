@@ -386,11 +386,8 @@ func readSeries(stats func() ([]stat.Cell, stat.Lost, error), forget func([]stat
 		if cells, _, err := stats(); err == nil {
 			at := hostfacts.Mono()
 			s.Add(at, cells)
-			if due := pr.Due(cells, at); len(due) > 0 {
-				// What went is kept even on an error: the cells it
-				// names are no longer in the kernel.
-				gone, _ := forget(due)
-				pr.Keep(gone)
+			if pr != nil {
+				gone, _ := pr.LetGo(cells, at, forget)
 				s.restart(gone)
 			}
 		}

@@ -82,6 +82,21 @@ func (p *Ended) Due(cells []Cell, at uint64) []Cell {
 	return out
 }
 
+// LetGo takes cells, read at at, of processes ended long enough (Due) out
+// of the kernel with forget (a probe's ForgetCells, which returns the cells
+// it deleted), keeps their counts, and returns the cells that went.
+func (p *Ended) LetGo(cells []Cell, at uint64, forget func([]Cell) ([]Cell, error)) ([]Cell, error) {
+	due := p.Due(cells, at)
+	if len(due) == 0 {
+		return nil, nil
+	}
+	// What went is kept even on an error: the cells it names are no
+	// longer in the kernel.
+	gone, err := forget(due)
+	p.Keep(gone)
+	return gone, err
+}
+
 // KeptMax is how many cells Keep holds apart, as many as the kernel's
 // table (a cell is 1.3 KiB here, its histogram most of it: 43 MiB). Past
 // that, a cell's counts are summed with those of every ended process's
