@@ -197,7 +197,7 @@ struct {
  * program may not wait on: under a burst of new processes it runs out of
  * ready pages until a worker adds more (2,000 short processes, 66,000 new
  * cells: 102 refused). These are allocated when the map is made (the
- * loader sizes it, spillCells: up to 8 MiB, 1 entry outside stat mode);
+ * loader sizes it, spillCells: 1 entry outside stat mode);
  * the reader adds each to its key's cell of the stats map, if any.
  */
 struct {
@@ -208,17 +208,16 @@ struct {
 } spill SEC(".maps");
 
 /*
- * Calls the stats map, and the spill after it, had no cell for: at
- * LOST_FULL those the full table refused, at LOST_NOMEM those refused for
- * want of memory once the spill was full too. The two have different
- * cures (a smaller selection; fewer new processes at once), so the reader
- * tells them apart.
+ * Calls the stats map, and the spill after it, had no cell for, by why:
+ * those the full table refused and those refused for want of memory once
+ * the spill was full too. The two have different cures (a smaller
+ * selection; fewer new processes at once), so the reader tells them apart.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct lost);
 } stat_lost SEC(".maps");
 
 struct {

@@ -166,10 +166,20 @@ static __always_inline struct stat_val *stat_cell(struct stat_key *k, __u64 n)
 		if (v)
 			return v;
 	}
-	__u32 why = err == -ENOMEM ? LOST_NOMEM : LOST_FULL;
-	__u64 *lost = bpf_map_lookup_elem(&stat_lost, &why);
-	if (lost)
-		*lost += n;
+	/*
+	 * One key, and why as a field: a key that depended on err kept err's
+	 * two values apart in the verifier's states to the end of every
+	 * caller, and made sys_exit's verification three times as long (0.43
+	 * s to 1.37 s at each start in stat mode).
+	 */
+	__u32 z = 0;
+	struct lost *lost = bpf_map_lookup_elem(&stat_lost, &z);
+	if (!lost)
+		return NULL;
+	if (err == -ENOMEM)
+		lost->nomem += n;
+	else
+		lost->full += n;
 	return NULL;
 }
 

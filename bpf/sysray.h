@@ -118,9 +118,11 @@ struct prof_key {
  */
 #define HIST_BUCKETS 160
 
-/* Why a call went uncounted: the index of stat_lost (maps.h). */
-#define LOST_FULL 0
-#define LOST_NOMEM 1
+/* Calls that went uncounted, by why (stat_lost in maps.h). */
+struct lost {
+	__u64 full;  /* the stats map was full */
+	__u64 nomem; /* no memory for a cell, and the spill was full too */
+};
 
 struct stat_key {
 	__u64 cgroup;

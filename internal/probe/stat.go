@@ -65,22 +65,17 @@ func (p *Probe) Stats() ([]stat.Cell, stat.Lost, error) {
 	return out, p.lost(), nil
 }
 
-// Indexes of stat_lost (LOST_FULL, LOST_NOMEM in bpf/sysray.h).
-const lostFull, lostNoMem = 0, 1
-
 // lost reads stat_lost, summed over CPUs.
 func (p *Probe) lost() stat.Lost {
-	sum := func(i uint32) uint64 {
-		var per []uint64
-		var n uint64
-		if p.objs.StatLost.Lookup(i, &per) == nil {
-			for _, v := range per {
-				n += v
-			}
+	var per []sysrayLost
+	var l stat.Lost
+	if p.objs.StatLost.Lookup(uint32(0), &per) == nil {
+		for _, v := range per {
+			l.Full += v.Full
+			l.NoMem += v.Nomem
 		}
-		return n
 	}
-	return stat.Lost{Full: sum(lostFull), NoMem: sum(lostNoMem)}
+	return l
 }
 
 // sumCell sums a cell's per-CPU values (of the stats map or the spill).
@@ -102,20 +97,25 @@ func sumCell(k *sysrayStatKey, vals []sysrayStatVal) stat.Cell {
 }
 
 // spillCells sizes the spill (bpf/maps.h), whose per-CPU cells are
-// allocated when it is made: as many as 8 MiB holds (6,096 on 2 CPUs, 1,524
-// on 8), at most 8,192 and at least 64; one outside stat mode. How many
-// cells want it depends on how long the kernel's workers take to refill
-// its per-CPU allocator under the burst that empties it: 25 to 277 for
-// 1,100 processes making 33 cells each at once on this 2-CPU VM, and on
-// CI's, by inference, over 6,000 (TestStatUncountedExact lost 8,699 calls
-// there, 5,167 more than the full table explains, with 1,024 spilled,
-// before the two causes were counted apart).
+// allocated when it is made: 1,024 cells, fewer where that would pin over
+// 8 MiB (more than 12 CPUs), at least 64; one outside stat mode.
+//
+// How many cells want it depends on how long the kernel's workers take to
+// refill its per-CPU allocator under the burst that empties it: 25 to 277
+// for 1,100 processes making 33 cells each at once on this 2-CPU VM, and
+// on CI's, by inference, over 6,000 (TestStatUncountedExact lost 8,699
+// calls there, 5,167 more than the full table explains, before the two
+// causes were counted apart). A larger spill is not free: each of its
+// cells is a per-CPU allocation made as the map is created, and 6,096 of
+// them (what 8 MiB holds on 2 CPUs) took the doctor from 743 to 1,292 ms
+// before it attached, long enough to miss a process that crashed 1.5 s
+// after the doctor started (fatal-signal/pid in scenarios/variants).
 func spillCells(stat bool, ncpu int) uint32 {
 	if !stat {
 		return 1
 	}
 	size := int(unsafe.Sizeof(sysrayStatVal{}))
-	return uint32(min(max((8<<20)/(size*ncpu), 64), 8192))
+	return uint32(min(max((8<<20)/(size*ncpu), 64), 1024))
 }
 
 // addSpill adds the spill's cells (bpf/maps.h) to out, each to its key's

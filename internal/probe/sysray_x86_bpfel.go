@@ -169,6 +169,12 @@ const (
 	sysrayKindK_RECLAIM     sysrayKind = 11
 )
 
+type sysrayLost struct {
+	_     structs.HostLayout
+	Full  uint64
+	Nomem uint64
+}
+
 type sysrayPcount struct {
 	_         structs.HostLayout
 	Faults    uint64
