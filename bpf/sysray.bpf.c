@@ -9,6 +9,14 @@
  * row knows it; with them, task storage lookups at entry and exit.
  * Selection (pids, cgroups, syscalls, minimum latency) is decided here so
  * nothing unwanted crosses to user space.
+ *
+ * Verification is a cost too: sysray verifies its programs at every start,
+ * and the kernel refuses a program whose walk passes a million
+ * instructions. Values that branch (an error code, a mode) should not stay
+ * live to the end of the inlined helpers that see them, or the verifier
+ * walks every branch to the end: stat's sys_exit once walked 864,120
+ * instructions for a map key chosen from err. tests/verifier_test.go holds
+ * every command's programs to half the kernel's limit.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
