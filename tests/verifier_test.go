@@ -44,23 +44,33 @@ func TestVerifierBudget(t *testing.T) {
 		{"record", "--stacks", "-w", capFile},
 	} {
 		c := startAttached(t, append(args, "-p", pid)...)
-		progs := verified(t, c.Process.Pid)
+		checkVerified(t, args, verified(t, c.Process.Pid))
 		c.Process.Kill()
 		c.Wait()
-		if progs["sys_exit"] == 0 || progs["sys_enter"] == 0 {
-			t.Fatalf("%v: no sys_enter or sys_exit among its programs: %v", args, progs)
-		}
-		most, name := 0, ""
-		for n, v := range progs {
-			if v > most {
-				most, name = v, n
-			}
-			if v > verifierBudget {
-				t.Errorf("%v: the verifier walked %d instructions of %s, past %d (half the kernel's limit)", args, v, n, verifierBudget)
-			}
-		}
-		t.Logf("%v: %d programs, the longest walk %s's, %d instructions", args, len(progs), name, most)
 	}
+	// The agent, with its doctor and without, duty-cycled and not.
+	for _, args := range [][]string{{"--syscalls", "duty"}, {"--no-doctor"}} {
+		a := startAgent(t, args...)
+		checkVerified(t, append([]string{"agent"}, args...), verified(t, a.cmd.Process.Pid))
+		a.stop(t)
+	}
+}
+
+func checkVerified(t *testing.T, args []string, progs map[string]int) {
+	t.Helper()
+	if progs["sys_exit"] == 0 || progs["sys_enter"] == 0 {
+		t.Fatalf("%v: no sys_enter or sys_exit among its programs: %v", args, progs)
+	}
+	most, name := 0, ""
+	for n, v := range progs {
+		if v > most {
+			most, name = v, n
+		}
+		if v > verifierBudget {
+			t.Errorf("%v: the verifier walked %d instructions of %s, past %d (half the kernel's limit)", args, v, n, verifierBudget)
+		}
+	}
+	t.Logf("%v: %d programs, the longest walk %s's, %d instructions", args, len(progs), name, most)
 }
 
 // verified is how many instructions the verifier walked for each BPF
