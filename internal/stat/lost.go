@@ -15,15 +15,19 @@ type Lost struct {
 // Total is every call lost.
 func (l Lost) Total() uint64 { return l.Full + l.NoMem }
 
-// Why says in words why calls were lost, for a warning.
+// Why says in words why calls were lost, and what helps, for a warning.
+// Cells of ended processes are let go, so a full table means that many
+// (process, syscall) pairs lived at once: a narrower selection helps. A
+// want of memory passes with the burst of new processes that made it.
 func (l Lost) Why() string {
+	const full = "the kernel's table of (process, syscall) cells was full: select fewer processes (-p, --cgroup, --container) or syscalls (-e)"
+	const nomem = "a burst of new processes needed cells faster than the kernel could allocate them"
 	switch {
 	case l.NoMem == 0:
-		return "the kernel's table of (process, syscall) cells was full"
+		return full
 	case l.Full == 0:
-		return "new processes needed cells faster than the kernel could allocate them"
+		return nomem
 	default:
-		return fmt.Sprintf("%d because the kernel's table of (process, syscall) cells was full, "+
-			"%d because new processes needed cells faster than the kernel could allocate them", l.Full, l.NoMem)
+		return fmt.Sprintf("%d because %s; %d because %s", l.Full, full, l.NoMem, nomem)
 	}
 }
