@@ -41,8 +41,16 @@ func TestTextUncounted(t *testing.T) {
 	if err := Text(&b, &doctor.Report{Uncounted: 3532}, false); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "warning: 3532 syscalls went uncounted") {
-		t.Errorf("no uncounted line:\n%s", b.String())
+	if !strings.Contains(b.String(), "warning: 3532 syscalls went uncounted") || strings.Contains(b.String(), "burst") {
+		t.Errorf("no uncounted line, or a want of memory named:\n%s", b.String())
+	}
+	// Those lost for want of memory are told apart.
+	b.Reset()
+	if err := Text(&b, &doctor.Report{Uncounted: 3532, UncountedNoMem: 32}, false); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "3500 because") || !strings.Contains(b.String(), "32 because a burst") {
+		t.Errorf("the two causes are not told apart:\n%s", b.String())
 	}
 	b.Reset()
 	if err := Text(&b, &doctor.Report{}, false); err != nil {
