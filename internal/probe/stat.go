@@ -97,25 +97,23 @@ func sumCell(k *sysrayStatKey, vals []sysrayStatVal) stat.Cell {
 }
 
 // spillCells sizes the spill (bpf/maps.h), whose per-CPU cells are
-// allocated when it is made: 1,024 cells, fewer where that would pin over
-// 8 MiB (more than 12 CPUs), at least 64; one outside stat mode.
+// allocated when it is made: as many as 8 MiB holds (6,096 on 2 CPUs, 1,524
+// on 8), at most 8,192 and at least 64; one outside stat mode.
 //
 // How many cells want it depends on how long the kernel's workers take to
 // refill its per-CPU allocator under the burst that empties it: 25 to 277
 // for 1,100 processes making 33 cells each at once on this 2-CPU VM, and
 // on CI's, by inference, over 6,000 (TestStatUncountedExact lost 8,699
-// calls there, 5,167 more than the full table explains, before the two
-// causes were counted apart). A larger spill is not free: each of its
-// cells is a per-CPU allocation made as the map is created, and 6,096 of
-// them (what 8 MiB holds on 2 CPUs) took the doctor from 743 to 1,292 ms
-// before it attached, long enough to miss a process that crashed 1.5 s
-// after the doctor started (fatal-signal/pid in scenarios/variants).
+// calls there, 5,167 more than the full table explains with 1,024 cells
+// spilled, before the two causes were counted apart). Making 6,096 cells
+// rather than 1,024 as sysray starts took 10 to 15 ms more before it
+// attached (medians of 6 interleaved starts, 550 against 540 ms).
 func spillCells(stat bool, ncpu int) uint32 {
 	if !stat {
 		return 1
 	}
 	size := int(unsafe.Sizeof(sysrayStatVal{}))
-	return uint32(min(max((8<<20)/(size*ncpu), 64), 1024))
+	return uint32(min(max((8<<20)/(size*ncpu), 64), 8192))
 }
 
 // addSpill adds the spill's cells (bpf/maps.h) to out, each to its key's
@@ -237,8 +235,8 @@ func (p *Probe) ForgetCells(cells []stat.Cell) ([]stat.Cell, error) {
 	err := batchDelete(p.objs.Stats, keys, func(i int) { went[i] = true })
 	if err == nil {
 		// Only once every main part went (or had none): a cell whose
-		// main part stayed must not be kept whole. The spill is small and
-		// nearly always empty: walk it, rather than try every key (a
+		// main part stayed must not be kept whole. The spill is nearly
+		// always empty: walk it, rather than try every key (a
 		// batch stops at each key that is not there).
 		idx := make(map[sysrayStatKey]int, len(keys))
 		for i, k := range keys {
