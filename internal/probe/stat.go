@@ -106,8 +106,8 @@ func sumCell(k *sysrayStatKey, vals []sysrayStatVal) stat.Cell {
 // on CI's, by inference, over 6,000 (TestStatUncountedExact lost 8,699
 // calls there, 5,167 more than the full table explains with 1,024 cells
 // spilled, before the two causes were counted apart). Making 6,096 cells
-// rather than 1,024 as sysray starts took 10 to 15 ms more before it
-// attached (medians of 6 interleaved starts, 550 against 540 ms).
+// rather than 1,024 as sysray starts delayed its attaching by about 10 ms
+// (medians of 6 interleaved starts, 550 against 540 ms; means 561 and 542).
 func spillCells(stat bool, ncpu int) uint32 {
 	if !stat {
 		return 1
