@@ -386,10 +386,9 @@ func readSeries(stats func() ([]stat.Cell, stat.Lost, error), forget func([]stat
 		if cells, _, err := stats(); err == nil {
 			at := hostfacts.Mono()
 			s.Add(at, cells)
-			if pr != nil {
-				gone, _ := pr.LetGo(cells, at, forget)
-				s.restart(gone)
-			}
+			// Nothing goes without pr (LetGo, as Due, is nil-safe).
+			gone, _ := pr.LetGo(cells, at, forget)
+			s.restart(gone)
 		}
 		select {
 		case <-stop:
