@@ -96,16 +96,21 @@ func sumCell(k *sysrayStatKey, vals []sysrayStatVal) stat.Cell {
 	return c
 }
 
+// SpillMax bounds the spill's cells on any host (spillCells).
+const SpillMax = 8192
+
 // spillCells sizes the spill (bpf/maps.h), whose per-CPU cells are
 // allocated when it is made: as many as 8 MiB holds (6,096 on 2 CPUs, 1,524
-// on 8), at most 8,192 and at least 64; one outside stat mode.
+// on 8), at most SpillMax and at least 64; one outside stat mode.
 //
 // How many cells want it depends on how long the kernel's workers take to
 // refill its per-CPU allocator under the burst that empties it: 25 to 277
 // for 1,100 processes making 33 cells each at once on this 2-CPU VM, and
 // on CI's, by inference, over 6,000 (TestStatUncountedExact lost 8,699
 // calls there, 5,167 more than the full table explains with 1,024 cells
-// spilled, before the two causes were counted apart). Making 6,096 cells
+// spilled, before the two causes were counted apart; with 6,096, the
+// doctor lost none of the same burst there, so the spill took the 3,532
+// the table would have refused, and more). Making 6,096 cells
 // rather than 1,024 as sysray starts delayed its attaching by about 10 ms
 // (medians of 6 interleaved starts, 550 against 540 ms; means 561 and 542).
 func spillCells(stat bool, ncpu int) uint32 {
@@ -113,7 +118,7 @@ func spillCells(stat bool, ncpu int) uint32 {
 		return 1
 	}
 	size := int(unsafe.Sizeof(sysrayStatVal{}))
-	return uint32(min(max((8<<20)/(size*ncpu), 64), 8192))
+	return uint32(min(max((8<<20)/(size*ncpu), 64), SpillMax))
 }
 
 // addSpill adds the spill's cells (bpf/maps.h) to out, each to its key's
