@@ -36,9 +36,13 @@ gcc -O2 -static -o "$work/loop" bench/getppid_loop.c
 make -s build
 sysray=$PWD/bin/sysray
 loop=$work/loop
+CGO_ENABLED=0 go build -o "$work/emptytp" ./bench/emptytp
 
 declare -A cmds=(
 	[baseline]="$loop $CALLS"
+	# two programs that do nothing on sys_enter and sys_exit: what having the
+	# tracepoints on costs any tool that attaches there (the VM's phase moves it)
+	[empty-tp]="$work/emptytp & p=\$!; sleep 0.3; $loop $CALLS; kill -INT \$p; wait \$p"
 	[sysray-record]="$sysray record -w $work/s.sysray -- $loop $CALLS"
 	[sysray-floor]="$sysray stat -e sync -o $work/floor.txt -- $loop $CALLS"
 	[sysray-stat]="$sysray stat -o $work/stat.txt -- $loop $CALLS"
@@ -46,6 +50,7 @@ declare -A cmds=(
 	[sysray-doctor]="$sysray doctor -o $work/doctor.txt -- $loop $CALLS"
 	# PREV: a directory with another build of sysray (an earlier commit), for an A/B in one run
 	[prev-doctor]="${PREV:-/nonexistent}/sysray doctor -o $work/doctor2.txt -- $loop $CALLS"
+	[prev-floor]="${PREV:-/nonexistent}/sysray stat -e sync -o $work/floor2.txt -- $loop $CALLS"
 	[prev-stat]="${PREV:-/nonexistent}/sysray stat -o $work/stat3.txt -- $loop $CALLS"
 	[prev-record]="${PREV:-/nonexistent}/sysray record -w $work/s3.sysray -- $loop $CALLS"
 	[sysray-record-stacks]="$sysray record --stacks -w $work/s2.sysray -- $loop $CALLS"
@@ -57,7 +62,7 @@ declare -A cmds=(
 	[strace-o]="strace -f -o $work/strace.out $loop $SLOW_CALLS"
 )
 # MODES="baseline sysray-stat" picks some modes (and skips the sampling part).
-default_order=(baseline sysray-floor sysray-stat sysray-stat-exact sysray-doctor sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
+default_order=(baseline empty-tp sysray-floor sysray-stat sysray-stat-exact sysray-doctor sysray-record sysray-record-stacks perf-record bpftrace-count bpftrace-hist perf-trace-s strace-c strace-o)
 read -r -a order <<<"${MODES:-${default_order[*]}}"
 
 declare -A samples

@@ -62,20 +62,26 @@ func (p *Probe) Stats() ([]stat.Cell, stat.Lost, error) {
 		return nil, stat.Lost{}, err
 	}
 	p.lastCells = len(out)
-	return out, p.lost(), nil
+	lost, err := p.lost()
+	if err != nil {
+		// Counts whose losses cannot be read would pass for whole.
+		return nil, stat.Lost{}, err
+	}
+	return out, lost, nil
 }
 
 // lost reads stat_lost, summed over CPUs.
-func (p *Probe) lost() stat.Lost {
+func (p *Probe) lost() (stat.Lost, error) {
 	var per []sysrayLost
 	var l stat.Lost
-	if p.objs.StatLost.Lookup(uint32(0), &per) == nil {
-		for _, v := range per {
-			l.Full += v.Full
-			l.NoMem += v.Nomem
-		}
+	if err := p.objs.StatLost.Lookup(uint32(0), &per); err != nil {
+		return l, fmt.Errorf("reading the count of uncounted calls: %w", err)
 	}
-	return l
+	for _, v := range per {
+		l.Full += v.Full
+		l.NoMem += v.Nomem
+	}
+	return l, nil
 }
 
 // sumCell sums a cell's per-CPU values (of the stats map or the spill).
