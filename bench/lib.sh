@@ -8,6 +8,16 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR%2) 
 start_redis() {
 	work=$(mktemp -d)
 	redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --pidfile "$work/redis.pid" --logfile "$work/redis.log"
-	trap 'kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
+	trap stop_redis EXIT
 	sleep 0.5
+}
+
+# stop_redis stops the server start_redis started and removes $work. The
+# server writes its log as it shuts down: it is waited for before the rm.
+stop_redis() {
+	local p
+	if p=$(cat "$work/redis.pid" 2>/dev/null) && kill "$p" 2>/dev/null; then
+		while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+	fi
+	rm -rf "$work"
 }

@@ -43,7 +43,7 @@ bpf_ns() {
 if [ "${BPF_STATS:-}" = 1 ]; then
 	command -v bpftool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bpftool >/dev/null)
 	sysctl -q kernel.bpf_stats_enabled=1
-	trap 'sysctl -q kernel.bpf_stats_enabled=0; kill $(cat "$work/redis.pid") 2>/dev/null; rm -rf "$work"' EXIT
+	trap 'sysctl -q kernel.bpf_stats_enabled=0; stop_redis' EXIT
 fi
 
 bench() {
