@@ -40,9 +40,10 @@ CGO_ENABLED=0 go build -o "$work/emptytp" ./bench/emptytp
 
 declare -A cmds=(
 	[baseline]="$loop $CALLS"
-	# two programs that do nothing on sys_enter and sys_exit: what having the
-	# tracepoints on costs any tool that attaches there (the VM's phase moves it)
-	[empty-tp]="$work/emptytp & p=\$!; sleep 0.3; $loop $CALLS; kill -INT \$p; wait \$p"
+	# Two programs that do nothing on sys_enter and sys_exit: what having the
+	# tracepoints on costs any tool that attaches there (the VM's phase moves
+	# it). No figure if they did not attach: the bare loop would pass for it.
+	[empty-tp]="$work/emptytp & p=\$!; sleep 0.3; kill -0 \$p || exit 1; $loop $CALLS; kill -INT \$p; wait \$p"
 	[sysray-record]="$sysray record -w $work/s.sysray -- $loop $CALLS"
 	[sysray-floor]="$sysray stat -e sync -o $work/floor.txt -- $loop $CALLS"
 	[sysray-stat]="$sysray stat -o $work/stat.txt -- $loop $CALLS"

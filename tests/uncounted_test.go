@@ -19,9 +19,10 @@ import (
 // own cells are made before the children's, so every call lost is a
 // child's.
 //
-// (With 1,100 children, 36,300 cells, a CI machine whose allocator fell
-// behind put thousands in the spill, the table never filled, and nothing
-// was lost: the test must outrun the spill too.)
+// (With 1,100 children, 36,300 cells, the doctor lost nothing on CI's
+// machine once the spill was 6,096 cells: by inference its allocator fell
+// behind, the spill took thousands, and the table never filled. The test
+// must outrun the spill too.)
 const cellsChildren, cellsPerChild, cellsMax = 1400, 32 + 1, 32768
 
 // statRows is what stat --by process --json says of a command.
