@@ -115,8 +115,8 @@ const SpillMax = 8192
 // on CI's, by inference, over 6,000 (TestStatUncountedExact lost 8,699
 // calls there, 5,167 more than the full table explains with 1,024 cells
 // spilled, before the two causes were counted apart; with 6,096, the
-// doctor lost none of the same burst there, so the spill took the 3,532
-// the table would have refused, and more). Making 6,096 cells
+// doctor lost none of the same burst there: the spill, by inference, took
+// the 3,532 the table would have refused, and more). Making 6,096 cells
 // rather than 1,024 as sysray starts delayed its attaching by about 10 ms
 // (medians of 6 interleaved starts, 550 against 540 ms; means 561 and 542).
 func spillCells(stat bool, ncpu int) uint32 {
