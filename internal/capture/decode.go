@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // maxInterned bounds the comm intern table, so a file full of distinct names
@@ -504,6 +505,9 @@ func (d *blockDecoder) proc(p *event.Proc) {
 		for i := range p.Argv {
 			p.Argv[i] = d.string()
 		}
+		// A capture written with --keep-secrets, or by an older writer,
+		// still shows none unless the reader keeps them too.
+		p.Argv = redact.Argv(p.Argv)
 	}
 	if mask&procOldTID != 0 {
 		p.OldTID = d.u32()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // Header describes the capture and the host it was recorded on: everything a
@@ -284,6 +285,17 @@ func (f *pbField) packed(dst []uint64, limit uint64) ([]uint64, error) {
 }
 
 func (h *Header) unmarshal(b []byte) error {
+	err := h.unmarshalFields(b)
+	// As for exec events (decode.go): what the writer kept, the reader
+	// hides unless it keeps secrets too.
+	h.Command = redact.Argv(h.Command)
+	for i := range h.Procs {
+		h.Procs[i].Cmdline = redact.Argv(h.Procs[i].Cmdline)
+	}
+	return err
+}
+
+func (h *Header) unmarshalFields(b []byte) error {
 	return pbWalk(b, func(f *pbField) error {
 		var err error
 		switch f.num {

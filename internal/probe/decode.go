@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // Record layouts from bpf/sysray.h. Decoding by hand is several times faster
@@ -203,7 +204,7 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		e.Proc = event.Proc{
 			OldTID:     le.Uint32(b[48:]),
 			Filename:   string(b[56 : 56+flen]),
-			Argv:       splitArgv(b[312 : 312+alen]),
+			Argv:       redact.Argv(splitArgv(b[312 : 312+alen])),
 			CgroupPath: cgroupPath(b[824:1144]),
 		}
 	case event.KindExit:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // Root is where proc is mounted; tests may point it elsewhere.
@@ -56,7 +58,7 @@ func Read(pid uint32) (Info, bool) {
 		info.Start = ticks * 1e9 / clockTicks
 	}
 	if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
-		info.Cmdline = splitNul(cmd)
+		info.Cmdline = redact.Argv(splitNul(cmd))
 	}
 	info.Exe, _ = os.Readlink(filepath.Join(dir, "exe"))
 	info.Cgroup = cgroupID(filepath.Join(dir, "cgroup"))

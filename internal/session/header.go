@@ -9,6 +9,7 @@ import (
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // Header meta keys that say which optional data a capture holds
@@ -17,6 +18,9 @@ import (
 const (
 	MetaAbsent     = "absent"      // what the writer did not collect, comma-separated; "" for nothing
 	MetaStacksSlow = "stacks_slow" // ns: calls at least this slow carry where they slept
+	// MetaRedacted says what the writer hid: "argv" (credentials in
+	// command lines, internal/redact) or "none" (--keep-secrets).
+	MetaRedacted = "redacted"
 )
 
 // Header describes this host for a capture of a live run begun now: the
@@ -30,8 +34,12 @@ const (
 func Header(arch event.Arch, procs []proc.Info, containers string, stacks, lean bool, slow uint64) *capture.Header {
 	node, kernel := host.Uname()
 	hdr := &capture.Header{Arch: arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
-		Start: time.Now().UnixNano(), Command: os.Args, Syscalls: event.SyscallNames(arch), Procs: procs, Meta: host.Facts()}
+		Start: time.Now().UnixNano(), Command: redact.Argv(os.Args), Syscalls: event.SyscallNames(arch), Procs: procs, Meta: host.Facts()}
 	hdr.Meta[MetaContainers] = containers
+	hdr.Meta[MetaRedacted] = "argv"
+	if redact.Kept() {
+		hdr.Meta[MetaRedacted] = "none"
+	}
 	// Without sleeps and stacks the doctor cannot tell a slow call that
 	// ran on the CPU from one that slept.
 	if !stacks {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // Converter turns parsed lines into events. Feed it the lines in the order
@@ -234,6 +235,7 @@ func (c *Converter) effects(tid uint32, t *thread, name, args string, e *event.E
 		x.Proc.Filename = string(sc.Data[fi])
 		if parts := splitArgs(args); ai < len(parts) {
 			x.Proc.Argv, _ = stringList(parts[ai])
+			x.Proc.Argv = redact.Argv(x.Proc.Argv)
 		}
 		x.Proc.OldTID = tid
 		// The kernel names a process after the file it executed, cut to
