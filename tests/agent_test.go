@@ -47,6 +47,14 @@ func startAgent(t *testing.T, args ...string) *agentProc {
 // stdout (a container), and waits as startAgent does.
 func runAgent(t *testing.T, cmd *exec.Cmd) *agentProc {
 	t.Helper()
+	a := launchAgent(t, cmd)
+	a.waitHealthy(t, http.Get)
+	return a
+}
+
+// launchAgent starts cmd and waits until the agent says where it listens.
+func launchAgent(t *testing.T, cmd *exec.Cmd) *agentProc {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -94,8 +102,14 @@ func runAgent(t *testing.T, cmd *exec.Cmd) *agentProc {
 			t.Fatal("the agent did not say where it listens")
 		}
 	}
+	return a
+}
+
+// waitHealthy waits until the agent's first read is in, asking with get.
+func (a *agentProc) waitHealthy(t *testing.T, get func(url string) (*http.Response, error)) {
+	t.Helper()
 	for i := 0; ; i++ {
-		resp, err := http.Get(a.base + "/api/health")
+		resp, err := get(a.base + "/api/health")
 		if err == nil {
 			var h map[string]any
 			json.NewDecoder(resp.Body).Decode(&h)
@@ -109,7 +123,6 @@ func runAgent(t *testing.T, cmd *exec.Cmd) *agentProc {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return a
 }
 
 // stop sends SIGTERM and returns the exit status.
@@ -303,52 +316,15 @@ func TestAgentCountsExactly(t *testing.T) {
 // with the exact counts of a program run in a container.
 func TestAgentPrometheus(t *testing.T) {
 	requireBPF(t)
-	promBin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("SYSRAY_REQUIRE_BPF") == "1" {
-			t.Fatal("prometheus is not installed (apt-get install prometheus)")
-		}
-		t.Skip("prometheus is not installed")
-	}
+	requirePrometheus(t)
 	ids, dirs := fakeContainers(t, 0xd0, 1)
 	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60")
 	target := strings.TrimPrefix(a.base, "http://")
-
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "prometheus.yml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
+	promAddr, dir := startPrometheus(t, fmt.Sprintf(`
   - job_name: sysray
     static_configs:
       - targets: [%q]
-`, target)), 0o600)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	promAddr := ln.Addr().String()
-	ln.Close()
-	pc := exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
-	plog, _ := os.Create(filepath.Join(dir, "prometheus.log"))
-	pc.Stdout, pc.Stderr = plog, plog
-	if err := pc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pdone := make(chan struct{})
-	go func() { pc.Wait(); close(pdone) }()
-	t.Cleanup(func() {
-		pc.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-pdone:
-		case <-time.After(10 * time.Second):
-			pc.Process.Kill()
-			<-pdone
-		}
-		plog.Close()
-	})
+`, target))
 
 	if out, err := exec.Command(prog("cgmove"), dirs[0], dirs[0], "2000", "500").CombinedOutput(); err != nil {
 		t.Fatalf("cgmove: %v\n%s", err, out)
@@ -425,6 +401,56 @@ scrape_configs:
 	if got != 1 {
 		t.Errorf("Prometheus says %s = %v (%s), want 1: one crash, in one window", f, got, raw)
 	}
+}
+
+// requirePrometheus skips a test without Prometheus, or fails it in CI.
+func requirePrometheus(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("prometheus"); err != nil {
+		if os.Getenv("SYSRAY_REQUIRE_BPF") == "1" {
+			t.Fatal("prometheus is not installed (apt-get install prometheus)")
+		}
+		t.Skip("prometheus is not installed")
+	}
+}
+
+// startPrometheus runs a real Prometheus on a free loopback port that
+// scrapes every second with the given scrape_configs entries. It returns
+// its address and its directory, where prometheus.log is.
+func startPrometheus(t *testing.T, scrapeConfigs string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "prometheus.yml")
+	os.WriteFile(cfg, []byte(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:`+scrapeConfigs), 0o600)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	promAddr := ln.Addr().String()
+	ln.Close()
+	pc := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+promAddr, "--log.level=warn")
+	plog, _ := os.Create(filepath.Join(dir, "prometheus.log"))
+	pc.Stdout, pc.Stderr = plog, plog
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pdone := make(chan struct{})
+	go func() { pc.Wait(); close(pdone) }()
+	t.Cleanup(func() {
+		pc.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-pdone:
+		case <-time.After(10 * time.Second):
+			pc.Process.Kill()
+			<-pdone
+		}
+		plog.Close()
+	})
+	return promAddr, dir
 }
 
 // promQuery asks Prometheus's HTTP API for one instant value (-1 if none).

@@ -313,7 +313,9 @@ func TestAgentInContainer(t *testing.T) {
 	l.Close()
 	args := slices.Clone(ds.Args)
 	for i := 1; i < len(args); i++ {
-		if args[i-1] == "--listen" {
+		// The manifest's API address is the pod's loopback; on the
+		// host's network here, both go to a free loopback port.
+		if args[i-1] == "--listen" || args[i-1] == "--api-listen" {
 			args[i] = addr
 		}
 	}

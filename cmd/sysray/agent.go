@@ -23,10 +23,14 @@ func newAgent() *cobra.Command {
 faults, vsyscall emulations and signals, reads the counts every --interval and
 serves them at /metrics in Prometheus's format, by container and syscall, with
 a bounded number of series (docs/agent.md). GET /api/health says whether the
-reads are current. Runs in the foreground and logs JSON lines to stdout;
+reads are current. The doctor's findings and flight captures (/api/...) hold
+other processes' command lines and paths: they are served only on loopback, a
+unix socket, or behind the TLS and authentication of --web.config.file, and
+credentials in command lines are redacted unless --keep-secrets. Runs in the foreground and logs JSON lines to stdout;
 SIGTERM or SIGINT detaches and exits 0.`,
 		Example: `  sysray agent
-  sysray agent --listen 0.0.0.0:9437 --max-containers 50`,
+  sysray agent --listen 0.0.0.0:9437 --max-containers 50      # metrics to the network, the API on ` + agent.DefaultAPISocket + `
+  sysray agent --listen 0.0.0.0:9437 --web.config.file web.yml  # all of it, over TLS with authentication`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if syscallsMode != "duty" && syscallsMode != "always" {
@@ -39,7 +43,9 @@ SIGTERM or SIGINT detaches and exits 0.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&c.Listen, "listen", c.Listen, "serve /metrics and /api/health on this address (anything but loopback exposes them)")
+	f.StringVar(&c.Listen, "listen", c.Listen, "serve /metrics and /api/health on this address (host:port, or unix:PATH); the API too when it is loopback, a unix socket, or protected by --web.config.file")
+	f.StringVar(&c.APIListen, "api-listen", "", "serve /api/findings, /api/captures and /api/snapshot here (they hold other processes' command lines); default: with --listen when that is loopback or protected, else "+agent.DefaultAPISocket+"; an address beyond loopback needs --web.config.file")
+	f.StringVar(&c.WebConfig, "web.config.file", "", "TLS and authentication for the listeners (basic auth with bcrypt, client certificates), in the format of Prometheus exporters (docs/agent.md)")
 	f.DurationVar(&c.Interval, "interval", c.Interval, "how often to read the kernel's counts")
 	f.IntVar(&c.MaxContainers, "max-containers", c.MaxContainers, "containers with series of their own; the rest are folded into container=\"other\"")
 	f.IntVar(&c.MaxSyscalls, "max-syscalls", c.MaxSyscalls, "syscalls with series of their own per container; the rest are folded into syscall=\"other\"")

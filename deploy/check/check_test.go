@@ -5,9 +5,11 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -439,6 +441,62 @@ func TestChartMatchesManifest(t *testing.T) {
 	same(t, "the Service's ports", rsvc.Ports, csvc.Ports)
 	same(t, "the Service's clusterIP", rsvc.ClusterIP, csvc.ClusterIP)
 	same(t, "the ServiceMonitor's endpoints", raw.ServiceMonitors[0].Spec.Endpoints, objs.ServiceMonitors[0].Spec.Endpoints)
+	if len(raw.NetworkPolicies) != 1 || len(objs.NetworkPolicies) != 1 {
+		t.Fatalf("NetworkPolicies: %d in the manifest, %d in the chart; want 1 each", len(raw.NetworkPolicies), len(objs.NetworkPolicies))
+	}
+	same(t, "the NetworkPolicy's ingress", raw.NetworkPolicies[0].Spec.Ingress, objs.NetworkPolicies[0].Spec.Ingress)
+}
+
+// Only metrics go to the pod's network: the API is on the pod's loopback,
+// and a NetworkPolicy lets only the scraper reach the metrics port of the
+// agent's pods, in the manifest and in the chart.
+func TestAPINotExposed(t *testing.T) {
+	for name, objs := range map[string]Objects{"manifest": readManifests(t), "chart": render(t)} {
+		args := agentContainer(t, objs.DaemonSets[0]).Args
+		api, _ := flag(args, "--api-listen")
+		if h, _, err := net.SplitHostPort(api); err != nil || !net.ParseIP(h).IsLoopback() {
+			t.Errorf("%s: --api-listen %q, want a loopback address", name, api)
+		}
+		if len(objs.NetworkPolicies) != 1 {
+			t.Fatalf("%s: %d NetworkPolicies, want 1", name, len(objs.NetworkPolicies))
+		}
+		np := objs.NetworkPolicies[0].Spec
+		if !reflect.DeepEqual(np.PodSelector.MatchLabels, objs.DaemonSets[0].Spec.Selector.MatchLabels) {
+			t.Errorf("%s: the NetworkPolicy selects %v, the agent's pods are %v", name, np.PodSelector.MatchLabels, objs.DaemonSets[0].Spec.Selector.MatchLabels)
+		}
+		if len(np.Ingress) != 1 || len(np.Ingress[0].From) != 1 || len(np.Ingress[0].Ports) != 1 {
+			t.Fatalf("%s: ingress %+v, want one rule from one peer to one port", name, np.Ingress)
+		}
+		in := np.Ingress[0]
+		if p := in.Ports[0].Port; p == nil || p.IntValue() != int(agentContainer(t, objs.DaemonSets[0]).Ports[0].ContainerPort) {
+			t.Errorf("%s: the NetworkPolicy opens port %v, not the metrics port", name, p)
+		}
+		if f := in.From[0]; f.PodSelector == nil || len(f.PodSelector.MatchLabels) == 0 || f.NamespaceSelector == nil || len(f.NamespaceSelector.MatchLabels) == 0 {
+			t.Errorf("%s: the NetworkPolicy lets in %+v, want the scraper's pods in its namespace only", name, f)
+		}
+	}
+	// A web config from a Secret: mounted read-only and passed to the agent.
+	objs := render(t, "webConfig.secretName=sysray-web")
+	args := agentContainer(t, objs.DaemonSets[0]).Args
+	if f, _ := flag(args, "--web.config.file"); f != "/etc/sysray/web/web.yml" {
+		t.Errorf("args %v: want --web.config.file /etc/sysray/web/web.yml", args)
+	}
+	var secret string
+	for _, v := range objs.DaemonSets[0].Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			secret = v.Secret.SecretName
+		}
+	}
+	ro := false
+	for _, vm := range agentContainer(t, objs.DaemonSets[0]).VolumeMounts {
+		ro = ro || vm.MountPath == "/etc/sysray/web" && vm.ReadOnly
+	}
+	if secret != "sysray-web" || !ro {
+		t.Errorf("the web config's Secret %q mounted read-only at /etc/sysray/web: %v; want sysray-web, true", secret, ro)
+	}
+	if objs := render(t, "networkPolicy.enabled=false"); len(objs.NetworkPolicies) != 0 {
+		t.Error("networkPolicy.enabled=false still renders a NetworkPolicy")
+	}
 }
 
 // same fails showing where a and b, as YAML, first part.

@@ -10,6 +10,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
@@ -23,6 +24,7 @@ var kinds = map[metav1.TypeMeta]func() any{
 	{APIVersion: "v1", Kind: "Namespace"}:                            func() any { return new(corev1.Namespace) },
 	{APIVersion: "v1", Kind: "Service"}:                              func() any { return new(corev1.Service) },
 	{APIVersion: "apps/v1", Kind: "DaemonSet"}:                       func() any { return new(appsv1.DaemonSet) },
+	{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}:      func() any { return new(networkingv1.NetworkPolicy) },
 	{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}: func() any { return new(monitoringv1.ServiceMonitor) },
 }
 
@@ -32,6 +34,7 @@ type Objects struct {
 	Services        []*corev1.Service
 	DaemonSets      []*appsv1.DaemonSet
 	ServiceMonitors []*monitoringv1.ServiceMonitor
+	NetworkPolicies []*networkingv1.NetworkPolicy
 }
 
 // Decode reads every document of a YAML stream (as kubectl and helm write
@@ -76,6 +79,8 @@ func Decode(name string, b []byte, into *Objects) error {
 			into.DaemonSets = append(into.DaemonSets, o)
 		case *monitoringv1.ServiceMonitor:
 			into.ServiceMonitors = append(into.ServiceMonitors, o)
+		case *networkingv1.NetworkPolicy:
+			into.NetworkPolicies = append(into.NetworkPolicies, o)
 		}
 	}
 }

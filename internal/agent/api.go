@@ -25,10 +25,11 @@ type FindingsJSON struct {
 	At       time.Time `json:"at"`
 }
 
-// api adds the findings and captures endpoints to mux.
-func (a *Agent) api(mux *http.ServeMux) {
+// api adds the findings and captures endpoints to mux, each behind guard.
+func (a *Agent) api(mux *http.ServeMux, guard func(http.Handler) http.Handler) {
+	handle := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, guard(f)) }
 	if a.Findings != nil {
-		mux.HandleFunc("GET /api/findings", func(w http.ResponseWriter, r *http.Request) {
+		handle("GET /api/findings", func(w http.ResponseWriter, r *http.Request) {
 			now := time.Now()
 			writeJSON(w, http.StatusOK, FindingsJSON{Findings: a.Findings.List(now), At: now})
 		})
@@ -36,7 +37,7 @@ func (a *Agent) api(mux *http.ServeMux) {
 	if a.Captures == nil {
 		return
 	}
-	mux.HandleFunc("GET /api/captures", func(w http.ResponseWriter, r *http.Request) {
+	handle("GET /api/captures", func(w http.ResponseWriter, r *http.Request) {
 		l, err := a.Captures.List()
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
@@ -47,7 +48,7 @@ func (a *Agent) api(mux *http.ServeMux) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"captures": l})
 	})
-	mux.HandleFunc("GET /api/captures/{name}", func(w http.ResponseWriter, r *http.Request) {
+	handle("GET /api/captures/{name}", func(w http.ResponseWriter, r *http.Request) {
 		f, err := a.Captures.Open(r.PathValue("name"))
 		if errors.Is(err, flight.ErrNotFound) {
 			http.NotFound(w, r)
@@ -62,7 +63,7 @@ func (a *Agent) api(mux *http.ServeMux) {
 		w.Header().Set("Content-Disposition", `attachment; filename="`+r.PathValue("name")+`"`)
 		io.Copy(w, f)
 	})
-	mux.HandleFunc("POST /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
+	handle("POST /api/snapshot", func(w http.ResponseWriter, r *http.Request) {
 		e, err := a.Captures.Snapshot("api")
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})

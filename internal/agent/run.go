@@ -13,13 +13,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
+
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/session"
 )
 
 // Config is what `sysray agent` is told (docs/agent.md has each flag).
 type Config struct {
-	Listen        string        // address of /metrics and the API
+	Listen        string        // address of /metrics and health (and the API if private or protected)
+	APIListen     string        // address of the API; "" for Listen when that may carry it, else DefaultAPISocket
+	WebConfig     string        // --web.config.file: TLS and authentication, as Prometheus exporters take them
 	Interval      time.Duration // between reads of the kernel's counts
 	MaxContainers int           // containers with series of their own
 	MaxSyscalls   int           // syscalls with series of their own per container
@@ -108,13 +112,24 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(64<<20 + c.FlightBytes)
 	}
-	// Listen first: a port already taken is an error before any program
-	// is loaded.
-	ln, err := net.Listen("tcp", c.Listen)
+	// Listen first: a port already taken, or an API that would be open
+	// to the network, is an error before any program is loaded.
+	wc := webConfig{path: c.WebConfig}
+	if err := web.Validate(wc.path); err != nil {
+		return fmt.Errorf("--web.config.file %s: %w", wc.path, err)
+	}
+	ln, err := listen(c.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.Listen, err)
 	}
 	defer ln.Close()
+	apiLn, err := apiListener(c, ln, wc)
+	if err != nil {
+		return err
+	}
+	if apiLn != nil {
+		defer apiLn.Close()
+	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
@@ -167,10 +182,24 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	if !c.Always {
 		go src.dutyCycle(ctx, c.DutyOn, c.DutyPeriod)
 	}
-	srv := &http.Server{Handler: ag.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String(), "interval", c.Interval.String(),
+	apiAt := where(ln)
+	if apiLn != nil {
+		apiAt = where(apiLn)
+	}
+	// The server's own complaints (a TLS handshake that failed) are log
+	// lines like the rest, not bare text on stderr.
+	errLog := slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	srv := &http.Server{Handler: ag.handler(func(h http.Handler) http.Handler { return apiGuard(h, ln, wc, apiAt) }),
+		ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+	served := make(chan error, 2)
+	go func() { served <- serve(srv, ln, wc, log) }()
+	var apiSrv *http.Server
+	if apiLn != nil {
+		apiSrv = &http.Server{Handler: ag.handler(func(h http.Handler) http.Handler { return apiGuard(h, apiLn, wc, "") }),
+			ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
+		go func() { served <- serve(apiSrv, apiLn, wc, log) }()
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "api", apiAt, "web_config", wc.path, "interval", c.Interval.String(),
 		"max_containers", c.MaxContainers, "max_syscalls", c.MaxSyscalls, "grace", c.Grace.String())
 	reading := make(chan struct{})
 	go func() { ag.Run(ctx); close(reading) }()
@@ -187,8 +216,41 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)
+	if apiSrv != nil {
+		apiSrv.Shutdown(sctx)
+	}
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// apiListener opens the API's own listener, or returns nil when the API
+// goes on ln: when ln is private or the web config protects it, unless
+// told otherwise. An API address open to the network without that
+// protection is refused.
+func apiListener(c Config, ln net.Listener, wc webConfig) (net.Listener, error) {
+	prot, err := wc.protected()
+	if err != nil {
+		return nil, fmt.Errorf("--web.config.file %s: %w", wc.path, err)
+	}
+	addr := c.APIListen
+	if addr == "" || addr == c.Listen {
+		if private(ln) || prot {
+			return nil, nil
+		}
+		if addr != "" {
+			return nil, fmt.Errorf("--api-listen %s: the API holds other processes' command lines; serve it on loopback or a unix socket, or give --web.config.file with TLS and basic auth or client certificates", addr)
+		}
+		addr = DefaultAPISocket
+	}
+	api, err := listen(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--api-listen %s: %w", addr, err)
+	}
+	if !private(api) && !prot {
+		api.Close()
+		return nil, fmt.Errorf("--api-listen %s: the API holds other processes' command lines; serve it on loopback or a unix socket, or give --web.config.file with TLS and basic auth or client certificates", addr)
+	}
+	return api, nil
 }

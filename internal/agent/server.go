@@ -111,15 +111,21 @@ func (a *Agent) health() (Health, int) {
 
 // Handler serves /metrics (the agent's series, Go runtime and process
 // collectors), /api/health and /healthz, and with Findings and Captures
-// set /api/findings, /api/captures[/NAME] and POST /api/snapshot.
+// set /api/findings, /api/captures[/NAME] and POST /api/snapshot, to
+// anyone who reaches it: for a private listener.
 func (a *Agent) Handler() http.Handler {
+	return a.handler(func(h http.Handler) http.Handler { return h })
+}
+
+// handler is Handler with guard in front of the API (web.go).
+func (a *Agent) handler(guard func(http.Handler) http.Handler) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a.Agg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if a.Findings != nil {
 		reg.MustRegister(a.Findings)
 	}
 	mux := http.NewServeMux()
-	a.api(mux)
+	a.api(mux, guard)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
 		h, code := a.health()
