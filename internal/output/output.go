@@ -81,7 +81,7 @@ func (p *Printer) Print(e *event.Event) error {
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, uint64(e.CPU), 10)
 	b = append(b, ' ')
-	b = append(b, e.Comm...)
+	b = append(b, Escape(e.Comm)...)
 	b = append(b, '(')
 	b = strconv.AppendUint(b, uint64(e.PID), 10)
 	b = append(b, ':')
@@ -89,7 +89,7 @@ func (p *Printer) Print(e *event.Event) error {
 	b = append(b, ") "...)
 	if ctr != nil {
 		b = append(b, '[')
-		b = append(b, ctr.Short()...)
+		b = append(b, Escape(ctr.Short())...)
 		b = append(b, "] "...)
 	}
 	b = append(b, Body(e, p.arch)...)
@@ -158,7 +158,7 @@ func Body(e *event.Event, arch event.Arch) string {
 		if e.Proc.Thread {
 			what = "thread"
 		}
-		return fmt.Sprintf("%s child=%d:%d comm=%s", what, e.Proc.ChildPID, e.Proc.ChildTID, e.Proc.ChildComm)
+		return fmt.Sprintf("%s child=%d:%d comm=%s", what, e.Proc.ChildPID, e.Proc.ChildTID, Escape(e.Proc.ChildComm))
 	case event.KindExec:
 		return fmt.Sprintf("exec filename=%q argv=%s", e.Proc.Filename, quoteList(e.Proc.Argv))
 	case event.KindExit:
@@ -188,7 +188,7 @@ func appendSleeps(b []byte, s *event.Syscall) []byte {
 		}
 		b = fmt.Appendf(b, "    off CPU %s in %d switch(es), %s", units.Duration(sl.Duration), sl.Count, how)
 		if sl.WakerPID != 0 || sl.WakerComm != "" {
-			b = fmt.Appendf(b, "; woken by %s(%d:%d)", sl.WakerComm, sl.WakerPID, sl.WakerTID)
+			b = fmt.Appendf(b, "; woken by %s(%d:%d)", Escape(sl.WakerComm), sl.WakerPID, sl.WakerTID)
 		}
 		b = append(b, ":\n"...)
 		b = appendFrames(b, sl.Stack, len(sl.Stack))
@@ -211,7 +211,7 @@ func appendFrames(b []byte, fs []event.Frame, n int) []byte {
 			return fmt.Appendf(b, "        ... %d more\n", len(fs)-i)
 		}
 		b = append(b, "        "...)
-		b = append(b, FrameText(f)...)
+		b = append(b, Escape(FrameText(f))...)
 		b = append(b, '\n')
 	}
 	return b

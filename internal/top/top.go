@@ -12,6 +12,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/stat"
 	"github.com/sysray/sysray/internal/units"
 )
@@ -167,7 +168,7 @@ func Render(w io.Writer, level int, within string, rows []Row, sortBy string, cu
 	what := []string{"container", "process", "syscall"}[level]
 	fmt.Fprintf(w, "sysray top — %s", []string{"containers", "processes", "syscalls"}[level])
 	if within != "" {
-		fmt.Fprintf(w, " in %s", within)
+		fmt.Fprintf(w, " in %s", output.Escape(within))
 	}
 	fmt.Fprintf(w, " — sorted by %s — enter: drill down, esc: up, s: sort, q: quit\n\n", sortBy)
 	fmt.Fprintf(w, "  %-36s %12s %9s %10s %10s %11s %10s\n", strings.ToUpper(what), "SYSCALLS/s", "TIME%", "P99", "ERRORS/s", "VSYSCALL/s", "FAULTS/s")
@@ -176,7 +177,7 @@ func Render(w io.Writer, level int, within string, rows []Row, sortBy string, cu
 		if i == cursor {
 			mark = "> "
 		}
-		name := r.Name
+		name := output.Escape(r.Name)
 		if len(name) > 36 {
 			name = name[:33] + "..."
 		}
