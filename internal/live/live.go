@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -57,6 +58,17 @@ type namerResult struct {
 
 // namerWait is how long a command waits for the kernel's symbols to be read.
 const namerWait = 500 * time.Millisecond
+
+// stillRunningAfter is how long a command may outlive the interrupt
+// passed to it before sysray says it is still waiting and how to stop it:
+// a command that ignores SIGINT would otherwise keep sysray running with
+// no word.
+const stillRunningAfter = 2 * time.Second
+
+// InterruptedStatus is sysray's exit status when a second interrupt made it
+// kill the command: the status a shell gives a program Ctrl-C ended, not
+// the command's SIGKILL, which sysray, not the command, chose.
+const InterruptedStatus = 128 + int(syscall.SIGINT)
 
 // killGrace is how long a command ended by the run's Duration has to exit
 // after SIGTERM before it is killed: time to clean up (the scenarios undo
@@ -192,6 +204,7 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	var cmd *exec.Cmd
 	done := make(chan struct{})
 	timedOut := make(chan struct{}) // closed when the Duration ended a command's run
+	var killed atomic.Bool          // a second interrupt killed the command
 	if len(opts.Command) > 0 {
 		cmd, err = startCommand(opts.Command, opts.Stdout, p)
 		if err != nil {
@@ -210,6 +223,8 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	}
 	go func() {
 		stop := opts.Stop
+		var interrupted string     // the signal passed on to the command, once it has been
+		var nudge <-chan time.Time // says the command outlived the interrupt
 		var timeout <-chan time.Time
 		if opts.Duration > 0 {
 			t := time.NewTimer(opts.Duration)
@@ -233,13 +248,31 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				cancel()
 				return
 			case s := <-sigs:
-				if cmd != nil {
-					// The command decides how to end; we follow it to its exit.
+				if cmd != nil && interrupted == "" {
+					// The command decides how to end; we follow it to
+					// its exit. A second interrupt means the user will
+					// not wait for it.
 					cmd.Process.Signal(s)
+					interrupted = "SIGINT"
+					if s == syscall.SIGTERM {
+						interrupted = "SIGTERM"
+					}
+					t := time.NewTimer(stillRunningAfter)
+					defer t.Stop()
+					nudge = t.C
+					continue
+				}
+				if cmd != nil {
+					warn(fmt.Sprintf("interrupted again: killing the command (pid %d) and stopping", cmd.Process.Pid))
+					killed.Store(true)
+					cmd.Process.Kill()
 					continue
 				}
 				cancel()
 				return
+			case <-nudge:
+				warn(fmt.Sprintf("the command (pid %d) is still running after %s; interrupt again to kill it",
+					cmd.Process.Pid, interrupted))
 			case <-stop:
 				if cmd != nil {
 					cmd.Process.Signal(syscall.SIGTERM)
@@ -279,6 +312,9 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		default:
 			<-done
 			res.ExitCode = launch.ExitCode(cmd.ProcessState)
+			if killed.Load() {
+				res.ExitCode = InterruptedStatus
+			}
 		}
 	}
 	if err == nil && opts.Finished != nil {

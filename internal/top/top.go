@@ -5,6 +5,7 @@ package top
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -138,6 +139,14 @@ func View(src *Source, prev, cur Sample, level int, within string) []Row {
 
 // Sorts of the view, cycled with 's'.
 var sorts = []string{"time", "calls", "p99", "errors", "vsyscalls", "faults"}
+
+// CheckSort says what is wrong with by as a --sort key.
+func CheckSort(by string) error {
+	if slices.Contains(sorts, by) {
+		return nil
+	}
+	return fmt.Errorf("--sort %s: want %s", by, strings.Join(sorts, ", "))
+}
 
 func sortRows(rows []Row, by string) {
 	key := func(r Row) float64 {
