@@ -116,12 +116,7 @@ func startTraced(t *testing.T, comm string, args ...string) (*exec.Cmd, *syncBuf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
+	t.Cleanup(func() { cmd.Process.Kill() })
 	var child int
 	if !waitFor(20*time.Second, func() bool {
 		if p := pidsOf(cmd.Process.Pid, comm); len(p) == 1 {
@@ -157,11 +152,16 @@ func (s *syncBuffer) String() string {
 // waitExit waits up to d for cmd to exit and returns its status (-1 if it
 // was killed by a signal, -2 if it did not exit in time).
 func waitExit(cmd *exec.Cmd, d time.Duration) int {
-	ch := make(chan error, 1)
-	go func() { ch <- cmd.Wait() }()
+	ch := make(chan *os.ProcessState, 1)
+	go func() {
+		// Not cmd.Wait, which also waits for the command if it still
+		// holds sysray's stderr.
+		st, _ := cmd.Process.Wait()
+		ch <- st
+	}()
 	select {
-	case <-ch:
-		return cmd.ProcessState.ExitCode()
+	case st := <-ch:
+		return st.ExitCode()
 	case <-time.After(d):
 		return -2
 	}

@@ -60,7 +60,9 @@ func newRead() *cobra.Command {
 				}
 				return pr.Print(e)
 			})
-			pr.Flush()
+			if ferr := pr.Flush(); err == nil {
+				err = ferr
+			}
 			if err != nil {
 				return err
 			}

@@ -12,9 +12,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/launch"
@@ -39,6 +42,16 @@ type Options struct {
 	Finished func(p *probe.Probe) error
 	// Stop, if set, ends the run when closed.
 	Stop <-chan struct{}
+	// Abort, if set, ends the run at once with the error it yields: the
+	// command is killed, and Run returns that error. An error from the
+	// consumer does the same: sysray cannot report what it traces, and a
+	// command it traces must not go on untraced without it.
+	Abort <-chan error
+	// Out, if set, is where the consumer writes. When it is a pipe whose
+	// reader has gone (sysray trace | head), the run aborts with EPIPE
+	// without waiting for an event to write, and a write to it fails
+	// with EPIPE instead of killing sysray with SIGPIPE.
+	Out *os.File
 	// Stdout, if set, receives the command's standard output, so that it
 	// does not mix with a report on sysray's.
 	Stdout io.Writer
@@ -201,6 +214,42 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	// The first error of the consumer, the output or the caller ends the
+	// run. Go would otherwise end sysray with SIGPIPE on a write to a
+	// closed stdout, before it could end the command.
+	failed := make(chan struct{})
+	var failErr error
+	var failOnce sync.Once
+	fail := func(err error) { failOnce.Do(func() { failErr = err; close(failed) }) }
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE)
+	defer signal.Stop(pipe)
+	if opts.Out != nil {
+		go watchReader(ctx, opts.Out, fail)
+	}
+	if opts.Abort != nil {
+		go func() {
+			select {
+			case err := <-opts.Abort:
+				fail(err)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	inner := consume
+	consume = func(e *event.Event) error {
+		select {
+		case <-failed:
+			return failErr // what is left after the cut goes nowhere
+		default:
+		}
+		if err := inner(e); err != nil {
+			fail(err)
+			return err
+		}
+		return nil
+	}
+
 	var cmd *exec.Cmd
 	done := make(chan struct{})
 	timedOut := make(chan struct{}) // closed when the Duration ended a command's run
@@ -281,6 +330,12 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				}
 				cancel()
 				return
+			case <-failed:
+				if cmd != nil {
+					cmd.Process.Kill()
+				}
+				cancel()
+				return
 			case <-ctx.Done():
 				return
 			}
@@ -317,10 +372,42 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 			}
 		}
 	}
+	select {
+	case <-failed:
+		return res, failErr
+	default:
+	}
 	if err == nil && opts.Finished != nil {
 		err = opts.Finished(p)
 	}
 	return res, err
+}
+
+// watchReader calls fail with EPIPE when out is a pipe or socket whose
+// reader has gone, as GNU tail -f watches its output: a traced command that
+// is quiet for a long time would otherwise keep the run going until the
+// next event fails to be written.
+func watchReader(ctx context.Context, out *os.File, fail func(error)) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(out.Fd()), &st); err != nil {
+		return
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return
+	}
+	// No events asked for: poll reports only POLLERR (a pipe's readers
+	// are gone) and POLLHUP (a socket's peer shut down).
+	fds := []unix.PollFd{{Fd: int32(out.Fd())}}
+	for ctx.Err() == nil {
+		n, err := unix.Poll(fds, 200)
+		if err != nil && err != unix.EINTR {
+			return
+		}
+		if n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			fail(&os.PathError{Op: "write", Path: out.Name(), Err: syscall.EPIPE})
+			return
+		}
+	}
 }
 
 // endCommand ends a command still running when the run's time is up, as
@@ -367,7 +454,13 @@ func startCommand(argv []string, stdout io.Writer, p *probe.Probe) (*exec.Cmd, e
 	if err != nil {
 		return nil, fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		// The command ends with sysray, however sysray ends (SIGKILL
+		// included), as perf stat's workload does: left running, it would
+		// go on untraced, reparented to init. The kernel sends the
+		// signal when the thread that forked exits; Go ends a thread
+		// only when a goroutine locked to it exits, and Run's is not.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if stdout != nil {
 		cmd.Stdout = stdout
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sysray/sysray/internal/event"
@@ -17,6 +18,7 @@ import (
 
 // Printer writes events to w. Call Flush when done.
 type Printer struct {
+	mu       sync.Mutex // Print and Flush against FlushEvery
 	w        *bufio.Writer
 	arch     event.Arch
 	boot     int64 // Unix ns of CLOCK_MONOTONIC zero
@@ -62,10 +64,50 @@ func New(w io.Writer, arch event.Arch, boot int64, asJSON bool) *Printer {
 }
 
 // Flush writes out buffered lines.
-func (p *Printer) Flush() error { return p.w.Flush() }
+func (p *Printer) Flush() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.w.Flush()
+}
+
+// FlushEvery writes out buffered lines every d until stop is called, so
+// that a reader of a live trace (sysray trace | grep) sees each event soon,
+// not when 64 KiB of them have gathered. The first write error goes to
+// failed, and flushing stops.
+func (p *Printer) FlushEvery(d time.Duration, failed func(error)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			p.mu.Lock()
+			var err error
+			if p.w.Buffered() > 0 {
+				err = p.w.Flush()
+			}
+			p.mu.Unlock()
+			if err != nil {
+				failed(err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
 
 // Print writes one event.
 func (p *Printer) Print(e *event.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var ctr *Container
 	if p.Containers != nil {
 		ctr = p.Containers(e.PID, e.Cgroup)

@@ -312,6 +312,23 @@ func Once(w io.Writer, src *Source, interval time.Duration, level int, within, s
 	}
 	rows := View(src, a, b, level, within)
 	sortRows(rows, sortBy)
-	Render(w, level, within, rows, sortBy, -1, 0)
-	return nil
+	ew := &errWriter{w: w}
+	Render(ew, level, within, rows, sortBy, -1, 0)
+	return ew.err
+}
+
+// errWriter keeps the first error of a series of writes, which Render,
+// also drawing the live view into memory, does not check one by one.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
 }
