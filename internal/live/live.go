@@ -78,11 +78,6 @@ const namerWait = 500 * time.Millisecond
 // no word.
 const stillRunningAfter = 2 * time.Second
 
-// InterruptedStatus is sysray's exit status when a second interrupt made it
-// kill the command: the status a shell gives a program Ctrl-C ended, not
-// the command's SIGKILL, which sysray, not the command, chose.
-const InterruptedStatus = 128 + int(syscall.SIGINT)
-
 // killGrace is how long a command ended by the run's Duration has to exit
 // after SIGTERM before it is killed: time to clean up (the scenarios undo
 // what they changed to the host), as docker stop gives.
@@ -253,7 +248,10 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	var cmd *exec.Cmd
 	done := make(chan struct{})
 	timedOut := make(chan struct{}) // closed when the Duration ended a command's run
-	var killed atomic.Bool          // a second interrupt killed the command
+	// The signal whose second coming killed the command. sysray then
+	// exits as a shell reports a program that signal ended (130 for
+	// Ctrl-C), not with the command's SIGKILL, which sysray chose.
+	var killedBy atomic.Int32
 	if len(opts.Command) > 0 {
 		cmd, err = startCommand(opts.Command, opts.Stdout, p)
 		if err != nil {
@@ -313,7 +311,7 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				}
 				if cmd != nil {
 					warn(fmt.Sprintf("interrupted again: killing the command (pid %d) and stopping", cmd.Process.Pid))
-					killed.Store(true)
+					killedBy.Store(int32(s.(syscall.Signal)))
 					cmd.Process.Kill()
 					continue
 				}
@@ -367,8 +365,8 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		default:
 			<-done
 			res.ExitCode = launch.ExitCode(cmd.ProcessState)
-			if killed.Load() {
-				res.ExitCode = InterruptedStatus
+			if sig := killedBy.Load(); sig != 0 {
+				res.ExitCode = 128 + int(sig)
 			}
 		}
 	}
