@@ -454,10 +454,10 @@ func startCommand(argv []string, stdout io.Writer, p *probe.Probe) (*exec.Cmd, e
 	}
 	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		// The command ends with sysray, however sysray ends (SIGKILL
-		// included), as perf stat's workload does: left running, it would
-		// go on untraced, reparented to init. The kernel sends the
-		// signal when the thread that forked exits; Go ends a thread
-		// only when a goroutine locked to it exits, and Run's is not.
+		// included): left running, it would go on untraced, reparented
+		// to init. The kernel sends the signal when the thread that
+		// forked exits; Go ends a thread only when a goroutine locked
+		// to it exits, and no caller of Run locks its goroutine.
 		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if stdout != nil {
 		cmd.Stdout = stdout
