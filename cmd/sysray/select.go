@@ -18,7 +18,7 @@ func registerSelection(cmd *cobra.Command, s *session.Selection) {
 		"(a longer name is refused, not cut: cut, it would also match other programs whose names begin the same)")
 	f.StringSliceVar(&s.Cgroups, "cgroup", nil, "only processes in this cgroup v2 path (repeatable)")
 	f.StringSliceVarP(&s.Syscalls, "syscalls", "e", nil, "only these syscalls, e.g. -e openat,connect")
-	f.DurationVar(&s.MinLatency, "min-latency", 0, "only syscalls slower than this, e.g. 10ms (not negative)")
+	f.DurationVar(&s.MinLatency, "min-latency", 0, "only syscalls slower than this, e.g. 10ms")
 	f.BoolVar(&s.PageFaults, "page-faults", false, "record every user page fault (default: only vsyscall-page faults and faults that raise a signal)")
 	f.BoolVar(&s.Stacks, "stacks", false, "show where slow syscalls slept: kernel stacks, time, and who woke them")
 	f.DurationVar(&s.Slow, "slow", 10*time.Millisecond, "with --stacks: syscalls at least this slow carry their stacks")
