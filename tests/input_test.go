@@ -174,9 +174,10 @@ func TestSecondInterruptKills(t *testing.T) {
 	requireBPF(t)
 	out := t.TempDir() + "/out"
 	cmd, errb, child := startTraced(t, "sleep", "trace", "-o", out, "--", "sh", "-c", `trap "" INT; exec sleep 30`)
-	time.Sleep(200 * time.Millisecond) // the exec into sleep has set its name before; let it reach its sleep
 	cmd.Process.Signal(syscall.SIGINT)
-	waitFor(3*time.Second, func() bool { return strings.Contains(errb.String(), "still running") })
+	// Named sleep, the command has exec'd, with SIGINT ignored: sh's trap
+	// set it so, and exec keeps it.
+	waitFor(6*time.Second, func() bool { return strings.Contains(errb.String(), "still running") })
 	if !alive(child) {
 		t.Fatalf("the command (pid %d) ended on the first SIGINT, which it ignores: %s", child, errb.String())
 	}
@@ -185,7 +186,7 @@ func TestSecondInterruptKills(t *testing.T) {
 		t.Errorf("after one SIGINT, stderr %q; want it to hold %q", errb.String(), want)
 	}
 	cmd.Process.Signal(syscall.SIGINT)
-	code := waitExit(cmd, 5*time.Second)
+	code := waitExit(cmd, 10*time.Second)
 	if code != 130 {
 		t.Errorf("after a second SIGINT: exit %d, want 130 (-2: still running): %s", code, errb.String())
 	}

@@ -38,7 +38,7 @@ func TestPipeReaderGoneEndsTrace(t *testing.T) {
 		t.Errorf("took %s; the sleep was 30s, and the reader left at once", took.Round(time.Millisecond))
 	}
 	pid, _ := strconv.Atoi(m[1])
-	if waitFor(2*time.Second, func() bool { return !alive(pid) }); alive(pid) {
+	if !waitFor(5*time.Second, func() bool { return !alive(pid) }) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("the traced sleep (pid %d) outlived sysray", pid)
 	}
@@ -54,7 +54,7 @@ func TestKilledSysrayKillsCommand(t *testing.T) {
 	// Not cmd.Wait: that also waits for every holder of the stderr pipe,
 	// a command left running among them.
 	cmd.Process.Wait()
-	if !waitFor(2*time.Second, func() bool { return !alive(child) }) {
+	if !waitFor(5*time.Second, func() bool { return !alive(child) }) {
 		t.Errorf("the command (pid %d) outlived sysray's SIGKILL: %s", child, errb.String())
 	}
 }
