@@ -210,15 +210,20 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	defer signal.Stop(sigs)
 
 	// The first error of the consumer, the output or the caller ends the
-	// run. Go would otherwise end sysray with SIGPIPE on a write to a
-	// closed stdout, before it could end the command.
+	// run.
 	failed := make(chan struct{})
 	var failErr error
 	var failOnce sync.Once
 	fail := func(err error) { failOnce.Do(func() { failErr = err; close(failed) }) }
-	pipe := make(chan os.Signal, 1)
-	signal.Notify(pipe, syscall.SIGPIPE)
-	defer signal.Stop(pipe)
+	if len(opts.Command) > 0 || opts.Out != nil {
+		// Go would end sysray with SIGPIPE on a write to a closed
+		// stdout, in the middle of an event: the write fails with EPIPE
+		// instead, and the run ends as on any error, the command killed
+		// and what is written closed.
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, syscall.SIGPIPE)
+		defer signal.Stop(pipe)
+	}
 	if opts.Out != nil {
 		go watchReader(ctx, opts.Out, fail)
 	}
