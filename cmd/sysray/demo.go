@@ -92,7 +92,10 @@ func newDemo() *cobra.Command {
 			for _, d := range run {
 				argv := append([]string{filepath.Join(bin, d.argv[0])}, d.argv[1:]...)
 				if !asJSON {
-					fmt.Printf("\n==== demo %s: %s\n$ sysray doctor -- %s\n\n", d.name, d.story, strings.Join(argv, " "))
+					// Stop at once if no one can read what the demos say.
+					if _, err := fmt.Printf("\n==== demo %s: %s\n$ sysray doctor -- %s\n\n", d.name, d.story, strings.Join(argv, " ")); err != nil {
+						return err
+					}
 				}
 				sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
 				// The reports own stdout; the scenarios' own output goes to stderr.
@@ -102,7 +105,9 @@ func newDemo() *cobra.Command {
 				}
 				results[d.name] = rep
 				if !asJSON {
-					report.Text(os.Stdout, rep, false)
+					if err := report.Text(os.Stdout, rep, false); err != nil {
+						return err
+					}
 				}
 				if len(rep.Findings) == 0 || !slices.Contains(d.expect, rep.Findings[0].ID) {
 					missed = append(missed, d.name)
@@ -119,7 +124,8 @@ func newDemo() *cobra.Command {
 				return fmt.Errorf("the expected finding did not come first in: %s", strings.Join(missed, ", "))
 			}
 			if !asJSON {
-				fmt.Printf("\nsysray demo: every story found (%d of %d).\n", len(run), len(run))
+				_, err := fmt.Printf("\nsysray demo: every story found (%d of %d).\n", len(run), len(run))
+				return err
 			}
 			return nil
 		},

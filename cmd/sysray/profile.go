@@ -126,8 +126,10 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 			if err := f.Close(); err != nil {
 				return err
 			}
-			prof.Summary(os.Stdout)
 			fmt.Fprintf(os.Stderr, "sysray: wrote %s\n", out)
+			if err := prof.Summary(os.Stdout); err != nil {
+				return err
+			}
 			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}

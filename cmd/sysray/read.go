@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +43,7 @@ func newRead() *cobra.Command {
 				if absent == "" {
 					absent = "none listed"
 				}
-				fmt.Fprintf(os.Stderr, "sysray: imported from %s; absent: %s\n", plainText(src), plainText(absent))
+				fmt.Fprintf(os.Stderr, "sysray: imported from %s; absent: %s\n", output.Escape(src), output.Escape(absent))
 			}
 			out, closeOut, err := openOutput(outPath)
 			if err != nil {
@@ -61,7 +60,9 @@ func newRead() *cobra.Command {
 				}
 				return pr.Print(e)
 			})
-			pr.Flush()
+			if ferr := pr.Flush(); err == nil {
+				err = ferr
+			}
 			if err != nil {
 				return err
 			}
@@ -81,15 +82,4 @@ func newRead() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
 	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
 	return cmd
-}
-
-// plainText keeps a header's text from writing control sequences to the
-// terminal: the file may come from anywhere.
-func plainText(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return '?'
-	}, s)
 }

@@ -14,7 +14,8 @@ func registerSelection(cmd *cobra.Command, s *session.Selection) {
 	f := cmd.Flags()
 	f.IntSliceVarP(&s.PIDs, "pid", "p", nil, "trace these processes (repeat or comma-separate)")
 	f.BoolVar(&s.Children, "children", false, "with -p, also trace their descendants: those running now and those they start")
-	f.StringVar(&s.Comm, "comm", "", "only events of threads with this name")
+	f.StringVar(&s.Comm, "comm", "", "only events of threads with this name, as the kernel keeps it: at most 15 bytes "+
+		"(a longer name is refused, not cut: cut, it would also match other programs whose names begin the same)")
 	f.StringSliceVar(&s.Cgroups, "cgroup", nil, "only processes in this cgroup v2 path (repeatable)")
 	f.StringSliceVarP(&s.Syscalls, "syscalls", "e", nil, "only these syscalls, e.g. -e openat,connect")
 	f.DurationVar(&s.MinLatency, "min-latency", 0, "only syscalls slower than this, e.g. 10ms")

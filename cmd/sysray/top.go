@@ -39,6 +39,9 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			if !ok {
 				return fmt.Errorf("--level %s: want container, process or syscall", level)
 			}
+			if err := top.CheckSort(sortBy); err != nil {
+				return err
+			}
 			if interval < 100*time.Millisecond {
 				return fmt.Errorf("--interval %s: at least 100ms", interval)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -43,6 +44,12 @@ func newTrace() *cobra.Command {
 			pr := output.New(out, arch, host.BootTime(), asJSON)
 			pr.Containers = session.Label(ctrs)
 			sum := stat.NewTable(arch)
+			if f, ok := out.(*os.File); ok {
+				opts.Out = f
+			}
+			abort := make(chan error, 1)
+			opts.Abort = abort
+			stopFlush := pr.FlushEvery(flushEvery, func(err error) { abort <- err })
 			res, err := live.Run(opts, func(e *event.Event) error {
 				if !s.Pass(e) {
 					return nil
@@ -53,7 +60,10 @@ func newTrace() *cobra.Command {
 				}
 				return pr.Print(e)
 			})
-			pr.Flush()
+			stopFlush()
+			if ferr := pr.Flush(); err == nil {
+				err = ferr
+			}
 			if err != nil {
 				return err
 			}
@@ -76,6 +86,10 @@ func newTrace() *cobra.Command {
 	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
 	return cmd
 }
+
+// flushEvery is how long a traced event may wait in trace's buffer: soon
+// enough for a person watching, rare enough to cost nothing.
+const flushEvery = 100 * time.Millisecond
 
 // printSummary prints a strace -c like table of the syscalls seen.
 func printSummary(w io.Writer, sum *stat.Table, asJSON bool, drops uint64) error {

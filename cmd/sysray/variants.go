@@ -44,7 +44,10 @@ func runVariants(pattern, dir string, asJSON bool) error {
 	var failed []string
 	for _, v := range vs {
 		if !asJSON {
-			fmt.Printf("\n==== variant %s (%s): %s\n", v.Name, v.Mode, v.Differs)
+			// Stop at once if no one can read what the variants say.
+			if _, err := fmt.Printf("\n==== variant %s (%s): %s\n", v.Name, v.Mode, v.Differs); err != nil {
+				return err
+			}
 		}
 		res := &variantResult{Differs: v.Differs, Mode: v.Mode, Expect: v.Expect.String()}
 		results[v.Name] = res
@@ -59,13 +62,20 @@ func runVariants(pattern, dir string, asJSON bool) error {
 			failed = append(failed, v.Name)
 		}
 		if !asJSON {
+			var werr error
 			if rep != nil {
-				report.Text(os.Stdout, rep, false)
+				werr = report.Text(os.Stdout, rep, false)
 			}
 			if err != nil {
-				fmt.Printf("FAIL %v\n", err)
+				_, err = fmt.Printf("FAIL %v\n", err)
 			} else {
-				fmt.Printf("PASS %s: %s\n", v.Name, v.Expect)
+				_, err = fmt.Printf("PASS %s: %s\n", v.Name, v.Expect)
+			}
+			if werr != nil {
+				return werr
+			}
+			if err != nil {
+				return err
 			}
 		}
 	}
@@ -75,8 +85,8 @@ func runVariants(pattern, dir string, asJSON bool) error {
 		if err := enc.Encode(results); err != nil {
 			return err
 		}
-	} else {
-		fmt.Printf("\nsysray demo --variants: %d passed, %d failed\n", len(vs)-len(failed), len(failed))
+	} else if _, err := fmt.Printf("\nsysray demo --variants: %d passed, %d failed\n", len(vs)-len(failed), len(failed)); err != nil {
+		return err
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("variants without their expected finding: %s", strings.Join(failed, ", "))

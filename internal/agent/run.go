@@ -75,6 +75,8 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--buffer-size %d: want 1 to 1024 MiB", c.RingMiB)
 	case c.ReloadCells < 1 || c.ReloadCells > statCells:
 		return fmt.Errorf("--reload-cells %d: want 1 to %d", c.ReloadCells, statCells)
+	case c.Cooldown < 0:
+		return fmt.Errorf("--cooldown %s: want 0 or a positive duration", c.Cooldown)
 	case c.Window < time.Second:
 		return fmt.Errorf("--window %s: at least 1s", c.Window)
 	case c.FlightWindow < time.Second || c.FlightBytes < 1<<20:

@@ -25,6 +25,7 @@ func TestConfigCheck(t *testing.T) {
 		{"--grace", func(c *Config) { c.Grace = 0 }},
 		{"--buffer-size", func(c *Config) { c.RingMiB = 2048 }},
 		{"--reload-cells", func(c *Config) { c.ReloadCells = statCells + 1 }},
+		{"--cooldown", func(c *Config) { c.Cooldown = -time.Second }},
 		{"--window", func(c *Config) { c.Window = 500 * time.Millisecond }},
 		{"--flight-bytes", func(c *Config) { c.FlightBytes = 1000 }},
 		{"--capture-max-files", func(c *Config) { c.CaptureFiles = 0 }},

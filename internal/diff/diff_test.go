@@ -297,3 +297,24 @@ func TestStacks(t *testing.T) {
 		t.Error("a call without stacks was folded")
 	}
 }
+
+// Rows by process or container are named by what the processes and
+// runtimes chose: printed, their control bytes are escaped.
+func TestPrintTextEscapesNames(t *testing.T) {
+	evil, esc := "\x1b[31mapp[7]", `\x1b[31mapp[7]`
+	a := side("process", time.Second, map[string]Stats{evil: {Calls: 4, TotalNS: 4000}})
+	b := side("process", time.Second, map[string]Stats{})
+	var buf bytes.Buffer
+	if err := PrintText(&buf, Compare(a, b, 0.125)); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if strings.ContainsRune(out, 0x1b) {
+		t.Fatalf("raw ESC in:\n%q", out)
+	}
+	for _, want := range []string{" " + esc + " (vanished)\n", "vanished: " + esc + " (4 calls)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/units"
 )
 
@@ -89,7 +90,7 @@ func line(w io.Writer, r *Row, indent string) {
 	if za.RatePerS != nil || zb.RatePerS != nil {
 		rates = pair(a, b, rate(za.RatePerS), rate(zb.RatePerS))
 	}
-	name := indent + r.Name
+	name := indent + output.Escape(r.Name)
 	if r.Status == StatusNew || r.Status == StatusVanished {
 		name += " (" + r.Status + ")"
 	}
@@ -156,9 +157,9 @@ func signedDur(v int64) string {
 
 func where(c Change) string {
 	if c.Syscall != "" {
-		return c.Row + " › " + c.Syscall
+		return output.Escape(c.Row) + " › " + c.Syscall
 	}
-	return c.Row
+	return output.Escape(c.Row)
 }
 
 func changes(w io.Writer, what string, l []Change, f func(Change) string) {

@@ -52,6 +52,9 @@ func Start(argv []string, stdout io.Writer, expect func(pid uint32) error) (*exe
 		cmd.Stdout = stdout
 	}
 	cmd.ExtraFiles = []*os.File{r, rw}
+	// The helper execs the command in place, and the parent-death signal
+	// survives that exec: the command ends with sysray, as in live.Run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	r.Close()
 	rw.Close()

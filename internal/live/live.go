@@ -12,8 +12,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/launch"
@@ -38,6 +42,16 @@ type Options struct {
 	Finished func(p *probe.Probe) error
 	// Stop, if set, ends the run when closed.
 	Stop <-chan struct{}
+	// Abort, if set, ends the run at once with the error it yields: the
+	// command is killed, and Run returns that error. An error from the
+	// consumer does the same: sysray cannot report what it traces, and a
+	// command it traces must not go on untraced without it.
+	Abort <-chan error
+	// Out, if set, is where the consumer writes. When it is a pipe whose
+	// reader has gone (sysray trace | head), the run aborts with EPIPE
+	// without waiting for an event to write, and a write to it fails
+	// with EPIPE instead of killing sysray with SIGPIPE.
+	Out *os.File
 	// Stdout, if set, receives the command's standard output, so that it
 	// does not mix with a report on sysray's.
 	Stdout io.Writer
@@ -57,6 +71,12 @@ type namerResult struct {
 
 // namerWait is how long a command waits for the kernel's symbols to be read.
 const namerWait = 500 * time.Millisecond
+
+// stillRunningAfter is how long a command may outlive the interrupt
+// passed to it before sysray says it is still waiting and how to stop it:
+// a command that ignores SIGINT would otherwise keep sysray running with
+// no word.
+const stillRunningAfter = 2 * time.Second
 
 // killGrace is how long a command ended by the run's Duration has to exit
 // after SIGTERM before it is killed: time to clean up (the scenarios undo
@@ -189,9 +209,54 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	// The first error of the consumer, the output or the caller ends the
+	// run.
+	failed := make(chan struct{})
+	var failErr error
+	var failOnce sync.Once
+	fail := func(err error) { failOnce.Do(func() { failErr = err; close(failed) }) }
+	if len(opts.Command) > 0 || opts.Out != nil {
+		// Go would end sysray with SIGPIPE on a write to a closed
+		// stdout, in the middle of an event: the write fails with EPIPE
+		// instead, and the run ends as on any error, the command killed
+		// and what is written closed.
+		pipe := make(chan os.Signal, 1)
+		signal.Notify(pipe, syscall.SIGPIPE)
+		defer signal.Stop(pipe)
+	}
+	if opts.Out != nil {
+		go watchReader(ctx, opts.Out, fail)
+	}
+	if opts.Abort != nil {
+		go func() {
+			select {
+			case err := <-opts.Abort:
+				fail(err)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	inner := consume
+	consume = func(e *event.Event) error {
+		select {
+		case <-failed:
+			return failErr // what is left after the cut goes nowhere
+		default:
+		}
+		if err := inner(e); err != nil {
+			fail(err)
+			return err
+		}
+		return nil
+	}
+
 	var cmd *exec.Cmd
 	done := make(chan struct{})
 	timedOut := make(chan struct{}) // closed when the Duration ended a command's run
+	// The signal whose second coming killed the command. sysray then
+	// exits as a shell reports a program that signal ended (130 for
+	// Ctrl-C), not with the command's SIGKILL, which sysray chose.
+	var killedBy atomic.Int32
 	if len(opts.Command) > 0 {
 		cmd, err = startCommand(opts.Command, opts.Stdout, p)
 		if err != nil {
@@ -210,6 +275,8 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	}
 	go func() {
 		stop := opts.Stop
+		var interrupted string     // the signal passed on to the command, once it has been
+		var nudge <-chan time.Time // says the command outlived the interrupt
 		var timeout <-chan time.Time
 		if opts.Duration > 0 {
 			t := time.NewTimer(opts.Duration)
@@ -233,18 +300,42 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				cancel()
 				return
 			case s := <-sigs:
-				if cmd != nil {
-					// The command decides how to end; we follow it to its exit.
+				if cmd != nil && interrupted == "" {
+					// The command decides how to end; we follow it to
+					// its exit. A second interrupt means the user will
+					// not wait for it.
 					cmd.Process.Signal(s)
+					interrupted = "SIGINT"
+					if s == syscall.SIGTERM {
+						interrupted = "SIGTERM"
+					}
+					t := time.NewTimer(stillRunningAfter)
+					defer t.Stop()
+					nudge = t.C
+					continue
+				}
+				if cmd != nil {
+					warn(fmt.Sprintf("interrupted again: killing the command (pid %d) and stopping", cmd.Process.Pid))
+					killedBy.Store(int32(s.(syscall.Signal)))
+					cmd.Process.Kill()
 					continue
 				}
 				cancel()
 				return
+			case <-nudge:
+				warn(fmt.Sprintf("the command (pid %d) is still running after %s; interrupt again to kill it",
+					cmd.Process.Pid, interrupted))
 			case <-stop:
 				if cmd != nil {
 					cmd.Process.Signal(syscall.SIGTERM)
 					stop = nil // closed: it would fire again at once
 					continue
+				}
+				cancel()
+				return
+			case <-failed:
+				if cmd != nil {
+					cmd.Process.Kill()
 				}
 				cancel()
 				return
@@ -279,12 +370,47 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 		default:
 			<-done
 			res.ExitCode = launch.ExitCode(cmd.ProcessState)
+			if sig := killedBy.Load(); sig != 0 {
+				res.ExitCode = 128 + int(sig)
+			}
 		}
+	}
+	select {
+	case <-failed:
+		return res, failErr
+	default:
 	}
 	if err == nil && opts.Finished != nil {
 		err = opts.Finished(p)
 	}
 	return res, err
+}
+
+// watchReader calls fail with EPIPE when out is a pipe or socket whose
+// reader has gone, as GNU tail -f watches its output: a traced command that
+// is quiet for a long time would otherwise keep the run going until the
+// next event fails to be written.
+func watchReader(ctx context.Context, out *os.File, fail func(error)) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(out.Fd()), &st); err != nil {
+		return
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO && st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return
+	}
+	// No events asked for: poll reports only POLLERR (a pipe's readers
+	// are gone) and POLLHUP (a socket's peer shut down).
+	fds := []unix.PollFd{{Fd: int32(out.Fd())}}
+	for ctx.Err() == nil {
+		n, err := unix.Poll(fds, 200)
+		if err != nil && err != unix.EINTR {
+			return
+		}
+		if n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0 {
+			fail(&os.PathError{Op: "write", Path: out.Name(), Err: syscall.EPIPE})
+			return
+		}
+	}
 }
 
 // endCommand ends a command still running when the run's time is up, as
@@ -331,7 +457,13 @@ func startCommand(argv []string, stdout io.Writer, p *probe.Probe) (*exec.Cmd, e
 	if err != nil {
 		return nil, fmt.Errorf("cannot run %s: %w", argv[0], err)
 	}
-	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	cmd := &exec.Cmd{Path: path, Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		// The command ends with sysray, however sysray ends (SIGKILL
+		// included): left running, it would go on untraced, reparented
+		// to init. The kernel sends the signal when the thread that
+		// forked exits; Go ends a thread only when a goroutine locked
+		// to it exits, and no caller of Run locks its goroutine.
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}}
 	if stdout != nil {
 		cmd.Stdout = stdout
 	}

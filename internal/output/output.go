@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sysray/sysray/internal/event"
@@ -17,6 +18,7 @@ import (
 
 // Printer writes events to w. Call Flush when done.
 type Printer struct {
+	mu       sync.Mutex // Print and Flush against FlushEvery
 	w        *bufio.Writer
 	arch     event.Arch
 	boot     int64 // Unix ns of CLOCK_MONOTONIC zero
@@ -62,10 +64,50 @@ func New(w io.Writer, arch event.Arch, boot int64, asJSON bool) *Printer {
 }
 
 // Flush writes out buffered lines.
-func (p *Printer) Flush() error { return p.w.Flush() }
+func (p *Printer) Flush() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.w.Flush()
+}
+
+// FlushEvery writes out buffered lines every d until stop is called, so
+// that a reader of a live trace (sysray trace | grep) sees each event soon,
+// not when 64 KiB of them have gathered. The first write error goes to
+// failed, and flushing stops.
+func (p *Printer) FlushEvery(d time.Duration, failed func(error)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			p.mu.Lock()
+			var err error
+			if p.w.Buffered() > 0 {
+				err = p.w.Flush()
+			}
+			p.mu.Unlock()
+			if err != nil {
+				failed(err)
+				return
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
 
 // Print writes one event.
 func (p *Printer) Print(e *event.Event) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	var ctr *Container
 	if p.Containers != nil {
 		ctr = p.Containers(e.PID, e.Cgroup)
@@ -81,7 +123,7 @@ func (p *Printer) Print(e *event.Event) error {
 	b = append(b, ' ')
 	b = strconv.AppendUint(b, uint64(e.CPU), 10)
 	b = append(b, ' ')
-	b = append(b, e.Comm...)
+	b = append(b, Escape(e.Comm)...)
 	b = append(b, '(')
 	b = strconv.AppendUint(b, uint64(e.PID), 10)
 	b = append(b, ':')
@@ -89,7 +131,7 @@ func (p *Printer) Print(e *event.Event) error {
 	b = append(b, ") "...)
 	if ctr != nil {
 		b = append(b, '[')
-		b = append(b, ctr.Short()...)
+		b = append(b, Escape(ctr.Short())...)
 		b = append(b, "] "...)
 	}
 	b = append(b, Body(e, p.arch)...)
@@ -158,7 +200,7 @@ func Body(e *event.Event, arch event.Arch) string {
 		if e.Proc.Thread {
 			what = "thread"
 		}
-		return fmt.Sprintf("%s child=%d:%d comm=%s", what, e.Proc.ChildPID, e.Proc.ChildTID, e.Proc.ChildComm)
+		return fmt.Sprintf("%s child=%d:%d comm=%s", what, e.Proc.ChildPID, e.Proc.ChildTID, Escape(e.Proc.ChildComm))
 	case event.KindExec:
 		return fmt.Sprintf("exec filename=%q argv=%s", e.Proc.Filename, quoteList(e.Proc.Argv))
 	case event.KindExit:
@@ -188,7 +230,7 @@ func appendSleeps(b []byte, s *event.Syscall) []byte {
 		}
 		b = fmt.Appendf(b, "    off CPU %s in %d switch(es), %s", units.Duration(sl.Duration), sl.Count, how)
 		if sl.WakerPID != 0 || sl.WakerComm != "" {
-			b = fmt.Appendf(b, "; woken by %s(%d:%d)", sl.WakerComm, sl.WakerPID, sl.WakerTID)
+			b = fmt.Appendf(b, "; woken by %s(%d:%d)", Escape(sl.WakerComm), sl.WakerPID, sl.WakerTID)
 		}
 		b = append(b, ":\n"...)
 		b = appendFrames(b, sl.Stack, len(sl.Stack))
@@ -211,7 +253,7 @@ func appendFrames(b []byte, fs []event.Frame, n int) []byte {
 			return fmt.Appendf(b, "        ... %d more\n", len(fs)-i)
 		}
 		b = append(b, "        "...)
-		b = append(b, FrameText(f)...)
+		b = append(b, Escape(FrameText(f))...)
 		b = append(b, '\n')
 	}
 	return b

@@ -5,12 +5,15 @@
 package profile
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/sysray/sysray/internal/output"
 )
 
 // Stack is one distinct stack and how many samples hit it.
@@ -125,7 +128,8 @@ func (p *Profile) Splits() []Split {
 }
 
 // Summary writes the user/kernel split table.
-func (p *Profile) Summary(w io.Writer) {
+func (p *Profile) Summary(out io.Writer) error {
+	w := bufio.NewWriter(out)
 	var total uint64
 	for _, s := range p.Stacks {
 		total += s.Count
@@ -159,7 +163,8 @@ func (p *Profile) Summary(w io.Writer) {
 			}
 			parts = append(parts, fmt.Sprintf("%s %.0f%%", x.k, 100*float64(x.v)/float64(sp.Samples)))
 		}
-		fmt.Fprintf(w, "%-28s %8d %6.1f%% %6.1f%%  %s\n", fmt.Sprintf("%s[%d]", sp.Comm, sp.PID), sp.Samples,
+		fmt.Fprintf(w, "%-28s %8d %6.1f%% %6.1f%%  %s\n", fmt.Sprintf("%s[%d]", output.Escape(sp.Comm), sp.PID), sp.Samples,
 			100*float64(sp.User)/float64(sp.Samples), 100*float64(sp.Kernel)/float64(sp.Samples), strings.Join(parts, ", "))
 	}
+	return w.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -64,7 +65,9 @@ func Text(w io.Writer, r *doctor.Report, explain bool) error {
 	if explain || len(r.Findings) == 0 {
 		near(&b, r.Near, explain)
 	}
-	_, err := io.WriteString(w, b.String())
+	// Findings quote what processes named themselves and what they
+	// touched; none of it may reach the terminal as a control sequence.
+	_, err := io.WriteString(w, output.EscapeLines(b.String()))
 	return err
 }
 

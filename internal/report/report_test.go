@@ -60,3 +60,28 @@ func TestTextUncounted(t *testing.T) {
 		t.Errorf("uncounted line with nothing uncounted:\n%s", b.String())
 	}
 }
+
+// Findings quote the names processes gave themselves, in prose, evidence
+// and near misses: none of it reaches the terminal as a control sequence.
+func TestTextEscapesNames(t *testing.T) {
+	evil := "\x1b]0;x\a\x1b[31m"
+	esc := `\x1b]0;x\a\x1b[31m`
+	r := &doctor.Report{
+		Findings: []doctor.Finding{{ID: "slow-syscall", Severity: doctor.Warning, Title: evil + "[7] slept",
+			Summary: "calls by " + evil + "[7] slept", Evidence: map[string]any{"processes": []string{evil + "[7]"}}, Fix: "look at " + evil}},
+		Near: []doctor.Near{{ID: "hot-syscall", Subject: evil + "[7]", Short: "rule", Closeness: 0.5}},
+	}
+	var b strings.Builder
+	if err := Text(&b, r, true); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if i := strings.IndexFunc(out, func(r rune) bool { return r < 0x20 && r != '\n' }); i >= 0 {
+		t.Fatalf("raw control byte at %d:\n%q", i, out)
+	}
+	for _, want := range []string{"  " + esc + "[7] slept\n", "calls by " + esc + "[7] slept", "    " + esc + "[7]\n", "look at " + esc, ": " + esc + "[7]\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+}

@@ -32,6 +32,10 @@ type Selection struct {
 	Containers []string // ids, 12-character prefixes or names
 }
 
+// CommMax is how much of a thread's name the kernel keeps (TASK_COMM_LEN
+// less its NUL): a program's name is cut to it at exec.
+const CommMax = 15
+
 // Build turns the selection into live options and a user-space filter (nil
 // when none). What the filter says of syscalls and latency is pushed down
 // to the kernel, which then drops those events before they cost anything.
@@ -41,8 +45,15 @@ func (s *Selection) Build(args []string, ctrs *Live) (live.Options, *filter.Filt
 	var opts live.Options
 	cfg := probe.Config{MinLatency: uint64(s.MinLatency), AllFaults: s.PageFaults, Children: s.Children,
 		Stacks: s.Stacks, Slow: uint64(s.Slow)}
-	if s.Stacks && s.Slow <= 0 {
+	if s.Slow < 0 || s.Stacks && s.Slow == 0 {
 		return opts, nil, errors.New("--slow must be positive")
+	}
+	if s.MinLatency < 0 {
+		return opts, nil, fmt.Errorf("--min-latency %s: a latency cannot be negative", s.MinLatency)
+	}
+	if len(s.Comm) > CommMax {
+		return opts, nil, fmt.Errorf("--comm %q is %d bytes, and the kernel keeps only the first %d of a thread's name, so it would never match; "+
+			"use --comm %q, which matches every name that begins so", s.Comm, len(s.Comm), CommMax, s.Comm[:CommMax])
 	}
 	if s.BufferMiB < 0 || s.BufferMiB > 4096 {
 		return opts, nil, fmt.Errorf("--buffer-size %d: want 1 to 4096 MiB", s.BufferMiB)

@@ -145,6 +145,9 @@ func TestBuildErrors(t *testing.T) {
 		{Selection{Syscalls: []string{"nosuchcall"}}, "-e nosuchcall: no such syscall"},
 		{Selection{Filter: "evt.type ="}, "expected value"},
 		{Selection{Duration: -time.Second}, "--duration must be positive"},
+		{Selection{MinLatency: -time.Millisecond}, "--min-latency -1ms: a latency cannot be negative"},
+		{Selection{Slow: -time.Millisecond}, "--slow must be positive"},
+		{Selection{Comm: "0123456789abcdef"}, `--comm "0123456789abcdef" is 16 bytes`},
 		{Selection{Cgroups: []string{"/no/such/cgroup/here"}}, "--cgroup /no/such/cgroup/here: not found"},
 		{Selection{Containers: []string{"web"}}, "--container"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/units"
 )
 
@@ -222,7 +223,7 @@ func printTable(w io.Writer, rows []StatRow, what string) error {
 			errs = fmt.Sprint(r.Errors)
 		}
 		fmt.Fprintf(tw, "%.2f\t%.6f\t%d\t%s\t%s\t%s\t%s\t %s\t\n", r.Percent, float64(r.TotalNS)/1e9, r.Calls, errs,
-			units.Duration(r.P50NS), units.Duration(r.P99NS), units.Duration(r.MaxNS), r.Name)
+			units.Duration(r.P50NS), units.Duration(r.P99NS), units.Duration(r.MaxNS), output.Escape(r.Name))
 		tot.Calls += r.Calls
 		tot.Errors += r.Errors
 		tot.TotalNS += r.TotalNS

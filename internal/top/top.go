@@ -5,6 +5,7 @@ package top
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/stat"
 	"github.com/sysray/sysray/internal/units"
 )
@@ -138,6 +140,14 @@ func View(src *Source, prev, cur Sample, level int, within string) []Row {
 // Sorts of the view, cycled with 's'.
 var sorts = []string{"time", "calls", "p99", "errors", "vsyscalls", "faults"}
 
+// CheckSort says what is wrong with by as a --sort key.
+func CheckSort(by string) error {
+	if slices.Contains(sorts, by) {
+		return nil
+	}
+	return fmt.Errorf("--sort %s: want %s", by, strings.Join(sorts, ", "))
+}
+
 func sortRows(rows []Row, by string) {
 	key := func(r Row) float64 {
 		switch by {
@@ -167,7 +177,7 @@ func Render(w io.Writer, level int, within string, rows []Row, sortBy string, cu
 	what := []string{"container", "process", "syscall"}[level]
 	fmt.Fprintf(w, "sysray top — %s", []string{"containers", "processes", "syscalls"}[level])
 	if within != "" {
-		fmt.Fprintf(w, " in %s", within)
+		fmt.Fprintf(w, " in %s", output.Escape(within))
 	}
 	fmt.Fprintf(w, " — sorted by %s — enter: drill down, esc: up, s: sort, q: quit\n\n", sortBy)
 	fmt.Fprintf(w, "  %-36s %12s %9s %10s %10s %11s %10s\n", strings.ToUpper(what), "SYSCALLS/s", "TIME%", "P99", "ERRORS/s", "VSYSCALL/s", "FAULTS/s")
@@ -176,7 +186,7 @@ func Render(w io.Writer, level int, within string, rows []Row, sortBy string, cu
 		if i == cursor {
 			mark = "> "
 		}
-		name := r.Name
+		name := output.Escape(r.Name)
 		if len(name) > 36 {
 			name = name[:33] + "..."
 		}
@@ -302,6 +312,23 @@ func Once(w io.Writer, src *Source, interval time.Duration, level int, within, s
 	}
 	rows := View(src, a, b, level, within)
 	sortRows(rows, sortBy)
-	Render(w, level, within, rows, sortBy, -1, 0)
-	return nil
+	ew := &errWriter{w: w}
+	Render(ew, level, within, rows, sortBy, -1, 0)
+	return ew.err
+}
+
+// errWriter keeps the first error of a series of writes, which Render,
+// also drawing the live view into memory, does not check one by one.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
 }
