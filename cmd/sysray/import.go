@@ -58,7 +58,7 @@ the capture's header, never made up. See docs/import.md.`,
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "strace", "the tool that wrote the input (strace)")
-	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
+	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600; - for stdout)")
 	cmd.Flags().StringVar(&archName, "arch", "", "syscall table of the traced host: x86_64 or arm64 (default: this host's)")
 	return cmd
 }

@@ -54,7 +54,18 @@ func newRecord() *cobra.Command {
 			}
 			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
 			hdr := session.Header(arch, snap, ctrs.Snapshot(), opts.Probe.Stacks, opts.Probe.LeanStacks, opts.Probe.SlowNS())
-			w, err := capture.Create(path, hdr)
+			var w *capture.Writer
+			if path == "-" {
+				w, err = capture.NewWriter(os.Stdout, hdr)
+				// The capture has standard output to itself.
+				opts.Stdout = os.Stderr
+			} else {
+				// Written beside path; path is left as it was until the
+				// first event, so a run that fails before tracing
+				// anything (no such command, no privileges) keeps the
+				// capture that was there.
+				w, err = capture.CreatePending(path, hdr)
+			}
 			if err != nil {
 				return err
 			}
@@ -63,6 +74,13 @@ func newRecord() *cobra.Command {
 			res, err := live.Run(opts, func(e *event.Event) error {
 				if !s.Pass(e) {
 					return nil
+				}
+				if n == 0 {
+					// From here a sysray killed leaves what it wrote at
+					// path, readable up to its last flushed block.
+					if err := w.Commit(); err != nil {
+						return err
+					}
 				}
 				n++
 				if err := w.Write(e); err != nil {
@@ -77,6 +95,10 @@ func newRecord() *cobra.Command {
 				}
 				return nil
 			})
+			if err != nil && n == 0 {
+				w.Abort()
+				return err
+			}
 			cerr := w.Close(&capture.Trailer{Events: n, Drops: res.PerCPU, End: time.Now().UnixNano()})
 			if err != nil {
 				return err
@@ -84,7 +106,11 @@ func newRecord() *cobra.Command {
 			if cerr != nil {
 				return cerr
 			}
-			fmt.Fprintf(os.Stderr, "sysray: wrote %d events to %s\n", n, path)
+			to := path
+			if path == "-" {
+				to = "standard output"
+			}
+			fmt.Fprintf(os.Stderr, "sysray: wrote %d events to %s\n", n, to)
 			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
@@ -94,6 +120,6 @@ func newRecord() *cobra.Command {
 	}
 	registerSelection(cmd, &sel)
 	durationHelp(cmd)
-	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
+	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600; - for stdout)")
 	return cmd
 }

@@ -35,17 +35,26 @@ func newTrace() *cobra.Command {
 			arch := event.HostArch()
 			snap, _ := proc.Snapshot()
 			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
-			out, closeOut, err := openOutput(outPath)
+			out, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
-			defer closeOut()
+			defer out.close()
+			committed := false
 			pr := output.New(out, arch, host.BootTime(), asJSON)
 			pr.Containers = session.Label(ctrs)
 			sum := stat.NewTable(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
 				if !s.Pass(e) {
 					return nil
+				}
+				if !committed {
+					// Tracing has begun: from here a sysray killed
+					// leaves what it printed at the name asked for.
+					committed = true
+					if err := out.commit(); err != nil {
+						return err
+					}
 				}
 				if summary {
 					sum.AddEvent(e)
@@ -61,6 +70,9 @@ func newTrace() *cobra.Command {
 				if err := printSummary(out, sum, asJSON, res.Drops); err != nil {
 					return err
 				}
+			}
+			if err := out.finish(); err != nil {
+				return err
 			}
 			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
