@@ -49,8 +49,12 @@ the capture's header, never made up. See docs/import.md.`,
 			if err != nil {
 				return err
 			}
+			to := path
+			if path == "-" {
+				to = "standard output"
+			}
 			fmt.Fprintf(os.Stderr, "sysray: imported %d events from %d strace lines into %s (absent: %s)\n",
-				st.Events, st.Lines, path, strings.Join(strace.Absent, ", "))
+				st.Events, st.Lines, to, strings.Join(strace.Absent, ", "))
 			for _, w := range st.Warnings() {
 				fmt.Fprintf(os.Stderr, "sysray: warning: %s\n", w)
 			}
