@@ -259,6 +259,12 @@ func TestOutputIsInput(t *testing.T) {
 			t.Fatalf("the strace log was changed")
 		}
 	}
+	// report's two outputs may not be one file either, by any spelling;
+	// that is known before recording.
+	r := run(t, "report", "-o", filepath.Join(dir, "sub", "r"), "-w", filepath.Join(dir, "sub", "..", "sub", "r"), "--duration", "5s")
+	if r.code == 0 || !strings.Contains(r.stderr, "-w and -o name the same file") {
+		t.Errorf("report -o X -w X: exit %d, stderr %q", r.code, r.stderr)
+	}
 	// diff's second input counts too.
 	other := filepath.Join(dir, "other.sysray")
 	writeCapture(t, other, "loop", 5)
@@ -384,6 +390,8 @@ func TestOutputCheckedFirst(t *testing.T) {
 		{"profile", "-o", filepath.Join(ro, "p.svg"), "--duration", "5s"},
 		{"record", "-w", filepath.Join(ro, "c.sysray"), "--duration", "5s"},
 		{"trace", "-o", filepath.Join(ro, "t.txt"), "--duration", "5s"},
+		{"stat", "-o", filepath.Join(ro, "s.txt"), "--duration", "5s"},
+		{"doctor", "-o", filepath.Join(ro, "d.txt"), "--duration", "5s"},
 		{"report", "-o", filepath.Join(t.TempDir(), "r.html"), "-w", filepath.Join(ro, "c.sysray"), "--duration", "5s"},
 	} {
 		start := time.Now()

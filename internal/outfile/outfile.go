@@ -141,7 +141,7 @@ func check(path string, inputs []string) error {
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("%s is a symbolic link: refusing to write through it (remove it, or name the file it points to)", path)
+		return fmt.Errorf("%s is a symbolic link: refusing to write through it (remove it, or name the file it points to; - is standard output)", path)
 	case fi.IsDir():
 		return fmt.Errorf("%s is a directory, not a regular file", path)
 	case !fi.Mode().IsRegular():
