@@ -360,6 +360,11 @@ func TestDashIsStdout(t *testing.T) {
 		if !strings.Contains(r.stderr, "to-stderr\n") {
 			t.Errorf("the command's output did not go to stderr: %q", r.stderr)
 		}
+		// A page on stdout: the command's own output goes to stderr.
+		r = runIn("report", "-o", "-", "--", "/bin/echo", "page-stderr")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "<!DOCTYPE html>") || !strings.Contains(r.stderr, "page-stderr\n") {
+			t.Errorf("report -o - -- CMD: exit %d, stdout starts %q, stderr %q", r.code, clip(r.stdout, 40), r.stderr)
+		}
 	}
 	if names := dirNames(t, dir); len(names) != 2 {
 		t.Errorf("left behind: %v", names)

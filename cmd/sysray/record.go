@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -26,7 +27,11 @@ import (
 // reader never sleeps longer than a quarter of its ring takes to fill.
 const recordPoll = 20 * time.Millisecond
 
-func newRecord() *cobra.Command {
+func newRecord() *cobra.Command { return newRecordTo(nil) }
+
+// newRecordTo is record with the traced command's standard output sent to
+// cmdOut (nil: sysray's own), for a caller whose output is on stdout.
+func newRecordTo(cmdOut io.Writer) *cobra.Command {
 	var sel session.Selection
 	var path string
 	cmd := &cobra.Command{
@@ -43,6 +48,9 @@ func newRecord() *cobra.Command {
 			opts, flt, err := sel.Build(args, ctrs)
 			if err != nil {
 				return err
+			}
+			if cmdOut != nil {
+				opts.Stdout = cmdOut
 			}
 			if !opts.Probe.Stacks && opts.Probe.Poll == 0 {
 				opts.Probe.Poll = recordPoll

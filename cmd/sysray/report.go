@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,7 +82,12 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 				defer os.RemoveAll(dir)
 				capPath = filepath.Join(dir, "capture.sysray")
 			}
-			code, err := recordTo(cmd, args, capPath)
+			// A page on standard output keeps it to itself.
+			var cmdOut io.Writer
+			if out == "-" {
+				cmdOut = os.Stderr
+			}
+			code, err := recordTo(cmd, args, capPath, cmdOut)
 			if err != nil {
 				return err
 			}
@@ -112,8 +118,8 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 // recordTo records to path with 'sysray record' itself, given the
 // selection flags set on cmd, so that a live report is a report of a
 // capture: one code path. It returns the traced command's exit status.
-func recordTo(cmd *cobra.Command, args []string, path string) (int, error) {
-	rec := newRecord()
+func recordTo(cmd *cobra.Command, args []string, path string, cmdOut io.Writer) (int, error) {
+	rec := newRecordTo(cmdOut)
 	var err error
 	set := func(name, value string) {
 		if err == nil {
