@@ -482,3 +482,27 @@ func TestRecordConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// A record killed while it traces leaves what it wrote at the name asked
+// for, readable up to its last flushed block, and nothing beside it.
+func TestRecordKilledLeavesCapture(t *testing.T) {
+	requireBPF(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.sysray")
+	writeCapture(t, file, "oldrun", 5)
+	cmd := exec.Command(sysray, "record", "-w", file, "--", prog("getppid"), "1000000000")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // record flushes about once a second
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	cmd.Wait()
+	r := run(t, "read", file)
+	if r.code != 0 || !strings.Contains(r.stderr, "truncated") || strings.Contains(r.stdout, "oldrun") || strings.Count(r.stdout, "getppid() = ") < 1000 {
+		t.Errorf("after kill -9: exit %d, %d getppid lines, stderr %q", r.code, strings.Count(r.stdout, "getppid() = "), r.stderr)
+	}
+	if names := dirNames(t, dir); len(names) != 1 {
+		t.Errorf("left behind: %v", names)
+	}
+}
