@@ -121,7 +121,7 @@ func (f *File) Close() error {
 		return fmt.Errorf("%s: %w", f.path, err)
 	}
 	if cur, err := os.Lstat(f.path); err != nil || !os.SameFile(mine, cur) {
-		return fmt.Errorf("%s was replaced by another writer while this one wrote it; this output is lost", f.path)
+		return fmt.Errorf("%s was replaced or removed while this sysray wrote it (another writer's rename?); what this one wrote is lost", f.path)
 	}
 	if cerr != nil {
 		return fmt.Errorf("%s: %w", f.path, cause(cerr))

@@ -148,7 +148,7 @@ func TestTwoWriters(t *testing.T) {
 	// Replaced behind the writer's back (as two renames racing would).
 	os.Remove(path)
 	os.WriteFile(path, []byte("other"), 0o600)
-	if err := b.Close(); err == nil || !strings.Contains(err.Error(), "was replaced by another writer") {
+	if err := b.Close(); err == nil || !strings.Contains(err.Error(), "was replaced or removed while this sysray wrote it") {
 		t.Errorf("Close after replacement: %v", err)
 	}
 }
