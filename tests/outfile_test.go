@@ -339,6 +339,19 @@ func TestDashIsStdout(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "<!DOCTYPE html>") {
 		t.Errorf("report -o -: exit %d, stdout starts %q, stderr %q", r.code, clip(r.stdout, 40), r.stderr)
 	}
+	fa, fb := filepath.Join(dir, "a.folded"), filepath.Join(dir, "b.folded")
+	os.WriteFile(fa, []byte("app[10];main;compute 90\n"), 0o600)
+	os.WriteFile(fb, []byte("app[22];main;compute 40\n"), 0o600)
+	r = runIn("diff", "--flame", "-", fa, fb)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "<?xml") || !strings.Contains(r.stdout, "<title>compute: A 90 samples, B 40 samples") {
+		t.Errorf("diff --flame -: exit %d, stdout starts %q, stderr %q", r.code, clip(r.stdout, 40), r.stderr)
+	}
+	os.Remove(fa)
+	os.Remove(fb)
+	r = runIn("diff", "--flame", "-", in, in)
+	if r.code == 0 || !strings.Contains(r.stderr, "would both go to standard output") {
+		t.Errorf("diff --flame - without -o: exit %d, stderr %q", r.code, r.stderr)
+	}
 	r = runIn("profile", "-o", "-", "--duration", "1s")
 	if r.code == 0 || !strings.Contains(r.stderr, "-o -") {
 		t.Errorf("profile -o -: exit %d, stderr %q", r.code, r.stderr)

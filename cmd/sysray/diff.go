@@ -41,7 +41,7 @@ time on CPU, or with --off-cpu where they slept. Two folded stack files
 			default:
 				return fmt.Errorf("--by %s: want syscall, process or container", by)
 			}
-			if flame != "" && filepath.Ext(flame) != ".svg" {
+			if flame != "" && flame != "-" && filepath.Ext(flame) != ".svg" {
 				return fmt.Errorf("--flame %s: the differential flame graph is an .svg", flame)
 			}
 			if offCPU && flame == "" {
