@@ -469,7 +469,7 @@ func TestRecordConcurrent(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				// Long enough that both are writing at once.
-				res[i] = run(t, "record", "-w", file, "--", "sh", "-c", "sleep 1", "racer"+string(rune('A'+i)))
+				res[i] = run(t, "record", "-w", file, "--", "sh", "-c", "sleep 3", "racer"+string(rune('A'+i)))
 			}()
 		}
 		wg.Wait()
@@ -488,7 +488,7 @@ func TestRecordConcurrent(t *testing.T) {
 		rd := run(t, "read", file)
 		winner, loser := "racer"+string(rune('A'+won)), "racer"+string(rune('B'-won))
 		if rd.code != 0 || rd.stderr != "" || !strings.Contains(rd.stdout, winner) || strings.Contains(rd.stdout, loser) {
-			t.Errorf("round %d: the file is not the winner's whole capture: exit %d, stderr %q", round, rd.code, rd.stderr)
+			t.Errorf("round %d: the file is not the winner's (%s) whole capture: exit %d, stderr %q, has winner %v, has loser %v; %q %q", round, winner, rd.code, rd.stderr, strings.Contains(rd.stdout, winner), strings.Contains(rd.stdout, loser), res[0].stderr, res[1].stderr)
 		}
 		if names := dirNames(t, dir); len(names) != 1 {
 			t.Errorf("round %d: left behind: %v", round, names)

@@ -78,8 +78,15 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 				return err
 			}
 			var n uint64
+			var refused error // path could not be taken: nothing more is written
 			lastFlush := host.Mono()
 			res, err := live.Run(opts, func(e *event.Event) error {
+				if refused != nil {
+					// The run goes on to the command's end after an
+					// error; a later Commit must not succeed once the
+					// writer holding path is done.
+					return refused
+				}
 				if !s.Pass(e) {
 					return nil
 				}
@@ -87,6 +94,7 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 					// From here a sysray killed leaves what it wrote at
 					// path, readable up to its last flushed block.
 					if err := w.Commit(); err != nil {
+						refused = err
 						return err
 					}
 				}

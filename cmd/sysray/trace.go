@@ -41,20 +41,25 @@ func newTrace() *cobra.Command {
 			}
 			defer out.close()
 			committed := false
+			var refused error // the output could not be put in place
 			pr := output.New(out, arch, host.BootTime(), asJSON)
 			pr.Containers = session.Label(ctrs)
 			sum := stat.NewTable(arch)
 			res, err := live.Run(opts, func(e *event.Event) error {
+				if refused != nil {
+					return refused
+				}
 				if !s.Pass(e) {
 					return nil
 				}
 				if !committed {
 					// Tracing has begun: from here a sysray killed
 					// leaves what it printed at the name asked for.
-					committed = true
 					if err := out.commit(); err != nil {
+						refused = err
 						return err
 					}
+					committed = true
 				}
 				if summary {
 					sum.AddEvent(e)
