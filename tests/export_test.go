@@ -362,7 +362,7 @@ func TestExportBadInput(t *testing.T) {
 	before, _ := os.ReadFile(file)
 	r := run(t, "export", "-r", file, "-o", filepath.Join(dir, ".", "c.sysray"))
 	after, _ := os.ReadFile(file)
-	if r.code == 0 || !strings.Contains(r.stderr, "is the capture being exported") || !bytes.Equal(before, after) {
+	if r.code == 0 || !strings.Contains(r.stderr, "is also an input of this command") || !bytes.Equal(before, after) {
 		t.Errorf("export over its capture: exit %d, stderr %q, capture kept %v", r.code, r.stderr, bytes.Equal(before, after))
 	}
 }

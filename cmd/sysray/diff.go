@@ -41,7 +41,7 @@ time on CPU, or with --off-cpu where they slept. Two folded stack files
 			default:
 				return fmt.Errorf("--by %s: want syscall, process or container", by)
 			}
-			if flame != "" && filepath.Ext(flame) != ".svg" {
+			if flame != "" && flame != "-" && filepath.Ext(flame) != ".svg" {
 				return fmt.Errorf("--flame %s: the differential flame graph is an .svg", flame)
 			}
 			if offCPU && flame == "" {
@@ -80,6 +80,14 @@ time on CPU, or with --off-cpu where they slept. Two folded stack files
 					}
 				}
 			}
+			if flame == "-" && (outPath == "" || outPath == "-") {
+				return errors.New("--flame - and the comparison would both go to standard output: give -o FILE for one of them")
+			}
+			out, err := openOutput(outPath, args...)
+			if err != nil {
+				return err
+			}
+			defer out.close()
 			// A stat document was counted by one grouping and keeps only
 			// its rows; captures follow it.
 			for i, k := range kinds {
@@ -114,17 +122,13 @@ time on CPU, or with --off-cpu where they slept. Two folded stack files
 				}
 			}
 			res := diff.Compare(sides[0], sides[1], stat.MaxRelError)
-			out, closeOut, err := openOutput(outPath)
-			if err != nil {
-				return err
-			}
 			if asJSON {
 				err = diff.PrintJSON(out, res)
 			} else {
 				err = diff.PrintText(out, res)
 			}
-			if cerr := closeOut(); err == nil {
-				err = cerr
+			if err == nil {
+				err = out.finish()
 			}
 			if err != nil {
 				return err
@@ -137,7 +141,7 @@ time on CPU, or with --off-cpu where they slept. Two folded stack files
 	}
 	cmd.Flags().StringVar(&by, "by", "syscall", "group rows by syscall, process or container")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON document (docs/diff.md)")
-	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout (- for stdout)")
 	cmd.Flags().StringVar(&flame, "flame", "", "also write a differential flame graph (.svg) of the captures' stacks")
 	cmd.Flags().BoolVar(&offCPU, "off-cpu", false, "with --flame: where slow syscalls slept, not their time on CPU")
 	return cmd
@@ -158,18 +162,20 @@ func writeFlame(path string, names []string, st [2]diff.Stacks, unit string) err
 	if st[0].Total() == 0 && st[1].Total() == 0 {
 		return fmt.Errorf("%s and %s hold no stack time to draw", names[0], names[1])
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := openOutput(path, names...)
 	if err != nil {
 		return err
 	}
+	defer f.close()
 	title := fmt.Sprintf("sysray diff: %s → %s", filepath.Base(names[0]), filepath.Base(names[1]))
 	if err := profile.DiffSVG(f, st[0], st[1], title, unit); err != nil {
-		f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := f.finish(); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "sysray: wrote %s\n", path)
+	if path != "-" {
+		fmt.Fprintf(os.Stderr, "sysray: wrote %s\n", path)
+	}
 	return nil
 }

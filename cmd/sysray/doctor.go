@@ -23,7 +23,13 @@ func newDoctor() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rep *doctor.Report
 			code := 0
-			var err error
+			// Checked before tracing: a path that cannot be written
+			// would otherwise be found after the run.
+			out, err := openOutput(outPath, file)
+			if err != nil {
+				return err
+			}
+			defer out.close()
 			if file != "" {
 				if len(args) > 0 {
 					return errors.New("doctor -r reads a capture; it does not run a command")
@@ -35,17 +41,15 @@ func newDoctor() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out, closeOut, err := openOutput(outPath)
-			if err != nil {
-				return err
-			}
-			defer closeOut()
 			if asJSON {
 				err = report.JSON(out, rep)
 			} else {
 				err = report.Text(out, rep, explain)
 			}
 			if err != nil {
+				return err
+			}
+			if err := out.finish(); err != nil {
 				return err
 			}
 			if code != 0 {

@@ -49,8 +49,12 @@ the capture's header, never made up. See docs/import.md.`,
 			if err != nil {
 				return err
 			}
+			to := path
+			if path == "-" {
+				to = "standard output"
+			}
 			fmt.Fprintf(os.Stderr, "sysray: imported %d events from %d strace lines into %s (absent: %s)\n",
-				st.Events, st.Lines, path, strings.Join(strace.Absent, ", "))
+				st.Events, st.Lines, to, strings.Join(strace.Absent, ", "))
 			for _, w := range st.Warnings() {
 				fmt.Fprintf(os.Stderr, "sysray: warning: %s\n", w)
 			}
@@ -58,7 +62,7 @@ the capture's header, never made up. See docs/import.md.`,
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "strace", "the tool that wrote the input (strace)")
-	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
+	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600; - for stdout)")
 	cmd.Flags().StringVar(&archName, "arch", "", "syscall table of the traced host: x86_64 or arm64 (default: this host's)")
 	return cmd
 }

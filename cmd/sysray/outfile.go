@@ -3,17 +3,50 @@ package main
 import (
 	"io"
 	"os"
+
+	"github.com/sysray/sysray/internal/outfile"
 )
 
-// openOutput returns stdout, or the file named by -o (created 0600: it holds
-// paths and arguments).
-func openOutput(path string) (io.Writer, func() error, error) {
+// outFile is where a command writes: standard output for "" and "-", else a
+// file opened by outfile (0600: it holds paths and arguments), which takes
+// its name's place only at commit or finish.
+type outFile struct {
+	io.Writer
+	f *outfile.File
+}
+
+// openOutput opens the output named path, refusing one of inputs.
+func openOutput(path string, inputs ...string) (*outFile, error) {
 	if path == "" || path == "-" {
-		return os.Stdout, func() error { return nil }, nil
+		return &outFile{Writer: os.Stdout}, nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := outfile.Create(path, inputs...)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return f, f.Close, nil
+	return &outFile{Writer: f, f: f}, nil
+}
+
+// commit puts the file in place while writing goes on.
+func (o *outFile) commit() error {
+	if o.f == nil {
+		return nil
+	}
+	return o.f.Commit()
+}
+
+// finish puts the file in place and closes it.
+func (o *outFile) finish() error {
+	if o.f == nil {
+		return nil
+	}
+	return o.f.Finish()
+}
+
+// close closes the file, removing it unless it was committed; deferred, it
+// undoes a command that failed before finish.
+func (o *outFile) close() {
+	if o.f != nil {
+		o.f.Close()
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/live"
+	"github.com/sysray/sysray/internal/outfile"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/profile"
 	"github.com/sysray/sysray/internal/session"
@@ -36,6 +37,9 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 			if out == "" {
 				return errors.New("profile needs -o FILE (.folded, .pb.gz or .svg)")
 			}
+			if out == "-" {
+				return errors.New("profile -o -: the format is named by the file's extension (.folded, .pb.gz or .svg); name a file")
+			}
 			if _, err := profile.Format(out); err != nil {
 				return err
 			}
@@ -46,6 +50,13 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 				return errors.New("profile needs a command, -p PID or --duration")
 			}
 			sel.Stacks = true
+			// Opened before sampling, so that a file that cannot be
+			// written is known before the run rather than after it.
+			f, err := outfile.Create(out)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
 			ctrs := session.NewLive()
 			defer ctrs.Close()
 			opts, flt, err := sel.Build(args, ctrs)
@@ -115,15 +126,10 @@ user/kernel split per process, and the kernel time by syscall in progress.`,
 			uname := func(pid uint32, a uint64) string { return live.FuncName(syms.Resolve(pid, a)) }
 			prof.Stacks = append(prof.Stacks, profile.FromSamples(samples, arch, uname, kname)...)
 			prof.Stacks = append(prof.Stacks, off.Stacks()...)
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-			if err != nil {
-				return err
-			}
 			if err := prof.Write(f, out); err != nil {
-				f.Close()
 				return err
 			}
-			if err := f.Close(); err != nil {
+			if err := f.Finish(); err != nil {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "sysray: wrote %s\n", out)

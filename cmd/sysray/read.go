@@ -35,6 +35,11 @@ func newRead() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			out, err := openOutput(outPath, args[0])
+			if err != nil {
+				return err
+			}
+			defer out.close()
 			c.Filter = flt
 			h := c.Header
 			if src := h.Meta["source"]; src != "" {
@@ -45,11 +50,6 @@ func newRead() *cobra.Command {
 				}
 				fmt.Fprintf(os.Stderr, "sysray: imported from %s; absent: %s\n", output.Escape(src), output.Escape(absent))
 			}
-			out, closeOut, err := openOutput(outPath)
-			if err != nil {
-				return err
-			}
-			defer closeOut()
 			pr := output.New(out, h.Arch, h.BootTime, asJSON)
 			pr.Containers = session.Label(c.Ctrs)
 			sum := stat.NewTable(h.Arch)
@@ -71,6 +71,9 @@ func newRead() *cobra.Command {
 					return err
 				}
 			}
+			if err := out.finish(); err != nil {
+				return err
+			}
 			if drops > 0 {
 				fmt.Fprintf(os.Stderr, "sysray: %d events were lost in the kernel during this capture\n", drops)
 			}
@@ -78,7 +81,7 @@ func newRead() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&expr, "filter", "f", "", "filter expression (see docs/filter.md)")
-	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().StringVarP(&outPath, "output", "o", "", "write to this file instead of stdout (- for stdout)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (docs/json.md)")
 	cmd.Flags().BoolVarP(&summary, "summary", "c", false, "print a per-syscall summary instead of events, like strace -c")
 	return cmd

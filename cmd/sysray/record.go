@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -26,7 +27,11 @@ import (
 // reader never sleeps longer than a quarter of its ring takes to fill.
 const recordPoll = 20 * time.Millisecond
 
-func newRecord() *cobra.Command {
+func newRecord() *cobra.Command { return newRecordTo(nil) }
+
+// newRecordTo is record with the traced command's standard output sent to
+// cmdOut (nil: sysray's own), for a caller whose output is on stdout.
+func newRecordTo(cmdOut io.Writer) *cobra.Command {
 	var sel session.Selection
 	var path string
 	cmd := &cobra.Command{
@@ -44,6 +49,9 @@ func newRecord() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cmdOut != nil {
+				opts.Stdout = cmdOut
+			}
 			if !opts.Probe.Stacks && opts.Probe.Poll == 0 {
 				opts.Probe.Poll = recordPoll
 			}
@@ -54,15 +62,41 @@ func newRecord() *cobra.Command {
 			}
 			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
 			hdr := session.Header(arch, snap, ctrs.Snapshot(), opts.Probe.Stacks, opts.Probe.LeanStacks, opts.Probe.SlowNS())
-			w, err := capture.Create(path, hdr)
+			var w *capture.Writer
+			if path == "-" {
+				w, err = capture.NewWriter(os.Stdout, hdr)
+				// The capture has standard output to itself.
+				opts.Stdout = os.Stderr
+			} else {
+				// Written beside path; path is left as it was until the
+				// first event, so a run that fails before tracing
+				// anything (no such command, no privileges) keeps the
+				// capture that was there.
+				w, err = capture.CreatePending(path, hdr)
+			}
 			if err != nil {
 				return err
 			}
 			var n uint64
+			var refused error // path could not be taken: nothing more is written
 			lastFlush := host.Mono()
 			res, err := live.Run(opts, func(e *event.Event) error {
+				if refused != nil {
+					// The run goes on to the command's end after an
+					// error; a later Commit must not succeed once the
+					// writer holding path is done.
+					return refused
+				}
 				if !s.Pass(e) {
 					return nil
+				}
+				if n == 0 {
+					// From here a sysray killed leaves what it wrote at
+					// path, readable up to its last flushed block.
+					if err := w.Commit(); err != nil {
+						refused = err
+						return err
+					}
 				}
 				n++
 				if err := w.Write(e); err != nil {
@@ -77,6 +111,10 @@ func newRecord() *cobra.Command {
 				}
 				return nil
 			})
+			if err != nil && n == 0 {
+				w.Abort()
+				return err
+			}
 			cerr := w.Close(&capture.Trailer{Events: n, Drops: res.PerCPU, End: time.Now().UnixNano()})
 			if err != nil {
 				return err
@@ -84,7 +122,11 @@ func newRecord() *cobra.Command {
 			if cerr != nil {
 				return cerr
 			}
-			fmt.Fprintf(os.Stderr, "sysray: wrote %d events to %s\n", n, path)
+			to := path
+			if path == "-" {
+				to = "standard output"
+			}
+			fmt.Fprintf(os.Stderr, "sysray: wrote %d events to %s\n", n, to)
 			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {
 				return &exitError{res.ExitCode}
@@ -94,6 +136,6 @@ func newRecord() *cobra.Command {
 	}
 	registerSelection(cmd, &sel)
 	durationHelp(cmd)
-	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600)")
+	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600; - for stdout)")
 	return cmd
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sysray/sysray/internal/htmlreport"
+	"github.com/sysray/sysray/internal/outfile"
 	"github.com/sysray/sysray/internal/session"
 )
 
@@ -48,14 +50,29 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 				if len(set) > 0 {
 					return fmt.Errorf("report -r reads a capture as it is; %v only apply when recording", set)
 				}
-				return writeReport(file, out, "")
+				page, err := openOutput(out, file)
+				if err != nil {
+					return err
+				}
+				defer page.close()
+				return writeReport(file, page, out, "")
 			}
 			if len(args) == 0 && sel.Duration == 0 && len(sel.PIDs) == 0 && len(sel.Cgroups) == 0 && len(sel.Containers) == 0 {
 				return errors.New("report needs -r FILE, a command after --, -p PID, --cgroup, --container or --duration")
 			}
-			if keep != "" && filepath.Clean(keep) == filepath.Clean(out) {
+			if keep == "-" {
+				return errors.New("report -w -: the capture is read back to make the page, so it needs a file; name one")
+			}
+			if keep != "" && outfile.SamePath(keep, out) {
 				return errors.New("-w and -o name the same file")
 			}
+			// Opened before tracing, so that a page that cannot be
+			// written is known before the run rather than after it.
+			page, err := openOutput(out)
+			if err != nil {
+				return err
+			}
+			defer page.close()
 			capPath := keep
 			if capPath == "" {
 				dir, err := os.MkdirTemp("", "sysray-report-")
@@ -65,7 +82,12 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 				defer os.RemoveAll(dir)
 				capPath = filepath.Join(dir, "capture.sysray")
 			}
-			code, err := recordTo(cmd, args, capPath)
+			// A page on standard output keeps it to itself.
+			var cmdOut io.Writer
+			if out == "-" {
+				cmdOut = os.Stderr
+			}
+			code, err := recordTo(cmd, args, capPath, cmdOut)
 			if err != nil {
 				return err
 			}
@@ -73,7 +95,7 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 			if len(args) == 0 {
 				title = "live capture"
 			}
-			if err := writeReport(capPath, out, title); err != nil {
+			if err := writeReport(capPath, page, out, title); err != nil {
 				return err
 			}
 			if code != 0 {
@@ -85,7 +107,7 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&file, "read", "r", "", "make the report from this capture file")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML file to write (created 0600)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML file to write (created 0600; - for stdout)")
 	cmd.Flags().StringVarP(&keep, "write", "w", "", "when recording, keep the capture in this file (default: a temporary file, removed)")
 	// The doctor and the off-CPU graph need where slow syscalls slept.
 	cmd.Flags().Lookup("stacks").DefValue = "true"
@@ -96,8 +118,8 @@ address: report.html#findings, #table, #heatmap, #timeline, #flame, #meta.`,
 // recordTo records to path with 'sysray record' itself, given the
 // selection flags set on cmd, so that a live report is a report of a
 // capture: one code path. It returns the traced command's exit status.
-func recordTo(cmd *cobra.Command, args []string, path string) (int, error) {
-	rec := newRecord()
+func recordTo(cmd *cobra.Command, args []string, path string, cmdOut io.Writer) (int, error) {
+	rec := newRecordTo(cmdOut)
 	var err error
 	set := func(name, value string) {
 		if err == nil {
@@ -133,11 +155,18 @@ func recordTo(cmd *cobra.Command, args []string, path string) (int, error) {
 	return 0, err
 }
 
-// writeReport writes the page of a capture and says what it wrote.
-func writeReport(capPath, out, title string) error {
-	s, err := htmlreport.Capture(capPath, out, title)
+// writeReport writes the page of a capture to page, named out, and says
+// what it wrote.
+func writeReport(capPath string, page *outFile, out, title string) error {
+	s, err := htmlreport.CaptureTo(capPath, page, title)
 	if err != nil {
 		return err
+	}
+	if err := page.finish(); err != nil {
+		return err
+	}
+	if out == "-" {
+		out = "the page to standard output"
 	}
 	fmt.Fprintf(os.Stderr, "sysray: wrote %s (%d findings, %d events, %d KiB)\n", out, s.Findings, s.Events, (s.Bytes+1023)/1024)
 	return nil

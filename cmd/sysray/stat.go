@@ -71,6 +71,13 @@ of a capture exactly.`,
 			if err := stat.SortRows(nil, sortBy); err != nil {
 				return err
 			}
+			// Checked before counting: a path that cannot be written
+			// would otherwise be found after the run.
+			out, err := openOutput(outPath, file)
+			if err != nil {
+				return err
+			}
+			defer out.close()
 			var (
 				t     *stat.Table
 				drops uint64
@@ -146,17 +153,15 @@ of a capture exactly.`,
 			}
 			rows := t.Rows(group(t))
 			stat.SortRows(rows, sortBy)
-			out, closeOut, err := openOutput(outPath)
-			if err != nil {
-				return err
-			}
-			defer closeOut()
 			if asJSON {
 				err = stat.PrintJSON(out, rows, by, drops, lost)
 			} else {
 				err = stat.PrintRows(out, rows, by)
 			}
 			if err != nil {
+				return err
+			}
+			if err := out.finish(); err != nil {
 				return err
 			}
 			if code != 0 {

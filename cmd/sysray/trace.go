@@ -36,23 +36,37 @@ func newTrace() *cobra.Command {
 			arch := event.HostArch()
 			snap, _ := proc.Snapshot()
 			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
-			out, closeOut, err := openOutput(outPath)
+			out, err := openOutput(outPath)
 			if err != nil {
 				return err
 			}
-			defer closeOut()
+			defer out.close()
+			committed := false
+			var refused error // the output could not be put in place
 			pr := output.New(out, arch, host.BootTime(), asJSON)
 			pr.Containers = session.Label(ctrs)
 			sum := stat.NewTable(arch)
-			if f, ok := out.(*os.File); ok {
-				opts.Out = f
+			if f, ok := out.Writer.(*os.File); ok {
+				opts.Out = f // standard output: stop when its reader goes
 			}
 			abort := make(chan error, 1)
 			opts.Abort = abort
 			stopFlush := pr.FlushEvery(flushEvery, func(err error) { abort <- err })
 			res, err := live.Run(opts, func(e *event.Event) error {
+				if refused != nil {
+					return refused
+				}
 				if !s.Pass(e) {
 					return nil
+				}
+				if !committed {
+					// Tracing has begun: from here a sysray killed
+					// leaves what it printed at the name asked for.
+					if err := out.commit(); err != nil {
+						refused = err
+						return err
+					}
+					committed = true
 				}
 				if summary {
 					sum.AddEvent(e)
@@ -71,6 +85,9 @@ func newTrace() *cobra.Command {
 				if err := printSummary(out, sum, asJSON, res.Drops); err != nil {
 					return err
 				}
+			}
+			if err := out.finish(); err != nil {
+				return err
 			}
 			session.ReportDrops(os.Stderr, res)
 			if res.ExitCode != 0 {

@@ -63,6 +63,7 @@ func TestRoundTripKinds(t *testing.T) {
 		{"exec", event.Event{Kind: event.KindExec, Time: 13, PID: 77, TID: 77, Comm: "ls",
 			Proc: event.Proc{Filename: "/bin/ls", Argv: []string{"ls", "", "-l", "caf\xe9"}, OldTID: 79}}},
 		{"exec empty argv", event.Event{Kind: event.KindExec, Time: 13, TID: 77, Proc: event.Proc{Argv: []string{}}}},
+		{"exec argv cut", event.Event{Kind: event.KindExec, Time: 13, TID: 77, Proc: event.Proc{Argv: []string{"sh", "-c", "xxxx"}, ArgvTruncated: true}}},
 		{"exit", event.Event{Kind: event.KindExit, Time: 14, TID: 77, Proc: event.Proc{ExitCode: -1, GroupDead: true, Unfinished: true}}},
 		{"drop", event.Event{Kind: event.KindDrop, Time: 15, CPU: 3, Drop: event.Drop{Count: math.MaxUint64}}},
 		{"reclaim in a syscall", event.Event{Kind: event.KindReclaim, Time: 15, PID: 5, TID: 6,
@@ -199,7 +200,7 @@ var subStruct = map[event.Kind]string{
 // written from randomEvents: left out, the generator makes that file's
 // events again (olderFixture, set by TestReadsVersion1 only).
 var (
-	newerThanV1  = map[string]bool{"Queued": true}
+	newerThanV1  = map[string]bool{"Queued": true, "ArgvTruncated": true}
 	olderFixture bool
 )
 

@@ -318,6 +318,9 @@ func (d *blockDecoder) ext(e *event.Event, b []byte) {
 				d.fail("recent calls: " + y.bad)
 			}
 		}
+		if tag == extArgvCut && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
+			e.Proc.ArgvTruncated = true
+		}
 		if tag == extApprox && e.Kind == event.KindSyscall {
 			e.Syscall.Approx = true
 		}

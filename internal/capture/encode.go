@@ -128,7 +128,7 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 			flags |= fExt
 		}
 	case event.KindFork, event.KindExec, event.KindExit:
-		if e.Proc.CgroupPath != "" || e.Proc.Recent != nil {
+		if e.Proc.CgroupPath != "" || e.Proc.Recent != nil || e.Proc.ArgvTruncated {
 			flags |= fExt
 		}
 	case event.KindPageFault:
@@ -287,6 +287,7 @@ const (
 	extRefused    = 7
 	extSigsys     = 8
 	extQueued     = 9
+	extArgvCut    = 10
 )
 
 // appendExt writes the record extension: length-prefixed (tag, length,
@@ -314,6 +315,10 @@ func (s *state) appendExt(b []byte, e *event.Event) []byte {
 		ext = appendUvarint(ext, extRecent)
 		ext = appendBytes(ext, v)
 		s.extField = v
+	}
+	if p := &e.Proc; p.ArgvTruncated && (e.Kind == event.KindFork || e.Kind == event.KindExec || e.Kind == event.KindExit) {
+		ext = appendUvarint(ext, extArgvCut)
+		ext = appendBytes(ext, nil)
 	}
 	if e.Kind == event.KindSyscall && e.Syscall.Approx {
 		ext = appendUvarint(ext, extApprox)

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"time"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/outfile"
 )
 
 var errClosed = errors.New("capture: writer is closed")
@@ -17,23 +17,37 @@ var errClosed = errors.New("capture: writer is closed")
 // Writer appends events to a capture. It is not safe for concurrent use.
 type Writer struct {
 	w      io.Writer
-	f      *os.File     // set when Create opened it, so Close closes it
-	b      BlockBuilder // the current block; its out is reused across blocks
+	f      *outfile.File // set when Create opened it, so Close closes it
+	b      BlockBuilder  // the current block; its out is reused across blocks
 	blocks uint64
 	events uint64
 	err    error // sticky: after a failed write the file's tail is unknown
 }
 
-// Create creates or truncates the file at path and starts a capture in it.
-// The file is private to its owner, also when it existed with looser
-// permissions, because captures hold paths, arguments and addresses.
+// Create starts a capture at path, 0600 because captures hold paths,
+// arguments and addresses. The file is written beside path and renamed
+// over it at once (outfile): a symlink or a file that is not regular at
+// path is refused, never followed or truncated, and a writer that dies
+// leaves what it wrote at path.
 func Create(path string, h *Header) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	w, err := CreatePending(path, h)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
+	if err := w.Commit(); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+// CreatePending is Create, but the capture takes path's place only when
+// Commit is called or Close succeeds: a capture aborted, or closed after
+// a failure, before that leaves path as it was. inputs are the files the
+// capture is made from, which path may not be.
+func CreatePending(path string, h *Header, inputs ...string) (*Writer, error) {
+	f, err := outfile.Create(path, inputs...)
+	if err != nil {
 		return nil, err
 	}
 	w, err := NewWriter(f, h)
@@ -141,8 +155,31 @@ func (w *Writer) flushUnderlying() error {
 	return nil
 }
 
+// Commit puts a capture that CreatePending opened at its path now, while
+// it is still being written, so that a writer killed from here on leaves what it
+// wrote there (up to its last flushed block) rather than in a hidden
+// temporary file.
+func (w *Writer) Commit() error {
+	if w.f == nil {
+		return nil
+	}
+	return w.f.Commit()
+}
+
+// Abort ends a capture that failed: no trailer is written, and a file that
+// Create opened is removed unless committed, leaving path as it was.
+func (w *Writer) Abort() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+	w.err = errClosed
+}
+
 // Close writes the last block and the trailer that marks the capture
-// complete, and closes the file if Create opened it. t may be nil.
+// complete, and closes the file if Create opened it, putting it at its
+// path; after a failure the file is removed instead (unless committed).
+// t may be nil.
 func (w *Writer) Close(t *Trailer) error {
 	if w.err == errClosed {
 		return errClosed
@@ -169,8 +206,10 @@ func (w *Writer) Close(t *Trailer) error {
 		err = w.flushUnderlying()
 	}
 	if w.f != nil {
-		if cerr := w.f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("capture: %w", cerr)
+		if err == nil {
+			err = w.f.Finish()
+		} else {
+			w.f.Close()
 		}
 		w.f = nil
 	}

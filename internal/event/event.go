@@ -179,7 +179,11 @@ type Proc struct {
 	// Exec.
 	Filename string
 	Argv     []string
-	OldTID   uint32 // the tid that called execve (differs when a non-leader thread execs)
+	// ArgvTruncated: Argv is a prefix of the command line. The kernel side
+	// copies its first 512 bytes; a command line that fills them is taken
+	// as cut, which is wrong only for one exactly 512 bytes long.
+	ArgvTruncated bool
+	OldTID        uint32 // the tid that called execve (differs when a non-leader thread execs)
 	// CgroupPath is the cgroup v2 path at exec (its last few components;
 	// "/" on the host), so the container stays known after its cgroup is gone.
 	CgroupPath string

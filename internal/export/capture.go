@@ -2,7 +2,6 @@ package export
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -10,13 +9,14 @@ import (
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/filter"
+	"github.com/sysray/sysray/internal/outfile"
 	"github.com/sysray/sysray/internal/output"
 	"github.com/sysray/sysray/internal/session"
 )
 
 // Capture exports the capture file in to out ("-" for stdout) in the
-// format newSink writes. The file is created 0600, since the trace holds
-// paths and arguments; a partly written one is removed.
+// format newSink writes. The file is written 0600, since the trace holds
+// paths and arguments, and takes out's place only once whole (outfile).
 func Capture(in, out string, newSink func(io.Writer) Sink, opt Options) (Stats, error) {
 	c, err := session.Open(in)
 	if err != nil {
@@ -24,36 +24,19 @@ func Capture(in, out string, newSink func(io.Writer) Sink, opt Options) (Stats, 
 	}
 	defer c.Close()
 
-	var w io.Writer = os.Stdout
-	var f *os.File
-	if out != "-" {
-		// Writing over the capture would destroy it before it is read.
-		if a, err := os.Stat(in); err == nil {
-			if b, err := os.Stat(out); err == nil && os.SameFile(a, b) {
-				return Stats{}, fmt.Errorf("export: %s is the capture being exported", out)
-			}
-		}
-		if f, err = os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
-			return Stats{}, err
-		}
-		// An existing file keeps its mode through O_TRUNC: it is made
-		// private before anything is written.
-		if err := f.Chmod(0o600); err != nil {
-			f.Close()
-			return Stats{}, err
-		}
-		w = f
+	if out == "-" {
+		return Export(captureSource(c, in), newSink(os.Stdout), opt)
 	}
-	st, err := Export(captureSource(c, in), newSink(w), opt)
-	if f != nil {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(out)
-		}
+	f, err := outfile.Create(out, in)
+	if err != nil {
+		return Stats{}, err
 	}
-	return st, err
+	defer f.Close()
+	st, err := Export(captureSource(c, in), newSink(f), opt)
+	if err != nil {
+		return st, err
+	}
+	return st, f.Finish()
 }
 
 // captureSource is an opened capture as a Source. Its first pass reads

@@ -199,6 +199,9 @@ func (w *walker) event(e *event.Event) error {
 		it.Cat, it.Name = "process", "exec"
 		args = append(args, Arg{Name: "filename", Kind: ArgString, Str: e.Proc.Filename},
 			Arg{Name: "argv", Kind: ArgString, Str: strings.Join(e.Proc.Argv, " ")})
+		if e.Proc.ArgvTruncated {
+			args = append(args, Arg{Name: "argv_truncated", Kind: ArgBool, Bool: true})
+		}
 		if e.Proc.OldTID != 0 && e.Proc.OldTID != e.TID {
 			args = append(args, Arg{Name: "old_tid", Kind: ArgUint, Uint: uint64(e.Proc.OldTID)})
 		}

@@ -2,14 +2,13 @@ package htmlreport
 
 import (
 	"bufio"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/outfile"
 	"github.com/sysray/sysray/internal/session"
 )
 
@@ -20,11 +19,25 @@ type Summary struct {
 	Bytes    int64  // the page's size
 }
 
-// Capture runs the doctor on a capture file, aggregates its events and
-// writes the page to out (0600), replacing out only once the page is
-// complete. title names the page; "" names it for the capture file, which
-// the page then cites.
+// Capture writes the page of a capture file (CaptureTo) to the file out
+// (0600), replacing out only once the page is complete (outfile).
 func Capture(capPath, out, title string) (Summary, error) {
+	f, err := outfile.Create(out, capPath)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer f.Close()
+	s, err := CaptureTo(capPath, f, title)
+	if err != nil {
+		return Summary{}, err
+	}
+	return s, f.Finish()
+}
+
+// CaptureTo runs the doctor on a capture file, aggregates its events and
+// writes the page to out. title names the page; "" names it for the
+// capture file, which the page then cites.
+func CaptureTo(capPath string, out io.Writer, title string) (Summary, error) {
 	rep, err := doctor.ReadCapture(capPath)
 	if err != nil {
 		return Summary{}, err
@@ -64,47 +77,27 @@ func Capture(capPath, out, title string) (Summary, error) {
 		title = filepath.Base(capPath)
 	}
 	sum := Summary{Findings: len(rep.Findings), Events: rep.Events}
-	err = writeAtomic(out, func(f *os.File) error {
-		w := bufio.NewWriter(f)
-		if err := Write(w, b.Data(meta, rep), title); err != nil {
-			return err
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		sum.Bytes, err = f.Seek(0, io.SeekCurrent)
-		return err
-	})
-	if err != nil {
+	cw := &counter{w: out}
+	w := bufio.NewWriter(cw)
+	if err := Write(w, b.Data(meta, rep), title); err != nil {
 		return Summary{}, err
 	}
+	if err := w.Flush(); err != nil {
+		return Summary{}, err
+	}
+	sum.Bytes = cw.n
 	return sum, nil
 }
 
-// writeAtomic writes a file 0600 next to path and renames it over path, so
-// a failed report leaves no half page, and an old world-readable file is
-// replaced rather than reused.
-func writeAtomic(path string, fill func(*os.File) error) error {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return fmt.Errorf("%s is a directory", path)
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if err := fill(f); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+// counter counts what passes through it: the page may go to a pipe,
+// which cannot say where it is.
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -1,7 +1,9 @@
 package output
 
 import (
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sysray/sysray/internal/event"
 )
@@ -122,10 +124,37 @@ type ForkJSON struct {
 }
 
 type ExecJSON struct {
-	Filename   string   `json:"filename"`
-	Argv       []string `json:"argv"`
-	OldTID     uint32   `json:"old_tid"`
-	CgroupPath string   `json:"cgroup_path,omitempty"`
+	Filename      string   `json:"filename"`
+	Argv          []string `json:"argv"`
+	ArgvTruncated bool     `json:"argv_truncated,omitempty"`
+	ArgvEscaped   bool     `json:"argv_escaped,omitempty"`
+	OldTID        uint32   `json:"old_tid"`
+	CgroupPath    string   `json:"cgroup_path,omitempty"`
+}
+
+// jsonArgv returns argv for JSON, and whether it is escaped. Arguments are
+// bytes: encoding/json would turn those that are not UTF-8 into U+FFFD and
+// lose them. When any is not UTF-8, every argument is written as the text
+// output quotes it, without the quotes (a Go string literal's body: \xff
+// for such a byte, \\ for a backslash), so that strconv.Unquote gives each
+// back exactly.
+func jsonArgv(argv []string) ([]string, bool) {
+	valid := true
+	for _, a := range argv {
+		if !utf8.ValidString(a) {
+			valid = false
+			break
+		}
+	}
+	if valid {
+		return argv, false
+	}
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		q := strconv.Quote(a)
+		out[i] = q[1 : len(q)-1]
+	}
+	return out, true
 }
 
 type ExitJSON struct {
@@ -210,7 +239,9 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 	case event.KindFork:
 		r.Fork = &ForkJSON{ChildPID: e.Proc.ChildPID, ChildTID: e.Proc.ChildTID, ChildComm: e.Proc.ChildComm, Thread: e.Proc.Thread}
 	case event.KindExec:
-		r.Exec = &ExecJSON{Filename: e.Proc.Filename, Argv: e.Proc.Argv, OldTID: e.Proc.OldTID, CgroupPath: e.Proc.CgroupPath}
+		argv, escaped := jsonArgv(e.Proc.Argv)
+		r.Exec = &ExecJSON{Filename: e.Proc.Filename, Argv: argv, ArgvTruncated: e.Proc.ArgvTruncated, ArgvEscaped: escaped,
+			OldTID: e.Proc.OldTID, CgroupPath: e.Proc.CgroupPath}
 	case event.KindExit:
 		code, sig, core := e.Proc.Status()
 		x := &ExitJSON{Status: e.Proc.ExitCode, Code: code, CoreDumped: core, GroupDead: e.Proc.GroupDead}

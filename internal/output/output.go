@@ -202,7 +202,7 @@ func Body(e *event.Event, arch event.Arch) string {
 		}
 		return fmt.Sprintf("%s child=%d:%d comm=%s", what, e.Proc.ChildPID, e.Proc.ChildTID, Escape(e.Proc.ChildComm))
 	case event.KindExec:
-		return fmt.Sprintf("exec filename=%q argv=%s", e.Proc.Filename, quoteList(e.Proc.Argv))
+		return fmt.Sprintf("exec filename=%q argv=%s", e.Proc.Filename, argvText(e.Proc.Argv, e.Proc.ArgvTruncated))
 	case event.KindExit:
 		return "exit " + ExitText(&e.Proc)
 	case event.KindReclaim:
@@ -325,6 +325,16 @@ func signalResult(r int32) string {
 		return "lose_info"
 	}
 	return strconv.Itoa(int(r))
+}
+
+// argvText is quoteList, with strace's mark of a cut string after the last
+// argument when the command line was cut.
+func argvText(argv []string, cut bool) string {
+	s := quoteList(argv)
+	if cut {
+		s = s[:len(s)-1] + "...]"
+	}
+	return s
 }
 
 func quoteList(ss []string) string {

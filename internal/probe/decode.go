@@ -202,10 +202,13 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		flen := min(int(le.Uint16(b[52:])), dataSlot)
 		alen := min(int(le.Uint16(b[54:])), argvLen)
 		e.Proc = event.Proc{
-			OldTID:     le.Uint32(b[48:]),
-			Filename:   string(b[56 : 56+flen]),
-			Argv:       redact.Argv(splitArgv(b[312 : 312+alen])),
-			CgroupPath: cgroupPath(b[824:1144]),
+			OldTID:   le.Uint32(b[48:]),
+			Filename: string(b[56 : 56+flen]),
+			Argv:     redact.Argv(splitArgv(b[312 : 312+alen])),
+			// The record keeps min(length, argvLen) and not the length:
+			// a full copy is all that says the command line went on.
+			ArgvTruncated: alen == argvLen,
+			CgroupPath:    cgroupPath(b[824:1144]),
 		}
 	case event.KindExit:
 		e.Proc = event.Proc{ExitCode: int32(le.Uint32(b[48:])), GroupDead: flags&fGroupDead != 0}

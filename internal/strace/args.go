@@ -222,27 +222,29 @@ func hexVal(c byte) int {
 }
 
 // stringList reads execve's argv, ["ls", "-l"], possibly cut by strace
-// (["a", ...] or a last string with "..."). ok is false for anything else
-// (an address, NULL).
-func stringList(s string) (out []string, ok bool) {
+// (["a", ...] or a last string with "..."), which cut reports. ok is false
+// for anything else (an address, NULL).
+func stringList(s string) (out []string, cut, ok bool) {
 	s = stripComments(s)
 	if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' {
-		return nil, false
+		return nil, false, false
 	}
 	for _, a := range splitArgs(s[1 : len(s)-1]) {
 		if a == "..." {
+			cut = true
 			break
 		}
-		b, _, ok := unquote(a)
+		b, trunc, ok := unquote(a)
 		if !ok {
-			return nil, false
+			return nil, false, false
 		}
+		cut = cut || trunc
 		out = append(out, string(b))
 	}
 	if out == nil {
 		out = []string{}
 	}
-	return out, true
+	return out, cut, true
 }
 
 // named splits "flags=CLONE_VM|SIGCHLD" into its name and value; name is ""

@@ -13,8 +13,9 @@ import (
 )
 
 // Import reads strace's files (Inputs) and writes them to a capture at
-// path (created 0600), as arch's calls; command goes in its header. A
-// capture that could not be written whole is removed.
+// path ("-" for standard output), as arch's calls; command goes in its
+// header. The capture takes path's place only once written whole
+// (capture.CreatePending), and path may not be one of files.
 func Import(files []string, arch event.Arch, path string, command []string) (*Stats, error) {
 	st, scanned, err := Scan(files, arch)
 	if err != nil {
@@ -24,22 +25,25 @@ func Import(files []string, arch event.Arch, path string, command []string) (*St
 	if st.Times == "unix" {
 		hdr.Start = int64(st.First)
 	}
-	w, err := capture.Create(path, hdr)
+	var w *capture.Writer
+	if path == "-" {
+		w, err = capture.NewWriter(os.Stdout, hdr)
+	} else {
+		w, err = capture.CreatePending(path, hdr, files...)
+	}
 	if err != nil {
 		return nil, err
 	}
-	err = Convert(files, arch, scanned, w.Write)
+	if err := Convert(files, arch, scanned, w.Write); err != nil {
+		w.Abort()
+		return nil, err
+	}
 	end := int64(0)
 	if st.Times == "unix" {
 		end = int64(st.Last)
 	}
-	cerr := w.Close(&capture.Trailer{End: end})
-	if err != nil {
-		os.Remove(path)
+	if err := w.Close(&capture.Trailer{End: end}); err != nil {
 		return nil, err
-	}
-	if cerr != nil {
-		return nil, cerr
 	}
 	return st, nil
 }

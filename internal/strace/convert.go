@@ -234,7 +234,7 @@ func (c *Converter) effects(tid uint32, t *thread, name, args string, e *event.E
 		x := c.base(event.KindExec, tid, t, end)
 		x.Proc.Filename = string(sc.Data[fi])
 		if parts := splitArgs(args); ai < len(parts) {
-			x.Proc.Argv, _ = stringList(parts[ai])
+			x.Proc.Argv, x.Proc.ArgvTruncated, _ = stringList(parts[ai])
 			x.Proc.Argv = redact.Argv(x.Proc.Argv)
 		}
 		x.Proc.OldTID = tid
