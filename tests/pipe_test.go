@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-var execLine = regexp.MustCompile(`^\S+ \d+ sleep\((\d+):\d+\) exec `)
+var sleepExecLine = regexp.MustCompile(`^\S+ \d+ sleep\((\d+):\d+\) exec `)
 
 // When the reader of sysray trace's output goes (| head -1), sysray stops
 // at once, though the command is quiet, kills the command, and ends as a
@@ -30,7 +30,7 @@ func TestPipeReaderGoneEndsTrace(t *testing.T) {
 	if len(lines) != 2 || lines[1] != "status=141" {
 		t.Fatalf("want the exec line and status=141, got:\n%s", out)
 	}
-	m := execLine.FindStringSubmatch(lines[0])
+	m := sleepExecLine.FindStringSubmatch(lines[0])
 	if m == nil {
 		t.Fatalf("first line is not the sleep's exec: %q", lines[0])
 	}
