@@ -34,6 +34,7 @@ func newRecord() *cobra.Command { return newRecordTo(nil) }
 func newRecordTo(cmdOut io.Writer) *cobra.Command {
 	var sel session.Selection
 	var path string
+	var allProcs bool
 	cmd := &cobra.Command{
 		Use:   "record -w FILE [flags] [-- COMMAND [ARG...]]",
 		Short: "Write events to a capture file for later reading",
@@ -61,6 +62,9 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 				return err
 			}
 			s := session.New(arch, proc.NewTable(snap), ctrs, flt)
+			if !allProcs {
+				snap = session.Selected(snap, opts.Probe.PIDs, opts.Probe.Children, opts.Probe.Cgroups, len(opts.Command) > 0)
+			}
 			hdr := session.Header(arch, snap, ctrs.Snapshot(), opts.Probe.Stacks, opts.Probe.LeanStacks, opts.Probe.SlowNS())
 			var w *capture.Writer
 			if path == "-" {
@@ -137,5 +141,6 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600; - for stdout)")
+	cmd.Flags().BoolVar(&allProcs, "all-procs", false, "write every running process, with its command line, in the capture's header (by default only those the selection traces)")
 	return cmd
 }
