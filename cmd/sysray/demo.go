@@ -104,7 +104,7 @@ func newDemo() *cobra.Command {
 				if !asJSON {
 					report.Text(os.Stdout, rep, false)
 				}
-				if len(rep.Findings) == 0 || !slices.Contains(d.expect, rep.Findings[0].ID) {
+				if len(rep.Findings) == 0 || !slices.Contains(d.expect, string(rep.Findings[0].ID)) {
 					missed = append(missed, d.name)
 				}
 			}

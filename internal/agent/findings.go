@@ -109,7 +109,7 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 			series[s.slot(l, now)] = true
 		}
 		for l := range series {
-			s.total[findingSeries{f.ID, f.Severity.String(), l}]++
+			s.total[findingSeries{string(f.ID), f.Severity.String(), l}]++
 		}
 		if rose && sev >= doctor.Warning {
 			news = append(news, *old)
@@ -170,7 +170,7 @@ func (s *Findings) slot(l Labels, now time.Time) Labels {
 // restarts, which is the same program failing again).
 func findingKey(f *doctor.Finding, labels []Labels) string {
 	var b strings.Builder
-	b.WriteString(f.ID)
+	b.WriteString(string(f.ID))
 	for _, l := range labels {
 		b.WriteString("|" + l.Namespace + "/" + l.Pod + "/" + l.Container)
 	}
@@ -304,7 +304,7 @@ func (s *Findings) Collect(ch chan<- prometheus.Metric) {
 			series[s.slot(l, time.Time{})] = true
 		}
 		for l := range series {
-			active[findingSeries{f.ID, f.Severity.String(), l}]++
+			active[findingSeries{string(f.ID), f.Severity.String(), l}]++
 		}
 	}
 	for k, n := range active {

@@ -12,7 +12,7 @@ import (
 	"github.com/sysray/sysray/internal/doctor"
 )
 
-func finding(id string, sev doctor.Severity, title string, pids ...uint32) doctor.Finding {
+func finding(id doctor.ID, sev doctor.Severity, title string, pids ...uint32) doctor.Finding {
 	f := doctor.Finding{ID: id, Severity: sev, Title: title}
 	for _, p := range pids {
 		f.Procs = append(f.Procs, doctor.ProcRef{PID: p, Cgroup: uint64(p)})

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/stat"
@@ -51,7 +52,7 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 
 // Finding is one conclusion with its evidence and fix.
 type Finding struct {
-	ID       string         `json:"id"`
+	ID       ID             `json:"id"`
 	Severity Severity       `json:"severity"`
 	Title    string         `json:"title"`
 	Summary  string         `json:"summary"`
@@ -224,12 +225,6 @@ func (env *Env) procName(pid uint32, comm string) string {
 	return fmt.Sprintf("%s[%d]", comm, pid)
 }
 
-// Detector watches events and concludes.
-type Detector interface {
-	Observe(e *event.Event)
-	Findings(env *Env) []Finding
-}
-
 // Doctor runs every detector over one stream.
 type Doctor struct {
 	env       *Env
@@ -247,25 +242,10 @@ type Doctor struct {
 	procsKept bool
 }
 
-// New returns a doctor with every detector.
+// New returns a doctor with every registered detector.
 func New(host Host, procs *proc.Table) *Doctor {
 	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}, threads: map[uint32]*lifetime{}}}
-	d.detectors = []Detector{
-		newVsyscall(host.Libc),
-		newFatal(host.Arch, host.OOMKills),
-		newRetry(host.Arch),
-		newGrowth(host.Arch),
-		newSlow(host.Arch, host.Live),
-		newContention(host.Arch),
-		newHot(host.Arch),
-		newErrors(host.Arch),
-		newExecFail(host.Arch),
-		newRefused(host.Arch),
-		newCgroupLimit(host.Arch, host.Live, host.canRead),
-		newFDExhaustion(host.Arch, host.Live, host.canRead),
-		newBlockedIO(host.Arch, host.Live, host.canRead),
-		newMmapLock(host.Arch),
-	}
+	d.detectors = detectors(&d.env.Host, false)
 	return d
 }
 
@@ -389,3 +369,7 @@ func (d *Doctor) Report() *Report {
 	return &Report{Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
 		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}, Near: nears(d.env, silent)}
 }
+
+// AuditWindow is what the kernel's audit counters said over a live run
+// (Host.Audit).
+type AuditWindow = audit.Window

@@ -31,7 +31,7 @@ func findings(evs []event.Event) []Finding {
 	return d.Report().Findings
 }
 
-func byID(fs []Finding, id string) *Finding {
+func byID(fs []Finding, id ID) *Finding {
 	for i := range fs {
 		if fs[i].ID == id {
 			return &fs[i]

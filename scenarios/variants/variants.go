@@ -87,7 +87,7 @@ func Match(pattern string) ([]Variant, error) {
 func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 	for i := range r.Findings {
 		f := &r.Findings[i]
-		if !contains(v.Expect.IDs, f.ID) || f.Severity < v.Expect.Severity {
+		if !contains(v.Expect.IDs, string(f.ID)) || f.Severity < v.Expect.Severity {
 			continue
 		}
 		text := strings.ToLower(f.Title + " " + f.Summary)
@@ -112,7 +112,7 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 	// What the expected detector saw nearest, when it was silent: the
 	// numbers a miss is diagnosed from.
 	for _, n := range r.Near {
-		if contains(v.Expect.IDs, n.ID) {
+		if contains(v.Expect.IDs, string(n.ID)) {
 			got = append(got, fmt.Sprintf("nearest %s (%.0f%% of the way): %s: %s", n.ID, 100*n.Closeness, n.Subject, n.Short))
 		}
 	}

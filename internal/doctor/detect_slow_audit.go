@@ -11,10 +11,6 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
-// AuditWindow is what the kernel's audit counters said over a live run
-// (Host.Audit).
-type AuditWindow = audit.Window
-
 // auditStall reports audited syscalls that waited for room in a full audit
 // backlog. Two sources feed it: traced calls whose sleep stack passes
 // through audit_log_start (the slow detector hands them over), and, live,
@@ -28,7 +24,7 @@ type auditStall struct {
 	calls *slowGroup // traced calls seen stalled; nil if none
 	// inferred: the calls were not seen asleep in audit_log_start but
 	// inferred to be from an imported capture's audit settings
-	// (auditinfer.go).
+	// (detect_slow_auditinfer.go).
 	inferred *auditInference
 }
 
@@ -158,7 +154,7 @@ func (a *auditStall) Findings(env *Env) []Finding {
 		"and audit fewer syscalls (narrow the rules)."
 	// One backlog: whether a window saw stalled calls, the counters' waits
 	// or sleepers only, it is one stall of the host's audit, not three.
-	return []Finding{{ID: "audit-backlog-stall", Severity: sev, Title: title, Summary: summary,
+	return []Finding{{ID: AuditBacklogStall, Severity: sev, Title: title, Summary: summary,
 		Evidence: ev, Fix: fix, Score: score, Same: "the audit backlog"}}
 }
 
@@ -307,16 +303,6 @@ func orUnknownComm(c string) string {
 		return "?"
 	}
 	return c
-}
-
-func joinSentences(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
-	}
-	return a + " " + b
 }
 
 func nonblockText(g *slowGroup) string {

@@ -8,6 +8,11 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
+func init() {
+	register(registration{ids: []ID{SyscallRefused},
+		build: func(h *Host) Detector { return newRefused(h.Arch) }})
+}
+
 // refused finds syscalls that a seccomp filter answered instead of the
 // kernel: the program's userspace is newer than the policy it runs under.
 // Container runtimes install an allow-list profile; a syscall added to the
@@ -79,33 +84,6 @@ func pathOf(s *event.Syscall) string {
 		}
 	}
 	return ""
-}
-
-// fallbacks are the older calls a libc or runtime uses when a newer one is
-// refused, and what the newer one is for.
-var fallbacks = map[string]struct {
-	older []string
-	use   string
-}{
-	"clone3":                  {[]string{"clone", "fork", "vfork"}, "creating threads and processes (glibc ≥ 2.34's pthread_create, fork and posix_spawn)"},
-	"faccessat2":              {[]string{"faccessat", "access", "newfstatat", "fstatat64"}, "access checks with the effective ids (glibc ≥ 2.33's faccessat with AT_EACCESS, bash's [ -x FILE ])"},
-	"openat2":                 {[]string{"openat", "open"}, "opening files with resolve restrictions"},
-	"close_range":             {[]string{"close"}, "closing every descriptor before exec (glibc ≥ 2.34's closefrom, Python's subprocess)"},
-	"statx":                   {[]string{"newfstatat", "fstat", "lstat", "stat", "fstatat64"}, "stat (coreutils, glibc on some ABIs, Rust's std)"},
-	"epoll_pwait2":            {[]string{"epoll_pwait", "epoll_wait"}, "waiting for events with a nanosecond timeout"},
-	"pidfd_open":              {nil, "waiting for or signalling a process without pid reuse races"},
-	"pidfd_send_signal":       {[]string{"kill", "tgkill"}, "signalling a process by pidfd"},
-	"rseq":                    {nil, "restartable sequences (glibc ≥ 2.35 registers one per thread; without it sched_getcpu is slower)"},
-	"getrandom":               {[]string{"openat", "open", "read"}, "random numbers without /dev/urandom"},
-	"copy_file_range":         {[]string{"read", "write", "sendfile", "splice"}, "copying files in the kernel"},
-	"fchmodat2":               {[]string{"fchmodat"}, "chmod with flags (glibc ≥ 2.39's fchmodat with AT_SYMLINK_NOFOLLOW)"},
-	"futex_waitv":             {[]string{"futex"}, "waiting on several futexes"},
-	"preadv2":                 {[]string{"preadv", "pread64"}, "reads with per-call flags"},
-	"pwritev2":                {[]string{"pwritev", "pwrite64"}, "writes with per-call flags"},
-	"mount_setattr":           {[]string{"mount"}, "changing mount attributes"},
-	"membarrier":              {nil, "process-wide memory barriers (language runtimes)"},
-	"memfd_secret":            {nil, "secret memory"},
-	"landlock_create_ruleset": {nil, "sandboxing itself (the program goes on without it)"},
 }
 
 // A fallback is the thread's next call of an older kind within this long
@@ -297,7 +275,7 @@ func (r *refused) finding(env *Env, g *refusedGroup) Finding {
 	if len(uses) > 0 {
 		ev["used_for"] = uses
 	}
-	f := Finding{ID: "syscall-refused", Evidence: ev, Score: float64(g.n) * 1e6}
+	f := Finding{ID: SyscallRefused, Evidence: ev, Score: float64(g.n) * 1e6}
 	switch {
 	case g.key.kernel:
 		ev["answered_by"] = "kernel"

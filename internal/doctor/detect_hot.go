@@ -11,6 +11,16 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The finding it reports.
+const (
+	HotSyscall ID = "hot-syscall"
+)
+
+func init() {
+	register(registration{ids: []ID{HotSyscall},
+		build: func(h *Host) Detector { return newHot(h.Arch) }})
+}
+
 // hot finds a cheap syscall called so often that its fixed cost (entry,
 // exit, speculation mitigations: a few hundred ns on a VM) is most of what
 // its threads do. Each call is fast, so no latency rule sees it; the harm
@@ -43,10 +53,10 @@ func newHot(arch event.Arch) *hot {
 }
 
 // The hot-syscall rule (docs/doctor.md gives the reasoning):
-//   - hotCheap: a call whose mean is under 2 µs does little beyond entering
+//   - cheapNS: a call whose mean is under 2 µs does little beyond entering
 //     and leaving the kernel (an empty call costs 0.2-0.5 µs here), so
 //     calling it less is the only way to make it cheaper.
-//   - hotShare: at a quarter of its threads' time, removing the calls would
+//   - warnShare: at a quarter of its threads' time, removing the calls would
 //     make the program a third faster: a warning.
 //   - hotRate: 100,000 calls a second per thread is reported (info) even
 //     below the share: at that rate the program asks the kernel for
@@ -54,8 +64,6 @@ func newHot(arch event.Arch) *hot {
 //   - hotMinThreadNS, hotMinCalls: a loop of under 0.1 s of thread time or
 //     10,000 calls is start-up, not a pattern.
 const (
-	hotCheap       = 2000
-	hotShare       = 0.25
 	hotRate        = 100000
 	hotMinThreadNS = 100_000_000
 	hotMinCalls    = 10000
@@ -159,7 +167,7 @@ func zeroTimeout(name string, s *event.Syscall) bool {
 	case "ppoll", "pselect6", "select", "epoll_pwait2":
 		// The timeout is a pointer; a call that returned at once without a
 		// ready fd is the same thing in effect.
-		return s.Ret == 0 && s.Latency < hotCheap
+		return s.Ret == 0 && s.Latency < cheapNS
 	}
 	return false
 }
@@ -179,16 +187,16 @@ func (h *hot) Findings(env *Env) []Finding {
 		mean := float64(c.ns) / float64(c.n)
 		share, byCPU := timeShare(c.ns, tns, cpu[k.pid], k.nr)
 		rate := float64(c.n) / (float64(tns) / 1e9)
-		if mean > hotCheap {
+		if mean > cheapNS {
 			continue
 		}
-		if share < hotShare && rate < hotRate {
-			if cl := max(share/hotShare, rate/hotRate); h.closest == nil || cl > h.closest.Closeness {
-				h.closest = &Near{ID: "hot-syscall", Closeness: cl,
+		if share < warnShare && rate < hotRate {
+			if cl := max(share/warnShare, rate/hotRate); h.closest == nil || cl > h.closest.Closeness {
+				h.closest = &Near{ID: HotSyscall, Closeness: cl,
 					Subject: fmt.Sprintf("%s in %s: %d calls of about %s", event.SyscallName(h.arch, k.nr),
 						env.ProcName(k.pid, c.comm), c.n, units.Duration(uint64(mean))),
 					Short: fmt.Sprintf("%s of its time at %s calls a second per thread; hot-syscall reports %s of the time, "+
-						"or %s calls a second", pct(share), units.Count(rate), pct(hotShare), units.Count(hotRate))}
+						"or %s calls a second", pct(share), units.Count(rate), pct(warnShare), units.Count(hotRate))}
 			}
 			continue
 		}
@@ -196,7 +204,7 @@ func (h *hot) Findings(env *Env) []Finding {
 		// A warning needs a cheaper path to point to; for a call of no
 		// known class the finding can only say how often it was made.
 		sev := Info
-		if share >= hotShare && hotClass(name) != classOther {
+		if share >= warnShare && hotClass(name) != classOther {
 			sev = Warning
 		}
 		// Reads and writes are unbuffered only when they move a few bytes
@@ -229,7 +237,7 @@ func (h *hot) Findings(env *Env) []Finding {
 		ev["threads"] = nthreads[k.pid]
 		ev["example"] = c.example
 		ev["process"] = env.ProcName(k.pid, c.comm)
-		out = append(out, Finding{ID: "hot-syscall", Severity: sev,
+		out = append(out, Finding{ID: HotSyscall, Severity: sev,
 			Title: fmt.Sprintf("%s called %s times a second in %s: %.0f%% of its time", name,
 				units.Count(rate), env.ProcName(k.pid, c.comm), 100*share),
 			Summary: fmt.Sprintf("%s made %d %s calls (%s a second per thread), each about %s in the kernel, %s in all: "+

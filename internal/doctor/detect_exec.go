@@ -7,6 +7,16 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
+// The finding it reports.
+const (
+	ExecFailure ID = "exec-failure"
+)
+
+func init() {
+	register(registration{ids: []ID{ExecFailure},
+		build: func(h *Host) Detector { return newExecFail(h.Arch) }})
+}
+
 // execFail finds processes that tried to run a program and never could: the
 // execve calls after the process's last successful one all failed, and the
 // process then exited with an error, as a container whose entrypoint is
@@ -140,7 +150,7 @@ func (x *execFail) Findings(env *Env) []Finding {
 		procs = append(procs, fmt.Sprintf("%s: exit %d", env.ProcName(f.pid, f.comm), f.code))
 	}
 	return []Finding{{
-		ID:       "exec-failure",
+		ID:       ExecFailure,
 		Severity: Warning,
 		Title:    fmt.Sprintf("%d process(es) could not run their program and exited", len(found)),
 		Summary: fmt.Sprintf("%s tried %d time(s) to execute a program and every attempt failed (%v), then exited with status %d. "+

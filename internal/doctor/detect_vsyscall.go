@@ -8,12 +8,15 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
+// The finding it reports.
 const (
-	vsyscallPage = 0xffffffffff600000
-	pageSize     = 4096
+	LegacyVsyscall ID = "legacy-vsyscall"
 )
 
-func inVsyscallPage(addr uint64) bool { return addr&^(pageSize-1) == vsyscallPage }
+func init() {
+	register(registration{ids: []ID{LegacyVsyscall},
+		build: func(h *Host) Detector { return newVsyscall(h.Libc) }})
+}
 
 // vsyscall finds programs that use the legacy vsyscall page: old glibc
 // (before 2.14) and old static binaries call time(), gettimeofday() and
@@ -147,7 +150,7 @@ func (v *vsyscall) refusedFinding(env *Env, p *vsysProc, mode string) Finding {
 		why += ", which emulates calls into the page but refuses reads of it"
 	}
 	return Finding{
-		ID:       "legacy-vsyscall",
+		ID:       LegacyVsyscall,
 		Severity: sev,
 		Title:    fmt.Sprintf("%s died using the legacy vsyscall page", env.ProcName(p.pid, p.comm)),
 		Summary: fmt.Sprintf("%s tried to %s the legacy vsyscall page at %#x (ip %#x); %s. %s "+
@@ -224,7 +227,7 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 		sev = Warning
 	}
 	return Finding{
-		ID:       "legacy-vsyscall",
+		ID:       LegacyVsyscall,
 		Severity: sev,
 		Title:    fmt.Sprintf("%d calls through the legacy vsyscall page, emulated by the kernel", n),
 		Summary: fmt.Sprintf("%d process(es) call %s through the legacy vsyscall page (%.0f calls/s). "+

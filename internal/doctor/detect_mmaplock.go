@@ -9,6 +9,16 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The finding it reports.
+const (
+	MmapLockContention ID = "mmap-lock-contention"
+)
+
+func init() {
+	register(registration{ids: []ID{MmapLockContention},
+		build: func(h *Host) Detector { return newMmapLock(h.Arch) }})
+}
+
 // mmapLock finds threads of one process queued on the process's mmap lock
 // (mm->mmap_lock, a reader-writer semaphore): mmap, munmap, mprotect, brk,
 // madvise and mremap take it to change the address space, and one thread
@@ -37,48 +47,11 @@ type mmapProc struct {
 	threads map[uint32]bool   // waiting threads
 }
 
-// Frames that take mm->mmap_lock on the syscall paths. A sleep in an rwsem
-// slow path under one of them is a wait for the mmap lock.
-var mmapLockFrames = []string{"vm_mmap_pgoff", "do_mprotect_pkey", "__vm_munmap", "__do_sys_brk", "do_madvise",
-	"__mm_populate", "__do_sys_mremap", "lock_mm_and_find_vma", "mmap_read_lock_killable", "do_mmap",
-	"__x64_sys_munmap", "__x64_sys_brk", "__x64_sys_mremap", "do_vmi_munmap", "__do_sys_msync", "do_mlock",
-	"__do_sys_mlockall", "__do_sys_munlockall", "__do_sys_remap_file_pages", "__do_sys_process_madvise"}
-
 // mmapCalls take the mmap lock themselves: a holder's slowest one is what
 // it was doing while the others waited.
 var mmapCalls = map[string]bool{"mmap": true, "munmap": true, "mprotect": true, "brk": true, "madvise": true,
 	"mremap": true, "msync": true, "mlock": true, "mlock2": true, "mlockall": true, "munlock": true,
 	"munlockall": true, "process_madvise": true, "remap_file_pages": true, "pkey_mprotect": true}
-
-var rwsemFrames = []string{"rwsem_down_write_slowpath", "rwsem_down_read_slowpath"}
-
-// mmapLockWait is the time a call spent asleep waiting for its process's
-// mmap lock (0: none), with the stack of the longest such sleep, and the
-// tids that woke it.
-func mmapLockWait(sc *event.Syscall) (ns uint64, stack []event.Frame, wakers []uint32) {
-	var longest uint64
-	for i := range sc.Sleeps {
-		sl := &sc.Sleeps[i]
-		if preempted(sl) || !hasFrame(sl.Stack, rwsemFrames) || !hasFrame(sl.Stack, mmapLockFrames) {
-			continue
-		}
-		ns += sl.Duration
-		if sl.Duration > longest {
-			longest, stack = sl.Duration, sl.Stack
-		}
-		if sl.WakerTID != 0 {
-			wakers = append(wakers, sl.WakerTID)
-		}
-	}
-	return ns, stack, wakers
-}
-
-// ownsMmapLock says whether a slow call is this detector's: at least half
-// of it asleep on the mmap lock.
-func ownsMmapLock(sc *event.Syscall) bool {
-	ns, _, _ := mmapLockWait(sc)
-	return ns > 0 && ns*2 >= sc.Latency
-}
 
 func newMmapLock(arch event.Arch) *mmapLock {
 	return &mmapLock{arch: arch, procs: map[uint32]*mmapProc{}, slowest: map[uint32]string{}, slowNS: map[uint32]uint64{}}
@@ -137,7 +110,7 @@ func (m *mmapLock) Findings(env *Env) []Finding {
 			share = float64(p.waitNS) / float64(tt[pid])
 		}
 		sev := Info
-		if p.maxNS >= slowWarn || share >= bioShare && p.waitNS >= bioMinNS {
+		if p.maxNS >= slowWarn || share >= warnShare && p.waitNS >= warnWaitNS {
 			sev = Warning
 		}
 		type holder struct {
@@ -180,7 +153,7 @@ func (m *mmapLock) Findings(env *Env) []Finding {
 		if share > 0 {
 			summary += fmt.Sprintf(" That is %.0f%% of the process's thread time.", 100*share)
 		}
-		out = append(out, Finding{ID: "mmap-lock-contention", Severity: sev,
+		out = append(out, Finding{ID: MmapLockContention, Severity: sev,
 			Title:    fmt.Sprintf("threads of %s queue on its mmap lock: %d %s, up to %s", proc, p.n, calls, units.Duration(p.maxNS)),
 			Summary:  summary,
 			Evidence: ev,

@@ -7,6 +7,17 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
+// The findings it reports.
+const (
+	FatalSignal ID = "fatal-signal"
+	OOMKill     ID = "oom-kill"
+)
+
+func init() {
+	register(registration{ids: []ID{FatalSignal, OOMKill, SyscallRefused},
+		build: func(h *Host) Detector { return newFatal(h.Arch, h.OOMKills) }})
+}
+
 // fatal explains processes killed by a signal: for faults, where the bad
 // access was and what the address is; for every kill, the last syscalls
 // and the exit status.
@@ -380,9 +391,9 @@ func (f *fatal) Findings(env *Env) []Finding {
 				"the repeating frames); if the depth is legitimate, raise the stack: ulimit -s for the main thread, " +
 				"pthread_attr_setstacksize for threads."
 		}
-		id := "fatal-signal"
+		id := FatalSignal
 		if _, ok := ev["oom_kills"]; ok {
-			id = "oom-kill"
+			id = OOMKill
 			fix = "Give the process (its cgroup or container) more memory, or find what grows: the kernel killed it " +
 				"because its memory limit, or the host's memory, ran out. dmesg shows the OOM report with the limit."
 		} else if d.fault != nil && inVsyscallPage(d.fault.Addr) {
@@ -400,7 +411,7 @@ func (f *fatal) Findings(env *Env) []Finding {
 		}
 		title := fmt.Sprintf("%s was %s", env.ProcName(d.pid, d.comm), status)
 		if seccompCall != "" {
-			id = "syscall-refused"
+			id = SyscallRefused
 			title = fmt.Sprintf("%s was killed by its seccomp filter for calling %s", env.ProcName(d.pid, d.comm), seccompCall)
 			summary += " The kernel implements " + seccompCall + "; the policy the process runs under (a container runtime's " +
 				"profile, a systemd unit's SystemCallFilter=) does not know it and kills instead of answering ENOSYS, " +
@@ -409,7 +420,7 @@ func (f *fatal) Findings(env *Env) []Finding {
 				", or to answer ENOSYS (SCMP_ACT_ERRNO(ENOSYS)) for syscalls it does not know, so that libc falls back; " +
 				"or run an image whose libc is as old as the profile."
 		}
-		if id == "oom-kill" {
+		if id == OOMKill {
 			title = fmt.Sprintf("%s was killed by the out-of-memory killer", env.ProcName(d.pid, d.comm))
 		}
 		out = append(out, Finding{ID: id, Severity: sev,

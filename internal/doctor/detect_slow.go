@@ -3,18 +3,28 @@ package doctor
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The findings it reports.
+const (
+	SlowSyscall       ID = "slow-syscall"
+	AuditBacklogStall ID = "audit-backlog-stall"
+)
+
+func init() {
+	register(registration{ids: []ID{SlowSyscall, AuditBacklogStall},
+		build: func(h *Host) Detector { return newSlow(h.Arch, h.Live) }})
+}
+
 // slow groups syscalls that took long by where they slept (with --stacks,
 // the kernel stack; otherwise the syscall). Calls that exist to wait (poll,
 // a blocking read of a pipe, nanosleep, futex) are left out: waiting is
 // their job. Syscalls that slept in the audit subsystem get their own
-// finding, audit-backlog-stall (audit.go), which also reads the kernel's
+// finding, audit-backlog-stall (detect_slow_audit.go), which also reads the kernel's
 // audit counters.
 type slow struct {
 	arch   event.Arch
@@ -24,7 +34,7 @@ type slow struct {
 	// was on and a slow call without a switch-out ran on the CPU.
 	stacked   bool
 	unstacked []unstackedCall
-	counts    []uint64 // calls by syscall number, fast or slow (auditinfer.go)
+	counts    []uint64 // calls by syscall number, fast or slow (detect_slow_auditinfer.go)
 	// under is the longest call under slowMin that does not wait by
 	// design: the nearest miss (near).
 	under struct {
@@ -53,12 +63,6 @@ type slowGroup struct {
 	nonblock uint64 // calls made with a non-blocking flag that still slept
 }
 
-// Below this a syscall is not slow enough to report at all.
-const slowMin = 10_000_000
-
-// At this a single call is a visible stall (a request, a frame, a tick).
-const slowWarn = 100_000_000
-
 // A call asleep waiting for the storage device is never more than info:
 // the wait is the device's latency, not something the program did wrong.
 // A shared virtual disk answers a cold read or a synchronous discard in
@@ -67,129 +71,9 @@ const slowWarn = 100_000_000
 // getdents64), and no rule on the call's length alone tells that apart
 // from a failing disk; the device's own statistics would.
 
-// Frames of a sleep that waits for the storage device.
-var deviceFrames = []string{"submit_bio_wait", "blkdev_issue_discard", "blkdev_issue_flush", "bit_wait_io",
-	"folio_wait_bit_common", "folio_wait_bit", "io_schedule", "io_schedule_timeout", "wait_on_page_bit_common",
-	"jbd2_log_wait_commit", "filemap_read", "filemap_fault", "wait_for_completion_io_timeout", "wait_for_completion_io"}
-
-func hasName(stack, names []string) bool {
-	for _, f := range stack {
-		if contains(names, funcOf(f)) {
-			return true
-		}
-	}
-	return false
-}
-
 // live no longer matters here: the audit status comes from Host.Audit.
 func newSlow(arch event.Arch, live bool) *slow {
 	return &slow{arch: arch, groups: map[string]*slowGroup{}, audit: &auditStall{arch: arch}}
-}
-
-// Frames of the scheduler itself say nothing about why a thread slept.
-var schedFrames = []string{"__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout_range",
-	"schedule_hrtimeout_range_clock", "io_schedule", "schedule_preempt_disabled", "preempt_schedule",
-	"__cond_resched", "preempt_schedule_irq", "preempt_schedule_common", "io_schedule_timeout"}
-
-// Frames that mean the thread was waiting by design.
-var waitFrames = []string{"do_nanosleep", "futex_wait", "ep_poll", "do_epoll_wait", "do_select", "do_sys_poll", "pipe_read", "anon_pipe_read", "pipe_wait_readable", "pipe_wait_writable", "anon_pipe_write",
-	"n_tty_read", "wait_woken", "unix_stream_read_generic", "sk_wait_data", "inet_csk_accept", "do_wait",
-	"sigsuspend", "__x64_sys_pause", "__skb_wait_for_more_packets", "poll_schedule_timeout", "read_events",
-	"io_cqring_wait", "pipe_write", "unix_wait_for_peer", "wait_for_partner", "do_sigtimedwait", "futex_wait_queue", "sys_pause"}
-
-// Syscalls whose whole purpose is to wait: never a stall, whatever the stack.
-var pureWaits = map[string]bool{"poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,
-	"epoll_pwait": true, "epoll_pwait2": true, "nanosleep": true, "clock_nanosleep": true, "wait4": true,
-	"waitid": true, "pause": true, "rt_sigsuspend": true, "rt_sigtimedwait": true, "futex_waitv": true,
-	"io_getevents": true, "msgrcv": true, "semtimedop": true, "mq_timedreceive": true}
-
-// WaitCalls are the numbers of the syscalls that wait by design (pureWaits),
-// whose brief interruptible sleeps the doctor's probe follows without their
-// stacks (probe.Config.WaitCalls): no detector looks at them but for an
-// audit backlog's wait, which is uninterruptible and keeps its stack.
-func WaitCalls(arch event.Arch) []uint32 {
-	var out []uint32
-	for name := range pureWaits {
-		if nr, ok := event.SyscallByName(arch, name); ok {
-			out = append(out, nr)
-		}
-	}
-	return out
-}
-
-// Syscalls that wait by design, for calls without stacks.
-var waitCalls = map[string]bool{"read": true, "readv": true, "pread64": true, "recvfrom": true, "recvmsg": true,
-	"recvmmsg": true, "poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,
-	"epoll_pwait": true, "epoll_pwait2": true, "nanosleep": true, "clock_nanosleep": true, "futex": true,
-	"wait4": true, "waitid": true, "accept": true, "pause": true, "rt_sigsuspend": true, "rt_sigtimedwait": true,
-	"io_getevents": true, "io_uring_enter": true, "msgrcv": true, "semop": true, "semtimedop": true,
-	"mq_timedreceive": true, "flock": true, "write": true, "sendto": true, "sendmsg": true, "futex_waitv": true}
-
-func funcOf(frame string) string {
-	f, _, _ := strings.Cut(frame, "+")
-	f, _, _ = strings.Cut(f, " ")
-	return f
-}
-
-// named reports whether any frame of stack has a name.
-func named(stack []event.Frame) bool {
-	for _, f := range stack {
-		if f.Name != "" {
-			return true
-		}
-	}
-	return false
-}
-
-func hasFrame(stack []event.Frame, names []string) bool {
-	for _, f := range stack {
-		fn := funcOf(f.Name)
-		for _, n := range names {
-			if fn == n {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// tracingFrame is a frame of the tracepoint that took the stack, not of
-// the code that slept.
-func tracingFrame(fn string) bool {
-	return strings.HasPrefix(fn, "__traceiter_") || strings.HasPrefix(fn, "__bpf_trace_") || strings.HasPrefix(fn, "bpf_trace_run")
-}
-
-// where names the place a thread slept: the first frames past the scheduler.
-func where(stack []event.Frame) (string, []string) {
-	var all []string
-	var key []string
-	for _, f := range stack {
-		all = append(all, f.Name)
-		fn := funcOf(f.Name)
-		if len(key) == 0 && (contains(schedFrames, fn) || tracingFrame(fn)) {
-			continue
-		}
-		if len(key) < 3 && fn != "" {
-			key = append(key, fn)
-		}
-	}
-	return strings.Join(key, " ← "), all
-}
-
-// preempted reports a switch-out that was a wait for a CPU, not a sleep:
-// the thread stayed runnable (preempted), or gave the CPU up at a
-// rescheduling point inside a long kernel loop (cond_resched).
-func preempted(sl *event.Sleep) bool {
-	return sl.Preempted || hasFrame(sl.Stack, []string{"__cond_resched", "_cond_resched", "preempt_schedule",
-		"preempt_schedule_common", "preempt_schedule_irq"})
-}
-
-// vforkWait reports a parent asleep in clone(CLONE_VFORK) or vfork until
-// its child execs or exits: waiting is what vfork is for.
-func vforkWait(stack []event.Frame) bool {
-	return hasFrame(stack, []string{"wait_for_vfork_done"}) ||
-		hasFrame(stack, []string{"kernel_clone"}) && hasFrame(stack, []string{"wait_for_completion_state",
-			"wait_for_completion_killable", "__wait_for_common"})
 }
 
 func (s *slow) Observe(e *event.Event) {
@@ -226,7 +110,7 @@ func (s *slow) Observe(e *event.Event) {
 		return // mmap-lock-contention's
 	}
 	if _, memcg := memcgReclaim(sc); memcg {
-		return // a cgroup at its memory limit: cgroup-limit's (cgroup.go)
+		return // a cgroup at its memory limit: cgroup-limit's (detect_cgroup.go)
 	}
 	key, stack := name, []string(nil)
 	isAudit, waiting := false, waitCalls[name]
@@ -297,18 +181,6 @@ func (s *slow) Observe(e *event.Event) {
 	s.add(e.PID, e.Comm, sc, name, key, stack, isAudit, blocked, queued)
 }
 
-// vforkCall reports a vfork, or a clone with CLONE_VFORK: the parent
-// waits for its child to exec or exit, by design (vforkWait, without a
-// stack to show it).
-func vforkCall(name string, sc *event.Syscall) bool {
-	const cloneVfork = 0x4000
-	return name == "vfork" || name == "clone" && sc.Args[0]&cloneVfork != 0
-}
-
-// interrupted: the call returned for a signal (EINTR, or a restart the
-// kernel turns into one).
-func interrupted(ret int64) bool { return ret == -4 || ret <= -512 && ret >= -516 }
-
 // unstackedCall is a slow call that never switched out: running if sleep
 // tracking was on, unknown (and left to waitCalls) if not.
 type unstackedCall struct {
@@ -363,28 +235,12 @@ func newGroup(key string, stack []string) *slowGroup {
 	return &slowGroup{where: key, stack: stack, calls: map[string]uint64{}, wakers: map[string]uint64{}, procs: map[uint32]string{}}
 }
 
-// nonBlocking reports a call made on a non-blocking socket or with a
-// non-blocking flag: it should never sleep.
-func nonBlocking(arch event.Arch, sc *event.Syscall) bool {
-	spec := event.Lookup(arch, sc.Nr)
-	if spec == nil {
-		return false
-	}
-	for i, a := range spec.Args {
-		if i < 6 && (a.Kind == event.ArgAccept4Flags || a.Kind == event.ArgSockType || a.Kind == event.ArgOpenFlags) &&
-			strings.Contains(event.FormatArg(a, sc.Args[i], nil, false), "NONBLOCK") {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *slow) near(env *Env) *Near {
 	u := &s.under
 	if u.ns == 0 {
 		return nil
 	}
-	return &Near{ID: "slow-syscall", Closeness: float64(u.ns) / slowMin,
+	return &Near{ID: SlowSyscall, Closeness: float64(u.ns) / slowMin,
 		Subject: fmt.Sprintf("%s in %s: %s", event.SyscallName(s.arch, u.nr), env.ProcName(u.pid, u.comm), u.example),
 		Short: fmt.Sprintf("the slowest call that does not wait by design took %s; slow-syscall reports calls from %s",
 			units.Duration(u.ns), units.Duration(slowMin))}
@@ -412,7 +268,7 @@ func (s *slow) Findings(env *Env) []Finding {
 		if g.maxOwnNS >= slowWarn && !device {
 			sev = Warning
 		}
-		f := Finding{ID: "slow-syscall", Severity: sev,
+		f := Finding{ID: SlowSyscall, Severity: sev,
 			Title: fmt.Sprintf("%d slow %s, up to %s, sleeping in %s", g.n, callList(g.calls), units.Duration(g.maxNS), orDash(g.where)),
 			Summary: fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each%s. These are not calls that wait by design, "+
 				"so the time is a stall the program did not ask for.", g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS),
@@ -471,18 +327,6 @@ func (s *slow) unknownCause(env *Env) string {
 	return "This capture holds no sleep record at all (recorded without --stacks, or with them and no slow call slept):"
 }
 
-// sleepsTracked reports that a call of slowMin or more without sleep
-// records never switched out, so ran on the CPU: live, in a capture with
-// any sleep record (stacked), or in one whose header says every call that
-// slow carries its sleeps (stacks_slow).
-func sleepsTracked(env *Env, stacked bool) bool {
-	if env.Host.Live || stacked {
-		return true
-	}
-	v, err := strconv.ParseUint(env.Host.Meta["stacks_slow"], 10, 64)
-	return err == nil && v <= slowMin
-}
-
 // absent reports whether a capture's header lists what as absent.
 func absent(meta map[string]string, what string) bool {
 	for _, a := range strings.Split(meta["absent"], ",") {
@@ -532,18 +376,4 @@ func (g *slowGroup) evidence(env *Env) map[string]any {
 		ev["non_blocking_calls"] = g.nonblock
 	}
 	return ev
-}
-
-func callList(m map[string]uint64) string {
-	return strings.Join(byValue(m), ", ")
-}
-
-// byValue is m's keys, largest value first, ties by name.
-func byValue(m map[string]uint64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || m[keys[i]] == m[keys[j]] && keys[i] < keys[j] })
-	return keys
 }

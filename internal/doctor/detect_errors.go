@@ -8,6 +8,16 @@ import (
 	"github.com/sysray/sysray/internal/stat"
 )
 
+// The finding it reports.
+const (
+	ErrorStorm ID = "error-storm"
+)
+
+func init() {
+	register(registration{ids: []ID{ErrorStorm},
+		build: func(h *Host) Detector { return newErrors(h.Arch) }})
+}
+
 // errs counts failing syscalls. Programs fail syscalls all the time on
 // purpose (a path search, a non-blocking read), so this only ever informs,
 // and only when failures dominate a syscall in the processes that make them.
@@ -82,7 +92,7 @@ func (x *errs) Findings(env *Env) []Finding {
 		}
 		if n < errStorm {
 			if cl := float64(n) / errStorm; n > 0 && (x.closest == nil || cl > x.closest.Closeness) {
-				x.closest = &Near{ID: "error-storm", Closeness: cl,
+				x.closest = &Near{ID: ErrorStorm, Closeness: cl,
 					Subject: fmt.Sprintf("%s failing with %s in %d process(es)", event.SyscallName(x.arch, k[0]),
 						event.ErrnoName(int(k[1])), len(pids)),
 					Short: fmt.Sprintf("%d failures, more than half the calls where they happened; error-storm reports %d", n, errStorm)}
@@ -99,7 +109,7 @@ func (x *errs) Findings(env *Env) []Finding {
 			}
 			procs = append(procs, env.ProcName(pid, x.comms[pid]))
 		}
-		out = append(out, Finding{ID: "error-storm", Severity: Info,
+		out = append(out, Finding{ID: ErrorStorm, Severity: Info,
 			Title: fmt.Sprintf("%d of %d %s calls failed with %s", n, calls, name, errno),
 			Summary: fmt.Sprintf("%s failed %d times with %s (%s), most of its calls in %d process(es). A syscall that fails this often "+
 				"is usually a loop asking for something that is not there, or a call a library makes and expects to fail.",

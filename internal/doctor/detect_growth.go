@@ -10,6 +10,16 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The finding it reports.
+const (
+	LatencyGrows ID = "latency-grows-with-count"
+)
+
+func init() {
+	register(registration{ids: []ID{LatencyGrows}, long: true,
+		build: func(h *Host) Detector { return newGrowth(h.Arch) }})
+}
+
 // growth finds a syscall whose latency grows with the state of its process:
 // threads, memory mappings or open files. Kernels keep such state in lists
 // and trees; a path that walks them (fork copying every mapping, a search
@@ -188,25 +198,6 @@ func (g *growth) Observe(e *event.Event) {
 	}
 }
 
-// queued is the time the call spent runnable without a CPU: the CPUs'
-// queue, which grows with the host's load, not with the process. The
-// kernel's count covers every call where switches are followed, and every
-// switch of the call; the preempted sleeps (and yields at a rescheduling
-// point) only the slow calls that carry them, and only the places their
-// slots kept, but they are all a capture older than the count has. Without
-// the count for the fast calls, a busy neighbour's preemptions stayed in
-// the calls under the slow threshold and were taken out of those above it:
-// map32's forks then looked flat (busy-neighbour's misses).
-func queued(s *event.Syscall) uint64 {
-	var pre uint64
-	for i := range s.Sleeps {
-		if preempted(&s.Sleeps[i]) {
-			pre += s.Sleeps[i].Duration
-		}
-	}
-	return max(pre, s.Queued)
-}
-
 // spawnWait reports a vfork, a clone with CLONE_VFORK (vforkCall), or a
 // call that slept where such a parent waits (clone3 keeps its flags in
 // memory).
@@ -326,7 +317,7 @@ func (g *growth) Findings(env *Env) []Finding {
 					ev["spell"] = map[string]any{"calls": sp.calls, "from": sp.x0, "to": sp.x1, "times_trend": sp.factor}
 				}
 			}
-			out = append(out, Finding{ID: "latency-grows-with-count", Severity: Warning,
+			out = append(out, Finding{ID: LatencyGrows, Severity: Warning,
 				Title: fmt.Sprintf("%s in %s gets slower as the process's %s grow", name, env.ProcName(p.pid, p.comm), joinAnd(names)),
 				Summary: fmt.Sprintf("In %s, %s latency rises with the number of %s: from about %s at %.0f to %s at %.0f "+
 					"(%s more per unit, %s, %s in all). The kernel walks a structure that grows with the process; "+
@@ -403,7 +394,7 @@ func (g *growth) near(env *Env) *Near {
 	}
 	name := event.SyscallName(g.arch, m.nr)
 	f := &m.fit
-	n := &Near{ID: "latency-grows-with-count", Closeness: m.closeness,
+	n := &Near{ID: LatencyGrows, Closeness: m.closeness,
 		Subject: fmt.Sprintf("%s in %s, %d calls (%s) against its %s", name, env.ProcName(m.p.pid, m.p.comm), m.sm.n,
 			units.Duration(m.sm.time.total()), dims[m.dim])}
 	switch {
@@ -588,10 +579,6 @@ const (
 	growthMinZ      = 3.89
 	growthMinRankR2 = 0.5
 )
-
-// tCrit is Student's t for a two-sided p of 0.001, by degrees of freedom.
-var tCrit = []float64{4: 8.610, 5: 6.869, 6: 5.959, 7: 5.408, 8: 5.041, 9: 4.781, 10: 4.587,
-	11: 4.437, 12: 4.318, 13: 4.221, 14: 4.140, 15: 4.073, 16: 4.015, 17: 3.965, 18: 3.922}
 
 func significant(r2 float64, bins int) bool {
 	df := bins - 2

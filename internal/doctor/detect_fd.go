@@ -12,6 +12,16 @@ import (
 	"github.com/sysray/sysray/internal/stat"
 )
 
+// The finding it reports.
+const (
+	FDExhaustion ID = "fd-exhaustion"
+)
+
+func init() {
+	register(registration{ids: []ID{FDExhaustion},
+		build: func(h *Host) Detector { return newFDExhaustion(h.Arch, h.Live, h.canRead) }})
+}
+
 // fdExhaustion finds processes that ran out of file descriptors: calls that
 // create one (open, socket, accept, pipe, dup, epoll_create, eventfd…)
 // failing with EMFILE, the process's RLIMIT_NOFILE reached, or ENFILE, the
@@ -124,44 +134,11 @@ const (
 	fdReadProcs = 64
 )
 
-const (
-	emfile = 24
-	enfile = 23
-)
-
-// fdCreating are the calls whose EMFILE or ENFILE means no descriptor was
-// available: each allocates one (two for pipe and socketpair).
-var fdCreating = map[string]bool{
-	"open": true, "openat": true, "openat2": true, "creat": true, "open_by_handle_at": true, "open_tree": true,
-	"socket": true, "socketpair": true, "accept": true, "accept4": true,
-	"pipe": true, "pipe2": true, "dup": true, "dup2": true, "dup3": true, "fcntl": true,
-	"epoll_create": true, "epoll_create1": true, "eventfd": true, "eventfd2": true,
-	"signalfd": true, "signalfd4": true, "timerfd_create": true, "inotify_init": true, "inotify_init1": true,
-	"fanotify_init": true, "memfd_create": true, "memfd_secret": true, "userfaultfd": true,
-	"perf_event_open": true, "bpf": true, "pidfd_open": true, "pidfd_getfd": true, "io_uring_setup": true,
-	"mq_open": true, "fsopen": true, "fsmount": true, "fspick": true, "landlock_create_ruleset": true,
-}
-
 // fdWaits are the calls an event loop waits in; one that returns ready
 // right after a failed accept is the listener still readable.
 var fdWaits = map[string]bool{
 	"epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true, "poll": true, "ppoll": true,
 	"select": true, "pselect6": true,
-}
-
-// createsFD says whether s is a call that allocates a descriptor.
-func createsFD(a event.Arch, s *event.Syscall) bool {
-	name := event.SyscallName(a, s.Nr)
-	if name == "fcntl" {
-		return s.Args[1] == 0 || s.Args[1] == 1030 // F_DUPFD, F_DUPFD_CLOEXEC
-	}
-	return fdCreating[name]
-}
-
-// fdExhausted says whether s failed for want of a descriptor: the calls
-// fd-exhaustion reports, which error-storm leaves to it.
-func fdExhausted(a event.Arch, s *event.Syscall) bool {
-	return (s.Ret == -emfile || s.Ret == -enfile) && createsFD(a, s)
 }
 
 func newFDExhaustion(arch event.Arch, live bool, canRead func() bool) *fdExhaustion {
@@ -421,7 +398,7 @@ func (x *fdExhaustion) finding(env *Env, errno int, vs []*fdVerdict) Finding {
 		"errno": errName, "errno_meaning": fdErrnoMeaning(errno), "failures": total, "calls": calls,
 		"processes": procs, "example": w.p.example, "severity_because": w.because,
 	}
-	f := Finding{ID: "fd-exhaustion", Severity: w.sev, Evidence: ev, Score: float64(total)}
+	f := Finding{ID: FDExhaustion, Severity: w.sev, Evidence: ev, Score: float64(total)}
 	if w.sev == Critical {
 		f.Score += 1e9 // an outage first
 	}

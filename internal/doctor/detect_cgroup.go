@@ -12,6 +12,16 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The finding it reports.
+const (
+	CgroupLimit ID = "cgroup-limit"
+)
+
+func init() {
+	register(registration{ids: []ID{CgroupLimit},
+		build: func(h *Host) Detector { return newCgroupLimit(h.Arch, h.Live, h.canRead) }})
+}
+
 // cgroupLimit finds a process held back by its own cgroup's limits, the
 // container's, not the host's:
 //
@@ -194,33 +204,6 @@ type cgDir struct {
 
 func newCgroupLimit(arch event.Arch, live bool, canRead func() bool) *cgroupLimit {
 	return &cgroupLimit{arch: arch, live: live, canRead: canRead, fs: hostFS{}, procs: map[uint32]*cgProc{}, dirs: map[cgKey]*cgDir{}}
-}
-
-// Frames of a sleep that is a charge to a memory cgroup: reclaim, or the
-// penalty sleep above memory.high.
-var memcgFrames = []string{"try_charge_memcg", "__mem_cgroup_handle_over_high", "mem_cgroup_handle_over_high",
-	"reclaim_high", "try_to_free_mem_cgroup_pages", "mem_cgroup_out_of_memory"}
-
-// Frames of a write to a control file that reclaims because it was asked
-// to (memory.reclaim, lowering a limit): not a limit reached.
-var memcgControlFrames = []string{"memory_reclaim", "memory_high_write", "memory_max_write", "mem_cgroup_resize_max",
-	"mem_cgroup_force_empty", "mem_cgroup_write"}
-
-// memcgReclaim is a call's time asleep charging memory to its cgroup, and
-// whether that is at least half its time off the CPU: then the limit is
-// why it was slow, and the call is this detector's, not slow-syscall's.
-// balance_dirty_pages is left out: its stack does not say whether the
-// dirty limit was a cgroup's or the host's (and on v1 it is the host's).
-func memcgReclaim(sc *event.Syscall) (uint64, bool) {
-	var ns, off uint64
-	for i := range sc.Sleeps {
-		sl := &sc.Sleeps[i]
-		off += sl.Duration
-		if hasFrame(sl.Stack, memcgFrames) && !hasFrame(sl.Stack, memcgControlFrames) {
-			ns += sl.Duration
-		}
-	}
-	return ns, ns > 0 && ns*2 >= off
 }
 
 var forkCalls = map[string]bool{"fork": true, "vfork": true, "clone": true, "clone3": true}
@@ -755,7 +738,7 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 		}
 		// Each failure is a process or thread lost: weigh it as a
 		// millisecond of stall, so a storm of them ranks with long stalls.
-		out = append(out, Finding{ID: "cgroup-limit", Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
+		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
 			Score: float64(g.n) * 1e6})
 	}
 	return out
@@ -915,7 +898,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 		fix := "Raise the container's memory limit (memory.high / memory.max, docker --memory, the pod's limits), or make " +
 			"the work fit it: stream files instead of caching them (posix_fadvise DONTNEED after use, O_DIRECT), " +
 			"write back dirty data sooner (sync_file_range, fsync), use less memory per request."
-		out = append(out, Finding{ID: "cgroup-limit", Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
+		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
 			Score: float64(lost)})
 	}
 	return out
@@ -1004,7 +987,7 @@ func (c *cgroupLimit) cpuFindings(env *Env) []Finding {
 		fix := "Raise the cgroup's CPU quota (cpu.max; docker --cpus, the pod's CPU limit) or remove it and rely on weights " +
 			"(cpu.weight, requests), or make the work need less CPU; a longer period (cpu.max's second number) spreads the " +
 			"same quota into shorter stalls."
-		out = append(out, Finding{ID: "cgroup-limit", Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
+		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
 			Score: float64(throttled)})
 	}
 	return out

@@ -197,7 +197,7 @@ func TestSlowCauseUnknownWithoutStacks(t *testing.T) {
 func titlesOf(fs []Finding) []string {
 	var out []string
 	for _, f := range fs {
-		out = append(out, f.ID+": "+f.Title)
+		out = append(out, string(f.ID)+": "+f.Title)
 	}
 	return out
 }

@@ -12,6 +12,16 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The finding it reports.
+const (
+	BlockedIO ID = "blocked-in-kernel-io"
+)
+
+func init() {
+	register(registration{ids: []ID{BlockedIO},
+		build: func(h *Host) Detector { return newBlockedIO(h.Arch, h.Live, h.canRead) }})
+}
+
 // blockedIO finds syscalls that did not ask for I/O but waited for the
 // storage anyway: a write to a log throttled in balance_dirty_pages because
 // too much of memory was dirty, an unlink or truncate waiting for the
@@ -59,55 +69,8 @@ type bioGroup struct {
 	limits  map[string]string // dirty-throttle: vm.dirty_* when first seen (a job may change them back)
 }
 
-// bioCauses maps a frame to what the call waited for. Order matters: the
-// first cause found in a stack, scanning from the innermost frame, wins.
-var bioCauses = map[string]string{
-	"blkdev_issue_discard":      "discard",
-	"__blkdev_issue_discard":    "discard",
-	"ext4_issue_discard":        "discard",
-	"blkdev_issue_secure_erase": "discard",
-
-	"balance_dirty_pages":                   "dirty-throttle",
-	"balance_dirty_pages_ratelimited_flags": "dirty-throttle",
-
-	"jbd2_log_wait_commit":      "journal",
-	"wait_transaction_locked":   "journal",
-	"add_transaction_credits":   "journal",
-	"start_this_handle":         "journal",
-	"__jbd2_log_wait_for_space": "journal",
-	"jbd2_journal_lock_updates": "journal",
-	"xlog_wait":                 "journal",
-	"xfs_log_force":             "journal",
-	"btrfs_commit_transaction":  "journal",
-
-	"folio_wait_writeback":         "writeback",
-	"folio_wait_stable":            "writeback",
-	"wait_on_page_writeback":       "writeback",
-	"__filemap_fdatawait_range":    "writeback",
-	"filemap_fdatawait_range":      "writeback",
-	"filemap_write_and_wait_range": "writeback",
-	"writeback_inodes_sb":          "writeback",
-	"sync_inodes_sb":               "writeback",
-
-	"blkdev_issue_flush": "flush",
-}
-
-// ioCalls are I/O by design: their waits for the device are what they are
-// for, or they manage the page cache on purpose (fadvise's story is
-// kernel-hotspot's).
-var ioCalls = map[string]bool{"read": true, "pread64": true, "readv": true, "preadv": true, "preadv2": true,
-	"fsync": true, "fdatasync": true, "sync": true, "syncfs": true, "sync_file_range": true, "msync": true,
-	"sendfile": true, "splice": true, "copy_file_range": true, "io_uring_enter": true, "io_getevents": true,
-	"io_submit": true, "io_pgetevents": true, "getdents64": true, "getdents": true, "readahead": true,
-	"fadvise64": true, "execve": true, "execveat": true}
-
-// syncFrames mark a call that asked for durability: a write to a file
-// opened with O_SYNC or O_DSYNC syncs inside the write.
-var syncFrames = []string{"generic_write_sync", "vfs_fsync_range", "ext4_sync_file", "xfs_file_fsync",
-	"btrfs_sync_file", "blkdev_fsync", "iomap_dio_complete"}
-
-// The blocked-I/O rule: a warning when the waits are ≥ bioShare of the
-// time of the processes that made them and ≥ bioMinNS in all (removing
+// The blocked-I/O rule: a warning when the waits are ≥ warnShare of the
+// time of the processes that made them and ≥ warnWaitNS in all (removing
 // them makes the processes a third faster, as for kernel-hotspot); else
 // info. And at least bioMinCalls such calls: the cost must recur. One
 // stall is a one-off price, however large a share of a short process it
@@ -115,53 +78,12 @@ var syncFrames = []string{"generic_write_sync", "vfs_fsync_range", "ext4_sync_fi
 // deleting its WAL on a disk mounted with discard, and git 100 ms once
 // in a rename): true, and info.
 const (
-	bioShare    = 0.25
-	bioMinNS    = 100_000_000
 	bioMinCalls = 3
 )
 
 func newBlockedIO(arch event.Arch, live bool, canRead func() bool) *blockedIO {
 	return &blockedIO{arch: arch, live: live, canRead: canRead, groups: map[string]*bioGroup{}, seen: map[uint32][]mount{},
 		pidMounts: procMounts, mounts: hostMounts, sysctl: readSysctl}
-}
-
-// bioCause says what a call waited for, if it is a call that did not ask
-// for I/O and spent at least half its time waiting for the storage: the
-// cause and the time asleep in it. Less than half, and the call is slow
-// for another reason first (slow-syscall's).
-func bioCause(name string, sc *event.Syscall) (cause string, ns uint64, stack []event.Frame) {
-	if ioCalls[name] {
-		return "", 0, nil
-	}
-	if _, memcg := memcgReclaim(sc); memcg {
-		return "", 0, nil // writeback waited for inside reclaim at a memory limit: cgroup-limit's
-	}
-	for i := range sc.Sleeps {
-		if hasFrame(sc.Sleeps[i].Stack, syncFrames) {
-			return "", 0, nil // a write to a file opened O_SYNC or O_DSYNC asked to wait
-		}
-	}
-	for i := range sc.Sleeps {
-		sl := &sc.Sleeps[i]
-		if preempted(sl) {
-			continue
-		}
-		for _, f := range sl.Stack {
-			if c := bioCauses[funcOf(f.Name)]; c != "" {
-				if cause == "" {
-					cause, stack = c, sl.Stack
-				}
-				if c == cause {
-					ns += sl.Duration
-				}
-				break
-			}
-		}
-	}
-	if ns*2 < sc.Latency {
-		return "", 0, nil
-	}
-	return cause, ns, stack
 }
 
 func (b *blockedIO) Observe(e *event.Event) {
@@ -320,7 +242,7 @@ func (b *blockedIO) Findings(env *Env) []Finding {
 			share = float64(g.waitNS) / float64(procTime)
 		}
 		sev := Info
-		if share >= bioShare && g.waitNS >= bioMinNS && g.n >= bioMinCalls {
+		if share >= warnShare && g.waitNS >= warnWaitNS && g.n >= bioMinCalls {
 			sev = Warning
 		}
 		calls := callList(g.calls)
@@ -342,7 +264,7 @@ func (b *blockedIO) Findings(env *Env) []Finding {
 		if len(pids) > 1 {
 			who = fmt.Sprintf("%d processes (%s, …)", len(pids), procs[0])
 		}
-		f := Finding{ID: "blocked-in-kernel-io", Severity: sev,
+		f := Finding{ID: BlockedIO, Severity: sev,
 			Title: fmt.Sprintf("%d %s waited for %s%s, up to %s", g.n, calls, bioShort[g.cause], where, units.Duration(g.maxNS)),
 			Summary: fmt.Sprintf("%s made %d %s call(s) that do not ask for I/O, yet waited %s in all (up to %s a call) for %s%s.%s",
 				who, g.n, calls, units.Duration(g.waitNS), units.Duration(g.maxNS), bioWhat[g.cause], where, why),

@@ -8,6 +8,16 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
+// The finding it reports.
+const (
+	FailedRetry ID = "failed-syscall-retry"
+)
+
+func init() {
+	register(registration{ids: []ID{FailedRetry},
+		build: func(h *Host) Detector { return newRetry(h.Arch) }})
+}
+
 // retry finds syscalls that fail and are at once called again by the same
 // thread with only their flags changed: a fallback path that pays for a
 // failure every time, like glibc's MAP_32BIT thread stacks retried without
@@ -148,7 +158,7 @@ func (r *retry) Findings(env *Env) []Finding {
 		change := describeChange(p)
 		if p.count < retryMin {
 			if cl := float64(p.count) / retryMin; r.closest == nil || cl > r.closest.Closeness {
-				r.closest = &Near{ID: "failed-syscall-retry", Closeness: cl,
+				r.closest = &Near{ID: FailedRetry, Closeness: cl,
 					Subject: fmt.Sprintf("%s failing with %s, called again at once %s", name, errno, change),
 					Short:   fmt.Sprintf("%d such retries; failed-syscall-retry reports a fallback taken %d times", p.count, retryMin)}
 			}
@@ -165,7 +175,7 @@ func (r *retry) Findings(env *Env) []Finding {
 				"or the image's base). MAP_32BIT confines mappings to the low 2 GiB (1 GiB in practice), which fills after ~1000 stacks."
 		}
 		out = append(out, Finding{
-			ID:       "failed-syscall-retry",
+			ID:       FailedRetry,
 			Severity: Warning,
 			Title:    fmt.Sprintf("%s fails with %s and is retried %s, %d times", name, errno, change, p.count),
 			Summary: fmt.Sprintf("%d times, %s failed with %s (%s) and the same thread called it again at once %s. "+
@@ -195,13 +205,4 @@ func describeChange(p *retryPattern) string {
 		return "with other " + p.arg
 	}
 	return strings.Join(parts, " and ")
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

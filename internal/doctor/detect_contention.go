@@ -9,6 +9,17 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The findings it reports.
+const (
+	KernelContention ID = "kernel-contention"
+	KernelHotspot    ID = "kernel-hotspot"
+)
+
+func init() {
+	register(registration{ids: []ID{KernelContention, KernelHotspot},
+		build: func(h *Host) Detector { return newContention(h.Arch) }})
+}
+
 // contention finds one syscall eating the time of many processes at once:
 // isolated by their cgroups, processes still share one kernel, and a kernel
 // path that serialises (a global lock, a drain of every CPU's lists) makes
@@ -116,19 +127,18 @@ func (c *contention) Observe(e *event.Event) {
 }
 
 // The kernel-hotspot rule (docs/doctor.md gives the reasoning):
-//   - dominantShare: a syscall that takes a quarter of a process's thread
+//   - warnShare: a syscall that takes a quarter of a process's thread
 //     time would, removed, make it a third faster: worth a warning, in one
 //     cgroup as in many (the cgroup count changes the words, not the
 //     verdict: separate cgroups mean limits do not isolate the cost).
 //   - minThreadNS: a process must have lived 50 ms of thread time for a
 //     share of it to mean anything.
-//   - A call under hotCheap on average does no work in the kernel worth
+//   - A call under cheapNS on average does no work in the kernel worth
 //     naming; hot-syscall reports those.
 //   - Calls that wait by design (reads, polls, sleeps) and calls that wait
 //     for a device by design (fsync and kin) are not a kernel path's cost.
 const (
-	dominantShare = 0.25
-	minThreadNS   = 50_000_000
+	minThreadNS = 50_000_000
 )
 
 // Syscalls that wait for the storage device by design.
@@ -162,19 +172,19 @@ func (c *contention) Findings(env *Env) []Finding {
 		for _, p := range c.procs {
 			all += p.byNr[nr]
 		}
-		if calls > 0 && float64(all)/float64(calls) <= hotCheap {
+		if calls > 0 && float64(all)/float64(calls) <= cheapNS {
 			continue
 		}
 		for pid, p := range c.procs {
 			tns := threadNS[pid]
 			in := p.byNr[nr]
 			sh, _ := timeShare(in, tns, cpu[pid], nr)
-			if tns < minThreadNS || sh < dominantShare {
-				if cl := sh / dominantShare; tns >= minThreadNS && in > 0 && (c.closest == nil || cl > c.closest.Closeness) {
-					c.closest = &Near{ID: "kernel-hotspot", Closeness: cl,
+			if tns < minThreadNS || sh < warnShare {
+				if cl := sh / warnShare; tns >= minThreadNS && in > 0 && (c.closest == nil || cl > c.closest.Closeness) {
+					c.closest = &Near{ID: KernelHotspot, Closeness: cl,
 						Subject: fmt.Sprintf("%s in %s: %s in the call", name, env.ProcName(pid, p.comm), units.Duration(in)),
 						Short: fmt.Sprintf("%s of its time; kernel-hotspot reports a syscall that takes %s of a process's time",
-							pct(sh), pct(dominantShare))}
+							pct(sh), pct(warnShare))}
 				}
 				continue
 			}
@@ -258,7 +268,7 @@ func (c *contention) Findings(env *Env) []Finding {
 				cpuText = fmt.Sprintf(" (%s against %s without the time spent waiting for a CPU)",
 					units.Duration(uint64(cv.lowCPU)), units.Duration(uint64(cv.highCPU)))
 			}
-			out = append(out, Finding{ID: "kernel-contention", Severity: Warning,
+			out = append(out, Finding{ID: KernelContention, Severity: Warning,
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d processes and slows as they call it together", name, 100*share, len(pids)),
 				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s, and a call takes "+
 					"%s with %d caller(s) in it against %s with %d%s: the callers contend for something inside one shared kernel, "+
@@ -300,7 +310,7 @@ func (c *contention) Findings(env *Env) []Finding {
 			if len(cgroups) >= 2 {
 				isolated = fmt.Sprintf(" They run in %d cgroups, and no cgroup limit isolates a cost paid inside the one kernel they share.", len(cgroups))
 			}
-			out = append(out, Finding{ID: "kernel-hotspot", Severity: sev,
+			out = append(out, Finding{ID: KernelHotspot, Severity: sev,
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d process(es) in %d cgroup(s)", name, 100*share, len(pids), len(cgroups)),
 				Summary: fmt.Sprintf("%s %.0f%% of their time inside %s: one kernel path dominates them, and nothing in user space "+
 					"shows it.%s%s%s%s%s%s",
@@ -309,12 +319,6 @@ func (c *contention) Findings(env *Env) []Finding {
 		}
 	}
 	return out
-}
-
-type levelStat struct {
-	n, total uint64
-	runq     uint64 // of total, ns preempted waiting for a CPU (series only)
-	busy     uint64 // ns of windows at this level (series only)
 }
 
 type curve struct {
