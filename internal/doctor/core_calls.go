@@ -66,7 +66,7 @@ func nonBlocking(arch event.Arch, sc *event.Syscall) bool {
 	return false
 }
 
-// sleepsTracked reports that a call of slowMin or more without sleep
+// sleepsTracked reports that a slow call (Host.slowBar) without sleep
 // records never switched out, so ran on the CPU: live, in a capture with
 // any sleep record (stacked), or in one whose header says every call that
 // slow carries its sleeps (stacks_slow).
@@ -75,7 +75,7 @@ func sleepsTracked(env *Env, stacked bool) bool {
 		return true
 	}
 	v, err := strconv.ParseUint(env.Host.Meta["stacks_slow"], 10, 64)
-	return err == nil && v <= slowMin
+	return err == nil && v <= env.Host.slowBar()
 }
 
 // queued is the time the call spent runnable without a CPU: the CPUs'

@@ -19,7 +19,11 @@ const (
 
 func init() {
 	register(registration{ids: []ID{CgroupLimit},
-		build: func(h *Host) Detector { return newCgroupLimit(h.Arch, h.Live, h.canRead) }})
+		build: func(h *Host) Detector {
+			c := newCgroupLimit(h.Arch, h.Live, h.canRead)
+			c.bar = h.slowBar()
+			return c
+		}})
 }
 
 // cgroupLimit finds a process held back by its own cgroup's limits, the
@@ -52,6 +56,7 @@ func init() {
 // still exists.
 type cgroupLimit struct {
 	arch     event.Arch
+	bar      uint64 // ns: a call this long carries its sleeps (Host.slowBar)
 	live     bool
 	canRead  func() bool // live, and opening files does not stall now
 	fs       cgFS
@@ -203,7 +208,7 @@ type cgDir struct {
 }
 
 func newCgroupLimit(arch event.Arch, live bool, canRead func() bool) *cgroupLimit {
-	return &cgroupLimit{arch: arch, live: live, canRead: canRead, fs: hostFS{}, procs: map[uint32]*cgProc{}, dirs: map[cgKey]*cgDir{}}
+	return &cgroupLimit{arch: arch, bar: slowMin, live: live, canRead: canRead, fs: hostFS{}, procs: map[uint32]*cgProc{}, dirs: map[cgKey]*cgDir{}}
 }
 
 var forkCalls = map[string]bool{"fork": true, "vfork": true, "clone": true, "clone3": true}
@@ -256,7 +261,7 @@ func (c *cgroupLimit) Observe(e *event.Event) {
 		if ns, ours := memcgReclaim(sc); ours {
 			relevant = true
 			c.addReclaim(p, sc, name, ns)
-		} else if sc.Latency >= slowMin {
+		} else if sc.Latency >= c.bar {
 			if queued := queued(sc); queued*2 >= sc.Latency {
 				relevant = true
 				p.queued++
@@ -826,7 +831,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 		r, ps := &g.r, &g.ps
 		// The time lost to the limit: the kernel's own timing of the
 		// reclaim passes where the capture has it; else the sleeps of the
-		// slow calls, which see only calls ≥ slowMin and none of the
+		// slow calls, which see only calls ≥ the bar and none of the
 		// reclaim done on the CPU, so a lower bound. The sleeps can also
 		// hold memory.high's penalty, outside any pass: the larger counts.
 		lost := max(ps.ns, r.sleptNS)
@@ -886,7 +891,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 				mib(int64(ps.pages)*4096), byCallText(ps.byCall), why)
 			if r.n > 0 {
 				summary = joinSentences(summary, fmt.Sprintf("%d call(s) slower than %s slept %s of their %s asleep charging memory (up to %s in one call).",
-					r.n, units.Duration(slowMin), units.Duration(r.sleptNS), units.Duration(r.totalNS), units.Duration(r.maxNS)))
+					r.n, units.Duration(c.bar), units.Duration(r.sleptNS), units.Duration(r.totalNS), units.Duration(r.maxNS)))
 			}
 		} else {
 			calls := fmt.Sprintf("%d %s call(s)", r.n, callList(r.calls))

@@ -17,7 +17,11 @@ const (
 
 func init() {
 	register(registration{ids: []ID{LatencyGrows}, long: true,
-		build: func(h *Host) Detector { return newGrowth(h.Arch) }})
+		build: func(h *Host) Detector {
+			g := newGrowth(h.Arch)
+			g.bar = h.slowBar()
+			return g
+		}})
 }
 
 // growth finds a syscall whose latency grows with the state of its process:
@@ -26,6 +30,7 @@ func init() {
 // for a free area) gets slower as the process grows.
 type growth struct {
 	arch    event.Arch
+	bar     uint64 // ns: a call this long carries its sleeps (Host.slowBar)
 	procs   map[uint32]*growthProc
 	mmapNr  uint32
 	munmap  uint32
@@ -103,7 +108,7 @@ const maxSamples = 50000
 var dims = []string{"threads", "memory mappings", "open file descriptors"}
 
 func newGrowth(arch event.Arch) *growth {
-	g := &growth{arch: arch, procs: map[uint32]*growthProc{}}
+	g := &growth{arch: arch, bar: slowMin, procs: map[uint32]*growthProc{}}
 	g.mmapNr, _ = event.SyscallByName(arch, "mmap")
 	g.munmap, _ = event.SyscallByName(arch, "munmap")
 	g.closeNr, _ = event.SyscallByName(arch, "close")
@@ -169,7 +174,7 @@ func (g *growth) Observe(e *event.Event) {
 					sm.asleepNS += s.Sleeps[i].Duration
 				}
 			}
-		} else if s.Latency >= slowMin && !s.Untimed() {
+		} else if s.Latency >= g.bar && !s.Untimed() {
 			sm.bare++
 			sm.bareNS += s.Latency
 		}

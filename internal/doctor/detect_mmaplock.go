@@ -16,7 +16,11 @@ const (
 
 func init() {
 	register(registration{ids: []ID{MmapLockContention},
-		build: func(h *Host) Detector { return newMmapLock(h.Arch) }})
+		build: func(h *Host) Detector {
+			m := newMmapLock(h.Arch)
+			m.bar = h.slowBar()
+			return m
+		}})
 }
 
 // mmapLock finds threads of one process queued on the process's mmap lock
@@ -28,6 +32,7 @@ func init() {
 // management, not in any one call.
 type mmapLock struct {
 	arch  event.Arch
+	bar   uint64 // ns: a call this long carries its sleeps (Host.slowBar)
 	procs map[uint32]*mmapProc
 	// slowest mmap-family call each thread made, by tid: what a holder was
 	// doing, for the threads that woke a waiter.
@@ -54,11 +59,11 @@ var mmapCalls = map[string]bool{"mmap": true, "munmap": true, "mprotect": true, 
 	"munlockall": true, "process_madvise": true, "remap_file_pages": true, "pkey_mprotect": true}
 
 func newMmapLock(arch event.Arch) *mmapLock {
-	return &mmapLock{arch: arch, procs: map[uint32]*mmapProc{}, slowest: map[uint32]string{}, slowNS: map[uint32]uint64{}}
+	return &mmapLock{arch: arch, bar: slowMin, procs: map[uint32]*mmapProc{}, slowest: map[uint32]string{}, slowNS: map[uint32]uint64{}}
 }
 
 func (m *mmapLock) Observe(e *event.Event) {
-	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Latency < slowMin {
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Latency < m.bar {
 		return
 	}
 	sc := &e.Syscall

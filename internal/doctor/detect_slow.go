@@ -17,7 +17,11 @@ const (
 
 func init() {
 	register(registration{ids: []ID{SlowSyscall, AuditBacklogStall},
-		build: func(h *Host) Detector { return newSlow(h.Arch, h.Live) }})
+		build: func(h *Host) Detector {
+			s := newSlow(h.Arch, h.Live)
+			s.bar = h.slowBar()
+			return s
+		}})
 }
 
 // slow groups syscalls that took long by where they slept (with --stacks,
@@ -28,6 +32,7 @@ func init() {
 // audit counters.
 type slow struct {
 	arch   event.Arch
+	bar    uint64 // ns: a call this long is slow (Host.slowBar)
 	groups map[string]*slowGroup
 	audit  *auditStall
 	// stacked: some slow call carried where it slept, so sleep tracking
@@ -35,7 +40,7 @@ type slow struct {
 	stacked   bool
 	unstacked []unstackedCall
 	counts    []uint64 // calls by syscall number, fast or slow (detect_slow_auditinfer.go)
-	// under is the longest call under slowMin that does not wait by
+	// under is the longest call under bar that does not wait by
 	// design: the nearest miss (near).
 	under struct {
 		ns      uint64
@@ -73,7 +78,7 @@ type slowGroup struct {
 
 // live no longer matters here: the audit status comes from Host.Audit.
 func newSlow(arch event.Arch, live bool) *slow {
-	return &slow{arch: arch, groups: map[string]*slowGroup{}, audit: &auditStall{arch: arch}}
+	return &slow{arch: arch, bar: slowMin, groups: map[string]*slowGroup{}, audit: &auditStall{arch: arch}}
 }
 
 func (s *slow) Observe(e *event.Event) {
@@ -87,7 +92,7 @@ func (s *slow) Observe(e *event.Event) {
 		}
 		s.counts[sc.Nr]++
 	}
-	if sc.Latency < slowMin {
+	if sc.Latency < s.bar {
 		if sc.Latency > s.under.ns && !sc.Unfinished {
 			if name := event.SyscallName(s.arch, sc.Nr); !waitCalls[name] && !pureWaits[name] && !vforkCall(name, sc) {
 				s.under.ns, s.under.nr, s.under.pid, s.under.comm = sc.Latency, sc.Nr, e.PID, e.Comm
@@ -159,7 +164,7 @@ func (s *slow) Observe(e *event.Event) {
 			// A call mostly on the CPU joins the running calls of its
 			// syscall, wherever it blocked for a moment.
 			onCPU := sc.Latency - min(blocked+queued, sc.Latency)
-			if firstBlocked == nil || waits && onCPU >= slowMin || !waits && blocked*2 < sc.Latency {
+			if firstBlocked == nil || waits && onCPU >= s.bar || !waits && blocked*2 < sc.Latency {
 				waiting = false
 				key, stack = name, nil
 			}
@@ -240,10 +245,10 @@ func (s *slow) near(env *Env) *Near {
 	if u.ns == 0 {
 		return nil
 	}
-	return &Near{ID: SlowSyscall, Closeness: float64(u.ns) / slowMin,
+	return &Near{ID: SlowSyscall, Closeness: float64(u.ns) / float64(s.bar),
 		Subject: fmt.Sprintf("%s in %s: %s", event.SyscallName(s.arch, u.nr), env.ProcName(u.pid, u.comm), u.example),
 		Short: fmt.Sprintf("the slowest call that does not wait by design took %s; slow-syscall reports calls from %s",
-			units.Duration(u.ns), units.Duration(slowMin))}
+			units.Duration(u.ns), units.Duration(s.bar))}
 }
 
 func (s *slow) Findings(env *Env) []Finding {

@@ -47,3 +47,32 @@ func TestSlowQueuedBeyondTheSlots(t *testing.T) {
 		t.Errorf("summary does not give the kernel's count of the wait: %s", f.Summary)
 	}
 }
+
+// Five opens of a FIFO, each asleep about 30 ms for its writer, traced
+// live with --slow 50ms: the probe carries sleeps only from 50 ms, so the
+// opens come without any, and nothing says they ran. They are under the
+// bar: no slow-syscall finding, and above all none "running in the
+// kernel". At the default bar the same opens would have carried their
+// sleeps.
+func TestSlowBarFollowsSlowFlag(t *testing.T) {
+	var evs []event.Event
+	for i := range 5 {
+		evs = append(evs, sys(uint32(80+i), uint64(i+1)*100_000_000, nrOpenat, 3, 30_000_000+uint64(i)*1_000_000))
+	}
+	live := host
+	live.Live, live.Slow = true, 50_000_000
+	d := New(live, nil)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	rep := d.Report()
+	if f := byID(rep.Findings, SlowSyscall); f != nil {
+		t.Fatalf("--slow 50ms, opens of 30 ms without sleeps: want no slow-syscall, got %q", f.Title)
+	}
+	n := nearByID(rep, SlowSyscall)
+	if n == nil || !strings.Contains(n.Short, "from 50.00ms") {
+		t.Errorf("the near miss does not give --slow's bar: %+v", n)
+	}
+	// The capture's header says the same (stacks_slow): ReadCapture sets
+	// Host.Slow from it, as golden.json shows for testdata/golden/fifo-slow50.sysray.
+}

@@ -87,6 +87,12 @@ type Host struct {
 	VsyscallMode string // emulate, xonly, none
 	Meta         map[string]string
 	Live         bool // findings may probe the host (measure, read audit status)
+	// Slow is the bar, in ns, from which a syscall is slow: the one the
+	// probe carried sleeps from (live, --slow; in a capture, its
+	// stacks_slow). 0 stands for slowMin, --slow's default. A call under
+	// the probe's bar has no sleeps to say it slept, so the doctor must
+	// not call it slow and running on the CPU.
+	Slow uint64
 	// Container, if set, describes the container a process runs in ("" on
 	// the host), so findings can say which container.
 	Container func(pid uint32, cgroup uint64) string
@@ -105,6 +111,14 @@ type Host struct {
 	// would wait with everyone else's). Detectors then read nothing from
 	// /proc or /sys and report what the events say.
 	ReadsStall func() bool
+}
+
+// slowBar is the bar from which a syscall is slow.
+func (h *Host) slowBar() uint64 {
+	if h.Slow > 0 {
+		return h.Slow
+	}
+	return slowMin
 }
 
 // canRead reports whether a detector may read the host now.
