@@ -1,7 +1,9 @@
 package doctor
 
-// Classes of syscalls several detectors must agree on: calls that wait by
-// design, calls that make descriptors, newer calls and their fallbacks.
+// What a call is for, where its name is not enough (event.Is has the
+// classes by name): a vfork's wait, a call a signal interrupted, a
+// non-blocking flag, a descriptor made by fcntl, newer calls and their
+// fallbacks.
 
 import (
 	"strconv"
@@ -10,33 +12,19 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
-// Syscalls whose whole purpose is to wait: never a stall, whatever the stack.
-var pureWaits = map[string]bool{"poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,
-	"epoll_pwait": true, "epoll_pwait2": true, "nanosleep": true, "clock_nanosleep": true, "wait4": true,
-	"waitid": true, "pause": true, "rt_sigsuspend": true, "rt_sigtimedwait": true, "futex_waitv": true,
-	"io_getevents": true, "msgrcv": true, "semtimedop": true, "mq_timedreceive": true}
-
-// WaitCalls are the numbers of the syscalls that wait by design (pureWaits),
+// WaitCalls are the numbers of the syscalls that wait by design (event.Waits),
 // whose brief interruptible sleeps the doctor's probe follows without their
 // stacks (probe.Config.WaitCalls): no detector looks at them but for an
 // audit backlog's wait, which is uninterruptible and keeps its stack.
 func WaitCalls(arch event.Arch) []uint32 {
 	var out []uint32
-	for name := range pureWaits {
+	for _, name := range event.Names(event.Waits) {
 		if nr, ok := event.SyscallByName(arch, name); ok {
 			out = append(out, nr)
 		}
 	}
 	return out
 }
-
-// Syscalls that wait by design, for calls without stacks.
-var waitCalls = map[string]bool{"read": true, "readv": true, "pread64": true, "recvfrom": true, "recvmsg": true,
-	"recvmmsg": true, "poll": true, "ppoll": true, "select": true, "pselect6": true, "epoll_wait": true,
-	"epoll_pwait": true, "epoll_pwait2": true, "nanosleep": true, "clock_nanosleep": true, "futex": true,
-	"wait4": true, "waitid": true, "accept": true, "pause": true, "rt_sigsuspend": true, "rt_sigtimedwait": true,
-	"io_getevents": true, "io_uring_enter": true, "msgrcv": true, "semop": true, "semtimedop": true,
-	"mq_timedreceive": true, "flock": true, "write": true, "sendto": true, "sendmsg": true, "futex_waitv": true}
 
 // vforkCall reports a vfork, or a clone with CLONE_VFORK: the parent
 // waits for its child to exec or exit, by design (vforkWait, without a
@@ -129,26 +117,13 @@ const (
 	enfile = 23
 )
 
-// fdCreating are the calls whose EMFILE or ENFILE means no descriptor was
-// available: each allocates one (two for pipe and socketpair).
-var fdCreating = map[string]bool{
-	"open": true, "openat": true, "openat2": true, "creat": true, "open_by_handle_at": true, "open_tree": true,
-	"socket": true, "socketpair": true, "accept": true, "accept4": true,
-	"pipe": true, "pipe2": true, "dup": true, "dup2": true, "dup3": true, "fcntl": true,
-	"epoll_create": true, "epoll_create1": true, "eventfd": true, "eventfd2": true,
-	"signalfd": true, "signalfd4": true, "timerfd_create": true, "inotify_init": true, "inotify_init1": true,
-	"fanotify_init": true, "memfd_create": true, "memfd_secret": true, "userfaultfd": true,
-	"perf_event_open": true, "bpf": true, "pidfd_open": true, "pidfd_getfd": true, "io_uring_setup": true,
-	"mq_open": true, "fsopen": true, "fsmount": true, "fspick": true, "landlock_create_ruleset": true,
-}
-
 // createsFD says whether s is a call that allocates a descriptor.
 func createsFD(a event.Arch, s *event.Syscall) bool {
 	name := event.SyscallName(a, s.Nr)
 	if name == "fcntl" {
 		return s.Args[1] == 0 || s.Args[1] == 1030 // F_DUPFD, F_DUPFD_CLOEXEC
 	}
-	return fdCreating[name]
+	return event.Is(name, event.MakesFD)
 }
 
 // fdExhausted says whether s failed for want of a descriptor: the calls

@@ -27,7 +27,7 @@ func memcgReclaim(sc *event.Syscall) (uint64, bool) {
 // cause and the time asleep in it. Less than half, and the call is slow
 // for another reason first (slow-syscall's).
 func bioCause(name string, sc *event.Syscall) (cause string, ns uint64, stack []event.Frame) {
-	if ioCalls[name] {
+	if event.Is(name, event.AsksIO) {
 		return "", 0, nil
 	}
 	if _, memcg := memcgReclaim(sc); memcg {
@@ -100,15 +100,6 @@ var bioCauses = map[string]string{
 
 	"blkdev_issue_flush": "flush",
 }
-
-// ioCalls are I/O by design: their waits for the device are what they are
-// for, or they manage the page cache on purpose (fadvise's story is
-// kernel-hotspot's).
-var ioCalls = map[string]bool{"read": true, "pread64": true, "readv": true, "preadv": true, "preadv2": true,
-	"fsync": true, "fdatasync": true, "sync": true, "syncfs": true, "sync_file_range": true, "msync": true,
-	"sendfile": true, "splice": true, "copy_file_range": true, "io_uring_enter": true, "io_getevents": true,
-	"io_submit": true, "io_pgetevents": true, "getdents64": true, "getdents": true, "readahead": true,
-	"fadvise64": true, "execve": true, "execveat": true}
 
 // syncFrames mark a call that asked for durability: a write to a file
 // opened with O_SYNC or O_DSYNC syncs inside the write.

@@ -508,12 +508,8 @@ func limitValue(s string) int64 {
 func (c *cgroupLimit) nproc(pid uint32, now uint64) *nprocFacts {
 	f := &nprocFacts{uid: -1, limit: -1, tasks: -1, threadsMax: -1, nrThreads: -1}
 	if b, err := c.fs.ReadFile(fmt.Sprintf("/proc/%d/limits", pid)); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "Max processes") {
-				if fs := strings.Fields(strings.TrimPrefix(line, "Max processes")); len(fs) > 0 {
-					f.limit = limitValue(strings.Replace(fs[0], "unlimited", "max", 1))
-				}
-			}
+		if soft, _, ok := rlimit(string(b), "Max processes"); ok {
+			f.limit = soft
 		}
 	}
 	f.uid = statusUID(c.fs, fmt.Sprintf("/proc/%d/status", pid))

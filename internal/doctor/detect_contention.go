@@ -141,10 +141,6 @@ const (
 	minThreadNS = 50_000_000
 )
 
-// Syscalls that wait for the storage device by design.
-var ioWaits = map[string]bool{"fsync": true, "fdatasync": true, "sync": true, "syncfs": true,
-	"sync_file_range": true, "msync": true}
-
 func (c *contention) near(*Env) *Near { return c.closest }
 
 func (c *contention) Findings(env *Env) []Finding {
@@ -154,7 +150,7 @@ func (c *contention) Findings(env *Env) []Finding {
 	var out []Finding
 	for nr, spans := range c.calls {
 		name := event.SyscallName(c.arch, nr)
-		if waitCalls[name] || pureWaits[name] || ioWaits[name] {
+		if event.Is(name, event.MayWait) || event.Is(name, event.Waits) || event.Is(name, event.SyncsDevice) {
 			continue
 		}
 		var heavy []string

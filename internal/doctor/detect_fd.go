@@ -134,13 +134,6 @@ const (
 	fdReadProcs = 64
 )
 
-// fdWaits are the calls an event loop waits in; one that returns ready
-// right after a failed accept is the listener still readable.
-var fdWaits = map[string]bool{
-	"epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true, "poll": true, "ppoll": true,
-	"select": true, "pselect6": true,
-}
-
 func newFDExhaustion(arch event.Arch, live bool, canRead func() bool) *fdExhaustion {
 	x := &fdExhaustion{arch: arch, procs: map[uint32]*fdProc{}, after: map[uint32]fdAfter{}, exits: map[uint32]fdExit{}}
 	if live {
@@ -188,7 +181,7 @@ func (x *fdExhaustion) Observe(e *event.Event) {
 		delete(x.after, e.TID)
 		if acc := x.procs[a.pid].accepts[a.fd]; acc != nil {
 			switch {
-			case fdWaits[name] && s.Ret > 0:
+			case event.Is(name, event.Polls) && s.Ret > 0:
 				acc.ready++
 			case (name == "accept" || name == "accept4") && int(int32(s.Args[0])) == a.fd:
 				acc.again++
@@ -231,7 +224,7 @@ func (x *fdExhaustion) Observe(e *event.Event) {
 func (x *fdExhaustion) counts(cells []stat.Cell) {
 	for _, c := range cells {
 		name := event.SyscallName(x.arch, c.Nr)
-		if name != "close" && !fdCreating[name] {
+		if name != "close" && !event.Is(name, event.MakesFD) {
 			continue
 		}
 		n := c.Errnos[emfile] + c.Errnos[enfile]
@@ -880,25 +873,11 @@ func readNofile(path string) (soft, hard int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "Max open files") {
-			continue
-		}
-		fs := strings.Fields(line[len("Max open files"):])
-		if len(fs) < 2 {
-			break
-		}
-		return parseLimit(fs[0]), parseLimit(fs[1]), nil
+	soft, hard, ok := rlimit(string(b), "Max open files")
+	if !ok {
+		return 0, 0, fmt.Errorf("%s: no Max open files", path)
 	}
-	return 0, 0, fmt.Errorf("%s: no Max open files", path)
-}
-
-func parseLimit(s string) int64 {
-	if s == "unlimited" {
-		return -1
-	}
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return n
+	return soft, hard, nil
 }
 
 var tcpStates = map[string]string{

@@ -244,7 +244,7 @@ func (g *growth) Findings(env *Env) []Finding {
 	var small []growthMiss // too few calls or too little time to judge
 	for _, p := range g.procs {
 		for nr, sm := range p.samples {
-			if pureWaits[event.SyscallName(g.arch, nr)] {
+			if event.Is(event.SyscallName(g.arch, nr), event.Waits) {
 				continue // a wait's length is the caller's choice
 			}
 			if sm.n < growthMinCalls || sm.time.total() < growthMinNS {

@@ -140,6 +140,9 @@ const (
 )
 
 func hotClass(name string) class {
+	if event.Is(name, event.Polls) {
+		return classPoll
+	}
 	switch name {
 	case "clock_gettime", "gettimeofday", "time", "clock_getres", "getcpu":
 		return classTime
@@ -147,8 +150,6 @@ func hotClass(name string) class {
 		return classIdentity
 	case "sched_yield":
 		return classYield
-	case "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2":
-		return classPoll
 	case "read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg":
 		return classIO
 	case "stat", "lstat", "fstat", "newfstatat", "statx", "access", "faccessat", "faccessat2":

@@ -94,7 +94,7 @@ func (s *slow) Observe(e *event.Event) {
 	}
 	if sc.Latency < s.bar {
 		if sc.Latency > s.under.ns && !sc.Unfinished {
-			if name := event.SyscallName(s.arch, sc.Nr); !waitCalls[name] && !pureWaits[name] && !vforkCall(name, sc) {
+			if name := event.SyscallName(s.arch, sc.Nr); !event.Is(name, event.MayWait) && !event.Is(name, event.Waits) && !vforkCall(name, sc) {
 				s.under.ns, s.under.nr, s.under.pid, s.under.comm = sc.Latency, sc.Nr, e.PID, e.Comm
 				s.under.example = event.FormatSyscall(s.arch, sc)
 			}
@@ -118,7 +118,7 @@ func (s *slow) Observe(e *event.Event) {
 		return // a cgroup at its memory limit: cgroup-limit's (detect_cgroup.go)
 	}
 	key, stack := name, []string(nil)
-	isAudit, waiting := false, waitCalls[name]
+	isAudit, waiting := false, event.Is(name, event.MayWait)
 	var blocked, queued uint64 // ns asleep, and ns runnable without a CPU
 	var firstBlocked *event.Sleep
 	if len(sc.Sleeps) > 0 {
@@ -169,7 +169,7 @@ func (s *slow) Observe(e *event.Event) {
 				key, stack = name, nil
 			}
 		}
-	} else if !isAudit && !pureWaits[name] && !(waitCalls[name] && interrupted(sc.Ret)) {
+	} else if !isAudit && !event.Is(name, event.Waits) && !(event.Is(name, event.MayWait) && interrupted(sc.Ret)) {
 		// (A wait a signal interrupted comes back without its sleeps: it
 		// is held until the thread's next call, and emitted from there.)
 		// No switch-out at all: with sleep tracking on it ran on the CPU
@@ -180,14 +180,14 @@ func (s *slow) Observe(e *event.Event) {
 		}
 		return
 	}
-	if (waiting || pureWaits[name]) && !isAudit {
+	if (waiting || event.Is(name, event.Waits)) && !isAudit {
 		return
 	}
 	s.add(e.PID, e.Comm, sc, name, key, stack, isAudit, blocked, queued)
 }
 
 // unstackedCall is a slow call that never switched out: running if sleep
-// tracking was on, unknown (and left to waitCalls) if not.
+// tracking was on, unknown (and left to event.MayWait) if not.
 type unstackedCall struct {
 	pid  uint32
 	comm string
@@ -259,7 +259,7 @@ func (s *slow) Findings(env *Env) []Finding {
 	}
 	for _, u := range s.unstacked {
 		name := event.SyscallName(s.arch, u.sc.Nr)
-		if !s.stacked && (waitCalls[name] || vforkCall(name, &u.sc)) {
+		if !s.stacked && (event.Is(name, event.MayWait) || vforkCall(name, &u.sc)) {
 			continue // without stacks, a read may have waited by design
 		}
 		s.add(u.pid, u.comm, &u.sc, name, name, nil, false, 0, 0)

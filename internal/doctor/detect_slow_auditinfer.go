@@ -76,15 +76,6 @@ func (st auditState) stalls() bool {
 
 func (st auditState) covers(name string) bool { return st.rules[name] || st.rules["all"] }
 
-// Syscalls that never wait for anything: a slow one was kept off the CPU
-// or held at its exit, not asked to wait.
-var instantCalls = map[string]bool{"getpid": true, "getppid": true, "gettid": true, "getuid": true, "geteuid": true,
-	"getgid": true, "getegid": true, "uname": true, "umask": true, "getcwd": true, "getrlimit": true, "prlimit64": true,
-	"sched_getaffinity": true, "rt_sigaction": true, "rt_sigprocmask": true, "sigaltstack": true, "getsockname": true,
-	"getpeername": true, "getsockopt": true, "setsockopt": true, "socket": true, "bind": true, "listen": true,
-	"dup": true, "dup2": true, "dup3": true, "pipe2": true, "eventfd2": true, "epoll_create1": true, "epoll_ctl": true,
-	"kill": true, "tgkill": true, "tkill": true, "set_tid_address": true, "set_robust_list": true, "arch_prctl": true}
-
 // auditInference is an audit stall inferred from an imported capture.
 type auditInference struct {
 	state          auditState // at the first stalled call
@@ -118,7 +109,7 @@ func (s *slow) inferAudit(facts auditFacts, calls []unstackedCall) []unstackedCa
 	for i := range calls {
 		u := &calls[i]
 		name := event.SyscallName(s.arch, u.sc.Nr)
-		if !nonBlocking(s.arch, &u.sc) && !instantCalls[name] {
+		if !nonBlocking(s.arch, &u.sc) && !event.Is(name, event.NeverWaits) {
 			continue
 		}
 		st := facts.at(u.at)
@@ -137,13 +128,13 @@ func (s *slow) inferAudit(facts auditFacts, calls []unstackedCall) []unstackedCa
 		switch {
 		case audited[uint32(nr)]:
 			inf.auditedTotal += n
-		case !waitCalls[name] && !pureWaits[name]:
+		case !event.Is(name, event.MayWait) && !event.Is(name, event.Waits):
 			inf.otherTotal += n
 		}
 	}
 	for i := range calls {
 		name := event.SyscallName(s.arch, calls[i].sc.Nr)
-		if !audited[calls[i].sc.Nr] && !waitCalls[name] && !vforkCall(name, &calls[i].sc) {
+		if !audited[calls[i].sc.Nr] && !event.Is(name, event.MayWait) && !vforkCall(name, &calls[i].sc) {
 			inf.otherSlow++
 		}
 	}
