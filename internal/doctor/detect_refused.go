@@ -32,11 +32,12 @@ func init() {
 // the call. It is reported only where the program then fell back, which is
 // how a libc probing for a call behaves.
 type refused struct {
-	arch     event.Arch
-	calls    map[refusedKey]*refusal
-	last     map[uint32]uint64      // by tid: its last refusal
-	next     map[uint32][]timedCall // by tid: its calls soon after a refusal
-	installs map[uint32]string      // by pid: the call that installed a filter
+	arch  event.Arch
+	calls map[refusedKey]*refusal
+	// pending is, by tid, its last refusal, until its next call says
+	// whether it fell back.
+	pending  map[uint32]pendingRefusal
+	installs map[uint32]string // by pid: the call that installed a filter
 }
 
 type refusedKey struct {
@@ -64,15 +65,15 @@ type refusal struct {
 	comm    string
 	n       uint64
 	example string
-	at      map[uint32][]timedCall // by tid: when, and the path (bounded)
+	fell    uint64            // of n, how many the thread followed with an older call
+	to      map[string]uint64 // the older calls, by name
 }
 
-type timedCall struct {
-	at      uint64
-	nr      uint32
-	path    string // the first path argument, where the kernel copied one
-	refused bool
-	failed  bool
+type pendingRefusal struct {
+	key  refusedKey
+	name string
+	at   uint64
+	path string // the first path argument, where the kernel copied one
 }
 
 // pathOf is a call's first captured string argument: what a fallback for a
@@ -90,12 +91,9 @@ func pathOf(s *event.Syscall) string {
 // after the refusal: libcs retry at once.
 const fallbackWithin = 10_000_000 // 10 ms
 
-// refusedMaxTimes bounds the times kept per thread and call.
-const refusedMaxTimes = 256
-
 func newRefused(arch event.Arch) *refused {
-	return &refused{arch: arch, calls: map[refusedKey]*refusal{}, last: map[uint32]uint64{},
-		next: map[uint32][]timedCall{}, installs: map[uint32]string{}}
+	return &refused{arch: arch, calls: map[refusedKey]*refusal{}, pending: map[uint32]pendingRefusal{},
+		installs: map[uint32]string{}}
 }
 
 func (r *refused) Observe(e *event.Event) {
@@ -104,12 +102,19 @@ func (r *refused) Observe(e *event.Event) {
 	}
 	s := &e.Syscall
 	name := event.SyscallName(r.arch, s.Nr)
-	// The thread's calls just after a refusal: the first of them says
-	// whether it fell back. Live, the call after a failure always crosses
-	// over, so it is here.
-	if last := r.last[e.TID]; last != 0 && e.Time > last && e.Time-last <= fallbackWithin {
-		if n := r.next[e.TID]; len(n) < 4*refusedMaxTimes {
-			r.next[e.TID] = append(n, timedCall{e.Time, s.Nr, pathOf(s), s.Refused, s.Failed()})
+	// The thread's call just after a refusal says whether it fell back:
+	// an older call that succeeded, on the same path if the refused call
+	// named one (a printf's fstat of stdout after a refused faccessat2 is
+	// not its fallback). Live, the call after a failure always crosses
+	// over, so it is here. Each refusal is judged as it goes, so the count
+	// is exact however many there are.
+	if p, ok := r.pending[e.TID]; ok && e.Time > p.at {
+		delete(r.pending, e.TID)
+		if e.Time-p.at <= fallbackWithin && !s.Refused && !s.Failed() && (p.path == "" || pathOf(s) == p.path) &&
+			contains(fallbacks[p.name].older, name) {
+			c := r.calls[p.key]
+			c.fell++
+			c.to[name]++
 		}
 	}
 	switch {
@@ -117,44 +122,15 @@ func (r *refused) Observe(e *event.Event) {
 		k := refusedKey{pid: e.PID, nr: s.Nr, errno: int(-s.Ret), kernel: !s.Refused}
 		c := r.calls[k]
 		if c == nil {
-			c = &refusal{comm: e.Comm, example: event.FormatSyscall(r.arch, s), at: map[uint32][]timedCall{}}
+			c = &refusal{comm: e.Comm, example: event.FormatSyscall(r.arch, s), to: map[string]uint64{}}
 			r.calls[k] = c
 		}
 		c.n++
-		if len(c.at[e.TID]) < refusedMaxTimes {
-			c.at[e.TID] = append(c.at[e.TID], timedCall{at: e.Time, nr: s.Nr, path: pathOf(s)})
-		}
-		r.last[e.TID] = max(r.last[e.TID], e.Time)
+		r.pending[e.TID] = pendingRefusal{key: k, name: name, at: e.Time, path: pathOf(s)}
 	case name == "seccomp" && s.Args[0] == 1 && !s.Failed(), // SECCOMP_SET_MODE_FILTER
 		name == "prctl" && s.Args[0] == 22 && s.Args[1] == 2 && !s.Failed(): // PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 		r.installs[e.PID] = fmt.Sprintf("%s[%d], with %s()", e.Comm, e.PID, name)
 	}
-}
-
-// fellBack counts the refusals whose thread's next call was an older one
-// that succeeded, on the same path if the refused call named one (a
-// printf's fstat of stdout after a refused faccessat2 is not its fallback).
-func (r *refused) fellBack(name string, c *refusal) (n uint64, to map[string]uint64) {
-	to = map[string]uint64{}
-	older := fallbacks[name].older
-	for tid, ats := range c.at {
-		for _, rc := range ats {
-			var next *timedCall
-			for i, nc := range r.next[tid] {
-				if nc.at > rc.at && (next == nil || nc.at < next.at) {
-					next = &r.next[tid][i]
-				}
-			}
-			if next == nil || next.refused || next.failed || rc.path != "" && next.path != rc.path {
-				continue
-			}
-			if o := event.SyscallName(r.arch, next.nr); contains(older, o) {
-				n++
-				to[o]++
-			}
-		}
-	}
-	return n, to
 }
 
 // installer names who installed the filter pid runs under: itself, or the
@@ -192,7 +168,7 @@ func (r *refused) Findings(env *Env) []Finding {
 	groups := map[refusedKey]*refusedGroup{}
 	for k, c := range r.calls {
 		name := event.SyscallName(r.arch, k.nr)
-		fell, to := r.fellBack(name, c)
+		fell, to := c.fell, c.to
 		if k.kernel && fell == 0 {
 			continue // a kernel ENOSYS nobody worked around is error-storm's, if anything
 		}

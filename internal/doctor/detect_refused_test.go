@@ -134,3 +134,24 @@ func TestSeccompKill(t *testing.T) {
 		t.Error("also reported as fatal-signal")
 	}
 }
+
+// A program that falls back from a refused faccessat2 to access 5,000
+// times is said to have done so 5,000 times: the count is of every
+// refusal, not of the first few a thread's were kept of.
+func TestRefusedFallbackCountExact(t *testing.T) {
+	const nrAccess, times = 21, 5000
+	var evs []event.Event
+	tm := uint64(1000)
+	for range times {
+		evs = append(evs, withPath(refusedCall(7, tm, nrFaccessat2, eperm), 1, "/bin/sh"))
+		evs = append(evs, withPath(sys(7, tm+2, nrAccess, 0, 900), 0, "/bin/sh"))
+		tm += 100_000
+	}
+	f := byID(findings(evs), SyscallRefused)
+	if f == nil {
+		t.Fatal("no syscall-refused finding")
+	}
+	if want := "fell back to access 5000 time(s)"; !strings.Contains(f.Title+f.Summary, want) {
+		t.Errorf("want %q in %q / %q", want, f.Title, f.Summary)
+	}
+}
