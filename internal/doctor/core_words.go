@@ -39,3 +39,18 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// keyOf joins the parts of a Finding.Key: what the detector groups its
+// findings by, never a count, a time or a pid.
+func keyOf(parts ...string) string { return strings.Join(parts, "|") }
+
+// sortedKeys is m's keys in order: for a key, which must not follow the
+// counts.
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -740,7 +740,7 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 		// Each failure is a process or thread lost: weigh it as a
 		// millisecond of stall, so a storm of them ranks with long stalls.
 		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
-			Score: float64(g.n) * 1e6})
+			Score: float64(g.n) * 1e6, Key: keyOf("pids", g.v.kind, g.v.dir), Syscalls: byValue(g.calls)})
 	}
 	return out
 }
@@ -900,7 +900,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 			"the work fit it: stream files instead of caching them (posix_fadvise DONTNEED after use, O_DIRECT), " +
 			"write back dirty data sooner (sync_file_range, fsync), use less memory per request."
 		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
-			Score: float64(lost)})
+			Score: float64(lost), Key: keyOf("memory", dir)})
 	}
 	return out
 }
@@ -989,7 +989,7 @@ func (c *cgroupLimit) cpuFindings(env *Env) []Finding {
 			"(cpu.weight, requests), or make the work need less CPU; a longer period (cpu.max's second number) spreads the " +
 			"same quota into shorter stalls."
 		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
-			Score: float64(throttled)})
+			Score: float64(throttled), Key: keyOf("cpu", dir)})
 	}
 	return out
 }

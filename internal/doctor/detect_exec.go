@@ -151,6 +151,7 @@ func (x *execFail) Findings(env *Env) []Finding {
 	}
 	return []Finding{{
 		ID:       ExecFailure,
+		Key:      keyOf(),
 		Severity: Warning,
 		Title:    fmt.Sprintf("%d process(es) could not run their program and exited", len(found)),
 		Summary: fmt.Sprintf("%s tried %d time(s) to execute a program and every attempt failed (%v), then exited with status %d. "+

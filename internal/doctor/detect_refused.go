@@ -251,7 +251,8 @@ func (r *refused) finding(env *Env, g *refusedGroup) Finding {
 	if len(uses) > 0 {
 		ev["used_for"] = uses
 	}
-	f := Finding{ID: SyscallRefused, Evidence: ev, Score: float64(g.n) * 1e6}
+	f := Finding{ID: SyscallRefused, Evidence: ev, Score: float64(g.n) * 1e6, Key: keyOf(calls, errno, answeredBy(g.key.kernel)),
+		Syscalls: names}
 	switch {
 	case g.key.kernel:
 		ev["answered_by"] = "kernel"
@@ -299,4 +300,12 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// answeredBy names who refused, for a finding's key.
+func answeredBy(kernel bool) string {
+	if kernel {
+		return "kernel"
+	}
+	return "seccomp"
 }

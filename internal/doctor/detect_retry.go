@@ -176,6 +176,8 @@ func (r *retry) Findings(env *Env) []Finding {
 		}
 		out = append(out, Finding{
 			ID:       FailedRetry,
+			Key:      keyOf(name, errno, change),
+			Syscalls: []string{name},
 			Severity: Warning,
 			Title:    fmt.Sprintf("%s fails with %s and is retried %s, %d times", name, errno, change, p.count),
 			Summary: fmt.Sprintf("%d times, %s failed with %s (%s) and the same thread called it again at once %s. "+

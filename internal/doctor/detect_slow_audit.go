@@ -155,7 +155,7 @@ func (a *auditStall) Findings(env *Env) []Finding {
 	// One backlog: whether a window saw stalled calls, the counters' waits
 	// or sleepers only, it is one stall of the host's audit, not three.
 	return []Finding{{ID: AuditBacklogStall, Severity: sev, Title: title, Summary: summary,
-		Evidence: ev, Fix: fix, Score: score, Same: "the audit backlog"}}
+		Evidence: ev, Fix: fix, Score: score, Key: keyOf("audit backlog")}}
 }
 
 // duringStall is the status read that best shows the stall: the fullest

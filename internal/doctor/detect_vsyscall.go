@@ -152,6 +152,7 @@ func (v *vsyscall) refusedFinding(env *Env, p *vsysProc, mode string) Finding {
 	return Finding{
 		ID:       LegacyVsyscall,
 		Severity: sev,
+		Key:      keyOf("refused", p.comm),
 		Title:    fmt.Sprintf("%s died using the legacy vsyscall page", env.ProcName(p.pid, p.comm)),
 		Summary: fmt.Sprintf("%s tried to %s the legacy vsyscall page at %#x (ip %#x); %s. %s "+
 			"Old C libraries (glibc before 2.14, as in images built on 2011-era distributions) and old static binaries "+
@@ -229,6 +230,7 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 	return Finding{
 		ID:       LegacyVsyscall,
 		Severity: sev,
+		Key:      keyOf("emulated"),
 		Title:    fmt.Sprintf("%d calls through the legacy vsyscall page, emulated by the kernel", n),
 		Summary: fmt.Sprintf("%d process(es) call %s through the legacy vsyscall page (%.0f calls/s). "+
 			"This kernel (vsyscall=%s) emulates each call in a page fault instead of answering it in user space through the vDSO.%s "+

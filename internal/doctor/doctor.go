@@ -63,21 +63,24 @@ type Finding struct {
 	// Containers names the containers of the processes the finding names
 	// (live, where known); none for processes on the host.
 	Containers []string `json:"containers,omitempty"`
+	// Key is what makes two findings one across windows and hosts, beside
+	// their ID: each detector says what (the syscalls and where they
+	// slept, a cgroup, a program's name), never a count, a time or a pid,
+	// which change from one window or restart to the next.
+	Key string `json:"key"`
+	// Syscalls are the syscalls the finding is about, by name, most
+	// often first where that is known.
+	Syscalls []string `json:"syscalls,omitempty"`
 	// Procs are the processes the finding names, with their cgroups, for
 	// callers that label findings their own way (the agent).
-	Procs []ProcRef `json:"-"`
-	// Same, if set, is what makes two reports of this finding one across
-	// the agent's windows, beside its ID and containers; unset, its title
-	// with the numbers taken out does. For a finding whose title says what
-	// the window happened to show of one state of the host.
-	Same string `json:"-"`
+	Procs []ProcRef `json:"procs,omitempty"`
 }
 
 // ProcRef is a process a finding names.
 type ProcRef struct {
-	PID       uint32
-	Cgroup    uint64
-	Container string // as Host.Container describes it; "" on the host
+	PID       uint32 `json:"pid"`
+	Cgroup    uint64 `json:"cgroup,omitempty"`
+	Container string `json:"container,omitempty"` // as Host.Container describes it; "" on the host
 }
 
 // Host holds the facts about the traced machine that explain findings.
@@ -218,6 +221,7 @@ func (env *Env) attribute(fs []Finding) {
 			}
 		}
 		sort.Strings(f.Containers)
+		sort.Slice(f.Procs, func(i, j int) bool { return f.Procs[i].PID < f.Procs[j].PID })
 	}
 }
 
@@ -329,11 +333,16 @@ func (d *Doctor) Observe(e *event.Event) {
 	}
 }
 
+// SchemaVersion is the version of the report's JSON (docs/json.md): it
+// grows when a field changes meaning or goes, not when one is added.
+const SchemaVersion = 1
+
 // Report is the doctor's conclusion.
 type Report struct {
-	Findings []Finding `json:"findings"`
-	Events   uint64    `json:"events"`
-	Drops    uint64    `json:"drops"`
+	SchemaVersion int       `json:"schema_version"`
+	Findings      []Finding `json:"findings"`
+	Events        uint64    `json:"events"`
+	Drops         uint64    `json:"drops"`
 	// Uncounted is how many calls the kernel's table of exact counts had
 	// no cell for (one cell per process and syscall): the counts the
 	// detectors used are short by that many. UncountedNoMem of them were
@@ -365,6 +374,15 @@ func (d *Doctor) Report() *Report {
 		d.env.named = d.env.named[:0]
 		got := det.Findings(d.env)
 		d.env.attribute(got)
+		for i := range got {
+			// The detector's key says what within its findings; the ID,
+			// which.
+			if got[i].Key == "" {
+				got[i].Key = string(got[i].ID)
+			} else {
+				got[i].Key = string(got[i].ID) + ":" + got[i].Key
+			}
+		}
 		fs = append(fs, got...)
 		if len(got) == 0 {
 			silent = append(silent, det)
@@ -380,7 +398,7 @@ func (d *Doctor) Report() *Report {
 		fs = []Finding{}
 	}
 	h := d.env.Host
-	return &Report{Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
+	return &Report{SchemaVersion: SchemaVersion, Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
 		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}, Near: nears(d.env, silent)}
 }
 
