@@ -2,21 +2,17 @@ package doctor
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/units"
 )
 
-// The findings it reports.
-const (
-	SlowSyscall       ID = "slow-syscall"
-	AuditBacklogStall ID = "audit-backlog-stall"
-)
+// The finding it reports.
+const SlowSyscall ID = "slow-syscall"
 
 func init() {
-	register(registration{ids: []ID{SlowSyscall, AuditBacklogStall},
+	register(registration{ids: []ID{SlowSyscall},
 		build: func(h *Host) Detector {
 			s := newSlow(h.Arch, h.Live)
 			s.bar = h.slowBar()
@@ -27,19 +23,18 @@ func init() {
 // slow groups syscalls that took long by where they slept (with --stacks,
 // the kernel stack; otherwise the syscall). Calls that exist to wait (poll,
 // a blocking read of a pipe, nanosleep, futex) are left out: waiting is
-// their job. Syscalls that slept in the audit subsystem get their own
-// finding, audit-backlog-stall (detect_slow_audit.go), which also reads the kernel's
-// audit counters.
+// their job. Syscalls that slept in the audit subsystem, or that an
+// imported capture's audit settings explain, are audit-backlog-stall's
+// (detect_audit.go).
 type slow struct {
 	arch   event.Arch
 	bar    uint64 // ns: a call this long is slow (Host.slowBar)
 	groups map[string]*slowGroup
-	audit  *auditStall
 	// stacked: some slow call carried where it slept, so sleep tracking
 	// was on and a slow call without a switch-out ran on the CPU.
 	stacked   bool
 	unstacked []unstackedCall
-	counts    []uint64 // calls by syscall number, fast or slow (detect_slow_auditinfer.go)
+	counts    []uint64 // calls by syscall number, fast or slow (inferAudit)
 	// under is the longest call under bar that does not wait by
 	// design: the nearest miss (near).
 	under struct {
@@ -48,24 +43,6 @@ type slow struct {
 		comm    string
 		example string
 	}
-}
-
-type slowGroup struct {
-	where   string
-	stack   []string
-	calls   map[string]uint64 // syscall name → count
-	n       uint64
-	totalNS uint64
-	maxNS   uint64
-	// maxOwnNS: the longest call less its time waiting for a CPU, which is
-	// the host's load, not the call's; the warning's measure.
-	maxOwnNS uint64
-	sleptNS  uint64 // blocked
-	queuedNS uint64 // runnable, waiting for a CPU
-	example  string
-	wakers   map[string]uint64
-	procs    map[uint32]string
-	nonblock uint64 // calls made with a non-blocking flag that still slept
 }
 
 // A call asleep waiting for the storage device is never more than info:
@@ -78,7 +55,7 @@ type slowGroup struct {
 
 // live no longer matters here: the audit status comes from Host.Audit.
 func newSlow(arch event.Arch, live bool) *slow {
-	return &slow{arch: arch, bar: slowMin, groups: map[string]*slowGroup{}, audit: &auditStall{arch: arch}}
+	return &slow{arch: arch, bar: slowMin, groups: map[string]*slowGroup{}}
 }
 
 func (s *slow) Observe(e *event.Event) {
@@ -108,136 +85,27 @@ func (s *slow) Observe(e *event.Event) {
 		return
 	}
 	name := event.SyscallName(s.arch, sc.Nr)
-	if cause, _, _ := bioCause(name, sc); cause != "" {
-		return // a call that did not ask for I/O, waiting for it: blocked-in-kernel-io's
+	if ownedElsewhere(name, sc) {
+		return
 	}
-	if ownsMmapLock(sc) {
-		return // mmap-lock-contention's
-	}
-	if _, memcg := memcgReclaim(sc); memcg {
-		return // a cgroup at its memory limit: cgroup-limit's (detect_cgroup.go)
-	}
-	key, stack := name, []string(nil)
-	isAudit, waiting := false, event.Is(name, event.MayWait)
-	var blocked, queued uint64 // ns asleep, and ns runnable without a CPU
-	var firstBlocked *event.Sleep
-	if len(sc.Sleeps) > 0 {
-		// The stacks decide, when there are stacks: a read of a pipe waits
-		// by design, a read stuck in I/O or on a lock does not.
-		stacked, waits := true, true
-		for i := range sc.Sleeps {
-			sl := &sc.Sleeps[i]
-			if hasFrame(sl.Stack, []string{"audit_log_start"}) {
-				isAudit = true
-			}
-			if !named(sl.Stack) {
-				// No frame has a name (kernel symbols hidden from the
-				// reader): the stack cannot tell a wait from a stall.
-				stacked = false
-			}
-			if preempted(sl) {
-				queued += sl.Duration
-				continue
-			}
-			blocked += sl.Duration
-			if firstBlocked == nil {
-				firstBlocked = sl
-			}
-			if len(sl.Stack) > 0 && !hasFrame(sl.Stack, waitFrames) && !vforkWait(sl.Stack) {
-				waits = false
-			}
-		}
-		// The kernel's count has the wait for a CPU in places the sleep
-		// slots did not keep.
-		queued = max(queued, sc.Queued)
-		if firstBlocked != nil {
-			key, stack = where(firstBlocked.Stack)
-			if key == "" {
-				key = name
-			}
-		}
-		if stacked {
-			waiting = waits
-			// A call that spent the threshold on the CPU is slow however
-			// it slept or queued on the way, and where it did says nothing
-			// of why; one that never blocked is running, whatever its name.
-			// A call mostly on the CPU joins the running calls of its
-			// syscall, wherever it blocked for a moment.
-			onCPU := sc.Latency - min(blocked+queued, sc.Latency)
-			if firstBlocked == nil || waits && onCPU >= s.bar || !waits && blocked*2 < sc.Latency {
-				waiting = false
-				key, stack = name, nil
-			}
-		}
-	} else if !isAudit && !event.Is(name, event.Waits) && !(event.Is(name, event.MayWait) && interrupted(sc.Ret)) {
-		// (A wait a signal interrupted comes back without its sleeps: it
-		// is held until the thread's next call, and emitted from there.)
-		// No switch-out at all: with sleep tracking on it ran on the CPU
-		// from entry to exit, a read of 64 MiB of /dev/urandom as much as
-		// a getrandom. Whether tracking was on, the report knows.
-		if len(s.unstacked) < 10000 {
+	if len(sc.Sleeps) == 0 {
+		// No switch-out at all: whether sleep tracking was on (so it ran
+		// on the CPU), the report knows.
+		if unstacked(name, sc) && len(s.unstacked) < 10000 {
 			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, sc: *sc})
 		}
 		return
 	}
-	if (waiting || event.Is(name, event.Waits)) && !isAudit {
-		return
+	c := sleptIn(name, sc, s.bar)
+	if c.audit || c.waiting || event.Is(name, event.Waits) {
+		return // audit-backlog-stall's, or a wait by design
 	}
-	s.add(e.PID, e.Comm, sc, name, key, stack, isAudit, blocked, queued)
-}
-
-// unstackedCall is a slow call that never switched out: running if sleep
-// tracking was on, unknown (and left to event.MayWait) if not.
-type unstackedCall struct {
-	pid  uint32
-	comm string
-	at   uint64
-	sc   event.Syscall
-}
-
-func (s *slow) add(pid uint32, comm string, sc *event.Syscall, name, key string, stack []string, isAudit bool, blocked, queued uint64) {
-	var g *slowGroup
-	if isAudit {
-		g = s.audit.group(key, stack)
-	} else {
-		g = s.groups[key]
-		if g == nil {
-			g = newGroup(key, stack)
-			s.groups[key] = g
-		}
+	g := s.groups[c.key]
+	if g == nil {
+		g = newGroup(c.key, c.stack)
+		s.groups[c.key] = g
 	}
-	g.calls[name]++
-	g.n++
-	g.totalNS += sc.Latency
-	g.maxOwnNS = max(g.maxOwnNS, sc.Latency-min(queued, sc.Latency))
-	g.sleptNS += blocked
-	g.queuedNS += queued
-	if sc.Latency > g.maxNS {
-		g.maxNS = sc.Latency
-		approx := ""
-		if sc.Approx {
-			approx = "~"
-		}
-		g.example = event.FormatSyscall(s.arch, sc) + fmt.Sprintf(" <%s%s>", approx, units.Duration(sc.Latency))
-		if len(stack) > 0 {
-			g.stack = stack
-		}
-	}
-	if nonBlocking(s.arch, sc) {
-		g.nonblock++
-	}
-	for _, sl := range sc.Sleeps {
-		if sl.WakerComm != "" && len(g.wakers) < 8 {
-			g.wakers[fmt.Sprintf("%s[%d]", sl.WakerComm, sl.WakerPID)]++
-		}
-	}
-	if len(g.procs) < 8 {
-		g.procs[pid] = comm
-	}
-}
-
-func newGroup(key string, stack []string) *slowGroup {
-	return &slowGroup{where: key, stack: stack, calls: map[string]uint64{}, wakers: map[string]uint64{}, procs: map[uint32]string{}}
+	g.add(s.arch, e.PID, e.Comm, sc, name, c.stack, c.blocked, c.queued)
 }
 
 func (s *slow) near(env *Env) *Near {
@@ -254,7 +122,7 @@ func (s *slow) near(env *Env) *Near {
 func (s *slow) Findings(env *Env) []Finding {
 	if !s.stacked {
 		if facts := readAuditFacts(env.Host.Meta); facts != nil {
-			s.unstacked = s.inferAudit(facts, s.unstacked)
+			_, _, s.unstacked = inferAudit(s.arch, facts, s.unstacked, s.counts) // the rest are audit-backlog-stall's
 		}
 	}
 	for _, u := range s.unstacked {
@@ -262,10 +130,15 @@ func (s *slow) Findings(env *Env) []Finding {
 		if !s.stacked && (event.Is(name, event.MayWait) || vforkCall(name, &u.sc)) {
 			continue // without stacks, a read may have waited by design
 		}
-		s.add(u.pid, u.comm, &u.sc, name, name, nil, false, 0, 0)
+		g := s.groups[name]
+		if g == nil {
+			g = newGroup(name, nil)
+			s.groups[name] = g
+		}
+		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0)
 	}
 	s.unstacked = nil
-	out := s.audit.Findings(env)
+	var out []Finding
 	unknown := s.unknownCause(env)
 	for _, g := range s.groups {
 		sev := Info
@@ -361,24 +234,4 @@ func orDash(s string) string {
 		return "the kernel"
 	}
 	return s
-}
-
-func (g *slowGroup) evidence(env *Env) map[string]any {
-	var procs []string
-	for pid, comm := range g.procs {
-		procs = append(procs, env.ProcName(pid, comm))
-	}
-	sort.Strings(procs)
-	ev := map[string]any{"syscalls": g.calls, "count": g.n, "total_ns": g.totalNS, "max_ns": g.maxNS,
-		"example": g.example, "processes": procs}
-	if len(g.stack) > 0 {
-		ev["stack"] = g.stack
-	}
-	if len(g.wakers) > 0 {
-		ev["woken_by"] = g.wakers
-	}
-	if g.nonblock > 0 {
-		ev["non_blocking_calls"] = g.nonblock
-	}
-	return ev
 }

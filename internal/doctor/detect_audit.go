@@ -11,9 +11,21 @@ import (
 	"github.com/sysray/sysray/internal/units"
 )
 
+// The finding it reports.
+const AuditBacklogStall ID = "audit-backlog-stall"
+
+func init() {
+	register(registration{ids: []ID{AuditBacklogStall},
+		build: func(h *Host) Detector {
+			a := newAuditStall(h.Arch)
+			a.bar = h.slowBar()
+			return a
+		}})
+}
+
 // auditStall reports audited syscalls that waited for room in a full audit
-// backlog. Two sources feed it: traced calls whose sleep stack passes
-// through audit_log_start (the slow detector hands them over), and, live,
+// backlog. Two sources feed it: traced calls of the slow bar or more whose
+// sleep stack passes through audit_log_start, and, live,
 // the kernel's own counters over the run (Host.Audit): the time tasks
 // waited (backlog_wait_time_actual), the records lost, the backlog at its
 // limit, and the tasks found asleep in audit_log_start. The counters cover
@@ -21,25 +33,83 @@ import (
 // audited, or when the backlog was full before the doctor started.
 type auditStall struct {
 	arch  event.Arch
+	bar   uint64     // ns: a call this long carries its sleeps (Host.slowBar)
 	calls *slowGroup // traced calls seen stalled; nil if none
+	// stacked: some slow call carried where it slept; then no stall is
+	// inferred, since one would have been seen.
+	stacked   bool
+	unstacked []unstackedCall // slow calls without sleeps, for inferAudit
+	counts    []uint64        // calls by syscall number, fast or slow (inferAudit)
 	// inferred: the calls were not seen asleep in audit_log_start but
 	// inferred to be from an imported capture's audit settings
-	// (detect_slow_auditinfer.go).
+	// (detect_audit_infer.go).
 	inferred *auditInference
 }
 
-// group is where the traced calls that slept in audit_log_start are counted.
-func (a *auditStall) group(key string, stack []string) *slowGroup {
+func newAuditStall(arch event.Arch) *auditStall { return &auditStall{arch: arch, bar: slowMin} }
+
+// Observe keeps the slow calls that slept in audit_log_start, and for an
+// imported capture without sleeps what inferAudit needs: the slow calls
+// slow-syscall would look at, and every call's count.
+func (a *auditStall) Observe(e *event.Event) {
+	if e.Kind != event.KindSyscall {
+		return
+	}
+	sc := &e.Syscall
+	if int(sc.Nr) < 1<<12 {
+		if int(sc.Nr) >= len(a.counts) {
+			a.counts = append(a.counts, make([]uint64, int(sc.Nr)+1-len(a.counts))...)
+		}
+		a.counts[sc.Nr]++
+	}
+	if sc.Latency < a.bar {
+		return
+	}
+	if len(sc.Sleeps) > 0 {
+		a.stacked = true
+	}
+	if sc.Unfinished {
+		return
+	}
+	name := event.SyscallName(a.arch, sc.Nr)
+	if ownedElsewhere(name, sc) {
+		return
+	}
+	if len(sc.Sleeps) == 0 {
+		if unstacked(name, sc) && len(a.unstacked) < 10000 {
+			a.unstacked = append(a.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, sc: *sc})
+		}
+		return
+	}
+	if c := sleptIn(name, sc, a.bar); c.audit {
+		a.add(e.PID, e.Comm, sc, name, c.key, c.stack, c.blocked, c.queued)
+	}
+}
+
+// add counts a stalled call: in one group, named after the first.
+func (a *auditStall) add(pid uint32, comm string, sc *event.Syscall, name, key string, stack []string, blocked, queued uint64) {
 	if a.calls == nil {
 		a.calls = newGroup(key, stack)
 	}
-	return a.calls
+	a.calls.add(a.arch, pid, comm, sc, name, stack, blocked, queued)
 }
 
 // Findings: critical when one traced call waited a visible stall (slowWarn),
 // or when the counters say tasks waited that long in all; a warning for
 // shorter waits and for records lost without waits.
 func (a *auditStall) Findings(env *Env) []Finding {
+	if !a.stacked {
+		if facts := readAuditFacts(env.Host.Meta); facts != nil {
+			inf, picked, _ := inferAudit(a.arch, facts, a.unstacked, a.counts)
+			for i := range picked {
+				u := &picked[i]
+				name := event.SyscallName(a.arch, u.sc.Nr)
+				a.add(u.pid, u.comm, &u.sc, name, name, nil, 0, 0)
+			}
+			a.inferred = inf
+		}
+	}
+	a.unstacked = nil
 	if a.inferred != nil && a.calls != nil {
 		return []Finding{a.inferredFinding(env)}
 	}
