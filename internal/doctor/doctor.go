@@ -63,16 +63,17 @@ type Finding struct {
 	// Containers names the containers of the processes the finding names
 	// (live, where known); none for processes on the host.
 	Containers []string `json:"containers,omitempty"`
-	// Key is what makes two findings one across windows and hosts, beside
-	// their ID: each detector says what (the syscalls and where they
-	// slept, a cgroup, a program's name), never a count, a time or a pid,
-	// which change from one window or restart to the next.
+	// Key is what makes two findings one across windows and hosts: the ID,
+	// then what its detector groups by (where slow calls slept, a cgroup,
+	// a program's name), never a count, a time or a pid, which change from
+	// one window or restart to the next.
 	Key string `json:"key"`
 	// Syscalls are the syscalls the finding is about, by name, most
 	// often first where that is known.
 	Syscalls []string `json:"syscalls,omitempty"`
-	// Procs are the processes the finding names, with their cgroups, for
-	// callers that label findings their own way (the agent).
+	// Procs are the processes the finding names (those its detector named
+	// with ProcName whose "comm[pid]" its text gives), with their cgroups,
+	// for callers that label findings their own way (the agent).
 	Procs []ProcRef `json:"procs,omitempty"`
 }
 
