@@ -225,7 +225,7 @@ func (a *auditStall) Findings(env *Env) []Finding {
 	// One backlog: whether a window saw stalled calls, the counters' waits
 	// or sleepers only, it is one stall of the host's audit, not three.
 	return []Finding{{ID: AuditBacklogStall, Severity: sev, Title: title, Summary: summary,
-		Evidence: ev, Fix: fix, Score: score, Key: keyOf("audit backlog")}}
+		Evidence: ev, Fix: fix, Score: score, Key: keyOf("audit backlog"), Procs: env.refs(a.pids(win)...)}}
 }
 
 // duringStall is the status read that best shows the stall: the fullest
@@ -380,4 +380,19 @@ func nonblockText(g *slowGroup) string {
 		return ""
 	}
 	return fmt.Sprintf(" %d of them were non-blocking calls.", g.nonblock)
+}
+
+// pids is the processes the finding is about: those of the stalled calls
+// it keeps (a few), and those found asleep in audit_log_start.
+func (a *auditStall) pids(win *audit.Window) []uint32 {
+	var out []uint32
+	if a.calls != nil {
+		out = pidsOf(a.calls.procs)
+	}
+	if win != nil {
+		for _, s := range win.Sleepers {
+			out = append(out, s.PID)
+		}
+	}
+	return out
 }

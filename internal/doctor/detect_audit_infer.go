@@ -94,7 +94,7 @@ func (a *auditStall) inferredFinding(env *Env) Finding {
 		summary = joinSentences(summary, fmt.Sprintf("The registered audit daemon was pid %d.", p))
 	}
 	summary = joinSentences(summary, "Applications see this as unexplained gaps: a non-blocking call that takes hundreds of milliseconds.")
-	return Finding{ID: AuditBacklogStall, Severity: sev, Key: keyOf("audit backlog", "inferred"), Syscalls: byValue(g.calls),
+	return Finding{ID: AuditBacklogStall, Severity: sev, Key: keyOf("audit backlog", "inferred"), Procs: env.refs(pidsOf(g.procs)...), Syscalls: byValue(g.calls),
 		Title: fmt.Sprintf("%d audited syscalls stalled up to %s, inferred to wait for room in the audit backlog",
 			g.n, units.Duration(g.maxNS)),
 		Summary: summary, Evidence: ev, Score: float64(g.totalNS) * 10,

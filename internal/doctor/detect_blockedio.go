@@ -269,7 +269,7 @@ func (b *blockedIO) Findings(env *Env) []Finding {
 			point = g.mount.point
 		}
 		// As the calls are grouped: by cause and mount.
-		f := Finding{ID: BlockedIO, Severity: sev, Key: keyOf(g.cause, point), Syscalls: byValue(g.calls),
+		f := Finding{ID: BlockedIO, Severity: sev, Key: keyOf(g.cause, point), Syscalls: byValue(g.calls), Procs: env.refs(pids...),
 			Title: fmt.Sprintf("%d %s waited for %s%s, up to %s", g.n, calls, bioShort[g.cause], where, units.Duration(g.maxNS)),
 			Summary: fmt.Sprintf("%s made %d %s call(s) that do not ask for I/O, yet waited %s in all (up to %s a call) for %s%s.%s",
 				who, g.n, calls, units.Duration(g.waitNS), units.Duration(g.maxNS), bioWhat[g.cause], where, why),

@@ -655,6 +655,7 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 		procs []string
 		ex    string
 		facts *nprocFacts
+		pids  []uint32
 	}
 	groups := map[pidsVerdict]*group{}
 	var order []pidsVerdict
@@ -682,6 +683,7 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 			g.n += n
 		}
 		g.procs = append(g.procs, env.ProcName(pid, p.comm))
+		g.pids = append(g.pids, pid)
 	}
 	var out []Finding
 	for _, v := range order {
@@ -740,7 +742,7 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 		// Each failure is a process or thread lost: weigh it as a
 		// millisecond of stall, so a storm of them ranks with long stalls.
 		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
-			Score: float64(g.n) * 1e6, Key: keyOf("pids", g.v.kind, g.v.dir), Syscalls: byValue(g.calls)})
+			Score: float64(g.n) * 1e6, Key: keyOf("pids", g.v.kind, g.v.dir), Syscalls: byValue(g.calls), Procs: env.refs(g.pids...)})
 	}
 	return out
 }
@@ -798,6 +800,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 		r     reclaimCalls
 		ps    reclaimPasses
 		procs []string
+		pids  []uint32
 	}
 	groups := map[string]*group{}
 	var order []string
@@ -820,6 +823,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 			g.ps.add(p.passes)
 		}
 		g.procs = append(g.procs, env.ProcName(pid, p.comm))
+		g.pids = append(g.pids, pid)
 	}
 	var out []Finding
 	for _, dir := range order {
@@ -900,7 +904,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 			"the work fit it: stream files instead of caching them (posix_fadvise DONTNEED after use, O_DIRECT), " +
 			"write back dirty data sooner (sync_file_range, fsync), use less memory per request."
 		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
-			Score: float64(lost), Key: keyOf("memory", dir)})
+			Score: float64(lost), Key: keyOf("memory", dir), Procs: env.refs(g.pids...)})
 	}
 	return out
 }
@@ -925,6 +929,7 @@ func mib(n int64) string {
 func (c *cgroupLimit) cpuFindings(env *Env) []Finding {
 	type group struct {
 		procs            []string
+		pids             []uint32
 		queued, queuedNS uint64
 	}
 	groups := map[string]*group{}
@@ -941,6 +946,7 @@ func (c *cgroupLimit) cpuFindings(env *Env) []Finding {
 				groups[dir] = g
 			}
 			g.procs = append(g.procs, env.ProcName(pid, p.comm))
+			g.pids = append(g.pids, pid)
 			g.queued += p.queued
 			g.queuedNS += p.queuedNS
 		}
@@ -989,7 +995,7 @@ func (c *cgroupLimit) cpuFindings(env *Env) []Finding {
 			"(cpu.weight, requests), or make the work need less CPU; a longer period (cpu.max's second number) spreads the " +
 			"same quota into shorter stalls."
 		out = append(out, Finding{ID: CgroupLimit, Severity: sev, Title: title, Summary: summary, Evidence: ev, Fix: fix,
-			Score: float64(throttled), Key: keyOf("cpu", dir)})
+			Score: float64(throttled), Key: keyOf("cpu", dir), Procs: env.refs(g.pids...)})
 	}
 	return out
 }

@@ -265,6 +265,7 @@ func (c *contention) Findings(env *Env) []Finding {
 					units.Duration(uint64(cv.lowCPU)), units.Duration(uint64(cv.highCPU)))
 			}
 			out = append(out, Finding{ID: KernelContention, Severity: Warning, Key: keyOf(name), Syscalls: []string{name},
+				Procs: env.refs(pidsOf(pids)...),
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d processes and slows as they call it together", name, 100*share, len(pids)),
 				Summary: fmt.Sprintf("%d processes in %d cgroups spend on average %.0f%% of their time inside %s, and a call takes "+
 					"%s with %d caller(s) in it against %s with %d%s: the callers contend for something inside one shared kernel, "+
@@ -307,6 +308,7 @@ func (c *contention) Findings(env *Env) []Finding {
 				isolated = fmt.Sprintf(" They run in %d cgroups, and no cgroup limit isolates a cost paid inside the one kernel they share.", len(cgroups))
 			}
 			out = append(out, Finding{ID: KernelHotspot, Severity: sev, Key: keyOf(name), Syscalls: []string{name},
+				Procs: env.refs(pidsOf(pids)...),
 				Title: fmt.Sprintf("%s takes %.0f%% of the time of %d process(es) in %d cgroup(s)", name, 100*share, len(pids), len(cgroups)),
 				Summary: fmt.Sprintf("%s %.0f%% of their time inside %s: one kernel path dominates them, and nothing in user space "+
 					"shows it.%s%s%s%s%s%s",

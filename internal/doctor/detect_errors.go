@@ -109,7 +109,7 @@ func (x *errs) Findings(env *Env) []Finding {
 			}
 			procs = append(procs, env.ProcName(pid, x.comms[pid]))
 		}
-		out = append(out, Finding{ID: ErrorStorm, Severity: Info, Key: keyOf(name, errno), Syscalls: []string{name},
+		out = append(out, Finding{ID: ErrorStorm, Severity: Info, Key: keyOf(name, errno), Syscalls: []string{name}, Procs: env.refs(pids...),
 			Title: fmt.Sprintf("%d of %d %s calls failed with %s", n, calls, name, errno),
 			Summary: fmt.Sprintf("%s failed %d times with %s (%s), most of its calls in %d process(es). A syscall that fails this often "+
 				"is usually a loop asking for something that is not there, or a call a library makes and expects to fail.",

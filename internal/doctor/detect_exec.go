@@ -149,8 +149,13 @@ func (x *execFail) Findings(env *Env) []Finding {
 		}
 		procs = append(procs, fmt.Sprintf("%s: exit %d", env.ProcName(f.pid, f.comm), f.code))
 	}
+	var pids []uint32
+	for _, f := range found {
+		pids = append(pids, f.pid)
+	}
 	return []Finding{{
 		ID:       ExecFailure,
+		Procs:    env.refs(pids...),
 		Key:      keyOf(),
 		Severity: Warning,
 		Title:    fmt.Sprintf("%d process(es) could not run their program and exited", len(found)),

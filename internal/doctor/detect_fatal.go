@@ -423,7 +423,7 @@ func (f *fatal) Findings(env *Env) []Finding {
 		if id == OOMKill {
 			title = fmt.Sprintf("%s was killed by the out-of-memory killer", env.ProcName(d.pid, d.comm))
 		}
-		out = append(out, Finding{ID: id, Severity: sev, Key: keyOf(d.comm, status, seccompCall),
+		out = append(out, Finding{ID: id, Severity: sev, Key: keyOf(d.comm, status, seccompCall), Procs: env.refs(d.pid),
 			Title: title, Summary: summary,
 			Evidence: ev, Fix: fix, Score: 1e9})
 	}

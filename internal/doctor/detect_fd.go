@@ -391,7 +391,11 @@ func (x *fdExhaustion) finding(env *Env, errno int, vs []*fdVerdict) Finding {
 		"errno": errName, "errno_meaning": fdErrnoMeaning(errno), "failures": total, "calls": calls,
 		"processes": procs, "example": w.p.example, "severity_because": w.because,
 	}
-	f := Finding{ID: FDExhaustion, Severity: w.sev, Evidence: ev, Score: float64(total), Key: keyOf(w.p.comm, strings.Join(sortedKeys(calls), ","), errName),
+	var pids []uint32
+	for _, v := range vs {
+		pids = append(pids, v.pid)
+	}
+	f := Finding{ID: FDExhaustion, Procs: env.refs(pids...), Severity: w.sev, Evidence: ev, Score: float64(total), Key: keyOf(w.p.comm, strings.Join(sortedKeys(calls), ","), errName),
 		Syscalls: byValue(calls)}
 	if w.sev == Critical {
 		f.Score += 1e9 // an outage first

@@ -322,7 +322,7 @@ func (g *growth) Findings(env *Env) []Finding {
 					ev["spell"] = map[string]any{"calls": sp.calls, "from": sp.x0, "to": sp.x1, "times_trend": sp.factor}
 				}
 			}
-			out = append(out, Finding{ID: LatencyGrows, Severity: Warning, Key: keyOf(p.comm, name, joinAnd(names)), Syscalls: []string{name},
+			out = append(out, Finding{ID: LatencyGrows, Severity: Warning, Key: keyOf(p.comm, name, joinAnd(names)), Syscalls: []string{name}, Procs: env.refs(p.pid),
 				Title: fmt.Sprintf("%s in %s gets slower as the process's %s grow", name, env.ProcName(p.pid, p.comm), joinAnd(names)),
 				Summary: fmt.Sprintf("In %s, %s latency rises with the number of %s: from about %s at %.0f to %s at %.0f "+
 					"(%s more per unit, %s, %s in all). The kernel walks a structure that grows with the process; "+

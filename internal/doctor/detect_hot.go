@@ -238,7 +238,7 @@ func (h *hot) Findings(env *Env) []Finding {
 		ev["threads"] = nthreads[k.pid]
 		ev["example"] = c.example
 		ev["process"] = env.ProcName(k.pid, c.comm)
-		out = append(out, Finding{ID: HotSyscall, Severity: sev, Key: keyOf(c.comm, name), Syscalls: []string{name},
+		out = append(out, Finding{ID: HotSyscall, Severity: sev, Key: keyOf(c.comm, name), Syscalls: []string{name}, Procs: env.refs(k.pid),
 			Title: fmt.Sprintf("%s called %s times a second in %s: %.0f%% of its time", name,
 				units.Count(rate), env.ProcName(k.pid, c.comm), 100*share),
 			Summary: fmt.Sprintf("%s made %d %s calls (%s a second per thread), each about %s in the kernel, %s in all: "+

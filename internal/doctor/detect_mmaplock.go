@@ -158,7 +158,7 @@ func (m *mmapLock) Findings(env *Env) []Finding {
 		if share > 0 {
 			summary += fmt.Sprintf(" That is %.0f%% of the process's thread time.", 100*share)
 		}
-		out = append(out, Finding{ID: MmapLockContention, Severity: sev, Key: keyOf(p.comm), Syscalls: byValue(p.calls),
+		out = append(out, Finding{ID: MmapLockContention, Severity: sev, Key: keyOf(p.comm), Syscalls: byValue(p.calls), Procs: env.refs(pid),
 			Title:    fmt.Sprintf("threads of %s queue on its mmap lock: %d %s, up to %s", proc, p.n, calls, units.Duration(p.maxNS)),
 			Summary:  summary,
 			Evidence: ev,

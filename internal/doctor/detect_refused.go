@@ -252,7 +252,7 @@ func (r *refused) finding(env *Env, g *refusedGroup) Finding {
 		ev["used_for"] = uses
 	}
 	f := Finding{ID: SyscallRefused, Evidence: ev, Score: float64(g.n) * 1e6, Key: keyOf(calls, errno, answeredBy(g.key.kernel)),
-		Syscalls: names}
+		Syscalls: names, Procs: env.refs(pids...)}
 	switch {
 	case g.key.kernel:
 		ev["answered_by"] = "kernel"

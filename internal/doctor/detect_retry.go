@@ -177,6 +177,7 @@ func (r *retry) Findings(env *Env) []Finding {
 		out = append(out, Finding{
 			ID:       FailedRetry,
 			Key:      keyOf(name, errno, change),
+			Procs:    env.refs(pidsOf(p.procs)...),
 			Syscalls: []string{name},
 			Severity: Warning,
 			Title:    fmt.Sprintf("%s fails with %s and is retried %s, %d times", name, errno, change, p.count),

@@ -146,7 +146,7 @@ func (s *slow) Findings(env *Env) []Finding {
 		if g.maxOwnNS >= slowWarn && !device {
 			sev = Warning
 		}
-		f := Finding{ID: SlowSyscall, Severity: sev, Key: keyOf(g.where), Syscalls: byValue(g.calls),
+		f := Finding{ID: SlowSyscall, Severity: sev, Key: keyOf(g.where), Syscalls: byValue(g.calls), Procs: env.refs(pidsOf(g.procs)...),
 			Title: fmt.Sprintf("%d slow %s, up to %s, sleeping in %s", g.n, callList(g.calls), units.Duration(g.maxNS), orDash(g.where)),
 			Summary: fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each%s. These are not calls that wait by design, "+
 				"so the time is a stall the program did not ask for.", g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS),

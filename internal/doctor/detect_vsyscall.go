@@ -153,6 +153,7 @@ func (v *vsyscall) refusedFinding(env *Env, p *vsysProc, mode string) Finding {
 		ID:       LegacyVsyscall,
 		Severity: sev,
 		Key:      keyOf("refused", p.comm),
+		Procs:    env.refs(p.pid),
 		Title:    fmt.Sprintf("%s died using the legacy vsyscall page", env.ProcName(p.pid, p.comm)),
 		Summary: fmt.Sprintf("%s tried to %s the legacy vsyscall page at %#x (ip %#x); %s. %s "+
 			"Old C libraries (glibc before 2.14, as in images built on 2011-era distributions) and old static binaries "+
@@ -231,6 +232,7 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 		ID:       LegacyVsyscall,
 		Severity: sev,
 		Key:      keyOf("emulated"),
+		Procs:    env.refs(vsysPIDs(ps)...),
 		Title:    fmt.Sprintf("%d calls through the legacy vsyscall page, emulated by the kernel", n),
 		Summary: fmt.Sprintf("%d process(es) call %s through the legacy vsyscall page (%.0f calls/s). "+
 			"This kernel (vsyscall=%s) emulates each call in a page fault instead of answering it in user space through the vDSO.%s "+
@@ -274,4 +276,12 @@ func joinKeys(m map[string]uint64) string {
 		s += k
 	}
 	return s
+}
+
+func vsysPIDs(ps []*vsysProc) []uint32 {
+	var out []uint32
+	for _, p := range ps {
+		out = append(out, p.pid)
+	}
+	return out
 }

@@ -71,9 +71,9 @@ type Finding struct {
 	// Syscalls are the syscalls the finding is about, by name, most
 	// often first where that is known.
 	Syscalls []string `json:"syscalls,omitempty"`
-	// Procs are the processes the finding names (those its detector named
-	// with ProcName whose "comm[pid]" its text gives), with their cgroups,
-	// for callers that label findings their own way (the agent).
+	// Procs are the processes the finding is about, as its detector
+	// knows them (Env.refs), with their cgroups and containers, for
+	// callers that label findings their own way (the agent).
 	Procs []ProcRef `json:"procs,omitempty"`
 }
 
@@ -137,7 +137,6 @@ type Env struct {
 	threads map[uint32]*lifetime // by tid: first and last event
 	series  *Series              // live: the kernel's counts over time
 	oncpu   []CPUSample          // live: where the CPUs were, sampled
-	named   []ProcRef            // the processes ProcName named since Report last looked
 	// traced, when set, is the only stretch of time syscalls were traced
 	// (a duty-cycled agent): a thread's time counts only within it.
 	traced [2]uint64
@@ -171,58 +170,54 @@ func (env *Env) threadTime() (map[uint32]uint64, map[uint32]int) {
 // and its container.
 func (env *Env) ProcName(pid uint32, comm string) string {
 	name := env.procName(pid, comm)
-	ref := ProcRef{PID: pid, Cgroup: env.cgroups[pid]}
-	if env.Host.Container != nil {
-		if c := env.Host.Container(pid, ref.Cgroup); c != "" {
-			name += " in container " + c
-			ref.Container = c
-		}
+	if c := env.ref(pid).Container; c != "" {
+		name += " in container " + c
 	}
-	env.named = append(env.named, ref)
 	return name
 }
 
-// mentions reports whether text names the process as ProcName does,
-// "comm[pid]": a bracketed number right after a name, not a list of
-// numbers ("[12]" in a printed slice follows a space, colon or bracket).
-func mentions(text string, pid uint32) bool {
-	want := fmt.Sprintf("[%d]", pid)
-	for i := 0; ; {
-		j := strings.Index(text[i:], want)
-		if j < 0 {
-			return false
-		}
-		if k := i + j; k > 0 && !strings.ContainsRune(" :[\n", rune(text[k-1])) {
-			return true
-		}
-		i += j + 1
+// ref is a process as a finding refers to it: with its cgroup and its
+// container.
+func (env *Env) ref(pid uint32) ProcRef {
+	r := ProcRef{PID: pid, Cgroup: env.cgroups[pid]}
+	if env.Host.Container != nil {
+		r.Container = env.Host.Container(pid, r.Cgroup)
 	}
+	return r
 }
 
-// attribute gives each finding the processes, among those its detector
-// named, that its text mentions ("comm[pid]"), and their containers: a
-// detector names processes as it writes, and may write several findings.
-func (env *Env) attribute(fs []Finding) {
-	defer func() { env.named = env.named[:0] }()
-	if len(env.named) == 0 {
-		return
+// refs is the processes a finding is about (Finding.Procs), in pid order.
+func (env *Env) refs(pids ...uint32) []ProcRef {
+	pids = slices.Clone(pids)
+	slices.Sort(pids)
+	pids = slices.Compact(pids)
+	out := make([]ProcRef, 0, len(pids))
+	for _, pid := range pids {
+		out = append(out, env.ref(pid))
 	}
+	return out
+}
+
+// pidsOf is the pids a map is keyed by.
+func pidsOf[V any](m map[uint32]V) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for pid := range m {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// attribute gives each finding the containers of the processes its
+// detector said it is about.
+func (env *Env) attribute(fs []Finding) {
 	for i := range fs {
 		f := &fs[i]
-		text := f.Title + "\n" + f.Summary + "\n" + fmt.Sprint(f.Evidence)
-		seen := map[uint32]bool{}
-		for _, r := range env.named {
-			if seen[r.PID] || !mentions(text, r.PID) {
-				continue
-			}
-			seen[r.PID] = true
-			f.Procs = append(f.Procs, r)
+		for _, r := range f.Procs {
 			if r.Container != "" && !slices.Contains(f.Containers, r.Container) {
 				f.Containers = append(f.Containers, r.Container)
 			}
 		}
 		sort.Strings(f.Containers)
-		sort.Slice(f.Procs, func(i, j int) bool { return f.Procs[i].PID < f.Procs[j].PID })
 	}
 }
 
@@ -372,7 +367,6 @@ func (d *Doctor) Report() *Report {
 	var fs []Finding
 	var silent []Detector
 	for _, det := range d.detectors {
-		d.env.named = d.env.named[:0]
 		got := det.Findings(d.env)
 		d.env.attribute(got)
 		for i := range got {
