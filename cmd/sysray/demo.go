@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/report"
 	"github.com/sysray/sysray/internal/session"
 )
@@ -94,7 +94,7 @@ func newDemo() *cobra.Command {
 				if !asJSON {
 					fmt.Printf("\n==== demo %s: %s\n$ sysray doctor -- %s\n\n", d.name, d.story, strings.Join(argv, " "))
 				}
-				sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
+				sel := session.Selection{Stacks: true, Slow: probe.DefaultSlow}
 				// The reports own stdout; the scenarios' own output goes to stderr.
 				rep, _, err := doctor.Live(&sel, argv, os.Stderr)
 				if err != nil {

@@ -1,14 +1,16 @@
 package doctor
 
+import "github.com/sysray/sysray/internal/probe"
+
 // The bars several detectors share. A detector's own thresholds live in
 // its file; these are here because they mean the same thing wherever they
 // are used, so they must not drift apart.
 
 // slowMin: below this a syscall is not slow enough to report at all, and
-// without stacks the probe keeps no sleep for it. It is `--slow`'s default
-// (probe.DefaultSlow): 10 ms is a frame at 100 Hz, the smallest stall a
-// person or a request's latency budget notices.
-const slowMin = 10_000_000
+// the probe keeps no sleep for it: `--slow`'s default, when Host.Slow does
+// not say (probe.DefaultSlow: 10 ms is a frame at 100 Hz, the smallest
+// stall a person or a request's latency budget notices).
+const slowMin = uint64(probe.DefaultSlow)
 
 // slowWarn: at this a single call is a visible stall (a request, a frame,
 // a tick).
