@@ -97,7 +97,7 @@ func runVariant(t *testing.T, v variants.Variant, last bool) string {
 		// What the detector did say.
 		var said []string
 		for _, g := range r.Report.Findings {
-			if slices.Contains(v.Expect.IDs, string(g.ID)) {
+			if slices.Contains(v.Expect.IDs, g.ID) {
 				ev, _ := json.Marshal(g.Evidence)
 				said = append(said, fmt.Sprintf("%s %s: %s\n  evidence: %s", g.Severity, g.ID, g.Summary, ev))
 			}
