@@ -97,8 +97,8 @@ func (g *slowGroup) evidence(env *Env) map[string]any {
 	return ev
 }
 
-// sleptSummary is what a slow call's sleeps say: where it slept, whether that was
-// a wait by design, and whether in the audit subsystem.
+// sleptSummary is what a slow call's sleeps say: where it slept, whether
+// that was a wait by design, and whether in the audit subsystem.
 type sleptSummary struct {
 	key     string   // where it slept (its first frames past the scheduler), or its syscall's name when it ran
 	stack   []string // the stack of that sleep
@@ -112,53 +112,51 @@ type sleptSummary struct {
 func sleptIn(name string, sc *event.Syscall, bar uint64) sleptSummary {
 	c := sleptSummary{key: name, waiting: event.Is(name, event.MayWait)}
 	var firstBlocked *event.Sleep
-	{
-		// The stacks decide, when there are stacks: a read of a pipe waits
-		// by design, a read stuck in I/O or on a lock does not.
-		stacked, waits := true, true
-		for i := range sc.Sleeps {
-			sl := &sc.Sleeps[i]
-			if hasFrame(sl.Stack, []string{"audit_log_start"}) {
-				c.audit = true
-			}
-			if !named(sl.Stack) {
-				// No frame has a name (kernel symbols hidden from the
-				// reader): the stack cannot tell a wait from a stall.
-				stacked = false
-			}
-			if preempted(sl) {
-				c.queued += sl.Duration
-				continue
-			}
-			c.blocked += sl.Duration
-			if firstBlocked == nil {
-				firstBlocked = sl
-			}
-			if len(sl.Stack) > 0 && !hasFrame(sl.Stack, waitFrames) && !vforkWait(sl.Stack) {
-				waits = false
-			}
+	// The stacks decide, when there are stacks: a read of a pipe waits
+	// by design, a read stuck in I/O or on a lock does not.
+	stacked, waits := true, true
+	for i := range sc.Sleeps {
+		sl := &sc.Sleeps[i]
+		if hasFrame(sl.Stack, []string{"audit_log_start"}) {
+			c.audit = true
 		}
-		// The kernel's count has the wait for a CPU in places the sleep
-		// slots did not keep.
-		c.queued = max(c.queued, sc.Queued)
-		if firstBlocked != nil {
-			c.key, c.stack = where(firstBlocked.Stack)
-			if c.key == "" {
-				c.key = name
-			}
+		if !named(sl.Stack) {
+			// No frame has a name (kernel symbols hidden from the
+			// reader): the stack cannot tell a wait from a stall.
+			stacked = false
 		}
-		if stacked {
-			c.waiting = waits
-			// A call that spent the threshold on the CPU is slow however
-			// it slept or queued on the way, and where it did says nothing
-			// of why; one that never blocked is running, whatever its name.
-			// A call mostly on the CPU joins the running calls of its
-			// syscall, wherever it blocked for a moment.
-			onCPU := sc.Latency - min(c.blocked+c.queued, sc.Latency)
-			if firstBlocked == nil || waits && onCPU >= bar || !waits && c.blocked*2 < sc.Latency {
-				c.waiting = false
-				c.key, c.stack = name, nil
-			}
+		if preempted(sl) {
+			c.queued += sl.Duration
+			continue
+		}
+		c.blocked += sl.Duration
+		if firstBlocked == nil {
+			firstBlocked = sl
+		}
+		if len(sl.Stack) > 0 && !hasFrame(sl.Stack, waitFrames) && !vforkWait(sl.Stack) {
+			waits = false
+		}
+	}
+	// The kernel's count has the wait for a CPU in places the sleep
+	// slots did not keep.
+	c.queued = max(c.queued, sc.Queued)
+	if firstBlocked != nil {
+		c.key, c.stack = where(firstBlocked.Stack)
+		if c.key == "" {
+			c.key = name
+		}
+	}
+	if stacked {
+		c.waiting = waits
+		// A call that spent the threshold on the CPU is slow however
+		// it slept or queued on the way, and where it did says nothing
+		// of why; one that never blocked is running, whatever its name.
+		// A call mostly on the CPU joins the running calls of its
+		// syscall, wherever it blocked for a moment.
+		onCPU := sc.Latency - min(c.blocked+c.queued, sc.Latency)
+		if firstBlocked == nil || waits && onCPU >= bar || !waits && c.blocked*2 < sc.Latency {
+			c.waiting = false
+			c.key, c.stack = name, nil
 		}
 	}
 	return c
