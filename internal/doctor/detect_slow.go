@@ -14,7 +14,7 @@ const SlowSyscall ID = "slow-syscall"
 func init() {
 	register(registration{ids: []ID{SlowSyscall},
 		build: func(h *Host) Detector {
-			s := newSlow(h.Arch, h.Live)
+			s := newSlow(h.Arch)
 			s.bar = h.slowBar()
 			return s
 		}})
@@ -53,8 +53,7 @@ type slow struct {
 // getdents64), and no rule on the call's length alone tells that apart
 // from a failing disk; the device's own statistics would.
 
-// live no longer matters here: the audit status comes from Host.Audit.
-func newSlow(arch event.Arch, live bool) *slow {
+func newSlow(arch event.Arch) *slow {
 	return &slow{arch: arch, bar: slowMin, groups: map[string]*slowGroup{}}
 }
 
