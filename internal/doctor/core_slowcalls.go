@@ -177,6 +177,12 @@ func ownedElsewhere(name string, sc *event.Syscall) bool {
 	return memcg
 }
 
+// unstackedMax bounds the slow calls without sleeps a detector keeps for
+// its report: each is a copy of the call, and a capture imported from a
+// tool without sleeps can hold millions; the first ten thousand show the
+// pattern.
+const unstackedMax = 10000
+
 // unstacked says whether a slow call without sleeps is one whose sleeps
 // would have said something: not a wait by design, nor a wait a signal
 // interrupted (it comes back without its sleeps: they are held until the

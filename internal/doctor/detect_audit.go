@@ -76,7 +76,7 @@ func (a *auditStall) Observe(e *event.Event) {
 		return
 	}
 	if len(sc.Sleeps) == 0 {
-		if unstacked(name, sc) && len(a.unstacked) < 10000 {
+		if unstacked(name, sc) && len(a.unstacked) < unstackedMax {
 			a.unstacked = append(a.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, sc: *sc})
 		}
 		return

@@ -90,7 +90,7 @@ func (s *slow) Observe(e *event.Event) {
 	if len(sc.Sleeps) == 0 {
 		// No switch-out at all: whether sleep tracking was on (so it ran
 		// on the CPU), the report knows.
-		if unstacked(name, sc) && len(s.unstacked) < 10000 {
+		if unstacked(name, sc) && len(s.unstacked) < unstackedMax {
 			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, sc: *sc})
 		}
 		return
