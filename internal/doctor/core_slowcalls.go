@@ -178,9 +178,9 @@ func ownedElsewhere(name string, sc *event.Syscall) bool {
 }
 
 // unstackedMax bounds the slow calls without sleeps a detector keeps for
-// its report: each is a copy of the call, and a capture imported from a
-// tool without sleeps can hold millions; the first ten thousand show the
-// pattern.
+// its report: a bound on memory (each is a copy of the call, and a capture
+// imported from a tool without sleeps can hold millions). Past it, later
+// such calls go unreported.
 const unstackedMax = 10000
 
 // unstacked says whether a slow call without sleeps is one whose sleeps
