@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/report"
 	"github.com/sysray/sysray/internal/session"
 )
@@ -21,38 +21,38 @@ import (
 // run under the doctor.
 type demo struct {
 	name, story string
-	argv        []string // relative to the scenarios' bin directory
-	expect      []string // the findings one of which must come first
+	argv        []string    // relative to the scenarios' bin directory
+	expect      []doctor.ID // the findings one of which must come first
 }
 
 var demos = []demo{
 	{"vsyscall-crash", "A container's entrypoint dies silently: its old libc reads the legacy vsyscall page, which this kernel refuses.",
-		[]string{"vsyscall-crash"}, []string{"legacy-vsyscall"}},
+		[]string{"vsyscall-crash"}, []doctor.ID{doctor.LegacyVsyscall}},
 	{"vsyscall", "An old libc calls time() through the legacy vsyscall page: each call is emulated in a page fault.",
-		[]string{"vsyscall-bench", "-m", "vdso,vsyscall", "-d", "1"}, []string{"legacy-vsyscall"}},
+		[]string{"vsyscall-bench", "-m", "vdso,vsyscall", "-d", "1"}, []doctor.ID{doctor.LegacyVsyscall}},
 	{"fadvise", "One, then two, then four loggers, each in its own cgroup, call posix_fadvise(DONTNEED) after every write, as glog does.",
-		[]string{"fadvise", "-writers", "1,2,4", "-d", "1500ms"}, []string{"kernel-contention", "kernel-hotspot"}},
+		[]string{"fadvise", "-writers", "1,2,4", "-d", "1500ms"}, []doctor.ID{doctor.KernelContention, doctor.KernelHotspot}},
 	{"audit", "An audit rule on accept4 and an audit daemon that stopped reading: non-blocking accept4 sleeps.",
-		[]string{"audit", "-d", "4s"}, []string{"audit-backlog-stall"}},
+		[]string{"audit", "-d", "4s"}, []doctor.ID{doctor.AuditBacklogStall}},
 	// -F: the story (003) has no fork. With map32's fork after every 100
 	// threads the forks' growth is a second, true and costlier finding
 	// that comes first once they reach 50 ms (a slow phase of the VM);
 	// variants failed-syscall-retry/map32-forks and
 	// latency-grows-with-count/thread-stacks check that shape.
 	{"map32", "Thread stacks allocated with MAP_32BIT, as old glibc did, until the low 2 GiB are full.",
-		[]string{"map32", "-n", "1500", "-F"}, []string{"failed-syscall-retry"}},
+		[]string{"map32", "-n", "1500", "-F"}, []doctor.ID{doctor.FailedRetry}},
 	{"refused", "A current glibc program under a container runtime's seccomp profile that predates clone3 and faccessat2 and answers EPERM: glibc cannot fall back.",
-		[]string{"seccomp-run", "-a", "eperm", "--", "newlibc"}, []string{"syscall-refused"}},
+		[]string{"seccomp-run", "-a", "eperm", "--", "newlibc"}, []doctor.ID{doctor.SyscallRefused}},
 	{"mmaplock", "Two threads change one page's protection while a sibling maps 512 MiB with MAP_POPULATE: all queue on the process's mmap lock.",
-		[]string{"mmaplock", "-w", "mprotect"}, []string{"mmap-lock-contention"}},
+		[]string{"mmaplock", "-w", "mprotect"}, []doctor.ID{doctor.MmapLockContention}},
 	{"fdleak", "A server that never closes the connections it accepts reaches its descriptor limit: accept4 fails with EMFILE in a busy loop.",
-		[]string{"fdleak", "-k", "accept", "-l", "128", "-d", "2"}, []string{"fd-exhaustion"}},
+		[]string{"fdleak", "-k", "accept", "-l", "128", "-d", "2"}, []doctor.ID{doctor.FDExhaustion}},
 	{"memcg", "A container with a 32 MiB memory limit writes and reads back 128 MiB files: its reads and writes sleep in its own cgroup's reclaim.",
-		[]string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "2"}, []string{"cgroup-limit"}},
+		[]string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "2"}, []doctor.ID{doctor.CgroupLimit}},
 	{"writeback", "A writer on a host whose dirty-page limits are small (vm.dirty_bytes 4 MiB) writes 8 MiB at a time: each write() sleeps until writeback catches up.",
-		[]string{"blockedio", "-mode", "dirty", "-mb", "64", "-n", "8"}, []string{"blocked-in-kernel-io"}},
+		[]string{"blockedio", "-mode", "dirty", "-mb", "64", "-n", "8"}, []doctor.ID{doctor.BlockedIO}},
 	{"hotcall", "One process calls getppid about a million times a second: the syscall's fixed cost is the program's time.",
-		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []string{"hot-syscall"}},
+		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []doctor.ID{doctor.HotSyscall}},
 }
 
 func newDemo() *cobra.Command {
@@ -97,7 +97,7 @@ func newDemo() *cobra.Command {
 						return err
 					}
 				}
-				sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
+				sel := session.Selection{Stacks: true, Slow: probe.DefaultSlow}
 				// The reports own stdout; the scenarios' own output goes to stderr.
 				rep, _, err := doctor.Live(&sel, argv, os.Stderr)
 				if err != nil {

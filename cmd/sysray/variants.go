@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/report"
 	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/scenarios/variants"
@@ -114,7 +115,7 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		}
 		defer stop()
 	}
-	sel := session.Selection{Stacks: true, Slow: 10 * time.Millisecond}
+	sel := session.Selection{Stacks: true, Slow: probe.DefaultSlow}
 	if v.Mode == variants.Cmd {
 		if len(v.Without) > 0 {
 			return nil, fmt.Errorf("variant %s: only a workload started before sysray can keep the capabilities sysray goes without", v.Name)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -109,7 +108,7 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 			series[s.slot(l, now)] = true
 		}
 		for l := range series {
-			s.total[findingSeries{f.ID, f.Severity.String(), l}]++
+			s.total[findingSeries{string(f.ID), f.Severity.String(), l}]++
 		}
 		if rose && sev >= doctor.Warning {
 			news = append(news, *old)
@@ -163,34 +162,15 @@ func (s *Findings) slot(l Labels, now time.Time) Labels {
 	return l
 }
 
-// findingKey names a finding across windows: its detector, its containers,
-// and what the detector says makes it the same (doctor.Finding.Same), or
-// else its title with the numbers taken out ("12 write calls slept 1.2s"
-// and "15 write calls slept 2s" are one finding; pids change with
-// restarts, which is the same program failing again).
+// findingKey names a finding across windows: its containers and its key
+// (doctor.Finding.Key, which its detector defines and which holds no
+// count, time or pid: a program failing again after a restart is the same
+// finding).
 func findingKey(f *doctor.Finding, labels []Labels) string {
 	var b strings.Builder
-	b.WriteString(f.ID)
+	b.WriteString(f.Key)
 	for _, l := range labels {
 		b.WriteString("|" + l.Namespace + "/" + l.Pod + "/" + l.Container)
-	}
-	b.WriteByte('|')
-	if f.Same != "" {
-		b.WriteString(f.Same)
-		return b.String()
-	}
-	t := []rune(f.Title)
-	for i := 0; i < len(t); i++ {
-		if !unicode.IsDigit(t[i]) {
-			b.WriteRune(t[i])
-			continue
-		}
-		// A number, decimals and thousands included: "12.5", "2,815".
-		b.WriteByte('#')
-		for i+1 < len(t) && (unicode.IsDigit(t[i+1]) ||
-			(t[i+1] == '.' || t[i+1] == ',') && i+2 < len(t) && unicode.IsDigit(t[i+2])) {
-			i++
-		}
 	}
 	return b.String()
 }
@@ -304,7 +284,7 @@ func (s *Findings) Collect(ch chan<- prometheus.Metric) {
 			series[s.slot(l, time.Time{})] = true
 		}
 		for l := range series {
-			active[findingSeries{f.ID, f.Severity.String(), l}]++
+			active[findingSeries{string(f.ID), f.Severity.String(), l}]++
 		}
 	}
 	for k, n := range active {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,13 @@ import (
 	"github.com/sysray/sysray/internal/doctor"
 )
 
-func finding(id string, sev doctor.Severity, title string, pids ...uint32) doctor.Finding {
+var number = regexp.MustCompile(`[0-9]+([.,][0-9]+)*`)
+
+// finding is a detector's finding, keyed by its title without the
+// numbers, as a detector keys without counts, times or pids.
+func finding(id doctor.ID, sev doctor.Severity, title string, pids ...uint32) doctor.Finding {
 	f := doctor.Finding{ID: id, Severity: sev, Title: title}
+	f.Key = string(id) + ":" + number.ReplaceAllString(title, "#")
 	for _, p := range pids {
 		f.Procs = append(f.Procs, doctor.ProcRef{PID: p, Cgroup: uint64(p)})
 	}
@@ -160,10 +166,10 @@ sysray_findings_total{container="other",id="fatal-signal",namespace="",pod="",se
 	}
 }
 
-// A detector that says what makes its findings the same (the audit
-// backlog: one state of the host, whichever part of it a window saw) has
-// its windows' findings kept as one, whatever their titles.
-func TestFindingsSame(t *testing.T) {
+// Findings are one across windows by their key, which their detector
+// defines (the audit backlog: one state of the host, whichever part of it
+// a window saw), whatever their titles.
+func TestFindingsKey(t *testing.T) {
 	s := NewFindings(FindingsOptions{ActiveFor: 30 * time.Second, Forget: time.Hour, Name: testNamer, MaxContainers: 10})
 	t0 := time.Unix(1_700_000_000, 0)
 	titles := []string{"The audit backlog was full: audited syscalls waited for room in it",
@@ -171,18 +177,18 @@ func TestFindingsSame(t *testing.T) {
 		"1 syscalls stalled up to 635ms waiting for room in the audit backlog"}
 	for i, title := range titles {
 		f := finding("audit-backlog-stall", doctor.Critical, title)
-		f.Same = "the audit backlog"
+		f.Key = "audit-backlog-stall:audit backlog"
 		s.Merge([]doctor.Finding{f}, t0.Add(time.Duration(i)*10*time.Second))
 	}
 	if l := s.List(t0.Add(20 * time.Second)); len(l) != 1 || l[0].Occurrences != 3 || l[0].Title != titles[2] {
 		t.Errorf("three windows of one backlog: %+v", l)
 	}
-	// Without Same, the titles keep them apart.
+	// Other keys keep them apart.
 	s2 := NewFindings(FindingsOptions{ActiveFor: 30 * time.Second, Forget: time.Hour, Name: testNamer, MaxContainers: 10})
 	for i, title := range titles {
 		s2.Merge([]doctor.Finding{finding("audit-backlog-stall", doctor.Critical, title)}, t0.Add(time.Duration(i)*10*time.Second))
 	}
 	if l := s2.List(t0.Add(20 * time.Second)); len(l) != 3 {
-		t.Errorf("titles without Same: %d findings, want 3", len(l))
+		t.Errorf("three keys: %d findings, want 3", len(l))
 	}
 }

@@ -169,8 +169,8 @@ func (a *liveDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 			continue
 		}
 		for _, l := range f.Labels {
-			if a.cool.Allow(f.ID+"/"+l.Container, now) {
-				todo = append(todo, capture{f.ID, l.Container, "finding " + f.ID + ": " + f.Title})
+			if a.cool.Allow(string(f.ID)+"/"+l.Container, now) {
+				todo = append(todo, capture{string(f.ID), l.Container, "finding " + string(f.ID) + ": " + f.Title})
 			}
 		}
 	}

@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"strconv"
+
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/session"
 )
@@ -18,6 +20,9 @@ func ReadCapture(path string) (*Report, error) {
 	facts := Host{Arch: h.Arch, Kernel: h.Meta["kernel"], VsyscallMode: h.Meta["vsyscall_mode"], Meta: h.Meta}
 	if facts.Kernel == "" {
 		facts.Kernel = h.Kernel
+	}
+	if v, err := strconv.ParseUint(h.Meta[session.MetaStacksSlow], 10, 64); err == nil {
+		facts.Slow = v
 	}
 	facts.Container = func(pid uint32, cg uint64) string { return session.Describe(c.Container(pid, cg)) }
 	d := New(facts, c.Procs)

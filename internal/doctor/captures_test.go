@@ -95,10 +95,10 @@ func execPID(t *testing.T, evs []event.Event, prog string) uint32 {
 }
 
 // only is the one finding with this id.
-func only(t *testing.T, rep *doctor.Report, id string) doctor.Finding {
+func only(t *testing.T, rep *doctor.Report, id doctor.ID) doctor.Finding {
 	t.Helper()
 	var got []doctor.Finding
-	var ids []string
+	var ids []doctor.ID
 	for _, f := range rep.Findings {
 		ids = append(ids, f.ID)
 		if f.ID == id {

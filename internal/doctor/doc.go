@@ -1,7 +1,13 @@
 // Package doctor turns a stream of events into findings: what went wrong
 // between a program and the kernel, the evidence, and the fix. Each detector
 // keys on a mechanism (a fault address, a stack frame, an errno pattern, a
-// regression), never on a program's name, and lives in a file of its own.
+// regression), never on a program's name.
+//
+// A detector is one unit: its files are detect_NAME.go (and
+// detect_NAME_PART.go), it registers itself from their init (register),
+// owns its thresholds, and uses only the doctor's core (every file not
+// named detect_*), never another detector; the core uses no detector.
+// TestDetectorsIndependent holds both rules.
 //
 // Live runs the doctor over a live trace, with its policy for a host too
 // sick to read much (live.go); ReadCapture runs it over a capture file.

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/stat"
@@ -51,7 +52,7 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 
 // Finding is one conclusion with its evidence and fix.
 type Finding struct {
-	ID       string         `json:"id"`
+	ID       ID             `json:"id"`
 	Severity Severity       `json:"severity"`
 	Title    string         `json:"title"`
 	Summary  string         `json:"summary"`
@@ -62,21 +63,25 @@ type Finding struct {
 	// Containers names the containers of the processes the finding names
 	// (live, where known); none for processes on the host.
 	Containers []string `json:"containers,omitempty"`
-	// Procs are the processes the finding names, with their cgroups, for
+	// Key is what makes two findings one across windows and hosts: the ID,
+	// then what its detector groups by (where slow calls slept, a cgroup,
+	// a program's name), never a count, a time or a pid, which change from
+	// one window or restart to the next.
+	Key string `json:"key"`
+	// Syscalls are the syscalls the finding is about, by name, most
+	// often first where that is known.
+	Syscalls []string `json:"syscalls,omitempty"`
+	// Procs are the processes the finding is about, as its detector
+	// knows them (Env.refs), with their cgroups and containers, for
 	// callers that label findings their own way (the agent).
-	Procs []ProcRef `json:"-"`
-	// Same, if set, is what makes two reports of this finding one across
-	// the agent's windows, beside its ID and containers; unset, its title
-	// with the numbers taken out does. For a finding whose title says what
-	// the window happened to show of one state of the host.
-	Same string `json:"-"`
+	Procs []ProcRef `json:"procs,omitempty"`
 }
 
 // ProcRef is a process a finding names.
 type ProcRef struct {
-	PID       uint32
-	Cgroup    uint64
-	Container string // as Host.Container describes it; "" on the host
+	PID       uint32 `json:"pid"`
+	Cgroup    uint64 `json:"cgroup,omitempty"`
+	Container string `json:"container,omitempty"` // as Host.Container describes it; "" on the host
 }
 
 // Host holds the facts about the traced machine that explain findings.
@@ -86,6 +91,12 @@ type Host struct {
 	VsyscallMode string // emulate, xonly, none
 	Meta         map[string]string
 	Live         bool // findings may probe the host (measure, read audit status)
+	// Slow is the bar, in ns, from which a syscall is slow: the one the
+	// probe carried sleeps from (live, --slow; in a capture, its
+	// stacks_slow). 0 stands for slowMin, --slow's default. A call under
+	// the probe's bar has no sleeps to say it slept, so the doctor must
+	// not call it slow and running on the CPU.
+	Slow uint64
 	// Container, if set, describes the container a process runs in ("" on
 	// the host), so findings can say which container.
 	Container func(pid uint32, cgroup uint64) string
@@ -106,6 +117,14 @@ type Host struct {
 	ReadsStall func() bool
 }
 
+// slowBar is the bar from which a syscall is slow.
+func (h *Host) slowBar() uint64 {
+	if h.Slow > 0 {
+		return h.Slow
+	}
+	return slowMin
+}
+
 // canRead reports whether a detector may read the host now.
 func (h *Host) canRead() bool { return h.Live && (h.ReadsStall == nil || !h.ReadsStall()) }
 
@@ -118,7 +137,6 @@ type Env struct {
 	threads map[uint32]*lifetime // by tid: first and last event
 	series  *Series              // live: the kernel's counts over time
 	oncpu   []CPUSample          // live: where the CPUs were, sampled
-	named   []ProcRef            // the processes ProcName named since Report last looked
 	// traced, when set, is the only stretch of time syscalls were traced
 	// (a duty-cycled agent): a thread's time counts only within it.
 	traced [2]uint64
@@ -152,52 +170,49 @@ func (env *Env) threadTime() (map[uint32]uint64, map[uint32]int) {
 // and its container.
 func (env *Env) ProcName(pid uint32, comm string) string {
 	name := env.procName(pid, comm)
-	ref := ProcRef{PID: pid, Cgroup: env.cgroups[pid]}
-	if env.Host.Container != nil {
-		if c := env.Host.Container(pid, ref.Cgroup); c != "" {
-			name += " in container " + c
-			ref.Container = c
-		}
+	if c := env.ref(pid).Container; c != "" {
+		name += " in container " + c
 	}
-	env.named = append(env.named, ref)
 	return name
 }
 
-// mentions reports whether text names the process as ProcName does,
-// "comm[pid]": a bracketed number right after a name, not a list of
-// numbers ("[12]" in a printed slice follows a space, colon or bracket).
-func mentions(text string, pid uint32) bool {
-	want := fmt.Sprintf("[%d]", pid)
-	for i := 0; ; {
-		j := strings.Index(text[i:], want)
-		if j < 0 {
-			return false
-		}
-		if k := i + j; k > 0 && !strings.ContainsRune(" :[\n", rune(text[k-1])) {
-			return true
-		}
-		i += j + 1
+// ref is a process as a finding refers to it: with its cgroup and its
+// container.
+func (env *Env) ref(pid uint32) ProcRef {
+	r := ProcRef{PID: pid, Cgroup: env.cgroups[pid]}
+	if env.Host.Container != nil {
+		r.Container = env.Host.Container(pid, r.Cgroup)
 	}
+	return r
 }
 
-// attribute gives each finding the processes, among those its detector
-// named, that its text mentions ("comm[pid]"), and their containers: a
-// detector names processes as it writes, and may write several findings.
-func (env *Env) attribute(fs []Finding) {
-	defer func() { env.named = env.named[:0] }()
-	if len(env.named) == 0 {
-		return
+// refs is the processes a finding is about (Finding.Procs), in pid order.
+func (env *Env) refs(pids ...uint32) []ProcRef {
+	pids = slices.Clone(pids)
+	slices.Sort(pids)
+	pids = slices.Compact(pids)
+	out := make([]ProcRef, 0, len(pids))
+	for _, pid := range pids {
+		out = append(out, env.ref(pid))
 	}
+	return out
+}
+
+// pidsOf is the pids a map is keyed by.
+func pidsOf[V any](m map[uint32]V) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for pid := range m {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// attribute gives each finding the containers of the processes its
+// detector said it is about.
+func (env *Env) attribute(fs []Finding) {
 	for i := range fs {
 		f := &fs[i]
-		text := f.Title + "\n" + f.Summary + "\n" + fmt.Sprint(f.Evidence)
-		seen := map[uint32]bool{}
-		for _, r := range env.named {
-			if seen[r.PID] || !mentions(text, r.PID) {
-				continue
-			}
-			seen[r.PID] = true
-			f.Procs = append(f.Procs, r)
+		for _, r := range f.Procs {
 			if r.Container != "" && !slices.Contains(f.Containers, r.Container) {
 				f.Containers = append(f.Containers, r.Container)
 			}
@@ -224,12 +239,6 @@ func (env *Env) procName(pid uint32, comm string) string {
 	return fmt.Sprintf("%s[%d]", comm, pid)
 }
 
-// Detector watches events and concludes.
-type Detector interface {
-	Observe(e *event.Event)
-	Findings(env *Env) []Finding
-}
-
 // Doctor runs every detector over one stream.
 type Doctor struct {
 	env       *Env
@@ -247,25 +256,10 @@ type Doctor struct {
 	procsKept bool
 }
 
-// New returns a doctor with every detector.
+// New returns a doctor with every registered detector.
 func New(host Host, procs *proc.Table) *Doctor {
 	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}, threads: map[uint32]*lifetime{}}}
-	d.detectors = []Detector{
-		newVsyscall(host.Libc),
-		newFatal(host.Arch, host.OOMKills),
-		newRetry(host.Arch),
-		newGrowth(host.Arch),
-		newSlow(host.Arch, host.Live),
-		newContention(host.Arch),
-		newHot(host.Arch),
-		newErrors(host.Arch),
-		newExecFail(host.Arch),
-		newRefused(host.Arch),
-		newCgroupLimit(host.Arch, host.Live, host.canRead),
-		newFDExhaustion(host.Arch, host.Live, host.canRead),
-		newBlockedIO(host.Arch, host.Live, host.canRead),
-		newMmapLock(host.Arch),
-	}
+	d.detectors = detectors(&d.env.Host, false)
 	return d
 }
 
@@ -335,11 +329,16 @@ func (d *Doctor) Observe(e *event.Event) {
 	}
 }
 
+// SchemaVersion is the version of the report's JSON (docs/json.md): it
+// grows when a field changes meaning or goes, not when one is added.
+const SchemaVersion = 1
+
 // Report is the doctor's conclusion.
 type Report struct {
-	Findings []Finding `json:"findings"`
-	Events   uint64    `json:"events"`
-	Drops    uint64    `json:"drops"`
+	SchemaVersion int       `json:"schema_version"`
+	Findings      []Finding `json:"findings"`
+	Events        uint64    `json:"events"`
+	Drops         uint64    `json:"drops"`
 	// Uncounted is how many calls the kernel's table of exact counts had
 	// no cell for (one cell per process and syscall): the counts the
 	// detectors used are short by that many. UncountedNoMem of them were
@@ -368,9 +367,17 @@ func (d *Doctor) Report() *Report {
 	var fs []Finding
 	var silent []Detector
 	for _, det := range d.detectors {
-		d.env.named = d.env.named[:0]
 		got := det.Findings(d.env)
 		d.env.attribute(got)
+		for i := range got {
+			// The detector's key says what within its findings; the ID,
+			// which.
+			if got[i].Key == "" {
+				got[i].Key = string(got[i].ID)
+			} else {
+				got[i].Key = string(got[i].ID) + ":" + got[i].Key
+			}
+		}
 		fs = append(fs, got...)
 		if len(got) == 0 {
 			silent = append(silent, det)
@@ -386,6 +393,10 @@ func (d *Doctor) Report() *Report {
 		fs = []Finding{}
 	}
 	h := d.env.Host
-	return &Report{Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
+	return &Report{SchemaVersion: SchemaVersion, Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
 		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}, Near: nears(d.env, silent)}
 }
+
+// AuditWindow is what the kernel's audit counters said over a live run
+// (Host.Audit).
+type AuditWindow = audit.Window

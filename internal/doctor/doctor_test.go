@@ -31,7 +31,7 @@ func findings(evs []event.Event) []Finding {
 	return d.Report().Findings
 }
 
-func byID(fs []Finding, id string) *Finding {
+func byID(fs []Finding, id ID) *Finding {
 	for i := range fs {
 		if fs[i].ID == id {
 			return &fs[i]
@@ -459,9 +459,6 @@ func TestFindingsNameTheirContainers(t *testing.T) {
 	}
 	if f, ok := byPID[12]; !ok || len(f.Containers) != 0 || len(f.Procs) != 1 || f.Procs[0].Cgroup != 0 {
 		t.Errorf("the crash on the host: %+v", fs)
-	}
-	if !mentions("cgwork[1157] (cgwork file)", 1157) || mentions("pids:[1157]", 1157) || mentions("[1157 1158]", 1157) {
-		t.Error("mentions")
 	}
 }
 

@@ -317,3 +317,7 @@ func withoutSpell(pts []point) (rest []point, sp spell, ok bool) {
 func spellZ(windows int) float64 {
 	return math.Sqrt2 * math.Erfinv(1-1e-4/float64(max(windows, 1)))
 }
+
+// tCrit is Student's t for a two-sided p of 0.001, by degrees of freedom.
+var tCrit = []float64{4: 8.610, 5: 6.869, 6: 5.959, 7: 5.408, 8: 5.041, 9: 4.781, 10: 4.587,
+	11: 4.437, 12: 4.318, 13: 4.221, 14: 4.140, 15: 4.073, 16: 4.015, 17: 3.965, 18: 3.922}

@@ -123,7 +123,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 
 	newDoctor := sync.OnceValue(func() *Doctor {
 		var oomRead atomic.Bool
-		d := New(Host{Arch: arch, Kernel: kernel, VsyscallMode: vsyscallMode(), Live: true,
+		d := New(Host{Arch: arch, Kernel: kernel, VsyscallMode: vsyscallMode(), Live: true, Slow: uint64(sel.Slow),
 			Container: func(pid uint32, cg uint64) string { return session.Describe(ctrsIf.Container(pid, cg)) },
 			// The count at the start, read in the background; then the
 			// count now.

@@ -14,7 +14,7 @@ import "github.com/sysray/sysray/internal/proc"
 func NewLong(host Host, procs *proc.Table) *Doctor {
 	d := &Doctor{env: &Env{Host: host, Procs: procs, cgroups: map[uint32]uint64{}, threads: map[uint32]*lifetime{}},
 		long: true, ended: map[uint32]bool{}}
-	d.detectors = []Detector{newGrowth(host.Arch)}
+	d.detectors = detectors(&d.env.Host, true)
 	return d
 }
 

@@ -13,7 +13,7 @@ import (
 // tell a case the rules leave out on purpose from one they missed (and
 // report the second with the numbers that show it).
 type Near struct {
-	ID      string `json:"id"`      // the finding it would have been
+	ID      ID     `json:"id"`      // the finding it would have been
 	Subject string `json:"subject"` // what was looked at
 	Short   string `json:"short"`   // the rule, and the candidate's measure against it
 	// Closeness is the candidate's measure over the rule's bound, under 1

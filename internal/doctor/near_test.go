@@ -15,7 +15,7 @@ func report(evs []event.Event) *Report {
 	return d.Report()
 }
 
-func nearByID(r *Report, id string) *Near {
+func nearByID(r *Report, id ID) *Near {
 	for i := range r.Near {
 		if r.Near[i].ID == id {
 			return &r.Near[i]

@@ -41,7 +41,7 @@ func TestTimeShare(t *testing.T) {
 		cpu       *procCPU
 		want      float64
 		fromCPU   bool
-		threshold bool // share >= dominantShare
+		threshold bool // share >= warnShare
 	}{
 		{"starved writer", 150_000_000, life, cpu(16, 23), 16.0 / 23, true, true},
 		{"no samples", 150_000_000, life, nil, 0.3, false, true},
@@ -52,7 +52,7 @@ func TestTimeShare(t *testing.T) {
 		{"busy elsewhere", 50_000_000, life, cpu(3, 60), 0.1, false, false},
 	} {
 		got, fromCPU := timeShare(c.in, c.tns, c.cpu, nr)
-		if math.Abs(got-c.want) > 1e-9 || fromCPU != c.fromCPU || (got >= dominantShare) != c.threshold {
+		if math.Abs(got-c.want) > 1e-9 || fromCPU != c.fromCPU || (got >= warnShare) != c.threshold {
 			t.Errorf("%s: share %.3f (from samples %v), want %.3f (%v)", c.name, got, fromCPU, c.want, c.fromCPU)
 		}
 	}

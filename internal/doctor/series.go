@@ -112,3 +112,9 @@ func (s *Series) byCallers(nr uint32, pids map[uint32]bool) map[int]*levelStat {
 	}
 	return out
 }
+
+type levelStat struct {
+	n, total uint64
+	runq     uint64 // of total, ns preempted waiting for a CPU (series only)
+	busy     uint64 // ns of windows at this level (series only)
+}

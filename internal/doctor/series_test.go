@@ -82,9 +82,9 @@ func TestContentionExcludesCPUWait(t *testing.T) {
 		})
 		d.Series(s)
 		fs := d.Report().Findings
-		want := "kernel-contention"
+		want := KernelContention
 		if queued {
-			want = "kernel-hotspot"
+			want = KernelHotspot
 		}
 		f := byID(fs, want)
 		if f == nil {

@@ -23,12 +23,12 @@ var auditVariants = []Variant{
 	{Name: "audit-backlog-stall/sick-host-no-audit-control", Differs: "the sick host, with sysray lacking CAP_AUDIT_CONTROL: the audit status unreadable, only the tasks asleep in audit_log_start tell",
 		Mode: Host, Argv: []string{"audit", "sick", "-d", "10s"}, Without: []string{"audit_control"},
 		Lead: 3 * time.Second, For: 2 * time.Second,
-		Expect: Expect{IDs: []string{"audit-backlog-stall"}, Severity: doctor.Warning, Words: []string{"audit_log_start", "could not be read"}}},
+		Expect: Expect{IDs: []doctor.ID{doctor.AuditBacklogStall}, Severity: doctor.Warning, Words: []string{"audit_log_start", "could not be read"}}},
 	{Name: "audit-backlog-stall/pid", Differs: "already stalling when sysray attaches with -p to the orchestrator, whose acceptor it does not trace",
 		Mode: PID, Argv: []string{"audit", "run", "-d", "8s"},
 		Lead: 2 * time.Second, For: 2 * time.Second, Expect: auditStall(doctor.Warning)},
 }
 
 func auditStall(sev doctor.Severity) Expect {
-	return Expect{IDs: []string{"audit-backlog-stall"}, Severity: sev, Words: []string{"audit"}}
+	return Expect{IDs: []doctor.ID{doctor.AuditBacklogStall}, Severity: sev, Words: []string{"audit"}}
 }

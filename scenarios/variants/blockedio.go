@@ -31,5 +31,5 @@ var blockedIOVariants = []Variant{
 }
 
 func blockedBy(words ...string) Expect {
-	return Expect{IDs: []string{"blocked-in-kernel-io"}, Severity: doctor.Info, Words: words}
+	return Expect{IDs: []doctor.ID{doctor.BlockedIO}, Severity: doctor.Info, Words: words}
 }

@@ -36,7 +36,7 @@ var cgroupVariants = []Variant{
 		Expect: cgroupMemory},
 	{Name: "cgroup-limit/memory-mapped", Differs: "the file is read through mmap: the page cache is charged, and reclaimed, in page faults outside any syscall",
 		Mode: Cmd, Argv: []string{"cgrun", "-m", "32", "--", "cgwork", "mapread", "-s", "128", "-d", "2"},
-		Expect: Expect{IDs: []string{"cgroup-limit"}, Severity: doctor.Warning, Words: []string{"memory-cgroup reclaim", "memory limit", "page faults outside syscalls"}}},
+		Expect: Expect{IDs: []doctor.ID{doctor.CgroupLimit}, Severity: doctor.Warning, Words: []string{"memory-cgroup reclaim", "memory limit", "page faults outside syscalls"}}},
 	{Name: "cgroup-limit/cpu-quota", Differs: "cpu 10 ms per 100 ms; one process reads /dev/urandom (CPU time inside syscalls)",
 		Mode: Cmd, Argv: []string{"cgrun", "-q", "10000", "--", "cgwork", "spin", "-d", "2"},
 		Expect: cgroupCPU},
@@ -49,10 +49,10 @@ var cgroupVariants = []Variant{
 }
 
 func cgroupPids(call string) Expect {
-	return Expect{IDs: []string{"cgroup-limit"}, Severity: doctor.Warning, Words: []string{call, "EAGAIN", "pids.max"}}
+	return Expect{IDs: []doctor.ID{doctor.CgroupLimit}, Severity: doctor.Warning, Words: []string{call, "EAGAIN", "pids.max"}}
 }
 
 var (
-	cgroupMemory = Expect{IDs: []string{"cgroup-limit"}, Severity: doctor.Warning, Words: []string{"memory-cgroup reclaim", "memory limit"}}
-	cgroupCPU    = Expect{IDs: []string{"cgroup-limit"}, Severity: doctor.Warning, Words: []string{"CPU-throttled"}}
+	cgroupMemory = Expect{IDs: []doctor.ID{doctor.CgroupLimit}, Severity: doctor.Warning, Words: []string{"memory-cgroup reclaim", "memory limit"}}
+	cgroupCPU    = Expect{IDs: []doctor.ID{doctor.CgroupLimit}, Severity: doctor.Warning, Words: []string{"CPU-throttled"}}
 )

@@ -26,5 +26,5 @@ var errorVariants = []Variant{
 }
 
 func storm(call, errno string) Expect {
-	return Expect{IDs: []string{"error-storm"}, Severity: doctor.Info, Words: []string{call, errno}}
+	return Expect{IDs: []doctor.ID{doctor.ErrorStorm}, Severity: doctor.Info, Words: []string{call, errno}}
 }

@@ -29,5 +29,5 @@ var execVariants = []Variant{
 }
 
 func execFailed(errno string) Expect {
-	return Expect{IDs: []string{"exec-failure"}, Severity: doctor.Warning, Words: []string{errno}}
+	return Expect{IDs: []doctor.ID{doctor.ExecFailure}, Severity: doctor.Warning, Words: []string{errno}}
 }

@@ -28,5 +28,5 @@ var fatalVariants = []Variant{
 }
 
 func killed(words ...string) Expect {
-	return Expect{IDs: []string{"fatal-signal"}, Severity: doctor.Critical, Words: words}
+	return Expect{IDs: []doctor.ID{doctor.FatalSignal}, Severity: doctor.Critical, Words: words}
 }

@@ -32,9 +32,9 @@ var fdVariants = []Variant{
 }
 
 func fdWarns(words ...string) Expect {
-	return Expect{IDs: []string{"fd-exhaustion"}, Severity: doctor.Warning, Words: words}
+	return Expect{IDs: []doctor.ID{doctor.FDExhaustion}, Severity: doctor.Warning, Words: words}
 }
 
 func fdLoop() Expect {
-	return Expect{IDs: []string{"fd-exhaustion"}, Severity: doctor.Critical, Words: []string{"busy accept loop", "accept4", "EMFILE"}}
+	return Expect{IDs: []doctor.ID{doctor.FDExhaustion}, Severity: doctor.Critical, Words: []string{"busy accept loop", "accept4", "EMFILE"}}
 }

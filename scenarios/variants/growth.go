@@ -25,5 +25,5 @@ var growthVariants = []Variant{
 }
 
 func grows(call string) Expect {
-	return Expect{IDs: []string{"latency-grows-with-count"}, Severity: doctor.Warning, Words: []string{call, "mappings"}}
+	return Expect{IDs: []doctor.ID{doctor.LatencyGrows}, Severity: doctor.Warning, Words: []string{call, "mappings"}}
 }

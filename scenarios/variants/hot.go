@@ -26,5 +26,5 @@ var hotVariants = []Variant{
 }
 
 func hot(words ...string) Expect {
-	return Expect{IDs: []string{"hot-syscall"}, Severity: doctor.Warning, Words: words}
+	return Expect{IDs: []doctor.ID{doctor.HotSyscall}, Severity: doctor.Warning, Words: words}
 }

@@ -27,6 +27,6 @@ var hotspotVariants = []Variant{
 		Lead: time.Second, For: 2 * time.Second, Expect: hotspot},
 }
 
-var hotspotInfo = Expect{IDs: []string{"kernel-hotspot"}, Severity: doctor.Info, Words: []string{"fadvise64"}}
+var hotspotInfo = Expect{IDs: []doctor.ID{doctor.KernelHotspot}, Severity: doctor.Info, Words: []string{"fadvise64"}}
 
-var hotspot = Expect{IDs: []string{"kernel-contention", "kernel-hotspot"}, Severity: doctor.Warning, Words: []string{"fadvise64"}}
+var hotspot = Expect{IDs: []doctor.ID{doctor.KernelContention, doctor.KernelHotspot}, Severity: doctor.Warning, Words: []string{"fadvise64"}}

@@ -19,7 +19,7 @@ var mmapLockVariants = []Variant{
 		Mode: Cmd, Argv: []string{"mmaplock", "-w", "brk"}, Expect: lockWarns("brk")},
 	{Name: "mmap-lock-contention/munmap-holder", Differs: "the holder unmaps touched memory instead (shorter holds); 4 waiters",
 		Mode: Cmd, Argv: []string{"mmaplock", "-h", "munmap", "-t", "4"},
-		Expect: Expect{IDs: []string{"mmap-lock-contention"}, Severity: doctor.Info, Words: []string{"mmap lock"}}},
+		Expect: Expect{IDs: []doctor.ID{doctor.MmapLockContention}, Severity: doctor.Info, Words: []string{"mmap lock"}}},
 	{Name: "mmap-lock-contention/pid", Differs: "already running; -p for 2 s",
 		Mode: PID, Argv: []string{"mmaplock", "-d", "5"}, Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: lockWarns("mprotect")},
 	{Name: "mmap-lock-contention/host", Differs: "already running; the whole host for 2 s",
@@ -28,5 +28,5 @@ var mmapLockVariants = []Variant{
 }
 
 func lockWarns(call string) Expect {
-	return Expect{IDs: []string{"mmap-lock-contention"}, Severity: doctor.Warning, Words: []string{call, "mmap lock"}}
+	return Expect{IDs: []doctor.ID{doctor.MmapLockContention}, Severity: doctor.Warning, Words: []string{call, "mmap lock"}}
 }

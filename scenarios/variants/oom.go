@@ -27,4 +27,4 @@ var oomVariants = []Variant{
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: oomKilled},
 }
 
-var oomKilled = Expect{IDs: []string{"oom-kill"}, Severity: doctor.Critical, Words: []string{"out-of-memory"}}
+var oomKilled = Expect{IDs: []doctor.ID{doctor.OOMKill}, Severity: doctor.Critical, Words: []string{"out-of-memory"}}

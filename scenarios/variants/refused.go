@@ -13,10 +13,10 @@ var refusedVariants = []Variant{
 	// depend on which call, how often, or which program.
 	{Name: "syscall-refused/enosys-fallback", Differs: "the filter answers ENOSYS, as fixed runtimes do: glibc falls back to clone and faccessat",
 		Mode: Cmd, Argv: []string{"seccomp-run", "-a", "enosys", "--", "newlibc"},
-		Expect: Expect{IDs: []string{"syscall-refused"}, Severity: doctor.Info, Words: []string{"ENOSYS", "fell back", "clone"}}},
+		Expect: Expect{IDs: []doctor.ID{doctor.SyscallRefused}, Severity: doctor.Info, Words: []string{"ENOSYS", "fell back", "clone"}}},
 	{Name: "syscall-refused/seccomp-kill", Differs: "the filter kills (SECCOMP_RET_KILL_PROCESS): SIGSYS at the first clone3",
 		Mode: Cmd, Argv: []string{"seccomp-run", "-a", "kill", "--", "newlibc"},
-		Expect: Expect{IDs: []string{"syscall-refused"}, Severity: doctor.Critical, Words: []string{"killed", "clone3"}}},
+		Expect: Expect{IDs: []doctor.ID{doctor.SyscallRefused}, Severity: doctor.Critical, Words: []string{"killed", "clone3"}}},
 	{Name: "syscall-refused/bash-test", Differs: "a real program and another call: bash's [ -x /bin/sh ] under a filter refusing faccessat2",
 		Mode: Cmd, Argv: []string{"seccomp-run", "-s", "faccessat2", "--", "bash", "-c", "[ -x /bin/sh ]"},
 		Expect: refusedWarns("faccessat2")},
@@ -35,5 +35,5 @@ var refusedVariants = []Variant{
 }
 
 func refusedWarns(call string) Expect {
-	return Expect{IDs: []string{"syscall-refused"}, Severity: doctor.Warning, Words: []string{call, "EPERM", "did not fall back"}}
+	return Expect{IDs: []doctor.ID{doctor.SyscallRefused}, Severity: doctor.Warning, Words: []string{call, "EPERM", "did not fall back"}}
 }

@@ -29,5 +29,5 @@ var retryVariants = []Variant{
 }
 
 func retried(call, errno, flag string) Expect {
-	return Expect{IDs: []string{"failed-syscall-retry"}, Severity: doctor.Warning, Words: []string{call, errno, flag}}
+	return Expect{IDs: []doctor.ID{doctor.FailedRetry}, Severity: doctor.Warning, Words: []string{call, errno, flag}}
 }

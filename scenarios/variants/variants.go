@@ -3,6 +3,7 @@ package variants
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ const (
 type Expect struct {
 	// IDs lists acceptable finding ids ("kernel-contention|kernel-hotspot"
 	// where the data decides between two names of one mechanism).
-	IDs []string
+	IDs []doctor.ID
 	// Severity is the lowest acceptable severity.
 	Severity doctor.Severity
 	// Words must all appear in the finding's title or summary.
@@ -87,7 +88,7 @@ func Match(pattern string) ([]Variant, error) {
 func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 	for i := range r.Findings {
 		f := &r.Findings[i]
-		if !contains(v.Expect.IDs, f.ID) || f.Severity < v.Expect.Severity {
+		if !slices.Contains(v.Expect.IDs, f.ID) || f.Severity < v.Expect.Severity {
 			continue
 		}
 		text := strings.ToLower(f.Title + " " + f.Summary)
@@ -112,28 +113,27 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 	// What the expected detector saw nearest, when it was silent: the
 	// numbers a miss is diagnosed from.
 	for _, n := range r.Near {
-		if contains(v.Expect.IDs, n.ID) {
+		if slices.Contains(v.Expect.IDs, n.ID) {
 			got = append(got, fmt.Sprintf("nearest %s (%.0f%% of the way): %s: %s", n.ID, 100*n.Closeness, n.Subject, n.Short))
 		}
 	}
 	return nil, fmt.Errorf("%s: want %s at least %s with %q; got:\n  %s", v.Name,
-		strings.Join(v.Expect.IDs, "|"), v.Expect.Severity, v.Expect.Words, strings.Join(got, "\n  "))
+		joinIDs(v.Expect.IDs), v.Expect.Severity, v.Expect.Words, strings.Join(got, "\n  "))
 }
 
 // Want describes the expectation in a line, for docs and output.
 func (e Expect) String() string {
-	s := strings.Join(e.IDs, "|") + " ≥ " + e.Severity.String()
+	s := joinIDs(e.IDs) + " ≥ " + e.Severity.String()
 	if len(e.Words) > 0 {
 		s += fmt.Sprintf(" %q", e.Words)
 	}
 	return s
 }
 
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
+func joinIDs(ids []doctor.ID) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = string(id)
 	}
-	return false
+	return strings.Join(s, "|")
 }

@@ -26,9 +26,9 @@ var vsyscallVariants = []Variant{
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: emulated(doctor.Warning, "gettimeofday")},
 	{Name: "legacy-vsyscall/read-in-thread", Differs: "the last of 3 threads reads the page, in each of 2 child processes; the parent lives",
 		Mode: Cmd, Argv: []string{"vsyscaller", "-c", "read", "-p", "2", "-t", "3"},
-		Expect: Expect{IDs: []string{"legacy-vsyscall"}, Severity: doctor.Critical, Words: []string{"died", "vsyscall"}}},
+		Expect: Expect{IDs: []doctor.ID{doctor.LegacyVsyscall}, Severity: doctor.Critical, Words: []string{"died", "vsyscall"}}},
 }
 
 func emulated(sev doctor.Severity, call string) Expect {
-	return Expect{IDs: []string{"legacy-vsyscall"}, Severity: sev, Words: []string{call, "emulate"}}
+	return Expect{IDs: []doctor.ID{doctor.LegacyVsyscall}, Severity: sev, Words: []string{call, "emulate"}}
 }

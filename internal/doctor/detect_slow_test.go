@@ -1,0 +1,78 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+// A call's time waiting for a CPU is the host's load: a 300 ms execve of
+// which 250 ms were spent runnable is not a 300 ms stall of the kernel.
+func TestSlowWarnsWithoutTheCPUQueue(t *testing.T) {
+	const nrExecve = 59
+	queued := sys(70, 100, nrExecve, 0, 300_000_000)
+	queued.Syscall.Sleeps = []event.Sleep{{Duration: 250_000_000, Preempted: true,
+		Stack: frames("__schedule+0x618", "preempt_schedule_irq+0x3b", "load_elf_binary+0x2a")}}
+	f := byID(findings([]event.Event{queued}), "slow-syscall")
+	if f == nil || f.Severity != Info {
+		t.Fatalf("mostly queued: want an info slow-syscall, got %+v", f)
+	}
+	locked := sys(70, 100, nrExecve, 0, 300_000_000)
+	locked.Syscall.Sleeps = []event.Sleep{{Duration: 250_000_000,
+		Stack: frames("__schedule+0x618", "schedule+0x23", "rwsem_down_write_slowpath+0x1e0", "down_write+0x30", "begin_new_exec+0x2a")}}
+	f = byID(findings([]event.Event{locked}), "slow-syscall")
+	if f == nil || f.Severity != Warning {
+		t.Fatalf("asleep on a lock: want a warning slow-syscall, got %+v", f)
+	}
+}
+
+// The sleep slots keep a call's four longest places; its wait for a CPU
+// elsewhere is in the kernel's count (Queued). A 300 ms execve preempted
+// 40 ms at a time in five places keeps four of them (160 ms), its
+// Queued says 250 ms: it stalled 50 ms, not 140.
+func TestSlowQueuedBeyondTheSlots(t *testing.T) {
+	const nrExecve = 59
+	e := sys(70, 100, nrExecve, 0, 300_000_000)
+	for i := range 4 {
+		e.Syscall.Sleeps = append(e.Syscall.Sleeps, event.Sleep{Duration: 40_000_000, Preempted: true,
+			Stack: frames("__schedule+0x618", "preempt_schedule_irq+0x3b", "load_elf_binary+0x"+string(rune('a'+i)))})
+	}
+	e.Syscall.Queued = 250_000_000
+	f := byID(findings([]event.Event{e}), "slow-syscall")
+	if f == nil || f.Severity != Info {
+		t.Fatalf("mostly queued, beyond the slots: want an info slow-syscall, got %+v", f)
+	}
+	if !strings.Contains(f.Summary, "250.00ms went to waiting for a CPU") {
+		t.Errorf("summary does not give the kernel's count of the wait: %s", f.Summary)
+	}
+}
+
+// Five opens of a FIFO, each asleep about 30 ms for its writer, traced
+// live with --slow 50ms: the probe carries sleeps only from 50 ms, so the
+// opens come without any, and nothing says they ran. They are under the
+// bar: no slow-syscall finding, and above all none "running in the
+// kernel". At the default bar the same opens would have carried their
+// sleeps.
+func TestSlowBarFollowsSlowFlag(t *testing.T) {
+	var evs []event.Event
+	for i := range 5 {
+		evs = append(evs, sys(uint32(80+i), uint64(i+1)*100_000_000, nrOpenat, 3, 30_000_000+uint64(i)*1_000_000))
+	}
+	live := host
+	live.Live, live.Slow = true, 50_000_000
+	d := New(live, nil)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	rep := d.Report()
+	if f := byID(rep.Findings, SlowSyscall); f != nil {
+		t.Fatalf("--slow 50ms, opens of 30 ms without sleeps: want no slow-syscall, got %q", f.Title)
+	}
+	n := nearByID(rep, SlowSyscall)
+	if n == nil || !strings.Contains(n.Short, "from 50.00ms") {
+		t.Errorf("the near miss does not give --slow's bar: %+v", n)
+	}
+	// The capture's header says the same (stacks_slow): ReadCapture sets
+	// Host.Slow from it, as golden.json shows for testdata/golden/fifo-slow50.sysray.
+}
