@@ -245,7 +245,24 @@ type Doctor struct {
 	ended map[uint32]bool
 	// procsKept: the caller updates the process table (ProcsKeptByCaller).
 	procsKept bool
+	// endedOrder holds the processes that ended and are still held, oldest
+	// first; forgotten counts those let go past MaxEnded (bounded).
+	endedOrder []uint32
+	forgotten  uint64
 }
+
+// MaxEnded is how many ended processes a doctor keeps what it learnt of.
+// An exec storm ends hundreds of processes a second, and each held about
+// 20 KiB across the detectors (a short-lived /bin/true, live): unbounded,
+// a 45 s doctor over one grew past a gigabyte. The processes a finding is
+// about are mostly still running at the report, or among the last to end;
+// 1024 ended ones cost about 20 MiB, and hold every process of a typical
+// diagnosis (the bundled incidents end tens). Past it the oldest go, a
+// quarter at a time (each batch is one pass over the detectors' maps), and
+// the report says how many. The kernel's exact counts of the processes let
+// go are kept apart (stat.Ended, bounded too) and still reach the
+// detectors that count.
+const MaxEnded = 1024
 
 // New returns a doctor with every detector.
 func New(host Host, procs *proc.Table) *Doctor {
@@ -313,6 +330,9 @@ func (d *Doctor) Observe(e *event.Event) {
 		d.drops += e.Drop.Count
 		return
 	}
+	if !d.long && e.Kind == event.KindExit && e.Proc.GroupDead {
+		d.retire(e.PID)
+	}
 	d.events++
 	if _, ok := d.env.cgroups[e.PID]; !ok || e.Kind == event.KindExec {
 		d.env.cgroups[e.PID] = e.Cgroup
@@ -335,6 +355,28 @@ func (d *Doctor) Observe(e *event.Event) {
 	}
 }
 
+// retire notes that process pid ended and, past MaxEnded ended processes
+// held, forgets the oldest quarter of them. They ended MaxEnded exits ago:
+// their last events, which may come after the exit, have long come.
+func (d *Doctor) retire(pid uint32) {
+	d.endedOrder = append(d.endedOrder, pid)
+	if len(d.endedOrder) < MaxEnded+MaxEnded/4 {
+		return
+	}
+	n := len(d.endedOrder) - MaxEnded
+	pids := make(map[uint32]bool, n)
+	for _, p := range d.endedOrder[:n] {
+		pids[p] = true
+	}
+	d.endedOrder = append(d.endedOrder[:0], d.endedOrder[n:]...)
+	// A pid used again, and ended again since, is kept as the later one.
+	for _, p := range d.endedOrder {
+		delete(pids, p)
+	}
+	d.forgotten += uint64(len(pids))
+	d.forget(pids)
+}
+
 // Report is the doctor's conclusion.
 type Report struct {
 	Findings []Finding `json:"findings"`
@@ -344,10 +386,14 @@ type Report struct {
 	// no cell for (one cell per process and syscall): the counts the
 	// detectors used are short by that many. UncountedNoMem of them were
 	// refused for want of memory, the rest because the table was full.
-	Uncounted      uint64   `json:"uncounted,omitempty"`
-	UncountedNoMem uint64   `json:"uncounted_no_memory,omitempty"`
-	SpanNS         uint64   `json:"span_ns"`
-	Host           HostJSON `json:"host"`
+	Uncounted      uint64 `json:"uncounted,omitempty"`
+	UncountedNoMem uint64 `json:"uncounted_no_memory,omitempty"`
+	// Forgotten is how many ended processes the doctor let go of, past
+	// the most recent ones it keeps (MaxEnded), to bound its memory:
+	// findings about those processes alone may be missing.
+	Forgotten uint64   `json:"forgotten_processes,omitempty"`
+	SpanNS    uint64   `json:"span_ns"`
+	Host      HostJSON `json:"host"`
 	// Near holds, for each detector that reported nothing and can say,
 	// the candidate that came closest, nearest first.
 	Near []Near `json:"near,omitempty"`
@@ -386,6 +432,6 @@ func (d *Doctor) Report() *Report {
 		fs = []Finding{}
 	}
 	h := d.env.Host
-	return &Report{Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
+	return &Report{Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, Forgotten: d.forgotten, SpanNS: d.env.Span,
 		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}, Near: nears(d.env, silent)}
 }

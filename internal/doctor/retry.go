@@ -205,3 +205,10 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// forget drops ended processes' threads (Doctor.forget).
+func (r *retry) forget(_, tids map[uint32]bool) {
+	for tid := range tids {
+		delete(r.failed, tid)
+	}
+}
