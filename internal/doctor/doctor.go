@@ -249,6 +249,9 @@ type Doctor struct {
 	// first; forgotten counts those let go past MaxEnded (bounded).
 	endedOrder []uint32
 	forgotten  uint64
+	// threadsEnded holds the threads that left a process still running,
+	// oldest first (MaxEndedThreads).
+	threadsEnded []uint32
 }
 
 // MaxEnded is how many ended processes a doctor keeps what it learnt of.
@@ -263,6 +266,14 @@ type Doctor struct {
 // go are kept apart (stat.Ended, bounded too) and still reach the
 // detectors that count.
 const MaxEnded = 1024
+
+// MaxEndedThreads is how many threads that left a running process the
+// doctor's detectors keep what they learnt of (its last five calls, for a
+// crash; its last call if it failed, for a retry). A server that starts a
+// thread per request ends thousands a minute while it lives; its crash, if
+// any, comes from a thread still running. Past it the oldest go, a quarter
+// at a time; each thread's span still counts in its process's time.
+const MaxEndedThreads = 4096
 
 // New returns a doctor with every detector.
 func New(host Host, procs *proc.Table) *Doctor {
@@ -330,8 +341,12 @@ func (d *Doctor) Observe(e *event.Event) {
 		d.drops += e.Drop.Count
 		return
 	}
-	if !d.long && e.Kind == event.KindExit && e.Proc.GroupDead {
-		d.retire(e.PID)
+	if !d.long && e.Kind == event.KindExit {
+		if e.Proc.GroupDead {
+			d.retire(e.PID)
+		} else if e.TID != e.PID {
+			d.retireThread(e.TID)
+		}
 	}
 	d.events++
 	if _, ok := d.env.cgroups[e.PID]; !ok || e.Kind == event.KindExec {
@@ -375,6 +390,32 @@ func (d *Doctor) retire(pid uint32) {
 	}
 	d.forgotten += uint64(len(pids))
 	d.forget(pids)
+}
+
+// retireThread notes that thread tid left its process and, past
+// MaxEndedThreads, has the detectors forget the oldest quarter of such
+// threads. The doctor keeps their spans (Env.threads): a thread's time is
+// its process's.
+func (d *Doctor) retireThread(tid uint32) {
+	d.threadsEnded = append(d.threadsEnded, tid)
+	if len(d.threadsEnded) < MaxEndedThreads+MaxEndedThreads/4 {
+		return
+	}
+	n := len(d.threadsEnded) - MaxEndedThreads
+	tids := make(map[uint32]bool, n)
+	for _, t := range d.threadsEnded[:n] {
+		tids[t] = true
+	}
+	d.threadsEnded = append(d.threadsEnded[:0], d.threadsEnded[n:]...)
+	for _, t := range d.threadsEnded {
+		delete(tids, t)
+	}
+	none := map[uint32]bool{}
+	for _, det := range d.detectors {
+		if f, ok := det.(forgetter); ok {
+			f.forget(none, tids)
+		}
+	}
 }
 
 // Report is the doctor's conclusion.

@@ -97,3 +97,48 @@ func TestExecStormForgetsEndedProcesses(t *testing.T) {
 		t.Errorf("growth holds %d processes", len(g.procs))
 	}
 }
+
+// A process that starts and ends threads all its life keeps the
+// detectors' state of its last MaxEndedThreads ended threads, and all of
+// its threads' time.
+func TestThreadChurnForgetsEndedThreads(t *testing.T) {
+	d := New(host, nil)
+	var f *fatal
+	var r *retry
+	for _, det := range d.detectors {
+		switch det := det.(type) {
+		case *fatal:
+			f = det
+		case *retry:
+			r = det
+		}
+	}
+	const pid, n = 50, 20000
+	tm := uint64(1000)
+	for i := range uint32(n) {
+		tid := pid + 1 + i
+		for _, e := range []event.Event{
+			{Kind: event.KindFork, Time: tm, PID: pid, TID: pid, Comm: "srv", Proc: event.Proc{ChildPID: pid, ChildTID: tid, Thread: true}},
+			sys(tid, tm+10, nrOpenat, -2, 100),
+			{Kind: event.KindExit, Time: tm + 1000, PID: pid, TID: tid, Comm: "srv"},
+		} {
+			e.PID = pid
+			d.Observe(&e)
+		}
+		tm += 2000
+	}
+	// 4096 kept, and up to a quarter more before a batch goes.
+	if len(f.recent) > 5120 || len(r.failed) > 5120 {
+		t.Errorf("%d threads ended: fatal holds %d, retry %d", n, len(f.recent), len(r.failed))
+	}
+	// Each thread lived from its first event (10 ns after the fork, on
+	// its own tid) to its exit; the main thread from its first fork to
+	// its last.
+	ns, threads := d.env.threadTime()
+	if want := uint64(n*990 + 2000*(n-1)); ns[pid] != want || threads[pid] != n+1 {
+		t.Errorf("thread time %d over %d threads, want %d over %d", ns[pid], threads[pid], want, n+1)
+	}
+	if rep := d.Report(); rep.Forgotten != 0 {
+		t.Errorf("%d processes forgotten; none ended", rep.Forgotten)
+	}
+}

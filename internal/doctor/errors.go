@@ -114,6 +114,9 @@ func (x *errs) Findings(env *Env) []Finding {
 // forget drops ended processes (Doctor.forget): a storm is then counted
 // over the processes kept, and the report says how many went.
 func (x *errs) forget(pids, _ map[uint32]bool) {
+	if len(pids) == 0 {
+		return
+	}
 	for k := range x.calls {
 		if pids[k.pid] {
 			delete(x.calls, k)

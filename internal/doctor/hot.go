@@ -343,6 +343,9 @@ func medianU(v []uint64) uint64 {
 
 // forget drops ended processes (Doctor.forget).
 func (h *hot) forget(pids, _ map[uint32]bool) {
+	if len(pids) == 0 {
+		return
+	}
 	for k := range h.calls {
 		if pids[k.pid] {
 			delete(h.calls, k)
