@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/proc"
 )
 
 // stormProc feeds d one short-lived process: an exec, 20 different
@@ -40,7 +41,8 @@ func heapInUse() uint64 {
 // how many, and keeps what it already concluded of them (a crash) and all
 // it knows of the living.
 func TestExecStormForgetsEndedProcesses(t *testing.T) {
-	d := New(host, nil)
+	procs := proc.NewTable(nil)
+	d := New(host, procs)
 	t0 := uint64(1)
 	// A crash first, to be forgotten as a process but not as a death.
 	for _, e := range []event.Event{
@@ -89,6 +91,9 @@ func TestExecStormForgetsEndedProcesses(t *testing.T) {
 	}
 	if f := byID(rep.Findings, "fatal-signal"); f == nil {
 		t.Errorf("the crash, seen before its process was forgotten, is not reported")
+	}
+	if n := len(procs.All()); n > MaxEnded+MaxEnded/4+1 {
+		t.Errorf("the process table holds %d processes", n)
 	}
 	if g.procs[living] == nil {
 		t.Errorf("the living process was forgotten")

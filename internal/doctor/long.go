@@ -47,6 +47,11 @@ func (d *Doctor) forget(pids map[uint32]bool) {
 	for pid := range pids {
 		delete(d.env.cgroups, pid)
 	}
+	if d.env.Procs != nil && !d.long {
+		// Their names are needed no more: no finding will name them. A
+		// long doctor's table belongs to the windows' doctors.
+		d.env.Procs.Forget(pids)
+	}
 	for _, det := range d.detectors {
 		if f, ok := det.(forgetter); ok {
 			f.forget(pids, tids)
