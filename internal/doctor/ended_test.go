@@ -12,6 +12,9 @@ import (
 // syscalls (7 of them failing), and its exit.
 func stormProc(d *Doctor, pid uint32, t uint64) uint64 {
 	e := event.Event{Kind: event.KindExec, Time: t, PID: pid, TID: pid, Comm: "true"}
+	if d.env.Procs != nil {
+		d.env.Procs.Update(&e)
+	}
 	d.Observe(&e)
 	for nr := range uint32(20) {
 		t += 1000
@@ -25,6 +28,9 @@ func stormProc(d *Doctor, pid uint32, t uint64) uint64 {
 	}
 	t += 1000
 	e = event.Event{Kind: event.KindExit, Time: t, PID: pid, TID: pid, Comm: "true", Proc: event.Proc{GroupDead: true}}
+	if d.env.Procs != nil {
+		d.env.Procs.Update(&e)
+	}
 	d.Observe(&e)
 	return t
 }
@@ -43,6 +49,9 @@ func heapInUse() uint64 {
 func TestExecStormForgetsEndedProcesses(t *testing.T) {
 	procs := proc.NewTable(nil)
 	d := New(host, procs)
+	// As the live doctor's session does: the session keeps the table, and
+	// the doctor may drop what it no longer needs from it.
+	d.ProcsKeptByCaller()
 	t0 := uint64(1)
 	// A crash first, to be forgotten as a process but not as a death.
 	for _, e := range []event.Event{

@@ -47,9 +47,10 @@ func (d *Doctor) forget(pids map[uint32]bool) {
 	for pid := range pids {
 		delete(d.env.cgroups, pid)
 	}
-	if d.env.Procs != nil && !d.long {
+	if d.env.Procs != nil && d.procsKept {
 		// Their names are needed no more: no finding will name them. A
-		// long doctor's table belongs to the windows' doctors.
+		// table the doctor keeps itself may be shared (an agent's windows
+		// and its captures read it, and it prunes it on its own clock).
 		d.env.Procs.Forget(pids)
 	}
 	for _, det := range d.detectors {
