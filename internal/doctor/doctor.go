@@ -256,10 +256,10 @@ type Doctor struct {
 
 // MaxEnded is how many ended processes a doctor keeps what it learnt of.
 // An exec storm ends hundreds of processes a second, and each held about
-// 20 KiB across the detectors (a short-lived /bin/true, live): unbounded,
-// a 45 s doctor over one grew past a gigabyte. The processes a finding is
+// 15 KiB across the detectors (one making twenty syscalls): unbounded, a
+// 45 s doctor over one grew past a gigabyte. The processes a finding is
 // about are mostly still running at the report, or among the last to end;
-// 1024 ended ones cost about 20 MiB, and hold every process of a typical
+// 1024 ended ones cost about 15 MiB, and hold every process of a typical
 // diagnosis (the bundled incidents end tens). Past it the oldest go, a
 // quarter at a time (each batch is one pass over the detectors' maps), and
 // the report says how many. The kernel's exact counts of the processes let
