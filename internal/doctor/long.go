@@ -53,6 +53,9 @@ func (d *Doctor) forget(pids map[uint32]bool) {
 		// and its captures read it, and it prunes it on its own clock).
 		d.env.Procs.Forget(pids)
 	}
+	if d.env.series != nil {
+		d.env.series.forget(pids)
+	}
 	for _, det := range d.detectors {
 		if f, ok := det.(forgetter); ok {
 			f.forget(pids, tids)
