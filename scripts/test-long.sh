@@ -15,6 +15,11 @@ for t in "$@"; do
 	out=$(go test -run='^$' -fuzz="^$name\$" -fuzztime="$time" "./$pkg" 2>&1)
 	rc=$?
 	echo "$out" | tail -3
+	if echo "$out" | grep -q 'no fuzz tests to fuzz'; then
+		echo "$name: no such fuzz target in $pkg"
+		failed=1
+		continue
+	fi
 	if [ $rc -ne 0 ]; then
 		if echo "$out" | grep -q 'context deadline exceeded' && ! echo "$out" | grep -q 'Failing input written'; then
 			echo "$name: ended by the fuzzing coordinator's deadline race (go.dev/issue/75804), no failing input"
