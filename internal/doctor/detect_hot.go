@@ -349,3 +349,15 @@ func medianU(v []uint64) uint64 {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
 }
+
+// forget drops ended processes (Doctor.forget).
+func (h *hot) forget(pids, _ map[uint32]bool) {
+	if len(pids) == 0 {
+		return
+	}
+	for k := range h.calls {
+		if pids[k.pid] {
+			delete(h.calls, k)
+		}
+	}
+}
