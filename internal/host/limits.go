@@ -19,17 +19,26 @@ var procRoot = "/proc"
 // local port range held in TIME_WAIT, open's ENFILE and EMFILE at the
 // system and per-process descriptor ceilings. Each is a meta key of the
 // capture header, named as sysctl(8) names it (docs/capture-format.md).
+const (
+	MetaMaxMapCount      = "vm.max_map_count"
+	MetaOvercommitMemory = "vm.overcommit_memory"
+	MetaOvercommitRatio  = "vm.overcommit_ratio"
+	MetaInotifyWatches   = "fs.inotify.max_user_watches"
+	MetaInotifyInstances = "fs.inotify.max_user_instances"
+	MetaFileMax          = "fs.file-max"
+	MetaNrOpen           = "fs.nr_open"
+	MetaLocalPortRange   = "net.ipv4.ip_local_port_range"
+	MetaTCPFinTimeout    = "net.ipv4.tcp_fin_timeout"
+	MetaTCPTwReuse       = "net.ipv4.tcp_tw_reuse"
+	MetaMemAvailable     = "mem_available" // bytes
+	MetaCommitLimit      = "commit_limit"  // bytes
+	MetaCommittedAS      = "committed_as"  // bytes
+)
+
 var limitSysctls = []string{
-	"vm.max_map_count",
-	"vm.overcommit_memory",
-	"vm.overcommit_ratio",
-	"fs.inotify.max_user_watches",
-	"fs.inotify.max_user_instances",
-	"fs.file-max",
-	"fs.nr_open",
-	"net.ipv4.ip_local_port_range",
-	"net.ipv4.tcp_fin_timeout",
-	"net.ipv4.tcp_tw_reuse",
+	MetaMaxMapCount, MetaOvercommitMemory, MetaOvercommitRatio,
+	MetaInotifyWatches, MetaInotifyInstances, MetaFileMax, MetaNrOpen,
+	MetaLocalPortRange, MetaTCPFinTimeout, MetaTCPTwReuse,
 }
 
 // The /proc/meminfo fields stored, in bytes, under their meta keys: the
@@ -37,9 +46,9 @@ var limitSysctls = []string{
 // overcommit (vm.overcommit_memory=2), the commit limit and how much of it
 // is committed, which is what mmap's ENOMEM then answers to.
 var meminfoKeys = []struct{ field, key string }{
-	{"MemAvailable", "mem_available"},
-	{"CommitLimit", "commit_limit"},
-	{"Committed_AS", "committed_as"},
+	{"MemAvailable", MetaMemAvailable},
+	{"CommitLimit", MetaCommitLimit},
+	{"Committed_AS", MetaCommittedAS},
 }
 
 // LimitsWait bounds how long Limits waits for its reads. Opening a file is
@@ -59,7 +68,8 @@ func Limits() map[string]string {
 	ch := make(chan kv, len(limitSysctls)+len(meminfoKeys))
 	for _, name := range limitSysctls {
 		go func() {
-			ch <- kv{name, readSysctl(name)}
+			v, _ := Sysctl(name)
+			ch <- kv{name, v}
 		}()
 	}
 	go func() {
@@ -88,13 +98,34 @@ func Limits() map[string]string {
 	return out
 }
 
-// readSysctl reads one sysctl by its dotted name; "" if it cannot.
-func readSysctl(name string) string {
+// Sysctl reads one sysctl by its dotted name, as Limits stores it, for a
+// reader that wants the value in force now (a live detector at the time of
+// the errno). It is one open, which waits when the audit backlog is full.
+func Sysctl(name string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(procRoot, "sys", strings.ReplaceAll(name, ".", "/")))
 	if err != nil {
-		return ""
+		return "", err
 	}
-	return strings.Join(strings.Fields(string(b)), " ")
+	return strings.Join(strings.Fields(string(b)), " "), nil
+}
+
+// MetaUint parses a single-number limit from a capture's meta (or Limits);
+// ok is false when the key is absent or not a number: unknown, not 0.
+func MetaUint(meta map[string]string, key string) (n uint64, ok bool) {
+	n, err := strconv.ParseUint(meta[key], 10, 64)
+	return n, err == nil
+}
+
+// MetaPortRange parses net.ipv4.ip_local_port_range from a capture's meta:
+// the lowest and highest port connect picks from.
+func MetaPortRange(meta map[string]string) (lo, hi uint16, ok bool) {
+	a, b, found := strings.Cut(meta[MetaLocalPortRange], " ")
+	l, err1 := strconv.ParseUint(a, 10, 16)
+	h, err2 := strconv.ParseUint(b, 10, 16)
+	if !found || err1 != nil || err2 != nil || l > h {
+		return 0, 0, false
+	}
+	return uint16(l), uint16(h), true
 }
 
 // readMeminfo returns /proc/meminfo's fields in bytes (those given in kB

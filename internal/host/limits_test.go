@@ -70,6 +70,26 @@ func TestLimitsFromTree(t *testing.T) {
 	}
 }
 
+func TestMetaParse(t *testing.T) {
+	meta := map[string]string{MetaMaxMapCount: "65530", MetaLocalPortRange: "50000 50063", MetaTCPTwReuse: ""}
+	if n, ok := MetaUint(meta, MetaMaxMapCount); !ok || n != 65530 {
+		t.Errorf("max_map_count %d %v", n, ok)
+	}
+	for _, k := range []string{MetaTCPTwReuse, MetaNrOpen, MetaLocalPortRange} {
+		if n, ok := MetaUint(meta, k); ok {
+			t.Errorf("%s: %d, want unknown", k, n)
+		}
+	}
+	if lo, hi, ok := MetaPortRange(meta); !ok || lo != 50000 || hi != 50063 {
+		t.Errorf("port range %d-%d %v", lo, hi, ok)
+	}
+	for _, v := range []string{"", "50000", "50063 50000", "1 70000", "a b"} {
+		if lo, hi, ok := MetaPortRange(map[string]string{MetaLocalPortRange: v}); ok {
+			t.Errorf("%q: %d-%d, want unknown", v, lo, hi)
+		}
+	}
+}
+
 // A fact that cannot be read is absent, not empty or zero: a reader must
 // not take a missing limit for a limit of 0.
 func TestLimitsMissing(t *testing.T) {
