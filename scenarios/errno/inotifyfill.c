@@ -11,7 +11,7 @@
 // and retries a bounded number of times, as watchers (IDEs, build tools,
 // log shippers) do.
 //
-// inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS]
+// inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS] [-- CMD ARG...]
 //
 //   -m watches    (default) one instance, a watch per file until ENOSPC
 //   -m instances  inotify_init1 until EMFILE
@@ -24,6 +24,11 @@
 //   -u UID        the dedicated uid (default 64321)
 //   -r, -i        retries after the first refusal (default 200), and the
 //                 pause between them (default 10 ms)
+//   -- CMD        set the limit, run CMD instead of the watcher, put the
+//                 limit back when CMD ends: a recorder started under the
+//                 lowered limit stores it in its capture's header, e.g.
+//                 inotifyfill -- sysray record -w f -- inotifyfill -l 0
+//                 (-l 0: the limit as it is)
 //
 // A changed sysctl is put back by a keeper process that waits for this one
 // to end, however it ends (a normal exit, a signal, SIGKILL); only killing
@@ -252,7 +257,7 @@ int main(int argc, char **argv)
 		case 'i': interval_ms = atoi(optarg); break;
 		default:
 		usage:
-			fprintf(stderr, "usage: inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS]\n");
+			fprintf(stderr, "usage: inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS] [-- CMD ARG...]\n");
 			return 2;
 		}
 	}
@@ -269,7 +274,12 @@ int main(int argc, char **argv)
 	}
 	int change = !userns && limit > 0 && limit != old;
 
-	if (watches) {
+	char **cmd = optind < argc ? argv + optind : NULL;
+	if (cmd && !change) {
+		fprintf(stderr, "inotifyfill: -- CMD needs a limit to set on the host (-l, not -N)\n");
+		return 2;
+	}
+	if (watches && !cmd) {
 		if (!mkdtemp(dir) || chmod(dir, 0755) < 0) {
 			perror("inotifyfill: mkdtemp");
 			return 1;
@@ -321,6 +331,12 @@ int main(int argc, char **argv)
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
+		if (cmd) {
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
+			execvp(cmd[0], cmd);
+			fprintf(stderr, "inotifyfill: %s: %s\n", cmd[0], strerror(errno));
+			_exit(127);
+		}
 		_exit(watcher(change ? limit : old, parent));
 	}
 	int status;
@@ -329,8 +345,10 @@ int main(int argc, char **argv)
 			break;
 		if (errno != EINTR)
 			break;
+		// A command is asked to end (a recorder finishes its file); the
+		// watcher is ours to kill.
 		if (stop)
-			kill(w, SIGKILL);
+			kill(w, cmd ? SIGTERM : SIGKILL);
 	}
 	rc = stop ? 128 + stop : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 out:
