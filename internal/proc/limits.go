@@ -123,6 +123,47 @@ func InotifyWatches(pid uint32) ([]InotifyFD, error) {
 	return out, nil
 }
 
+// InotifyUse is what one process holds of its user's inotify limits.
+type InotifyUse struct {
+	PID       uint32
+	Instances int
+	Watches   int
+}
+
+// InotifyByUser lists the processes running with effective uid uid that
+// hold inotify instances, and what each holds. The kernel refuses a watch
+// or an instance against the sum over all of a user's processes, so a
+// process refused ENOSPC with few watches of its own was crowded out by
+// these. It reads every process's status and descriptors: a detector calls
+// it once per finding, not per event. Processes that end while it reads
+// are skipped.
+func InotifyByUser(uid uint32) ([]InotifyUse, error) {
+	ents, err := os.ReadDir(Root)
+	if err != nil {
+		return nil, err
+	}
+	var out []InotifyUse
+	for _, e := range ents {
+		pid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		if _, euid, err := UIDs(uint32(pid)); err != nil || euid != uid {
+			continue
+		}
+		fds, err := InotifyWatches(uint32(pid))
+		if err != nil || len(fds) == 0 {
+			continue
+		}
+		use := InotifyUse{PID: uint32(pid), Instances: len(fds)}
+		for _, fd := range fds {
+			use.Watches += fd.Watches
+		}
+		out = append(out, use)
+	}
+	return out, nil
+}
+
 // countPrefixed counts the lines of b that begin with prefix.
 func countPrefixed(b []byte, prefix string) int {
 	n := 0

@@ -230,8 +230,14 @@ func TestInotifyWatchesScenario(t *testing.T) {
 	if len(got) != 1 || got[0].Watches != atoi(t, kv["watches"]) || got[0].Watches != atoi(t, kv["limit"]) {
 		t.Errorf("%+v; the scenario holds %s watches, limit %s", got, kv["watches"], kv["limit"])
 	}
-	if _, e, err := UIDs(pid); err != nil || e != uint32(atoi(t, kv["uid"])) {
-		t.Errorf("euid %d, %v; want %s", e, err, kv["uid"])
+	uid := uint32(atoi(t, kv["uid"]))
+	if _, e, err := UIDs(pid); err != nil || e != uid {
+		t.Errorf("euid %d, %v; want %d", e, err, uid)
+	}
+	// The dedicated user's only watcher holds all its watches.
+	users, err := InotifyByUser(uid)
+	if err != nil || len(users) != 1 || users[0] != (InotifyUse{PID: pid, Instances: 1, Watches: atoi(t, kv["limit"])}) {
+		t.Errorf("InotifyByUser(%d) = %+v, %v", uid, users, err)
 	}
 }
 
@@ -243,6 +249,10 @@ func TestInotifyInstancesScenario(t *testing.T) {
 	}
 	if len(got) != atoi(t, kv["instances"]) || len(got) != atoi(t, kv["limit"]) {
 		t.Errorf("%d instances; the scenario holds %s, limit %s", len(got), kv["instances"], kv["limit"])
+	}
+	users, err := InotifyByUser(uint32(atoi(t, kv["uid"])))
+	if err != nil || len(users) != 1 || users[0].Instances != atoi(t, kv["limit"]) || users[0].Watches != 0 {
+		t.Errorf("InotifyByUser = %+v, %v", users, err)
 	}
 }
 
@@ -287,5 +297,34 @@ func TestTCPByLocalScenario(t *testing.T) {
 	slo, shi, err := LocalPortRange(uint32(os.Getpid()))
 	if err != nil || fmt.Sprintf("%d %d", slo, shi) != strings.Join(strings.Fields(string(b)), " ") {
 		t.Errorf("own LocalPortRange %d-%d, %v; /proc/sys says %q", slo, shi, err, b)
+	}
+}
+
+func TestInotifyWatchesFake(t *testing.T) {
+	fakeProc(t, map[string]string{
+		"fdinfo/3": "pos:\t0\nflags:\t02004000\nmnt_id:\t16\nino:\t1057\n" +
+			"inotify wd:2 ino:2c01 sdev:800001 mask:8 ignored_mask:0 fhandle-bytes:8 fhandle-type:1 f_handle:012c000054c2a1b3\n" +
+			"inotify wd:1 ino:2c00 sdev:800001 mask:8 ignored_mask:0 fhandle-bytes:8 fhandle-type:1 f_handle:002c00005a2c0c6e\n",
+		"fdinfo/4": "pos:\t0\nflags:\t02004000\nmnt_id:\t16\nino:\t1057\n",
+		"fdinfo/5": "pos:\t0\nflags:\t0100002\n",
+		"status":   "Name:\tw\nUid:\t0\t64321\t64321\t64321\n",
+	})
+	dir := filepath.Join(Root, "42", "fd")
+	os.MkdirAll(dir, 0o755)
+	for fd, target := range map[string]string{"3": "anon_inode:inotify", "4": "anon_inode:inotify", "5": "/dev/null"} {
+		if err := os.Symlink(target, filepath.Join(dir, fd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := InotifyWatches(42)
+	if err != nil || len(got) != 2 || got[0] != (InotifyFD{3, 2}) || got[1] != (InotifyFD{4, 0}) {
+		t.Errorf("%+v, %v", got, err)
+	}
+	users, err := InotifyByUser(64321)
+	if err != nil || len(users) != 1 || users[0] != (InotifyUse{PID: 42, Instances: 2, Watches: 2}) {
+		t.Errorf("InotifyByUser: %+v, %v", users, err)
+	}
+	if users, _ := InotifyByUser(0); len(users) != 0 {
+		t.Errorf("uid 0 (the real uid, not the effective one): %+v", users)
 	}
 }
