@@ -219,9 +219,11 @@ func TestMapCountScenario(t *testing.T) {
 }
 
 // A watcher refused ENOSPC holds exactly the limit's watches on one
-// instance, as the dedicated user the scenario runs as.
+// instance, as the dedicated user the scenario runs as. The limit is set
+// in a user namespace of the scenario's own (-N): lowering the host's
+// would refuse every user's watches while the tests run.
 func TestInotifyWatchesScenario(t *testing.T) {
-	kv := scenario(t, "inotifyfill", "-r", "500")
+	kv := scenario(t, "inotifyfill", "-N", "-r", "500")
 	pid := uint32(atoi(t, kv["pid"]))
 	got, err := InotifyWatches(pid)
 	if err != nil {

@@ -20,7 +20,7 @@
 //                 instances default 0: the host's limit as it is
 //   -N            set LIMIT in a user namespace of its own instead
 //                 (/proc/sys/user/max_inotify_*), changing nothing global;
-//                 the watcher is then root in that namespace
+//                 the watcher is root in that namespace, UID outside it
 //   -u UID        the dedicated uid (default 64321)
 //   -r, -i        retries after the first refusal (default 200), and the
 //                 pause between them (default 10 ms)
@@ -147,7 +147,8 @@ static pid_t keeper(const char *sysctl, long old, int *wfd)
 	return pid;
 }
 
-// enter_userns makes this process root in a user namespace of its own and
+// enter_userns makes this process, running as the dedicated uid, root in a
+// user namespace of its own (root there is the dedicated uid outside) and
 // sets the inotify limit there: the kernel then charges each watch to that
 // namespace and to every namespace above it, each against its own limit.
 static int enter_userns(const char *knob, long lim)
@@ -156,9 +157,11 @@ static int enter_userns(const char *knob, long lim)
 		perror("inotifyfill: unshare(CLONE_NEWUSER)");
 		return -1;
 	}
+	char map[64];
+	snprintf(map, sizeof map, "0 %u 1\n", (unsigned)uid);
 	if (write_str("/proc/self/setgroups", "deny") < 0 ||
-	    write_str("/proc/self/uid_map", "0 0 1\n") < 0 ||
-	    write_str("/proc/self/gid_map", "0 0 1\n") < 0) {
+	    write_str("/proc/self/uid_map", map) < 0 ||
+	    write_str("/proc/self/gid_map", map) < 0) {
 		perror("inotifyfill: writing the user namespace's maps");
 		return -1;
 	}
@@ -173,13 +176,17 @@ static int watcher(long sysctl_limit, pid_t parent)
 {
 	int watches = strcmp(mode, "watches") == 0;
 	const char *knob = watches ? "/proc/sys/user/max_inotify_watches" : "/proc/sys/user/max_inotify_instances";
+	if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0) {
+		perror("inotifyfill: dropping to the dedicated uid");
+		return 1;
+	}
 	if (userns) {
+		// The change of uid made the process undumpable, which gives
+		// its /proc files to root: the maps could not be written.
+		prctl(PR_SET_DUMPABLE, 1);
 		if (enter_userns(knob, limit) < 0)
 			return 1;
 		sysctl_limit = read_long(knob);
-	} else if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0) {
-		perror("inotifyfill: dropping to the dedicated uid");
-		return 1;
 	}
 	// After the change of credentials, which clears it.
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -209,7 +216,7 @@ static int watcher(long sysctl_limit, pid_t parent)
 			return 1;
 		}
 		fprintf(stderr, "inotifyfill: full pid=%d uid=%d watches=%ld limit=%ld errno=%s disk_free_pct=%ld\n",
-			getpid(), (int)getuid(), held, sysctl_limit, strerrorname_np(first_err), disk_free_pct);
+			getpid(), (int)uid, held, sysctl_limit, strerrorname_np(first_err), disk_free_pct);
 		refused = 1;
 		for (int r = 0; r < retries; r++) {
 			msleep(interval_ms);
@@ -228,7 +235,7 @@ static int watcher(long sysctl_limit, pid_t parent)
 				return 1;
 		}
 		fprintf(stderr, "inotifyfill: full pid=%d uid=%d instances=%ld limit=%ld errno=%s open_fds=%ld\n",
-			getpid(), (int)getuid(), held, sysctl_limit, strerrorname_np(first_err), held + 3);
+			getpid(), (int)uid, held, sysctl_limit, strerrorname_np(first_err), held + 3);
 		refused = 1;
 		for (int r = 0; r < retries; r++) {
 			msleep(interval_ms);
@@ -237,7 +244,7 @@ static int watcher(long sysctl_limit, pid_t parent)
 		}
 	}
 	fprintf(stderr, "RESULT mode=%s pid=%d uid=%d userns=%d held=%ld limit=%ld errno=%s refused=%ld disk_free_pct=%ld\n",
-		mode, getpid(), (int)getuid(), userns, held, sysctl_limit, strerrorname_np(first_err), refused, disk_free_pct);
+		mode, getpid(), (int)uid, userns, held, sysctl_limit, strerrorname_np(first_err), refused, disk_free_pct);
 	return 0;
 }
 
