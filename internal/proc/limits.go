@@ -25,9 +25,10 @@ func pidDir(pid uint32) string { return filepath.Join(Root, strconv.FormatUint(u
 // MapCount returns the number of mappings (VMAs) the kernel holds against
 // vm.max_map_count for process pid: the lines of /proc/PID/maps but the
 // [vsyscall] gate line, which the kernel shows every process without a VMA
-// behind it. mmap fails with ENOMEM once the count is above the limit, and
-// a split (mprotect, munmap, mremap of part of a mapping) once it is at
-// the limit, whatever memory is free. It counts newlines in place: a
+// behind it. mmap fails with ENOMEM once the count is above the limit (at
+// it, on kernels that changed do_mmap's test to match), and a split
+// (mprotect, munmap, mremap of part of a mapping) once it is at the limit,
+// whatever memory is free. It counts newlines in place: a
 // process near the limit has ~65000 lines (5 MB), and the kernel holds the
 // process's mmap lock while it produces each page of them.
 func MapCount(pid uint32) (int, error) {

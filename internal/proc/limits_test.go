@@ -201,7 +201,8 @@ func atoi(t *testing.T, s string) int {
 }
 
 // The count MapCount reads is the one the scenario reached and the kernel
-// refused mmap at: one above vm.max_map_count.
+// refused mmap at: one above vm.max_map_count on 6.18, where do_mmap
+// refuses a count above the limit (at it, where it tests >=).
 func TestMapCountScenario(t *testing.T) {
 	kv := scenario(t, "mapcount", "-d", "5")
 	pid := uint32(atoi(t, kv["pid"]))
@@ -209,7 +210,7 @@ func TestMapCountScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != atoi(t, kv["maps"]) || n != atoi(t, kv["max_map_count"])+1 {
+	if max := atoi(t, kv["max_map_count"]); n != atoi(t, kv["maps"]) || n != max+1 && n != max {
 		t.Errorf("MapCount %d; the scenario counted %s, vm.max_map_count %s", n, kv["maps"], kv["max_map_count"])
 	}
 	// The mappings are untouched: address space, not memory.

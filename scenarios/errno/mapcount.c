@@ -19,9 +19,8 @@
 // "mapcount: full pid=N maps=M max_map_count=L mem_available_kb=K" when the
 // mappings are in place (M is the kernel's count of the process's mappings:
 // its /proc/PID/maps lines but [vsyscall]; it stays constant while the
-// threads retry, one above L since mmap refuses only a count above the
-// limit), and at the end a RESULT line with the
-// ENOMEM counts.
+// threads retry; on 6.18 it is one above L, as do_mmap refuses a count
+// above the limit), and at the end a RESULT line with the ENOMEM counts.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
