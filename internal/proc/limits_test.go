@@ -210,7 +210,7 @@ func TestMapCountScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if max := atoi(t, kv["max_map_count"]); n != atoi(t, kv["maps"]) || n != max+1 && n != max {
+	if lim := atoi(t, kv["max_map_count"]); n != atoi(t, kv["maps"]) || n != lim+1 && n != lim {
 		t.Errorf("MapCount %d; the scenario counted %s, vm.max_map_count %s", n, kv["maps"], kv["max_map_count"])
 	}
 	// The mappings are untouched: address space, not memory.
