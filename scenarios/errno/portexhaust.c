@@ -10,7 +10,7 @@
 // TIME_WAIT port only for loopback addresses, so the server here listens on
 // 10.200.0.1 (put on lo), which the kernel treats as any remote server.
 //
-// portexhaust [-n PORTS] [-d SECONDS] [-c CLIENTS] [-b BACKOFF_US] [-l]
+// portexhaust [-n PORTS] [-d SECONDS] [-c CLIENTS] [-b BACKOFF_US] [-l] [-k | -- CMD ARG...]
 //
 // It runs in a network namespace of its own (unshare(CLONE_NEWNET)), with lo
 // up and ip_local_port_range narrowed to PORTS ports (default 64) there: the
@@ -19,9 +19,15 @@
 // byte, read the reply and close, until connect says EADDRNOTAVAIL, then
 // retry every BACKOFF_US (default 10000) for SECONDS (default 3). -l uses
 // 127.0.0.1 instead, where tcp_tw_reuse=2 reuses a port whose TIME_WAIT is
-// more than a second old, so refusals mix with successes. Printed on stderr: "portexhaust: full pid=N connects=C
-// range=LO-HI addr=A" when connect first fails, and a
-// RESULT line at the end.
+// more than a second old, so refusals mix with successes.
+//
+// With -- CMD it makes the namespace and runs CMD in it instead (a recorder
+// started there stores the namespace's port range in its capture's header),
+// and -k runs the clients in the namespace as it is:
+//   portexhaust -- sysray record -w f -- portexhaust -k
+//
+// Printed on stderr: "portexhaust: full pid=N connects=C range=LO-HI
+// addr=A" when connect first fails, and a RESULT line at the end.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,7 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,7 +54,8 @@ static int clients = 1;
 static long backoff_us = 10000;
 static const char *addr = "10.200.0.1";
 static const int server_port = 8080;
-static const int range_lo = 50000;
+static int range_lo = 50000;
+static int keep; // -k: run in the namespace as it is
 
 static struct sockaddr_in server;
 static atomic_long connects, eaddrnotavail, other_errors;
@@ -183,15 +193,16 @@ static void *client(void *arg)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "n:d:c:b:l")) != -1) {
+	while ((c = getopt(argc, argv, "+n:d:c:b:lk")) != -1) {
 		switch (c) {
 		case 'n': ports = atoi(optarg); break;
 		case 'd': duration = atof(optarg); break;
 		case 'c': clients = atoi(optarg); break;
 		case 'b': backoff_us = atol(optarg); break;
 		case 'l': addr = "127.0.0.1"; break;
+		case 'k': keep = 1; break;
 		default:
-			fprintf(stderr, "usage: portexhaust [-n PORTS] [-d SECONDS] [-c CLIENTS] [-b BACKOFF_US] [-l]\n");
+			fprintf(stderr, "usage: portexhaust [-n PORTS] [-d SECONDS] [-c CLIENTS] [-b BACKOFF_US] [-l] [-k | -- CMD ARG...]\n");
 			return 2;
 		}
 	}
@@ -199,8 +210,43 @@ int main(int argc, char **argv)
 		fprintf(stderr, "portexhaust: -n needs at least 2 ports, -c a client\n");
 		return 2;
 	}
-	if (setup_netns() < 0)
+	if (keep) {
+		// Inside a namespace an outer portexhaust made: its range.
+		FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "re");
+		int lo = 0, hi = 0;
+		if (!f || fscanf(f, "%d %d", &lo, &hi) != 2 || hi < lo) {
+			fprintf(stderr, "portexhaust: reading ip_local_port_range\n");
+			return 1;
+		}
+		fclose(f);
+		if (hi - lo + 1 > 4096) {
+			fprintf(stderr, "portexhaust: -k in a namespace with %d ports (the host's?): run it under portexhaust -- CMD\n", hi - lo + 1);
+			return 1;
+		}
+		range_lo = lo;
+		ports = hi - lo + 1;
+	} else if (setup_netns() < 0) {
 		return 1;
+	}
+	if (optind < argc) {
+		// The namespace is ready: CMD runs in it and ends with us.
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("portexhaust: fork");
+			return 1;
+		}
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
+			execvp(argv[optind], argv + optind);
+			fprintf(stderr, "portexhaust: %s: %s\n", argv[optind], strerror(errno));
+			_exit(127);
+		}
+		signal(SIGINT, SIG_IGN); // the terminal's Ctrl-C reaches CMD itself
+		int status;
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	}
 	server.sin_family = AF_INET;
 	server.sin_port = htons(server_port);
 	inet_pton(AF_INET, addr, &server.sin_addr);
