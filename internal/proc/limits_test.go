@@ -37,8 +37,8 @@ func fakeProc(t *testing.T, files map[string]string) {
 
 func TestMapCountFake(t *testing.T) {
 	var b strings.Builder
-	// Lines longer than MapCount's buffer in all, and the gate line split
-	// across reads does not matter: only the file's end is looked at.
+	// More text than MapCount reads at once, so the count and the gate
+	// line at the end span reads.
 	for i := range 3000 {
 		fmt.Fprintf(&b, "%08x-%08x r--p 00000000 00:00 0 \n", 0x10000+i*0x2000, 0x11000+i*0x2000)
 	}
