@@ -6,11 +6,14 @@ export BPF_CLANG BPF_CFLAGS
 
 .PHONY: all build generate test test-long lint demo bench clean check-generated
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The release a build says it is (sysray --version): the nearest tag, or
+# the commit when there is none.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sysray ./cmd/sysray
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags "-X github.com/sysray/sysray/internal/version.Version=$(VERSION)" -o bin/sysray ./cmd/sysray
 
 generate:
 	cd internal/probe && $(GO) generate ./...
