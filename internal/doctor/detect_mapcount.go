@@ -53,6 +53,10 @@ type mapCount struct {
 	// Unit tests replace it.
 	read  func(pid uint32) *mapFacts
 	procs map[uint32]*mapProc
+	// made counts, by process, the mmap and munmap calls that succeeded
+	// before its first failure: in a capture, where the count is not
+	// known, the mappings the process was seen making.
+	made  map[uint32]*[2]uint64
 	reads int // processes read
 	// closest is the process Findings found nearest a finding (near).
 	closest *Near
@@ -120,7 +124,7 @@ const (
 )
 
 func newMapCount(arch event.Arch, live bool, canRead func() bool) *mapCount {
-	x := &mapCount{arch: arch, procs: map[uint32]*mapProc{}}
+	x := &mapCount{arch: arch, procs: map[uint32]*mapProc{}, made: map[uint32]*[2]uint64{}}
 	if live {
 		x.read = func(pid uint32) *mapFacts {
 			if canRead != nil && !canRead() {
@@ -156,6 +160,18 @@ func (x *mapCount) Observe(e *event.Event) {
 	s := &e.Syscall
 	name := event.SyscallName(x.arch, s.Nr)
 	if !mmFailure(name, s) {
+		if (name == "mmap" || name == "mmap2" || name == "munmap") && !s.Failed() && x.procs[e.PID] == nil {
+			m := x.made[e.PID]
+			if m == nil {
+				m = &[2]uint64{}
+				x.made[e.PID] = m
+			}
+			if name == "munmap" {
+				m[1]++
+			} else {
+				m[0]++
+			}
+		}
 		return
 	}
 	p := x.procs[e.PID]
@@ -348,13 +364,13 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 			measured++
 		}
 		if i < 8 {
-			procs = append(procs, mapProcEvidence(env, v))
+			procs = append(procs, x.procEvidence(env, v))
 		}
 	}
 	name := env.ProcName(w.pid, w.p.comm)
-	who := name
+	who, is, was := name, "is", "was"
 	if len(vs) > 1 {
-		who = fmt.Sprintf("%d processes (%s, …)", len(vs), name)
+		who, is, was = fmt.Sprintf("%d processes (%s, …)", len(vs), name), "are", "were"
 	}
 	names := callList(calls)
 	ev := map[string]any{"errno": "ENOMEM", "failures": total, "calls": calls, "processes": procs, "example": w.p.example}
@@ -381,9 +397,13 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM (Cannot allocate memory)%s. ", who, total, names, avail)
 		if w.cause == causeMapCount {
 			f.Severity = Critical
-			f.Title = fmt.Sprintf("%s is at vm.max_map_count (%d of %d mappings): %d %s call(s) failed with ENOMEM", who, w.p.facts.Count, lim, total, names)
-			fmt.Fprintf(&sum, "The memory is not short: the process held %d mappings against vm.max_map_count %d when the doctor read its maps at its first failure, "+
-				"with an RSS of %s. ", w.p.facts.Count, lim, mapBytes(w.p.facts.RSS))
+			f.Title = fmt.Sprintf("%s %s at vm.max_map_count (%d of %d mappings): %d %s call(s) failed with ENOMEM", who, is, w.p.facts.Count, lim, total, names)
+			one := "the process"
+			if len(vs) > 1 {
+				one = fmt.Sprintf("%s[%d]", w.p.comm, w.pid)
+			}
+			fmt.Fprintf(&sum, "The memory is not short: %s held %d mappings against vm.max_map_count %d when the doctor read its maps at its first failure, "+
+				"with an RSS of %s. ", one, w.p.facts.Count, lim, mapBytes(w.p.facts.RSS))
 			if measured < len(vs) {
 				fmt.Fprintf(&sum, "%d of the %d processes were measured at the limit; the others' counts could not be read. ", measured, len(vs))
 			}
@@ -402,6 +422,10 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 			parts := []string{fmt.Sprintf("vm.max_map_count was %d", lim)}
 			if mode, ok := hostfacts.MetaUint(meta, hostfacts.MetaOvercommitMemory); ok {
 				parts = append(parts, fmt.Sprintf("vm.overcommit_memory %d (no commit limit reached)", mode))
+			}
+			if m := x.made[w.pid]; m != nil && m[0] > 0 {
+				parts = append(parts, fmt.Sprintf("before its first failure the capture shows it made %d mmap calls that succeeded and %d munmap "+
+					"(each adds a mapping unless it merges with a neighbour; what it held before the capture began is not seen)", m[0], m[1]))
 			}
 			if w.p.munmap {
 				parts = append(parts, "munmap failed, which it does with ENOMEM only when a split would take the process past the count")
@@ -424,7 +448,7 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 		f.Key = keyOf("commit-limit", exe)
 		cl, _ := hostfacts.MetaUint(meta, hostfacts.MetaCommitLimit)
 		ca, _ := hostfacts.MetaUint(meta, hostfacts.MetaCommittedAS)
-		f.Title = fmt.Sprintf("%s was refused memory by the commit limit: %d %s call(s) failed with ENOMEM under vm.overcommit_memory=2", who, total, names)
+		f.Title = fmt.Sprintf("%s %s refused memory by the commit limit: %d %s call(s) failed with ENOMEM under vm.overcommit_memory=2", who, was, total, names)
 		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM%s: vm.overcommit_memory is 2 (strict), and the host had committed %s of its "+
 			"CommitLimit of %s (Committed_AS: what every process was promised, used or not). Strict overcommit refuses a mapping that "+
 			"does not fit in what is left, however much is free.", who, total, names, avail, mapBytes(ca), mapBytes(cl))
@@ -441,7 +465,7 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 			what = "RLIMIT_DATA counts its private writable mappings and heap"
 		}
 		f.Key = keyOf(strings.ToLower(lname), exe)
-		f.Title = fmt.Sprintf("%s was refused memory by its %s (%s): %d %s call(s) failed with ENOMEM", who, lname, mapBytes(uint64(lval)), total, names)
+		f.Title = fmt.Sprintf("%s %s refused memory by its %s (%s): %d %s call(s) failed with ENOMEM", who, was, lname, mapBytes(uint64(lval)), total, names)
 		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM%s. Its map count (%d) was below vm.max_map_count (%d) and no commit limit "+
 			"was reached, but its soft %s is %s: %s.", who, total, names, avail, fc.Count, lim, lname, mapBytes(uint64(lval)), what)
 		f.Fix = fmt.Sprintf("Raise or remove the limit where the process is started (`ulimit -v` for RLIMIT_AS, `ulimit -d` for RLIMIT_DATA, "+
@@ -452,8 +476,19 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 	return f
 }
 
-func mapProcEvidence(env *Env, v *mapVerdict) map[string]any {
+// forget drops ended processes (Doctor.forget).
+func (x *mapCount) forget(pids, _ map[uint32]bool) {
+	for pid := range pids {
+		delete(x.procs, pid)
+		delete(x.made, pid)
+	}
+}
+
+func (x *mapCount) procEvidence(env *Env, v *mapVerdict) map[string]any {
 	m := map[string]any{"process": env.ProcName(v.pid, v.p.comm), "failures": v.n, "calls": v.p.fails}
+	if made := x.made[v.pid]; made != nil {
+		m["mmap_before_failure"], m["munmap_before_failure"] = made[0], made[1]
+	}
 	if f := v.p.facts; f != nil {
 		if f.Count >= 0 {
 			m["map_count"] = f.Count

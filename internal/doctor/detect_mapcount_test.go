@@ -167,7 +167,11 @@ func TestMapCountFarBelow(t *testing.T) {
 // known. One failed munmap is enough; three failed mmaps are not; a
 // request larger than the memory available is another refusal.
 func TestMapCountCapture(t *testing.T) {
-	fs, _ := mcRun(t, hostMeta(), stuck(7, 10), nil)
+	var evs []event.Event
+	for i := range 300 { // the mappings it was seen making
+		evs = append(evs, sys(7, 1e8+uint64(i)*1000, nrMmap, 0x7f0000000000-int64(i)<<12, 1000, 0, 4096, 1, mapPrivAnon, ^uint64(0), 0))
+	}
+	fs, _ := mcRun(t, hostMeta(), append(evs, stuck(7, 10)...), nil)
 	f := byID(fs, MapCountLimit)
 	if f == nil {
 		t.Fatalf("no finding from a capture: %+v", fs)
@@ -175,7 +179,7 @@ func TestMapCountCapture(t *testing.T) {
 	if f.Severity != Warning || f.Evidence["basis"] != "inferred" {
 		t.Errorf("severity %v basis %v", f.Severity, f.Evidence["basis"])
 	}
-	wantWords(t, f, "inferred", "cannot be known", "65530", "not measured", "RLIMIT_AS")
+	wantWords(t, f, "inferred", "cannot be known", "65530", "not measured", "RLIMIT_AS", "300 mmap calls that succeeded")
 
 	munmap := []event.Event{sys(7, 1e9, mcNrMunmap, enomem, 2000, 0x7f0000001000, 4096)}
 	if f := byID(mcRunQuiet(t, munmap), MapCountLimit); f == nil || !strings.Contains(f.Summary, "munmap") {
