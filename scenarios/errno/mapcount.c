@@ -12,7 +12,11 @@
 // allocator does: a 256 KiB mmap and an mprotect that splits a mapping,
 // with a short back-off between tries. It changes no global state.
 //
-// mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US]
+// mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB]
+//
+// -a MIB sets RLIMIT_AS to MIB first: the fill then stops at the address
+// space limit, below the map count, and mmap's ENOMEM is that limit's (the
+// case a detector must tell apart from the map count).
 //
 // Each of PROCS processes (forked; 1: this process) fills its own address
 // space, then THREADS threads retry in it. Printed on stderr, per process:
@@ -30,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -185,18 +190,27 @@ static int run(void)
 int main(int argc, char **argv)
 {
 	int procs = 1, c;
-	while ((c = getopt(argc, argv, "p:t:d:b:")) != -1) {
+	long as_mib = 0;
+	while ((c = getopt(argc, argv, "p:t:d:b:a:")) != -1) {
 		switch (c) {
 		case 'p': procs = atoi(optarg); break;
 		case 't': nthreads = atoi(optarg); break;
 		case 'd': duration = atof(optarg); break;
 		case 'b': backoff_us = atol(optarg); break;
+		case 'a': as_mib = atol(optarg); break;
 		default:
-			fprintf(stderr, "usage: mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US]\n");
+			fprintf(stderr, "usage: mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB]\n");
 			return 2;
 		}
 	}
 	page = sysconf(_SC_PAGESIZE);
+	if (as_mib > 0) {
+		struct rlimit rl = {.rlim_cur = (rlim_t)as_mib << 20, .rlim_max = (rlim_t)as_mib << 20};
+		if (setrlimit(RLIMIT_AS, &rl) != 0) {
+			perror("mapcount: setrlimit RLIMIT_AS");
+			return 1;
+		}
+	}
 	if (procs <= 1)
 		return run();
 	for (int i = 0; i < procs; i++) {

@@ -25,6 +25,12 @@ var mapCountVariants = []Variant{
 	{Name: "map-count-limit/host", Differs: "2 processes at the limit before sysray starts; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"mapcount", "-p", "2", "-t", "2", "-d", "12"}, Lead: 5 * time.Second, For: 1500 * time.Millisecond,
 		Expect: mapCountAt()},
+	// The same errno from the same program for another reason: an
+	// RLIMIT_AS of 195 MiB stops the fill below the map count. The doctor
+	// must name that limit, and not the map count.
+	{Name: "memory-refused/rlimit-as", Differs: "RLIMIT_AS 195 MiB: the fill stops at ≈49,600 mappings, below vm.max_map_count; only mmap fails",
+		Mode: Cmd, Argv: []string{"mapcount", "-a", "195", "-d", "1"},
+		Expect: Expect{IDs: []doctor.ID{doctor.MemoryRefused}, Severity: doctor.Warning, Words: []string{"RLIMIT_AS", "195.0 MiB", "mmap", "below vm.max_map_count"}}},
 }
 
 func mapCountAt(words ...string) Expect {
