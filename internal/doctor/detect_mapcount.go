@@ -82,9 +82,13 @@ type mapFacts struct {
 	// they were read.
 	AS, Data int64
 	Rlimits  bool
-	VmSize   uint64            // the address space the process held, bytes (0 unknown)
-	Meta     map[string]string // the host's limits then (hostfacts.Limits)
-	Err      string            // why some facts are missing
+	VmSize   uint64 // the address space the process held, bytes (0 unknown)
+	// VmData is its data and stack mappings (statm's data field), bytes:
+	// what RLIMIT_DATA counts (private writable mappings), and the stack,
+	// so an upper bound (0 unknown).
+	VmData uint64
+	Meta   map[string]string // the host's limits then (hostfacts.Limits)
+	Err    string            // why some facts are missing
 }
 
 // Thresholds. See docs/doctor.md.
@@ -258,10 +262,10 @@ func (x *mapCount) verdict(env *Env, pid uint32, p *mapProc) *mapVerdict {
 	case commitReached(v.meta, p.largest):
 		v.cause = causeCommit
 		return v
-	case f != nil && f.Rlimits && f.AS >= 0 && (f.VmSize == 0 || f.VmSize+max(p.largest, uint64(f.AS)/mapCommitShare) >= uint64(f.AS)):
+	case f != nil && f.Rlimits && nearRlimit(f.AS, f.VmSize, p.largest):
 		v.cause = causeRlimitAS
 		return v
-	case f != nil && f.Rlimits && f.Data >= 0:
+	case f != nil && f.Rlimits && nearRlimit(f.Data, f.VmData, p.largest):
 		v.cause = causeRlimitData
 		return v
 	case counted && limOK:
@@ -283,6 +287,17 @@ func (x *mapCount) verdict(env *Env, pid uint32, p *mapProc) *mapVerdict {
 	v.close = float64(v.n) / mapInferMin
 	v.why = fmt.Sprintf("%d failure(s), the map count unknown; map-count-limit infers it from %d failures, or from one failed munmap", v.n, mapInferMin)
 	return v
+}
+
+// nearRlimit: a soft rlimit is set, and what the process held is within
+// the largest failed request, or 1/mapCommitShare of the limit, of it (the
+// same margin as the commit limit's, for the same reasons). Unknown use
+// counts as near: the limit is then named as a possible cause.
+func nearRlimit(limit int64, used, largest uint64) bool {
+	if limit < 0 {
+		return false
+	}
+	return used == 0 || used+max(largest, uint64(limit)/mapCommitShare) >= uint64(limit)
 }
 
 // commitReached: strict overcommit, and what is left of the commit limit
@@ -462,12 +477,16 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 		what := fmt.Sprintf("it held %s of address space", mapBytes(fc.VmSize))
 		if w.cause == causeRlimitData {
 			lname, lval = "RLIMIT_DATA", fc.Data
-			what = "RLIMIT_DATA counts its private writable mappings and heap"
+			what = fmt.Sprintf("it held %s of data and stack mappings, which RLIMIT_DATA counts but for the stack", mapBytes(fc.VmData))
 		}
 		f.Key = keyOf(strings.ToLower(lname), exe)
 		f.Title = fmt.Sprintf("%s %s refused memory by its %s (%s): %d %s call(s) failed with ENOMEM", who, was, lname, mapBytes(uint64(lval)), total, names)
-		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM%s. Its map count (%d) was below vm.max_map_count (%d) and no commit limit "+
-			"was reached, but its soft %s is %s: %s.", who, total, names, avail, fc.Count, lim, lname, mapBytes(uint64(lval)), what)
+		count := "Its map count could not be read"
+		if fc.Count >= 0 {
+			count = fmt.Sprintf("Its map count (%d) was below vm.max_map_count (%d)", fc.Count, lim)
+		}
+		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM%s. %s and no commit limit was reached, but its soft %s is %s: %s.",
+			who, total, names, avail, count, lname, mapBytes(uint64(lval)), what)
 		f.Fix = fmt.Sprintf("Raise or remove the limit where the process is started (`ulimit -v` for RLIMIT_AS, `ulimit -d` for RLIMIT_DATA, "+
 			"LimitAS= or LimitDATA= in a systemd unit; `prlimit --pid %d --as=unlimited` changes a running process). Programs that reserve "+
 			"large address ranges (JVMs, Go, sanitizers) fail under RLIMIT_AS long before they use the memory; a memory cgroup limits what is used instead.", w.pid)
@@ -538,6 +557,10 @@ func readMapFacts(pid uint32) *mapFacts {
 		if fs := strings.Fields(string(b)); len(fs) > 0 {
 			pages, _ := strconv.ParseUint(fs[0], 10, 64)
 			f.VmSize = pages * uint64(os.Getpagesize())
+		}
+		if fs := strings.Fields(string(b)); len(fs) > 5 {
+			pages, _ := strconv.ParseUint(fs[5], 10, 64)
+			f.VmData = pages * uint64(os.Getpagesize())
 		}
 	}
 	f.Err = strings.Join(errs, "; ")

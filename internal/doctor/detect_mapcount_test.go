@@ -270,3 +270,26 @@ func TestMapCountProcesses(t *testing.T) {
 		t.Errorf("%d reads, want one per process", reads)
 	}
 }
+
+// An RLIMIT_DATA far above what the process holds explains nothing: no
+// finding names it. Near it, it is named.
+func TestMapCountRlimitData(t *testing.T) {
+	facts := func(data uint64) func(uint32) *mapFacts {
+		return func(uint32) *mapFacts {
+			return &mapFacts{Count: 300, AS: -1, Data: 1 << 30, Rlimits: true, VmSize: 4 << 30, VmData: data, Meta: hostMeta()}
+		}
+	}
+	fs, _ := mcRun(t, nil, stuck(7, 10), facts(64<<20))
+	if f := byID(fs, MemoryRefused); f != nil {
+		t.Errorf("an RLIMIT_DATA 16 times what is held named: %s", f.Title)
+	}
+	fs, _ = mcRun(t, nil, stuck(7, 10), facts(1<<30-100<<10))
+	f := byID(fs, MemoryRefused)
+	if f == nil {
+		t.Fatalf("findings %+v", fs)
+	}
+	wantWords(t, f, "RLIMIT_DATA", "1.0 GiB")
+	if f.Key != "memory-refused:rlimit_data|prog" {
+		t.Errorf("key %q", f.Key)
+	}
+}
