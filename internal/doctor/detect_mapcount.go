@@ -273,8 +273,16 @@ func (x *mapCount) verdict(env *Env, pid uint32, p *mapProc) *mapVerdict {
 		v.why = fmt.Sprintf("its map count was %d of vm.max_map_count %d when read; map-count-limit reports a count within %d of the limit",
 			f.Count, lim, mapSlack)
 		return v
-	case counted || !limOK:
+	case counted:
 		return v // the limit unknown: nothing to say
+	case !limOK:
+		// Neither count nor limit (a capture without the limits, a host
+		// whose reads stall): only a failed munmap, which nothing else
+		// explains, says it.
+		if p.munmap {
+			v.cause = causeInferred
+		}
+		return v
 	}
 	// No count: a capture, or a process gone before it was read.
 	if avail, ok := hostfacts.MetaUint(v.meta, hostfacts.MetaMemAvailable); ok && p.largest > 0 && p.largest >= avail {
@@ -424,7 +432,11 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 			}
 		} else {
 			f.Severity = Warning
-			f.Title = fmt.Sprintf("%s failed %d %s call(s) with ENOMEM: inferred to be vm.max_map_count (%d)", who, total, names, lim)
+			limit := "vm.max_map_count"
+			if lim > 0 {
+				limit = fmt.Sprintf("vm.max_map_count (%d)", lim)
+			}
+			f.Title = fmt.Sprintf("%s failed %d %s call(s) with ENOMEM: inferred to be %s", who, total, names, limit)
 			why := "The process was gone before the doctor could read its map count"
 			switch {
 			case x.read == nil:
@@ -434,7 +446,10 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 					strconv.Itoa(mapReadProcs) + " processes)"
 			}
 			fmt.Fprintf(&sum, "%s, so the map count is inferred from the facts, not measured: ", why)
-			parts := []string{fmt.Sprintf("vm.max_map_count was %d", lim)}
+			parts := []string{"vm.max_map_count was not known"}
+			if lim > 0 {
+				parts[0] = fmt.Sprintf("vm.max_map_count was %d", lim)
+			}
 			if mode, ok := hostfacts.MetaUint(meta, hostfacts.MetaOvercommitMemory); ok {
 				parts = append(parts, fmt.Sprintf("vm.overcommit_memory %d (no commit limit reached)", mode))
 			}

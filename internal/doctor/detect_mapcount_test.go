@@ -196,9 +196,13 @@ func TestMapCountCapture(t *testing.T) {
 	if f := byID(mcRunQuiet(t, huge), MapCountLimit); f != nil {
 		t.Errorf("64 GiB requests inferred to be the map count: %s", f.Title)
 	}
-	// Without the limit in the header nothing can be said.
-	if fs, _ := mcRun(t, map[string]string{}, stuck(7, 20), nil); len(fs) != 0 && (byID(fs, MapCountLimit) != nil || byID(fs, MemoryRefused) != nil) {
+	// Without the limit in the header, failures alone say nothing; a
+	// failed munmap still does.
+	if fs, _ := mcRun(t, map[string]string{}, stuck(7, 20), nil); byID(fs, MapCountLimit) != nil || byID(fs, MemoryRefused) != nil {
 		t.Errorf("a finding without the limit: %+v", fs)
+	}
+	if fs, _ := mcRun(t, map[string]string{}, munmap, nil); byID(fs, MapCountLimit) == nil {
+		t.Errorf("a failed munmap without the limit: %+v", fs)
 	}
 }
 
@@ -249,6 +253,32 @@ func TestMapCountRlimitAS(t *testing.T) {
 		t.Fatalf("findings %+v", fs)
 	}
 	wantWords(t, f, "RLIMIT_AS", "1.0 GiB", "300")
+}
+
+// Live on a host whose reads would stall (a full audit backlog), nothing
+// is read, and the events say what they can: a failed munmap is the map
+// count, named as inferred, with why the count is missing.
+func TestMapCountHostStalls(t *testing.T) {
+	h := host
+	h.Live = true
+	d := New(h, nil)
+	for _, det := range d.detectors {
+		if x, ok := det.(*mapCount); ok {
+			x.read = newMapCount(h.Arch, true, func() bool { return false }).read
+		}
+	}
+	evs := append(stuck(7, 20), sys(7, 3e9, mcNrMunmap, enomem, 2000, 0x7f0000001000, 4096))
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	f := byID(d.Report().Findings, MapCountLimit)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	if f.Severity != Warning || f.Evidence["basis"] != "inferred" {
+		t.Errorf("severity %v, basis %v", f.Severity, f.Evidence["basis"])
+	}
+	wantWords(t, f, "did not read", "reads could stall", "munmap", "vm.max_map_count was not known")
 }
 
 // Processes of one program at the limit make one finding; brk's refusal

@@ -12,7 +12,12 @@
 // allocator does: a 256 KiB mmap and an mprotect that splits a mapping,
 // with a short back-off between tries. It changes no global state.
 //
-// mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB]
+// mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB] [-c CALLS]
+//
+// -c CALLS chooses what the threads retry, a comma-separated list of mmap
+// (a new 256 KiB mapping), mprotect (of the middle page of a three-page
+// mapping: two splits) and munmap (of that page: one split, the page mapped
+// back with MAP_FIXED when it succeeds); default mmap,mprotect.
 //
 // -a MIB sets RLIMIT_AS to MIB first: the fill then stops at the address
 // space limit, below the map count, and mmap's ENOMEM is that limit's (the
@@ -46,7 +51,10 @@ static long page;
 
 static char *reserve; // three pages, one mapping: mprotect of the middle one needs two splits
 static double deadline;
-static atomic_long enomem_mmap, enomem_mprotect, other_errors, successes;
+static atomic_long enomem_mmap, enomem_mprotect, enomem_munmap, other_errors, successes;
+
+enum { CALL_MMAP = 1, CALL_MPROTECT = 2, CALL_MUNMAP = 4 };
+static int calls = CALL_MMAP | CALL_MPROTECT;
 
 static double now(void)
 {
@@ -107,23 +115,38 @@ static void *retry(void *arg)
 	if (arg)
 		pthread_barrier_wait(&filled);
 	while (now() < deadline) {
-		void *p = mmap(NULL, 256 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED) {
-			if (errno == ENOMEM)
-				enomem_mmap++;
-			else
-				other_errors++;
-		} else {
-			successes++;
-			munmap(p, 256 << 10);
+		if (calls & CALL_MMAP) {
+			void *p = mmap(NULL, 256 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED) {
+				if (errno == ENOMEM)
+					enomem_mmap++;
+				else
+					other_errors++;
+			} else {
+				successes++;
+				munmap(p, 256 << 10);
+			}
 		}
-		if (mprotect(reserve + page, page, PROT_READ) == 0) {
-			successes++;
-			mprotect(reserve + page, page, PROT_READ | PROT_WRITE);
-		} else if (errno == ENOMEM) {
-			enomem_mprotect++;
-		} else {
-			other_errors++;
+		if (calls & CALL_MPROTECT) {
+			if (mprotect(reserve + page, page, PROT_READ) == 0) {
+				successes++;
+				mprotect(reserve + page, page, PROT_READ | PROT_WRITE);
+			} else if (errno == ENOMEM) {
+				enomem_mprotect++;
+			} else {
+				other_errors++;
+			}
+		}
+		if (calls & CALL_MUNMAP) {
+			if (munmap(reserve + page, page) == 0) {
+				successes++;
+				if (mmap(reserve + page, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+					other_errors++;
+			} else if (errno == ENOMEM) {
+				enomem_munmap++;
+			} else {
+				other_errors++;
+			}
 		}
 		if (backoff_us > 0)
 			usleep(backoff_us);
@@ -181,9 +204,9 @@ static int run(void)
 	retry(NULL);
 	for (int i = 1; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
-	fprintf(stderr, "RESULT pid=%d maps=%ld max_map_count=%ld mem_available_kb=%ld enomem_mmap=%ld enomem_mprotect=%ld successes=%ld other_errors=%ld threads=%d\n",
-		getpid(), maps, limit, avail, (long)enomem_mmap, (long)enomem_mprotect, (long)successes,
-		(long)other_errors, nthreads);
+	fprintf(stderr, "RESULT pid=%d maps=%ld max_map_count=%ld mem_available_kb=%ld enomem_mmap=%ld enomem_mprotect=%ld enomem_munmap=%ld successes=%ld other_errors=%ld threads=%d\n",
+		getpid(), maps, limit, avail, (long)enomem_mmap, (long)enomem_mprotect, (long)enomem_munmap,
+		(long)successes, (long)other_errors, nthreads);
 	return 0;
 }
 
@@ -191,15 +214,29 @@ int main(int argc, char **argv)
 {
 	int procs = 1, c;
 	long as_mib = 0;
-	while ((c = getopt(argc, argv, "p:t:d:b:a:")) != -1) {
+	while ((c = getopt(argc, argv, "p:t:d:b:a:c:")) != -1) {
 		switch (c) {
 		case 'p': procs = atoi(optarg); break;
 		case 't': nthreads = atoi(optarg); break;
 		case 'd': duration = atof(optarg); break;
 		case 'b': backoff_us = atol(optarg); break;
 		case 'a': as_mib = atol(optarg); break;
+		case 'c':
+			calls = 0;
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ","))
+				if (!strcmp(tok, "mmap"))
+					calls |= CALL_MMAP;
+				else if (!strcmp(tok, "mprotect"))
+					calls |= CALL_MPROTECT;
+				else if (!strcmp(tok, "munmap"))
+					calls |= CALL_MUNMAP;
+				else {
+					fprintf(stderr, "mapcount: -c: %s: not mmap, mprotect or munmap\n", tok);
+					return 2;
+				}
+			break;
 		default:
-			fprintf(stderr, "usage: mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB]\n");
+			fprintf(stderr, "usage: mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB] [-c CALLS]\n");
 			return 2;
 		}
 	}
