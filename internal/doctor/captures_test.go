@@ -281,7 +281,7 @@ func TestCaptureMapCount(t *testing.T) {
 		f.Evidence["max_map_count"] != uint64(65530) {
 		t.Errorf("severity %v, evidence %+v", f.Severity, f.Evidence)
 	}
-	for _, w := range []string{"inferred", "cannot be known", "65520 mmap calls that succeeded", "not measured"} {
+	for _, w := range []string{"inferred", "cannot be known", "65520 mmap calls of it that succeeded", "not measured"} {
 		if !strings.Contains(f.Summary, w) {
 			t.Errorf("%q missing from %s", w, f.Summary)
 		}

@@ -141,7 +141,7 @@ func newMapCount(arch event.Arch, live bool, canRead func() bool) *mapCount {
 }
 
 // mmFailure says whether s is one of the calls this detector explains,
-// failing for want of memory, and which. brk does not return an errno: it
+// failing for want of memory. brk does not return an errno: it
 // returns the old break when it refuses to move it, which the C library
 // turns into ENOMEM.
 func mmFailure(name string, s *event.Syscall) bool {
@@ -164,7 +164,8 @@ func (x *mapCount) Observe(e *event.Event) {
 	s := &e.Syscall
 	name := event.SyscallName(x.arch, s.Nr)
 	if !mmFailure(name, s) {
-		if (name == "mmap" || name == "mmap2" || name == "munmap") && !s.Failed() && x.procs[e.PID] == nil {
+		// Live, successes reach the doctor sampled: counted from captures only.
+		if x.read == nil && (name == "mmap" || name == "mmap2" || name == "munmap") && !s.Failed() && x.procs[e.PID] == nil {
 			m := x.made[e.PID]
 			if m == nil {
 				m = &[2]uint64{}
@@ -454,7 +455,7 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 				parts = append(parts, fmt.Sprintf("vm.overcommit_memory %d (no commit limit reached)", mode))
 			}
 			if m := x.made[w.pid]; m != nil && m[0] > 0 {
-				parts = append(parts, fmt.Sprintf("before its first failure the capture shows it made %d mmap calls that succeeded and %d munmap "+
+				parts = append(parts, fmt.Sprintf("before its first failure the capture holds %d mmap calls of it that succeeded and %d munmap "+
 					"(each adds a mapping unless it merges with a neighbour; what it held before the capture began is not seen)", m[0], m[1]))
 			}
 			if w.p.munmap {

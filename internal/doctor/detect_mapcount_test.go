@@ -179,7 +179,7 @@ func TestMapCountCapture(t *testing.T) {
 	if f.Severity != Warning || f.Evidence["basis"] != "inferred" {
 		t.Errorf("severity %v basis %v", f.Severity, f.Evidence["basis"])
 	}
-	wantWords(t, f, "inferred", "cannot be known", "65530", "not measured", "RLIMIT_AS", "300 mmap calls that succeeded")
+	wantWords(t, f, "inferred", "cannot be known", "65530", "not measured", "RLIMIT_AS", "300 mmap calls of it that succeeded")
 
 	munmap := []event.Event{sys(7, 1e9, mcNrMunmap, enomem, 2000, 0x7f0000001000, 4096)}
 	if f := byID(mcRunQuiet(t, munmap), MapCountLimit); f == nil || !strings.Contains(f.Summary, "munmap") {
