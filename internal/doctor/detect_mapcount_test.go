@@ -1,10 +1,12 @@
 package doctor
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
+	hostfacts "github.com/sysray/sysray/internal/host"
 )
 
 const (
@@ -321,5 +323,22 @@ func TestMapCountRlimitData(t *testing.T) {
 	wantWords(t, f, "RLIMIT_DATA", "1.0 GiB")
 	if f.Key != "memory-refused:rlimit_data|prog" {
 		t.Errorf("key %q", f.Key)
+	}
+}
+
+// What a live read gets from a running process (this test's): its map
+// count, rlimits, address space and the host's limits, from the files the
+// detector reads at a failure.
+func TestReadMapFacts(t *testing.T) {
+	f := readMapFacts(uint32(os.Getpid()))
+	if f.Count <= 0 || f.RSS == 0 || !f.Rlimits || f.VmSize == 0 || f.VmData == 0 || f.Err != "" {
+		t.Errorf("facts %+v", f)
+	}
+	if _, ok := hostfacts.MetaUint(f.Meta, hostfacts.MetaMaxMapCount); !ok {
+		t.Errorf("no vm.max_map_count in %v", f.Meta)
+	}
+	gone := readMapFacts(1 << 30) // no such pid
+	if gone.Count != -1 || gone.Err == "" || gone.Rlimits {
+		t.Errorf("a gone process: %+v", gone)
 	}
 }
