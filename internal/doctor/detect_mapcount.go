@@ -289,8 +289,22 @@ func (x *mapCount) verdict(env *Env, pid uint32, p *mapProc) *mapVerdict {
 	if avail, ok := hostfacts.MetaUint(v.meta, hostfacts.MetaMemAvailable); ok && p.largest > 0 && p.largest >= avail {
 		return v // a request larger than the memory available: the heuristic overcommit's refusal, or no room
 	}
-	if p.munmap || v.n >= mapInferMin {
+	// Under strict overcommit the commit limit may have been reached after
+	// the limits were read (a capture's header holds them from when the
+	// recording began): then only a failed munmap, which commits nothing,
+	// says the map count.
+	strict := false
+	if mode, ok := hostfacts.MetaUint(v.meta, hostfacts.MetaOvercommitMemory); ok && mode == 2 {
+		strict = true
+	}
+	if p.munmap || v.n >= mapInferMin && !strict {
 		v.cause = causeInferred
+		return v
+	}
+	if strict {
+		v.close = 0.5
+		v.why = fmt.Sprintf("%d failure(s), the map count unknown, under strict overcommit (vm.overcommit_memory=2): "+
+			"map-count-limit infers the map count then only from a failed munmap, which commits nothing", v.n)
 		return v
 	}
 	v.close = float64(v.n) / mapInferMin
@@ -409,6 +423,9 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 	avail := ""
 	if n, ok := hostfacts.MetaUint(meta, hostfacts.MetaMemAvailable); ok {
 		avail = fmt.Sprintf(" while the host had %s available (MemAvailable)", mapBytes(n))
+		if x.read == nil {
+			avail = fmt.Sprintf(" on a host that had %s available (MemAvailable) when the recording began", mapBytes(n))
+		}
 	}
 	lim, _ := hostfacts.MetaUint(meta, hostfacts.MetaMaxMapCount)
 	switch w.cause {
@@ -451,8 +468,8 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 			if lim > 0 {
 				parts[0] = fmt.Sprintf("vm.max_map_count was %d", lim)
 			}
-			if mode, ok := hostfacts.MetaUint(meta, hostfacts.MetaOvercommitMemory); ok {
-				parts = append(parts, fmt.Sprintf("vm.overcommit_memory %d (no commit limit reached)", mode))
+			if mode, ok := hostfacts.MetaUint(meta, hostfacts.MetaOvercommitMemory); ok && mode != 2 {
+				parts = append(parts, fmt.Sprintf("vm.overcommit_memory %d (heuristic: no commit limit)", mode))
 			}
 			if m := x.made[w.pid]; m != nil && m[0] > 0 {
 				parts = append(parts, fmt.Sprintf("before its first failure the capture holds %d mmap calls of it that succeeded and %d munmap "+
@@ -480,9 +497,13 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 		cl, _ := hostfacts.MetaUint(meta, hostfacts.MetaCommitLimit)
 		ca, _ := hostfacts.MetaUint(meta, hostfacts.MetaCommittedAS)
 		f.Title = fmt.Sprintf("%s %s refused memory by the commit limit: %d %s call(s) failed with ENOMEM under vm.overcommit_memory=2", who, was, total, names)
+		when := "when the doctor read them at the first failure"
+		if x.read == nil {
+			when = "as the capture's header holds them, from when the recording began"
+		}
 		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM%s: vm.overcommit_memory is 2 (strict), and the host had committed %s of its "+
-			"CommitLimit of %s (Committed_AS: what every process was promised, used or not). Strict overcommit refuses a mapping that "+
-			"does not fit in what is left, however much is free.", who, total, names, avail, mapBytes(ca), mapBytes(cl))
+			"CommitLimit of %s (Committed_AS: what every process was promised, used or not; %s). Strict overcommit refuses a mapping that "+
+			"does not fit in what is left, however much is free.", who, total, names, avail, mapBytes(ca), mapBytes(cl), when)
 		f.Fix = "Find who commits the most (`grep -E 'Commit' /proc/meminfo`; per process, the writable private mappings in /proc/PID/smaps); " +
 			"raise the limit (`sysctl -w vm.overcommit_ratio=N`, or vm.overcommit_kbytes, or add swap), or go back to heuristic overcommit " +
 			"(`sysctl -w vm.overcommit_memory=0`) where nothing needs the strict guarantee."

@@ -231,10 +231,21 @@ func TestMapCountCommitLimit(t *testing.T) {
 	if f.Key != "memory-refused:commit-limit|prog" {
 		t.Errorf("key %q", f.Key)
 	}
-	// Strict, but far from the limit: not the commit limit.
+	wantWords(t, f, "from when the recording began")
+	// Strict, but far from the limit when the header was written: not
+	// the commit limit; nor, since it may have been reached later, the
+	// map count from failures alone; a failed munmap still is.
 	meta["committed_as"] = "1770266624"
-	if f := byID(mustRun(t, meta, stuck(7, 10)), MemoryRefused); f != nil {
+	fs = mustRun(t, meta, stuck(7, 10))
+	if f := byID(fs, MemoryRefused); f != nil {
 		t.Errorf("commit limit far from reached, reported: %s", f.Title)
+	}
+	if f := byID(fs, MapCountLimit); f != nil {
+		t.Errorf("the map count inferred under strict overcommit: %s", f.Title)
+	}
+	munmap := append(stuck(7, 10), sys(7, 3e9, mcNrMunmap, enomem, 2000, 0x7f0000001000, 4096))
+	if f := byID(mustRun(t, meta, munmap), MapCountLimit); f == nil {
+		t.Error("a failed munmap under strict overcommit not inferred")
 	}
 }
 
