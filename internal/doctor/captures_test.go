@@ -261,3 +261,32 @@ func TestCaptureSlowGetrandom(t *testing.T) {
 		t.Errorf("the calls waited %d of %d ns for a CPU; the summary says so: %v, want %v: %s", queued, total, said, waited, f.Summary)
 	}
 }
+
+// mapcount at vm.max_map_count, its retries failing with ENOMEM: from a
+// capture the count at the time is not known, so the finding is inferred
+// from the header's limits, says so, and counts exactly the failures the
+// program made (30 mmap and 30 mprotect retries, and the fill's last mmap).
+func TestCaptureMapCount(t *testing.T) {
+	rep := diagnose(t, "mapcount.sysray")
+	var f *doctor.Finding
+	for i := range rep.Findings {
+		if rep.Findings[i].ID == doctor.MapCountLimit {
+			f = &rep.Findings[i]
+		}
+	}
+	if f == nil {
+		t.Fatalf("no map-count-limit finding: %+v", rep.Findings)
+	}
+	if f.Severity != doctor.Warning || f.Evidence["basis"] != "inferred" || f.Evidence["failures"] != uint64(61) ||
+		f.Evidence["max_map_count"] != uint64(65530) {
+		t.Errorf("severity %v, evidence %+v", f.Severity, f.Evidence)
+	}
+	for _, w := range []string{"inferred", "cannot be known", "65520 mmap calls of it that succeeded", "not measured"} {
+		if !strings.Contains(f.Summary, w) {
+			t.Errorf("%q missing from %s", w, f.Summary)
+		}
+	}
+	if f.Key != "map-count-limit:mapcount" {
+		t.Errorf("key %q", f.Key)
+	}
+}

@@ -12,7 +12,16 @@
 // allocator does: a 256 KiB mmap and an mprotect that splits a mapping,
 // with a short back-off between tries. It changes no global state.
 //
-// mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US]
+// mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB] [-c CALLS]
+//
+// -c CALLS chooses what the threads retry, a comma-separated list of mmap
+// (a new 256 KiB mapping), mprotect (of the middle page of a three-page
+// mapping: two splits) and munmap (of that page: one split, the page mapped
+// back with MAP_FIXED when it succeeds); default mmap,mprotect.
+//
+// -a MIB sets RLIMIT_AS to MIB first: the fill then stops at the address
+// space limit, below the map count, and mmap's ENOMEM is that limit's (the
+// case a detector must tell apart from the map count).
 //
 // Each of PROCS processes (forked; 1: this process) fills its own address
 // space, then THREADS threads retry in it. Printed on stderr, per process:
@@ -30,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,7 +51,10 @@ static long page;
 
 static char *reserve; // three pages, one mapping: mprotect of the middle one needs two splits
 static double deadline;
-static atomic_long enomem_mmap, enomem_mprotect, other_errors, successes;
+static atomic_long enomem_mmap, enomem_mprotect, enomem_munmap, other_errors, successes;
+
+enum { CALL_MMAP = 1, CALL_MPROTECT = 2, CALL_MUNMAP = 4 };
+static int calls = CALL_MMAP | CALL_MPROTECT;
 
 static double now(void)
 {
@@ -102,23 +115,38 @@ static void *retry(void *arg)
 	if (arg)
 		pthread_barrier_wait(&filled);
 	while (now() < deadline) {
-		void *p = mmap(NULL, 256 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p == MAP_FAILED) {
-			if (errno == ENOMEM)
-				enomem_mmap++;
-			else
-				other_errors++;
-		} else {
-			successes++;
-			munmap(p, 256 << 10);
+		if (calls & CALL_MMAP) {
+			void *p = mmap(NULL, 256 << 10, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED) {
+				if (errno == ENOMEM)
+					enomem_mmap++;
+				else
+					other_errors++;
+			} else {
+				successes++;
+				munmap(p, 256 << 10);
+			}
 		}
-		if (mprotect(reserve + page, page, PROT_READ) == 0) {
-			successes++;
-			mprotect(reserve + page, page, PROT_READ | PROT_WRITE);
-		} else if (errno == ENOMEM) {
-			enomem_mprotect++;
-		} else {
-			other_errors++;
+		if (calls & CALL_MPROTECT) {
+			if (mprotect(reserve + page, page, PROT_READ) == 0) {
+				successes++;
+				mprotect(reserve + page, page, PROT_READ | PROT_WRITE);
+			} else if (errno == ENOMEM) {
+				enomem_mprotect++;
+			} else {
+				other_errors++;
+			}
+		}
+		if (calls & CALL_MUNMAP) {
+			if (munmap(reserve + page, page) == 0) {
+				successes++;
+				if (mmap(reserve + page, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+					other_errors++;
+			} else if (errno == ENOMEM) {
+				enomem_munmap++;
+			} else {
+				other_errors++;
+			}
 		}
 		if (backoff_us > 0)
 			usleep(backoff_us);
@@ -176,27 +204,50 @@ static int run(void)
 	retry(NULL);
 	for (int i = 1; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
-	fprintf(stderr, "RESULT pid=%d maps=%ld max_map_count=%ld mem_available_kb=%ld enomem_mmap=%ld enomem_mprotect=%ld successes=%ld other_errors=%ld threads=%d\n",
-		getpid(), maps, limit, avail, (long)enomem_mmap, (long)enomem_mprotect, (long)successes,
-		(long)other_errors, nthreads);
+	fprintf(stderr, "RESULT pid=%d maps=%ld max_map_count=%ld mem_available_kb=%ld enomem_mmap=%ld enomem_mprotect=%ld enomem_munmap=%ld successes=%ld other_errors=%ld threads=%d\n",
+		getpid(), maps, limit, avail, (long)enomem_mmap, (long)enomem_mprotect, (long)enomem_munmap,
+		(long)successes, (long)other_errors, nthreads);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	int procs = 1, c;
-	while ((c = getopt(argc, argv, "p:t:d:b:")) != -1) {
+	long as_mib = 0;
+	while ((c = getopt(argc, argv, "p:t:d:b:a:c:")) != -1) {
 		switch (c) {
 		case 'p': procs = atoi(optarg); break;
 		case 't': nthreads = atoi(optarg); break;
 		case 'd': duration = atof(optarg); break;
 		case 'b': backoff_us = atol(optarg); break;
+		case 'a': as_mib = atol(optarg); break;
+		case 'c':
+			calls = 0;
+			for (char *tok = strtok(optarg, ","); tok; tok = strtok(NULL, ","))
+				if (!strcmp(tok, "mmap"))
+					calls |= CALL_MMAP;
+				else if (!strcmp(tok, "mprotect"))
+					calls |= CALL_MPROTECT;
+				else if (!strcmp(tok, "munmap"))
+					calls |= CALL_MUNMAP;
+				else {
+					fprintf(stderr, "mapcount: -c: %s: not mmap, mprotect or munmap\n", tok);
+					return 2;
+				}
+			break;
 		default:
-			fprintf(stderr, "usage: mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US]\n");
+			fprintf(stderr, "usage: mapcount [-p PROCS] [-t THREADS] [-d SECONDS] [-b BACKOFF_US] [-a MIB] [-c CALLS]\n");
 			return 2;
 		}
 	}
 	page = sysconf(_SC_PAGESIZE);
+	if (as_mib > 0) {
+		struct rlimit rl = {.rlim_cur = (rlim_t)as_mib << 20, .rlim_max = (rlim_t)as_mib << 20};
+		if (setrlimit(RLIMIT_AS, &rl) != 0) {
+			perror("mapcount: setrlimit RLIMIT_AS");
+			return 1;
+		}
+	}
 	if (procs <= 1)
 		return run();
 	for (int i = 0; i < procs; i++) {
