@@ -268,7 +268,8 @@ func TestTCPByLocalScenario(t *testing.T) {
 	addr := netip.MustParseAddr(kv["addr"])
 	var l *TCPLocal
 	// The last connection reaches TIME_WAIT once the server has closed
-	// its side; until then its port is held in FIN_WAIT2.
+	// its side; until then its port is held in FIN_WAIT2, and the
+	// server's end (port 8080) in CLOSE_WAIT.
 	for try := 0; try < 20; try++ {
 		got, err := TCPByLocal(pid)
 		if err != nil {
@@ -279,7 +280,7 @@ func TestTCPByLocalScenario(t *testing.T) {
 				l = &got[i]
 			}
 		}
-		if l != nil && l.States[TCPTimeWait] == atoi(t, kv["connects"]) {
+		if l != nil && l.States[TCPTimeWait] == atoi(t, kv["connects"]) && l.States[TCPCloseWait] == 0 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
