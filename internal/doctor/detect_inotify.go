@@ -98,7 +98,7 @@ type inotifyProc struct {
 	comm        string
 	fails       map[string]uint64 // by syscall, from events
 	exact       map[string]uint64 // by syscall, the kernel's counts
-	added       uint64    // watches added, the kernel's count (exact where counted)
+	added       uint64            // watches added, the kernel's count (exact where counted)
 	counted     bool
 	first, last [2]uint64
 	example     [2]string
@@ -127,7 +127,7 @@ type inotifyFacts struct {
 	NofileRead bool
 	// The watched path's file system (statfs), for ENOSPC: what the errno
 	// seems to say.
-	FS *inotifyFS
+	FS  *inotifyFS
 	Err string
 }
 
