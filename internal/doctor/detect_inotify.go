@@ -417,7 +417,7 @@ func (x *inotifyLimits) finding(env *Env, kind inotifyKind, uidText string, pids
 
 	// A namespace's limit was reached when the user held less than the
 	// host's.
-	nsReached := userNS && user != nil && limitKnown && uint64(user.held(kind)) < limit
+	nsReached := userNS && user != nil && limitKnown && uint64(user.held(kind)) < limit && user.holds(pids)
 	if nsReached {
 		ev["namespace_limit"] = user.held(kind)
 	}
@@ -448,7 +448,12 @@ func (x *inotifyLimits) finding(env *Env, kind inotifyKind, uidText string, pids
 	}
 	b.WriteString(x.limitText(kind, lead, user, uidText, limit, limitKnown, limitFrom, resource))
 	if added, ok := x.added(pids[0]); ok && kind == inotifyWatches {
-		fmt.Fprintf(&b, "During the trace %s added %d watch(es). ", name, added)
+		fmt.Fprintf(&b, "During the trace %s added %d watch(es)", name, added)
+		if user == nil && limitKnown && added < limit && len(pids) == 1 {
+			b.WriteString(", under that limit: its user's other processes held the rest, the limit was lowered after " +
+				"recording began, or the process ran in a user namespace whose own limit was lower")
+		}
+		b.WriteString(". ")
 	}
 	if kind == inotifyInstances {
 		b.WriteString(x.tableText(pids))
@@ -491,6 +496,27 @@ func (u *inotifyUser) max(k inotifyKind) uint64 {
 	return u.MaxWatches
 }
 
+// holds says whether any of pids was among the user's holders when read.
+func (u *inotifyUser) holds(pids []uint32) bool {
+	for _, h := range u.Holders {
+		if containsPID(pids, h.PID) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusedPIDs is every process refused by one limit.
+func (x *inotifyLimits) refusedPIDs(k inotifyKind) []uint32 {
+	var out []uint32
+	for pid, p := range x.procs {
+		if p.refusals(k) > 0 {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 func (u *inotifyUser) held(k inotifyKind) int {
 	if k == inotifyInstances {
 		return u.Instances
@@ -515,10 +541,24 @@ func (x *inotifyLimits) limitText(kind inotifyKind, lead *inotifyProc, user *ino
 		if x.read == nil {
 			b.WriteString("Which user was refused, and which processes held its " + resource + ", are read only live: " +
 				"run the doctor on the host while it happens. ")
+		} else {
+			b.WriteString("The doctor did not read the user's " + resource + " at the refusal (opening files in /proc " +
+				"would have stalled on this host, or the process was gone), so who held them is not known. ")
 		}
 		return b.String()
 	}
 	held := user.held(kind)
+	if !user.holds(x.refusedPIDs(kind)) {
+		fmt.Fprintf(&b, "When the doctor read them, after the refusal, no refused process held an inotify instance any more "+
+			"(it had exited or closed it): uid %s then held %d %s in %d process(es), against ", uidText, held, resource, len(user.Holders))
+		if known {
+			fmt.Fprintf(&b, "%s = %d. ", name, limit)
+		} else {
+			fmt.Fprintf(&b, "%s, which could not be read. ", name)
+		}
+		b.WriteString("What the user held at the refusal is not known. ")
+		return b.String()
+	}
 	fmt.Fprintf(&b, "When the first refusal was seen, %s held %d %s in %d process(es)", "uid "+uidText, held, resource, len(user.Holders))
 	if len(user.Holders) > 0 {
 		var top []string

@@ -248,3 +248,25 @@ func TestInotifyWatchLimitWithFullDisk(t *testing.T) {
 	}
 	wantWords(t, f, "write ENOSPC 1", "a separate matter")
 }
+
+// A watcher that exits at its refusal is gone when its user's holders are
+// read: the finding says what the read found is after the fact, and claims
+// no namespace limit from it.
+func TestInotifyWatchLimitHolderGone(t *testing.T) {
+	evs := []event.Event{addWatch(7, 1e9, inENOSPC, "/tmp/d/f64")}
+	read := func(uint32, inotifyKind, string) *inotifyFacts {
+		return &inotifyFacts{UID: 64321, Known: true, UserNS: true}
+	}
+	user := func(uint32) *inotifyUser {
+		return &inotifyUser{MaxWatches: 192536, MaxRead: [2]bool{true, true}}
+	}
+	cells := []stat.Cell{{Key: stat.Key{PID: 7, Nr: inNrAddWatch}, Count: 65, Errors: 1, Errnos: map[int]uint64{28: 1}}}
+	f := byID(inotifyRun(t, evs, nil, read, user, cells), InotifyWatchLimit)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	wantWords(t, f, "no refused process held an inotify instance any more", "not known", "added 64 watch")
+	if strings.Contains(f.Summary, "equals") || f.Evidence["namespace_limit"] != nil {
+		t.Errorf("a namespace limit claimed from a read after the fact: %s", f.Summary)
+	}
+}

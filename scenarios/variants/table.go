@@ -20,6 +20,7 @@ var All = slices.Concat(
 	refusedVariants,
 	cgroupVariants,
 	fdVariants,
+	inotifyVariants,
 	blockedIOVariants,
 	mmapLockVariants,
 )
