@@ -67,6 +67,10 @@ type inotifyLimits struct {
 	// them in a capture, a sample live (where the kernel's counts are
 	// exact).
 	addedEv map[uint32]uint64
+	// instFDs holds, from a capture (where every call is there), the
+	// inotify instances each process made and had not closed: at a
+	// refusal, as many as the limit prove the instance limit.
+	instFDs map[uint32]map[int]bool
 }
 
 // added is how many watches process pid added during the trace, and
@@ -107,6 +111,9 @@ type inotifyProc struct {
 	// descriptor made after the first refusal (the table had room), or
 	// other descriptor-making calls refused EMFILE too.
 	madeFDAfter, otherEMFILE uint64
+	// heldAtRefusal: the instances it had made and not closed when first
+	// refused, from a capture.
+	heldAtRefusal int
 	// Other calls that failed with ENOSPC or EDQUOT: a full disk or a
 	// quota, another matter than the watches.
 	diskErrs map[string]uint64
@@ -173,7 +180,7 @@ const (
 
 func newInotifyLimits(h *Host) *inotifyLimits {
 	x := &inotifyLimits{arch: h.Arch, meta: h.Meta, procs: map[uint32]*inotifyProc{}, users: map[uint32]*inotifyUser{},
-		addedEv: map[uint32]uint64{}}
+		addedEv: map[uint32]uint64{}, instFDs: map[uint32]map[int]bool{}}
 	if h.Live {
 		x.read = func(pid uint32, kind inotifyKind, path string) *inotifyFacts {
 			if !h.canRead() {
@@ -217,6 +224,9 @@ func (x *inotifyLimits) Observe(e *event.Event) {
 		if name == "inotify_add_watch" && !s.Failed() {
 			x.addedEv[e.PID]++
 		}
+		if x.read == nil && !s.Failed() {
+			x.trackInstances(e.PID, name, s)
+		}
 		if p == nil {
 			return
 		}
@@ -237,6 +247,9 @@ func (x *inotifyLimits) Observe(e *event.Event) {
 	}
 	p = x.proc(e.PID, e.Comm)
 	p.fails[name]++
+	if kind == inotifyInstances && p.heldAtRefusal == 0 {
+		p.heldAtRefusal = len(x.instFDs[e.PID])
+	}
 	if p.first[kind] == 0 || e.Time < p.first[kind] {
 		p.first[kind] = e.Time
 	}
@@ -293,6 +306,22 @@ func (x *inotifyLimits) counts(cells []stat.Cell) {
 			p.added += c.Count - c.Errors
 			p.counted = true
 		}
+	}
+}
+
+// trackInstances follows the inotify instances a process makes and
+// closes, from a capture's complete calls.
+func (x *inotifyLimits) trackInstances(pid uint32, name string, s *event.Syscall) {
+	switch name {
+	case "inotify_init", "inotify_init1":
+		m := x.instFDs[pid]
+		if m == nil {
+			m = map[int]bool{}
+			x.instFDs[pid] = m
+		}
+		m[int(s.Ret)] = true
+	case "close":
+		delete(x.instFDs[pid], int(int32(s.Args[0])))
 	}
 }
 
@@ -441,6 +470,10 @@ func (x *inotifyLimits) finding(env *Env, kind inotifyKind, uidText string, pids
 		fmt.Fprintf(&b, "%s: %d call(s) of %s failed with EMFILE (\"Too many open files\"). That errno comes either "+
 			"from the per-user limit on inotify instances or from the process's descriptor table; here it was the "+
 			"table. ", who, total, callNames)
+	case !x.instancesShown(pids, limit, limitKnown):
+		title = fmt.Sprintf("%s refused %d inotify instance(s) with EMFILE: the per-user instance limit or the descriptor table", who, total)
+		fmt.Fprintf(&b, "%s: %d call(s) of %s failed with EMFILE (\"Too many open files\"). That errno comes either "+
+			"from the per-user limit on inotify instances or from the process's descriptor table. ", who, total, callNames)
 	default:
 		title = fmt.Sprintf("%s refused %d inotify instance(s) with EMFILE: the per-user instance limit, not open files", who, total)
 		fmt.Fprintf(&b, "%s: %d call(s) of %s failed with EMFILE (\"Too many open files\"). That errno comes either "+
@@ -456,7 +489,7 @@ func (x *inotifyLimits) finding(env *Env, kind inotifyKind, uidText string, pids
 		b.WriteString(". ")
 	}
 	if kind == inotifyInstances {
-		b.WriteString(x.tableText(pids))
+		b.WriteString(x.tableText(pids, limit, limitKnown))
 	} else {
 		b.WriteString(x.diskText(pids))
 	}
@@ -601,8 +634,18 @@ func (x *inotifyLimits) descriptorsFull(pids []uint32) bool {
 	return f != nil && f.NofileRead && f.Soft >= 0 && int64(f.Open) >= f.Soft
 }
 
+// instancesShown says whether the facts show the instance limit, not the
+// descriptor table, refused inotify_init: as tableText argues it.
+func (x *inotifyLimits) instancesShown(pids []uint32, limit uint64, limitKnown bool) bool {
+	p := x.procs[pids[0]]
+	if f := p.facts; f != nil && f.NofileRead {
+		return f.Soft < 0 || int64(f.Open) < f.Soft
+	}
+	return limitKnown && p.heldAtRefusal > 0 && uint64(p.heldAtRefusal) >= limit || p.madeFDAfter > 0
+}
+
 // tableText says what shows which limit an inotify_init EMFILE was.
-func (x *inotifyLimits) tableText(pids []uint32) string {
+func (x *inotifyLimits) tableText(pids []uint32, limit uint64, limitKnown bool) string {
 	p := x.procs[pids[0]]
 	f := p.facts
 	switch {
@@ -617,6 +660,9 @@ func (x *inotifyLimits) tableText(pids []uint32) string {
 		}
 		return fmt.Sprintf("The process held %d descriptors of the %s its RLIMIT_NOFILE allows: the table had room, so it "+
 			"was the instance limit. ", f.Open, soft)
+	case limitKnown && p.heldAtRefusal > 0 && uint64(p.heldAtRefusal) >= limit:
+		return fmt.Sprintf("It held %d inotify instances it had made in the capture and not closed, as many as the limit: "+
+			"it was the instance limit. ", p.heldAtRefusal)
 	case p.madeFDAfter > 0:
 		return fmt.Sprintf("The process made %d descriptor(s) after the first refusal: its table had room, so it was the "+
 			"instance limit. ", p.madeFDAfter)
@@ -725,7 +771,7 @@ func (x *inotifyLimits) procEvidence(env *Env, pid uint32, kind inotifyKind) map
 		}
 	}
 	if kind == inotifyInstances && x.read == nil {
-		m["made_fd_after"], m["other_emfile"] = p.madeFDAfter, p.otherEMFILE
+		m["made_fd_after"], m["other_emfile"], m["instances_held"] = p.madeFDAfter, p.otherEMFILE, p.heldAtRefusal
 	}
 	return m
 }
@@ -825,5 +871,6 @@ func (x *inotifyLimits) forget(pids, _ map[uint32]bool) {
 	for pid := range pids {
 		delete(x.procs, pid)
 		delete(x.addedEv, pid)
+		delete(x.instFDs, pid)
 	}
 }

@@ -270,3 +270,23 @@ func TestInotifyWatchLimitHolderGone(t *testing.T) {
 		t.Errorf("a namespace limit claimed from a read after the fact: %s", f.Summary)
 	}
 }
+
+// From a capture, a process that made as many instances as the header's
+// limit, and closed none, was refused by the instance limit.
+func TestInotifyInstanceCaptureHeldTheLimit(t *testing.T) {
+	var evs []event.Event
+	for i := range 4 {
+		evs = append(evs, sys(7, uint64(1e9+i), inNrInit1, int64(3+i), 2000, 0))
+	}
+	evs = append(evs, sys(7, 2e9, inNrInit1, inEMFILE, 2000, 0))
+	f := byID(inotifyRun(t, evs, map[string]string{"fs.inotify.max_user_instances": "4"}, nil, nil, nil), InotifyInstanceLimit)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	wantWords(t, f, "held 4 inotify instances", "as many as the limit", "not open files")
+	evs = append(evs[:1], sys(7, 1e9+5, 3, 0, 1000, 3), evs[4])
+	f = byID(inotifyRun(t, evs, map[string]string{"fs.inotify.max_user_instances": "4"}, nil, nil, nil), InotifyInstanceLimit)
+	if f == nil || !strings.Contains(f.Title, "or the descriptor table") {
+		t.Errorf("a closed instance counted as held: %+v", f)
+	}
+}
