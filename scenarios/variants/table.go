@@ -21,6 +21,7 @@ var All = slices.Concat(
 	cgroupVariants,
 	fdVariants,
 	inotifyVariants,
+	portVariants,
 	blockedIOVariants,
 	mmapLockVariants,
 )
