@@ -115,6 +115,8 @@ var fallbacks = map[string]struct {
 const (
 	emfile = 24
 	enfile = 23
+	enospc = 28
+	edquot = 122
 )
 
 // createsFD says whether s is a call that allocates a descriptor.
@@ -127,7 +129,30 @@ func createsFD(a event.Arch, s *event.Syscall) bool {
 }
 
 // fdExhausted says whether s failed for want of a descriptor: the calls
-// fd-exhaustion reports, which error-storm leaves to it.
+// fd-exhaustion reports, which error-storm leaves to it. inotify_init's
+// EMFILE is not one: the per-user instance limit answers with the same
+// errno, and inotifyRefused's detectors tell the two apart.
 func fdExhausted(a event.Arch, s *event.Syscall) bool {
-	return (s.Ret == -emfile || s.Ret == -enfile) && createsFD(a, s)
+	if s.Ret != -emfile && s.Ret != -enfile {
+		return false
+	}
+	name := event.SyscallName(a, s.Nr)
+	return createsFD(a, s) && !inotifyRefused(name, int(-s.Ret))
+}
+
+// inotifyRefused says whether a call failing with errno is one a per-user
+// inotify limit refuses: inotify_add_watch's ENOSPC, which the kernel
+// returns for nothing but fs.inotify.max_user_watches (or a user
+// namespace's max_inotify_watches) reached, and inotify_init's EMFILE,
+// max_user_instances reached or the descriptor table full. These are
+// inotify-watch-limit's and inotify-instance-limit's; fd-exhaustion and
+// error-storm leave them alone.
+func inotifyRefused(name string, errno int) bool {
+	switch name {
+	case "inotify_add_watch":
+		return errno == enospc
+	case "inotify_init", "inotify_init1":
+		return errno == emfile
+	}
+	return false
 }

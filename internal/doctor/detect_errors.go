@@ -50,8 +50,9 @@ func (x *errs) counts(cells []stat.Cell) {
 }
 
 func (x *errs) Observe(e *event.Event) {
-	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Refused || fdExhausted(x.arch, &e.Syscall) {
-		return // refused calls are syscall-refused's; EMFILE and ENFILE from calls making a descriptor, fd-exhaustion's
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Refused || fdExhausted(x.arch, &e.Syscall) ||
+		inotifyRefused(event.SyscallName(x.arch, e.Syscall.Nr), int(-e.Syscall.Ret)) {
+		return // refused calls are syscall-refused's; EMFILE and ENFILE from calls making a descriptor, fd-exhaustion's; the inotify limits', theirs
 	}
 	x.calls[pidNr{e.PID, e.Syscall.Nr}]++
 	if !e.Syscall.Failed() {

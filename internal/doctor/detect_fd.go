@@ -28,7 +28,11 @@ func init() {
 // host's file table (fs.file-max) full or a file structure not allocated.
 // Either way the operation the program wanted did not happen: a connection
 // not accepted, a file not written, a child not spawned. It keys on the
-// errno of the calls that allocate a descriptor, nothing else.
+// errno of the calls that allocate a descriptor, nothing else, and not
+// inotify_init's EMFILE: the per-user limit on inotify instances answers
+// with the same errno while the table has room, so the core
+// (inotifyRefused) leaves that one to inotify-instance-limit, which reads
+// both limits and says which was reached.
 //
 // Live, the first failure of a process makes the detector read what the
 // process holds (its limits, and /proc/PID/fd grouped by kind), because by
@@ -227,7 +231,14 @@ func (x *fdExhaustion) counts(cells []stat.Cell) {
 		if name != "close" && !event.Is(name, event.MakesFD) {
 			continue
 		}
-		n := c.Errnos[emfile] + c.Errnos[enfile]
+		errnos := []int{emfile, enfile}
+		if inotifyRefused(name, emfile) {
+			errnos = []int{enfile} // inotify_init's EMFILE is the inotify detectors'
+		}
+		var n uint64
+		for _, errno := range errnos {
+			n += c.Errnos[errno]
+		}
 		p := x.procs[c.PID]
 		if p == nil {
 			if n == 0 || name == "fcntl" {
@@ -250,7 +261,7 @@ func (x *fdExhaustion) counts(cells []stat.Cell) {
 		if p.exact == nil {
 			p.exact = map[fdCall]uint64{}
 		}
-		for _, errno := range []int{emfile, enfile} {
+		for _, errno := range errnos {
 			if c.Errnos[errno] > 0 {
 				p.exact[fdCall{name, errno}] += c.Errnos[errno]
 			}
@@ -502,12 +513,7 @@ func (x *fdExhaustion) factsText(v *fdVerdict, errno int, its string) string {
 		if f.Open > 0 {
 			fmt.Fprintf(&b, "When its first failure was seen it held %d descriptors: %s. ", f.Open, fdKinds(f))
 			if errno == emfile && f.Limits && f.Soft >= 0 && int64(f.Open) < f.Soft {
-				if v.calls["inotify_init"]+v.calls["inotify_init1"] == v.n {
-					b.WriteString("That is below its limit: inotify_init's EMFILE is the per-user limit on inotify " +
-						"instances (fs.inotify.max_user_instances), not RLIMIT_NOFILE. ")
-				} else {
-					b.WriteString("That is below its limit: it had closed some by then. ")
-				}
+				b.WriteString("That is below its limit: it had closed some by then. ")
 			}
 		}
 		if errno == enfile && f.FileMax > 0 {
@@ -701,10 +707,6 @@ func fdFix(v *fdVerdict, errno int) string {
 	if f != nil && f.Limits && f.Soft >= 0 && (f.Hard < 0 || f.Soft < f.Hard) {
 		fmt.Fprintf(&b, " Its soft limit (%s) is below its hard one (%s): the program may raise it itself with setrlimit, "+
 			"as Go programs do at start since Go 1.19.", fdLimit(f.Soft), fdLimit(f.Hard))
-	}
-	if v.calls["inotify_init"]+v.calls["inotify_init1"] > 0 {
-		b.WriteString(" For inotify_init, the limit may instead be the per-user count of inotify instances: " +
-			"`sysctl fs.inotify.max_user_instances`.")
 	}
 	return b.String()
 }

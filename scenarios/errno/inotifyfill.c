@@ -11,7 +11,7 @@
 // and retries a bounded number of times, as watchers (IDEs, build tools,
 // log shippers) do.
 //
-// inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS] [-- CMD ARG...]
+// inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS] [-P PROCS] [-- CMD ARG...]
 //
 //   -m watches    (default) one instance, a watch per file until ENOSPC
 //   -m instances  inotify_init1 until EMFILE
@@ -24,6 +24,9 @@
 //   -u UID        the dedicated uid (default 64321)
 //   -r, -i        retries after the first refusal (default 200), and the
 //                 pause between them (default 10 ms)
+//   -P PROCS      PROCS watchers of the same uid (in the same namespace
+//                 with -N), each filling until refused: the limit is
+//                 theirs together
 //   -- CMD        set the limit, run CMD instead of the watcher, put the
 //                 limit back when CMD ends: a recorder started under the
 //                 lowered limit stores it in its capture's header, e.g.
@@ -58,6 +61,7 @@ static int userns;
 static uid_t uid = 64321;
 static int retries = 200;
 static int interval_ms = 10;
+static int procs = 1;
 
 static char dir[] = "/tmp/inotifyfill.XXXXXX";
 static long nfiles;
@@ -192,6 +196,25 @@ static int watcher(long sysctl_limit, pid_t parent)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != parent)
 		return 1;
+	// More watchers of the same user, in the same namespace: they share
+	// its limit, and each is refused holding only part of it.
+	int children = 0;
+	for (int k = 1; k < procs; k++) {
+		pid_t self = getpid();
+		pid_t pid = fork();
+		if (pid < 0) {
+			perror("inotifyfill: fork");
+			break;
+		}
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != self)
+				_exit(1);
+			children = -1;
+			break;
+		}
+		children++;
+	}
 	struct statvfs vfs;
 	long disk_free_pct = statvfs(dir, &vfs) == 0 && vfs.f_blocks ? (long)(100 * vfs.f_bavail / vfs.f_blocks) : -1;
 	char path[PATH_MAX];
@@ -245,6 +268,10 @@ static int watcher(long sysctl_limit, pid_t parent)
 	}
 	fprintf(stderr, "RESULT mode=%s pid=%d uid=%d userns=%d held=%ld limit=%ld errno=%s refused=%ld disk_free_pct=%ld\n",
 		mode, getpid(), (int)uid, userns, held, sysctl_limit, strerrorname_np(first_err), refused, disk_free_pct);
+	if (children < 0)
+		_exit(0);
+	while (children-- > 0)
+		wait(NULL);
 	return 0;
 }
 
@@ -254,7 +281,7 @@ static void on_signal(int sig) { stop = sig; }
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "m:l:Nu:r:i:")) != -1) {
+	while ((c = getopt(argc, argv, "m:l:Nu:r:i:P:")) != -1) {
 		switch (c) {
 		case 'm': mode = optarg; break;
 		case 'l': limit = atol(optarg); break;
@@ -262,9 +289,10 @@ int main(int argc, char **argv)
 		case 'u': uid = atol(optarg); break;
 		case 'r': retries = atoi(optarg); break;
 		case 'i': interval_ms = atoi(optarg); break;
+		case 'P': procs = atoi(optarg); break;
 		default:
 		usage:
-			fprintf(stderr, "usage: inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS] [-- CMD ARG...]\n");
+			fprintf(stderr, "usage: inotifyfill [-m watches|instances] [-l LIMIT] [-N] [-u UID] [-r RETRIES] [-i INTERVAL_MS] [-P PROCS] [-- CMD ARG...]\n");
 			return 2;
 		}
 	}

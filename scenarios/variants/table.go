@@ -20,6 +20,8 @@ var All = slices.Concat(
 	refusedVariants,
 	cgroupVariants,
 	fdVariants,
+	inotifyVariants,
+	portVariants,
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,

@@ -1,0 +1,35 @@
+package variants
+
+import (
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+var portVariants = []Variant{
+	// port-range-exhausted: connect's EADDRNOTAVAIL with every port of the
+	// range in TIME_WAIT. portexhaust runs in a network namespace of its
+	// own with a narrow range, so nothing global changes; these vary the
+	// clients, the range and how sysray is pointed at it.
+	{Name: "port-range-exhausted/timewait", Differs: "one client closing first, 64 ports, retries every 10 ms for 1 s",
+		Mode: Cmd, Argv: []string{"portexhaust", "-d", "1"},
+		Expect: portWarns("EADDRNOTAVAIL", "10.200.0.1:8080", "TIME_WAIT", "range of 64 ports")},
+	{Name: "port-range-exhausted/4-clients", Differs: "4 client threads, 128 ports",
+		Mode: Cmd, Argv: []string{"portexhaust", "-c", "4", "-n", "128", "-d", "1"},
+		Expect: portWarns("EADDRNOTAVAIL", "TIME_WAIT", "range of 128 ports")},
+	{Name: "port-range-exhausted/loopback", Differs: "a server on 127.0.0.1, 16 ports, 3 s: tcp_tw_reuse=2 reuses TIME_WAIT ports towards loopback after a second, so refusals mix with connects",
+		Mode: Cmd, Argv: []string{"portexhaust", "-l", "-n", "16", "-d", "3"},
+		Expect: portWarns("EADDRNOTAVAIL", "127.0.0.1:8080", "range of 16 ports")},
+	{Name: "port-range-exhausted/pid", Differs: "refused before sysray starts; its namespace read from outside; -p for 1.5 s",
+		Mode: PID, Argv: []string{"portexhaust", "-d", "5"},
+		Lead: time.Second, For: 1500 * time.Millisecond,
+		Expect: portWarns("EADDRNOTAVAIL", "TIME_WAIT", "range of 64 ports")},
+	{Name: "port-range-exhausted/host", Differs: "refused before sysray starts; the whole host for 1.5 s",
+		Mode: Host, Argv: []string{"portexhaust", "-d", "5"},
+		Lead: time.Second, For: 1500 * time.Millisecond,
+		Expect: portWarns("EADDRNOTAVAIL", "TIME_WAIT", "range of 64 ports")},
+}
+
+func portWarns(words ...string) Expect {
+	return Expect{IDs: []doctor.ID{doctor.PortRangeExhausted}, Severity: doctor.Warning, Words: words}
+}
