@@ -340,12 +340,3 @@ func clocksource(env *Env) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
-func medianU(v []uint64) uint64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]uint64(nil), v...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}

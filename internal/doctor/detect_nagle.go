@@ -1,0 +1,408 @@
+package doctor
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
+	"github.com/sysray/sysray/internal/units"
+)
+
+// The finding it reports.
+const NagleDelayedAck ID = "nagle-delayed-ack"
+
+func init() {
+	register(registration{ids: []ID{NagleDelayedAck},
+		build: func(h *Host) Detector { return newNagle(h) }})
+}
+
+// The delayed-ACK timer's bounds on Linux: a receiver acknowledges a lone
+// segment after at least TCP_DELACK_MIN (HZ/25) and at most TCP_DELACK_MAX
+// (HZ/5), its ACK timeout growing between them with the connection's
+// round trips.
+const (
+	delackMin = 40_000_000
+	delackMax = 200_000_000
+)
+
+// A reply read that waited within [nagleWaitMin, nagleWaitMax] waited as
+// long as the peer's delayed-ACK timer. The timer is armed when the
+// request's first segment arrives, before the client starts to wait, so
+// the wait can fall short of 40 ms by the client's own work between its
+// first write and its read: 4 ms (a jiffy at HZ=250) allows that. Above,
+// a tenth over the timer's maximum allows for the round trip and the
+// scheduler; here the waits were 44–47 ms (the timer is counted in
+// jiffies).
+const (
+	nagleWaitMin = delackMin - 4_000_000
+	nagleWaitMax = delackMax + delackMax/10
+)
+
+// nagleRepeat: a single reply 40 ms late is a slow reply; Nagle's hold
+// recurs on every split request once the peer leaves quick-ACK mode (Linux
+// acknowledges a connection's first segments at once: the scenario's
+// first reply came in 0.5 ms), so five in the band are a timer, not chance.
+const nagleRepeat = 5
+
+// nagleShare: of a connection's requests, the share whose reply waited in
+// the band. Nagle with delayed ACK holds every split request alike; a
+// server whose time only sometimes falls in the band is slow for its own
+// reasons.
+const nagleShare = 0.5
+
+// nagleSmall: Nagle holds a write only while it is smaller than a segment
+// (the MSS: 1448 bytes on Ethernet, 65,483 on loopback). The largest MSS
+// bounds it: a larger write goes out at once.
+const nagleSmall = 65483
+
+// nagleConnsMax bounds the connections followed at once: each is a few
+// words, and a server with more open at once is far from this pattern's
+// one request at a time.
+const nagleConnsMax = 1 << 16
+
+// nagleWaitsKept: the median is taken over at most this many waits per
+// connection group; the count and the total stay exact past it.
+const nagleWaitsKept = 4096
+
+type nagleKey struct{ pid, fd uint32 }
+
+type nagleThreadKey struct{ tid, fd uint32 }
+
+// nagleConn is what the calls said of one socket of one process.
+type nagleConn struct {
+	pid, fd   uint32
+	peer      string
+	fixed     string // the setsockopt that rules Nagle's hold out (TCP_NODELAY, TCP_CORK)
+	comm      string
+	requests  uint64 // reads that ended a request: writes before them, or a wait in the band
+	split     uint64 // requests seen whole, written in two or more small writes in a row
+	splitSlow uint64 // of those, the ones whose reply waited in the band
+	stalls    uint64
+	waited    uint64 // ns the stalled replies waited
+	waits     []uint64
+	writes    map[string]uint64 // the calls that wrote the split requests
+	reads     map[string]uint64 // the calls that waited for the replies
+	example   []string
+}
+
+// nagleBurst is a thread's writes on one socket since its last read there.
+type nagleBurst struct {
+	writes      int
+	first, last uint64 // entry of the first write, exit of the last
+	lastBytes   int64
+	names       []string
+	calls       []string // the formatted writes, for the example
+	waited      uint64   // wait calls (poll…) since the writes
+	waitName    string
+}
+
+// nagle finds request/response clients whose requests Nagle's algorithm
+// holds back for the peer's delayed ACK: a small write, another at once,
+// then a read of the reply that waits 40 ms or more, over and over.
+type nagle struct {
+	arch    event.Arch
+	host    *Host
+	conns   map[nagleKey]*nagleConn
+	bursts  map[nagleThreadKey]*nagleBurst
+	cur     map[uint32]uint32 // per thread, the socket it last wrote
+	closed  []*nagleConn      // connections closed with a stall, kept for the report
+	sampled bool              // the kernel counted calls: only a sample of the fast ones crossed over
+}
+
+func newNagle(h *Host) *nagle {
+	return &nagle{arch: h.Arch, host: h, conns: map[nagleKey]*nagleConn{},
+		bursts: map[nagleThreadKey]*nagleBurst{}, cur: map[uint32]uint32{}}
+}
+
+func (n *nagle) counts([]stat.Cell) { n.sampled = true }
+
+func (n *nagle) conn(pid, fd uint32, comm string) *nagleConn {
+	k := nagleKey{pid, fd}
+	c := n.conns[k]
+	if c == nil {
+		if len(n.conns) >= nagleConnsMax {
+			return nil
+		}
+		c = &nagleConn{pid: pid, fd: fd, comm: comm, writes: map[string]uint64{}, reads: map[string]uint64{}}
+		n.conns[k] = c
+	}
+	return c
+}
+
+func (n *nagle) Observe(e *event.Event) {
+	if e.Kind == event.KindExit {
+		for k := range n.bursts {
+			if k.tid == e.TID {
+				delete(n.bursts, k)
+			}
+		}
+		delete(n.cur, e.TID)
+		return
+	}
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
+		return
+	}
+	s := &e.Syscall
+	name := event.SyscallName(n.arch, s.Nr)
+	fd := uint32(s.Args[0])
+	switch name {
+	case "connect":
+		// Options set before the connect (TCP_NODELAY often is) stay.
+		if s.Ret == 0 || s.Ret == -115 { // EINPROGRESS: a non-blocking connect under way
+			if c := n.conn(e.PID, fd, e.Comm); c != nil {
+				c.peer = sockaddrString(s.Data[1])
+			}
+		}
+	case "accept", "accept4":
+		if s.Ret >= 0 {
+			n.retire(nagleKey{e.PID, uint32(s.Ret)})
+			if c := n.conn(e.PID, uint32(s.Ret), e.Comm); c != nil {
+				c.peer = sockaddrString(s.Data[1])
+			}
+		}
+	case "close":
+		n.retire(nagleKey{e.PID, fd})
+		delete(n.bursts, nagleThreadKey{e.TID, fd})
+	case "setsockopt":
+		const ipprotoTCP, tcpNodelay, tcpCork = 6, 1, 3
+		if s.Ret == 0 && s.Args[1] == ipprotoTCP && (s.Args[2] == tcpNodelay || s.Args[2] == tcpCork) {
+			if c := n.conn(e.PID, fd, e.Comm); c != nil {
+				c.fixed = map[uint64]string{tcpNodelay: "TCP_NODELAY", tcpCork: "TCP_CORK"}[s.Args[2]]
+			}
+		}
+	case "write", "writev", "send", "sendto", "sendmsg":
+		if s.Ret <= 0 {
+			return
+		}
+		k := nagleThreadKey{e.TID, fd}
+		b := n.bursts[k]
+		if b != nil && b.waited > 0 {
+			// A wait (poll…) came after the writes and its read did not
+			// cross over: the request ended there.
+			n.close(e, fd, b, nil)
+			b = nil
+		}
+		if b == nil {
+			if len(n.bursts) >= nagleConnsMax {
+				return
+			}
+			b = &nagleBurst{first: e.Time}
+			n.bursts[k] = b
+		}
+		b.writes++
+		b.last, b.lastBytes = e.Time+s.Latency, s.Ret
+		if len(b.names) < 4 {
+			b.names = append(b.names, name)
+			b.calls = append(b.calls, event.FormatSyscall(n.arch, s))
+		}
+		n.cur[e.TID] = fd
+	case "read", "readv", "recv", "recvfrom", "recvmsg":
+		if s.Ret < 0 && !interrupted(s.Ret) {
+			return
+		}
+		k := nagleThreadKey{e.TID, fd}
+		b := n.bursts[k]
+		if b == nil {
+			b = &nagleBurst{}
+		}
+		delete(n.bursts, k)
+		n.close(e, fd, b, s)
+	default:
+		if !event.Is(name, event.Waits) || !strings.Contains(name, "poll") && !strings.Contains(name, "select") {
+			return
+		}
+		// poll, select, epoll_wait: the descriptor is in memory the call
+		// did not copy; the wait is the thread's last written socket's.
+		fd, ok := n.cur[e.TID]
+		if !ok {
+			return
+		}
+		if b := n.bursts[nagleThreadKey{e.TID, fd}]; b != nil {
+			b.waited += s.Latency - min(queued(s), s.Latency)
+			b.waitName = name
+		}
+	}
+}
+
+// retire ends a connection: its descriptor is closed, and may be reused.
+func (n *nagle) retire(k nagleKey) {
+	if c := n.conns[k]; c != nil && c.stalls > 0 && len(n.closed) < nagleConnsMax {
+		n.closed = append(n.closed, c)
+	}
+	delete(n.conns, k)
+}
+
+// close ends a request on fd: the writes b, and the read s that took the
+// reply (nil when it did not cross over and a wait stood for it).
+func (n *nagle) close(e *event.Event, fd uint32, b *nagleBurst, s *event.Syscall) {
+	wait, readName := b.waited, b.waitName
+	if s != nil {
+		wait += s.Latency - min(queued(s), s.Latency)
+		readName = event.SyscallName(n.arch, s.Nr)
+		if b.waitName != "" {
+			readName = b.waitName + "+" + readName
+		}
+	}
+	stalled := wait >= nagleWaitMin && wait <= nagleWaitMax
+	if b.writes == 0 && !stalled {
+		return
+	}
+	c := n.conn(e.PID, fd, e.Comm)
+	if c == nil || c.fixed != "" {
+		return
+	}
+	c.requests++
+	split := b.writes >= 2 && b.last-b.first < nagleWaitMin && b.lastBytes < nagleSmall
+	if split {
+		c.split++
+		for _, w := range b.names {
+			c.writes[w]++
+		}
+	}
+	if !stalled {
+		return
+	}
+	c.stalls++
+	c.waited += wait
+	if len(c.waits) < nagleWaitsKept {
+		c.waits = append(c.waits, wait)
+	}
+	c.reads[readName]++
+	if split {
+		c.splitSlow++
+		if c.example == nil && s != nil {
+			c.example = append(slices.Clone(b.calls), event.FormatSyscall(n.arch, s)+" <"+units.Duration(s.Latency)+">")
+		}
+	}
+}
+
+// naglePeer is the finding's group: the connections to one peer.
+type naglePeer struct {
+	peer                            string
+	procs                           map[uint32]string
+	requests, split, stalls, waited uint64
+	waits                           []uint64
+	writes, reads                   map[string]uint64
+	example                         []string
+	byPID                           map[uint32]uint64
+}
+
+func (n *nagle) Findings(env *Env) []Finding {
+	groups := map[string]*naglePeer{}
+	conns := slices.Clone(n.closed)
+	for _, c := range n.conns {
+		conns = append(conns, c)
+	}
+	sort.SliceStable(conns, func(i, j int) bool {
+		return conns[i].pid < conns[j].pid || conns[i].pid == conns[j].pid && conns[i].fd < conns[j].fd
+	})
+	for _, c := range conns {
+		// Seen whole, the stalls must be split requests; sampled, the
+		// fast writes mostly did not cross over, so the connection must
+		// have shown the split at least once and its replies wait in the
+		// band as a rule.
+		stalls := c.splitSlow
+		if n.sampled && c.split > 0 {
+			stalls = c.stalls
+		}
+		if stalls < nagleRepeat || float64(c.stalls) < nagleShare*float64(c.requests) {
+			continue
+		}
+		if c.peer == "" && env.Host.canRead() {
+			c.peer = tcpPeer(c.pid, int(c.fd))
+		}
+		peer := c.peer
+		if peer == "" {
+			peer = "an unknown peer"
+		}
+		g := groups[peer]
+		if g == nil {
+			g = &naglePeer{peer: peer, procs: map[uint32]string{}, writes: map[string]uint64{}, reads: map[string]uint64{}, byPID: map[uint32]uint64{}}
+			groups[peer] = g
+		}
+		g.procs[c.pid] = c.comm
+		g.requests += c.requests
+		g.split += c.split
+		g.stalls += c.stalls
+		g.waited += c.waited
+		g.byPID[c.pid] += c.waited
+		if len(g.waits) < nagleWaitsKept {
+			g.waits = append(g.waits, c.waits...)
+		}
+		for w, x := range c.writes {
+			g.writes[w] += x
+		}
+		for r, x := range c.reads {
+			g.reads[r] += x
+		}
+		if g.example == nil {
+			g.example = c.example
+		}
+	}
+	threadNS, _ := env.threadTime()
+	var out []Finding
+	peers := make([]string, 0, len(groups))
+	for p := range groups {
+		peers = append(peers, p)
+	}
+	sort.Strings(peers)
+	for _, peer := range peers {
+		g := groups[peer]
+		sev, share := Info, 0.0
+		for pid, w := range g.byPID {
+			if t := threadNS[pid]; t > 0 {
+				share = max(share, float64(w)/float64(t))
+			}
+		}
+		if share >= warnShare && g.waited >= warnWaitNS {
+			sev = Warning
+		}
+		var procs []string
+		for pid, comm := range g.procs {
+			procs = append(procs, env.ProcName(pid, comm))
+		}
+		sort.Strings(procs)
+		med := medianU(slices.Clone(g.waits))
+		writes, reads := byValue(g.writes), byValue(g.reads)
+		seen := "Every call was seen."
+		if n.sampled {
+			seen = fmt.Sprintf("The kernel sent only a sample of the fast calls; requests seen whole, each written in two or more small writes: %d.", g.split)
+		}
+		if env.Host.Live && env.Host.slowBar() > nagleWaitMin {
+			seen += fmt.Sprintf(" Replies that waited less than the slow bar (%s) were not seen.", units.Duration(env.Host.slowBar()))
+		}
+		count := fmt.Sprintf("%d", g.stalls)
+		if env.Host.Live && env.Host.slowBar() > nagleWaitMin {
+			count = fmt.Sprintf("at least %d", g.stalls)
+		}
+		out = append(out, Finding{
+			ID:       NagleDelayedAck,
+			Key:      keyOf(peer),
+			Procs:    env.refs(pidsOf(g.procs)...),
+			Syscalls: append(slices.Clone(writes), reads...),
+			Severity: sev,
+			Title: fmt.Sprintf("%s requests to %s waited %s each for a delayed ACK (Nagle's algorithm held the request's last write)",
+				count, peer, units.Duration(med)),
+			Summary: fmt.Sprintf("%s wrote each request to %s in small writes one after another (%s) and then waited for the reply (%s). "+
+				"The socket does not set TCP_NODELAY, so Nagle's algorithm kept the second write back until the first was acknowledged, "+
+				"and the peer, waiting for the rest of the request, acknowledged it only when its delayed-ACK timer fired "+
+				"(40 ms at least on Linux, up to 200 ms). %s of %d requests waited %s to %s for their reply, median %s; "+
+				"that is %s in all, which bounds the time lost from above (the reply itself takes a round trip). %s",
+				strings.Join(procs, ", "), peer, strings.Join(writes, ", "), strings.Join(reads, ", "),
+				count, g.requests, units.Duration(nagleWaitMin), units.Duration(nagleWaitMax), units.Duration(med),
+				units.Duration(g.waited), seen),
+			Evidence: map[string]any{"peer": peer, "processes": procs, "requests": g.requests, "requests_stalled": g.stalls,
+				"requests_split_seen": g.split, "stalled_ns": g.waited, "stalled_ns_is": "an upper bound on the time lost",
+				"median_wait_ns": med, "write_calls": writes, "read_calls": reads, "example": g.example,
+				"share_of_thread_time": share, "sampled": n.sampled},
+			Fix: "Set TCP_NODELAY on the socket (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)), or write each request " +
+				"in one call: build it in one buffer, use writev/sendmsg with the header and body as separate iovecs, or send the " +
+				"first part with MSG_MORE (or set TCP_CORK around the writes and clear it after the last).",
+			Score: float64(g.waited),
+		})
+	}
+	return out
+}

@@ -1,0 +1,218 @@
+package doctor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+const (
+	nrRead       = 0
+	nrPoll       = 7
+	nrWritev     = 20
+	nrConnect    = 42
+	nrSendto     = 44
+	nrSetsockopt = 54
+)
+
+// client is a request/response client on fd 3, connected to 127.0.0.1:8080:
+// each request is written by writes (their sizes), then its reply read
+// with read; wait(i) is how long request i's reply took.
+type client struct {
+	evs []event.Event
+	t   uint64
+}
+
+func newClient(nodelay bool) *client {
+	c := &client{t: 1e9}
+	if nodelay {
+		c.add(sys(7, c.t, nrSetsockopt, 0, 2000, 3, 6, 1, 0x7ffc0000, 4))
+	}
+	con := sys(7, c.t, nrConnect, 0, 80000, 3, 0x7ffc1000, 16)
+	con.Syscall.Data[1] = []byte{2, 0, 0x1f, 0x90, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}
+	c.add(con)
+	return c
+}
+
+func (c *client) add(e event.Event) {
+	e.Time = c.t
+	c.evs = append(c.evs, e)
+	c.t += e.Syscall.Latency + 5000
+}
+
+// request writes sizes with the write call nr, then reads the reply with
+// read after wait (or polls for wait first, then reads).
+func (c *client) request(nr uint32, sizes []int64, wait uint64, poll bool) {
+	for _, n := range sizes {
+		c.add(sys(7, 0, nr, n, 5000, 3, 0x7ffc2000, uint64(n)))
+	}
+	if poll {
+		c.add(sys(7, 0, nrPoll, 1, wait, 0x7ffc3000, 1, ^uint64(0)))
+		c.add(sys(7, 0, nrRead, 32, 2000, 3, 0x7ffc4000, 32))
+		return
+	}
+	c.add(sys(7, 0, nrRead, 32, wait, 3, 0x7ffc4000, 32))
+}
+
+// The quick-ACK phase: the first request's reply comes at once.
+func nagleRun(nodelay bool, nr uint32, sizes []int64, waits func(i int) uint64, poll bool) []event.Event {
+	c := newClient(nodelay)
+	for i := 0; i < 20; i++ {
+		c.request(nr, sizes, waits(i), poll)
+	}
+	return c.evs
+}
+
+func delayed(i int) uint64 {
+	if i == 0 {
+		return 500_000
+	}
+	return 44 * ms
+}
+
+func TestNagleDelayedAck(t *testing.T) {
+	split := []int64{16, 48}
+	tests := []struct {
+		name  string
+		evs   []event.Event
+		words []string // nil: no finding
+	}{
+		{"two writes, delayed replies", nagleRun(false, nrWrite, split, delayed, false),
+			[]string{"19 requests to 127.0.0.1:8080", "44.00ms", "write", "read", "TCP_NODELAY"}},
+		{"sendto and a poll for the reply", nagleRun(false, nrSendto, split, delayed, true),
+			[]string{"127.0.0.1:8080", "sendto", "poll+read"}},
+		{"three writev", nagleRun(false, nrWritev, []int64{8, 8, 48}, delayed, false),
+			[]string{"writev"}},
+		{"one write, a server that takes 44 ms", nagleRun(false, nrWrite, []int64{64}, delayed, false), nil},
+		{"TCP_NODELAY set, a server that takes 44 ms", nagleRun(true, nrWrite, split, delayed, false), nil},
+		{"two writes, replies at once", nagleRun(false, nrWrite, split, func(int) uint64 { return 30_000 }, false), nil},
+		{"two writes, a server slow in the band a quarter of the time", nagleRun(false, nrWrite, split, func(i int) uint64 {
+			if i%4 == 1 {
+				return 50 * ms
+			}
+			return 30_000
+		}, false), nil},
+		{"two writes, a server that takes 300 ms", nagleRun(false, nrWrite, split, func(int) uint64 { return 300 * ms }, false), nil},
+		{"a large second write goes out at once", nagleRun(false, nrWrite, []int64{16, 100_000}, delayed, false), nil},
+		{"too few", nagleRun(false, nrWrite, split, func(i int) uint64 {
+			if i >= 1 && i <= 4 {
+				return 44 * ms
+			}
+			return 30_000
+		}, false), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := byID(findings(tt.evs), NagleDelayedAck)
+			if tt.words == nil {
+				if f != nil {
+					t.Fatalf("want none, got %s: %s", f.Title, f.Summary)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatal("no finding")
+			}
+			text := f.Title + " " + f.Summary + " " + strings.Join(f.Syscalls, " ")
+			for _, w := range tt.words {
+				if !strings.Contains(text, w) {
+					t.Errorf("%q missing from %s", w, text)
+				}
+			}
+			if f.Key != "nagle-delayed-ack:127.0.0.1:8080" {
+				t.Errorf("key %q", f.Key)
+			}
+			if len(f.Procs) != 1 || f.Procs[0].PID != 7 {
+				t.Errorf("procs %v", f.Procs)
+			}
+			// The replies waited nearly all of the client's time.
+			if f.Severity != Warning {
+				t.Errorf("severity %v, want warning", f.Severity)
+			}
+		})
+	}
+}
+
+// The server's side of a split request: it reads the header, then waits
+// for the body as long as the client waits for the reply. It writes once
+// per request, after its reads, so it is no Nagle client.
+func TestNagleServerSideSilent(t *testing.T) {
+	var evs []event.Event
+	tm := uint64(1e9)
+	for i := 0; i < 20; i++ {
+		for _, e := range []event.Event{sys(8, tm, nrRead, 16, 3000, 4, 0, 64), sys(8, tm+5000, nrRead, 48, 44*ms, 4, 0, 48),
+			sys(8, tm+44*ms+10000, nrWrite, 32, 5000, 4, 0, 32)} {
+			evs = append(evs, e)
+		}
+		tm += 45 * ms
+	}
+	if f := byID(findings(evs), NagleDelayedAck); f != nil {
+		t.Fatalf("want none, got %s", f.Title)
+	}
+}
+
+// Live, the kernel sends the fast calls only as a sample: the first
+// request is seen whole (a process's first calls of each syscall cross
+// over), then only the slow reads.
+func TestNagleSampled(t *testing.T) {
+	run := func(sizes []int64) *Finding {
+		c := newClient(false)
+		c.request(nrWrite, sizes, 500_000, false)
+		for i := 0; i < 10; i++ {
+			c.add(sys(7, 0, nrRead, 32, 44*ms, 3, 0x7ffc4000, 32))
+		}
+		d := New(host, nil)
+		d.Counts(nil)
+		for i := range c.evs {
+			d.Observe(&c.evs[i])
+		}
+		return byID(d.Report().Findings, NagleDelayedAck)
+	}
+	if f := run([]int64{16, 48}); f == nil || !strings.Contains(f.Summary, "sample") {
+		t.Fatalf("split first request: want a finding that says it was sampled, got %v", f)
+	}
+	if f := run([]int64{64}); f != nil {
+		t.Fatalf("one write: want none, got %s", f.Title)
+	}
+}
+
+// Sampled, a slow server's requests' single writes can cross over with
+// the reads between them missing: writes a round trip apart are two
+// requests, not one split.
+func TestNagleSampledWritesApart(t *testing.T) {
+	c := newClient(false)
+	for i := 0; i < 10; i++ {
+		c.add(sys(7, 0, nrWrite, 64, 5000, 3, 0x7ffc2000, 64))
+		c.t += 44 * ms // the read that did not cross over
+	}
+	for i := 0; i < 10; i++ {
+		c.add(sys(7, 0, nrRead, 32, 44*ms, 3, 0x7ffc4000, 32))
+	}
+	d := New(host, nil)
+	d.Counts(nil)
+	for i := range c.evs {
+		d.Observe(&c.evs[i])
+	}
+	if f := byID(d.Report().Findings, NagleDelayedAck); f != nil {
+		t.Fatalf("want none, got %s", f.Title)
+	}
+}
+
+func TestSockaddrString(t *testing.T) {
+	in6 := make([]byte, 28)
+	in6[0], in6[2], in6[3], in6[23] = 10, 0x1f, 0x90, 1
+	for _, tt := range []struct {
+		b    []byte
+		want string
+	}{
+		{[]byte{2, 0, 0x1f, 0x90, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, "10.0.0.2:8080"},
+		{in6, "[::1]:8080"},
+		{[]byte{1, 0, '/', 't'}, ""},
+		{nil, ""},
+	} {
+		if got := sockaddrString(tt.b); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.b, got, tt.want)
+		}
+	}
+}
