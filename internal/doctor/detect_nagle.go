@@ -220,10 +220,23 @@ func (n *nagle) Observe(e *event.Event) {
 		if !ok {
 			return
 		}
-		if b := n.bursts[nagleThreadKey{e.TID, fd}]; b != nil {
-			b.waited += s.Latency - min(queued(s), s.Latency)
-			b.waitName = name
+		k := nagleThreadKey{e.TID, fd}
+		b := n.bursts[k]
+		if b != nil && b.waited > 0 {
+			// The read after the last wait did not cross over.
+			n.close(e, fd, b, nil)
+			b = nil
 		}
+		if b == nil {
+			// Sampled, the writes before the wait may not have crossed over.
+			if len(n.bursts) >= nagleConnsMax {
+				return
+			}
+			b = &nagleBurst{}
+			n.bursts[k] = b
+		}
+		b.waited += s.Latency - min(queued(s), s.Latency)
+		b.waitName = name
 	}
 }
 
@@ -365,7 +378,11 @@ func (n *nagle) Findings(env *Env) []Finding {
 			procs = append(procs, env.ProcName(pid, comm))
 		}
 		sort.Strings(procs)
-		med := medianU(slices.Clone(g.waits))
+		who := strings.Join(procs, ", ")
+		if len(procs) > 1 {
+			who = fmt.Sprintf("%d processes (%s)", len(procs), who)
+		}
+		med := medianU(g.waits)
 		writes, reads := byValue(g.writes), byValue(g.reads)
 		seen := "Every call was seen."
 		if n.sampled {
@@ -391,7 +408,7 @@ func (n *nagle) Findings(env *Env) []Finding {
 				"and the peer, waiting for the rest of the request, acknowledged it only when its delayed-ACK timer fired "+
 				"(40 ms at least on Linux, up to 200 ms). %s of %d requests waited %s to %s for their reply, median %s; "+
 				"that is %s in all, which bounds the time lost from above (the reply itself takes a round trip). %s",
-				strings.Join(procs, ", "), peer, strings.Join(writes, ", "), strings.Join(reads, ", "),
+				who, peer, strings.Join(writes, ", "), strings.Join(reads, ", "),
 				count, g.requests, units.Duration(nagleWaitMin), units.Duration(nagleWaitMax), units.Duration(med),
 				units.Duration(g.waited), seen),
 			Evidence: map[string]any{"peer": peer, "processes": procs, "requests": g.requests, "requests_stalled": g.stalls,

@@ -22,4 +22,5 @@ var All = slices.Concat(
 	fdVariants,
 	blockedIOVariants,
 	mmapLockVariants,
+	nagleVariants,
 )
