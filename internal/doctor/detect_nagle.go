@@ -55,7 +55,10 @@ const nagleShare = 0.5
 
 // nagleSmall: Nagle holds a write only while it is smaller than a segment
 // (the MSS: 1448 bytes on Ethernet, 65,483 on loopback). The largest MSS
-// bounds it: a larger write goes out at once.
+// bounds it: a larger write goes out at once. And the receiver delays its
+// ACK only while it holds less than two full segments (it acknowledges
+// every second one at once), so the writes before the held one must come
+// to less than two.
 const nagleSmall = 65483
 
 // nagleConnsMax bounds the connections followed at once: each is a few
@@ -93,6 +96,7 @@ type nagleBurst struct {
 	writes      int
 	first, last uint64 // entry of the first write, exit of the last
 	lastBytes   int64
+	bytes       int64
 	names       []string
 	calls       []string // the formatted writes, for the example
 	waited      uint64   // wait calls (poll…) since the writes
@@ -194,6 +198,7 @@ func (n *nagle) Observe(e *event.Event) {
 		}
 		b.writes++
 		b.last, b.lastBytes = e.Time+s.Latency, s.Ret
+		b.bytes += s.Ret
 		if len(b.names) < 4 {
 			b.names = append(b.names, name)
 			b.calls = append(b.calls, event.FormatSyscall(n.arch, s))
@@ -268,7 +273,7 @@ func (n *nagle) close(e *event.Event, fd uint32, b *nagleBurst, s *event.Syscall
 		return
 	}
 	c.requests++
-	split := b.writes >= 2 && b.last-b.first < nagleWaitMin && b.lastBytes < nagleSmall
+	split := b.writes >= 2 && b.last-b.first < nagleWaitMin && b.lastBytes < nagleSmall && b.bytes-b.lastBytes < 2*nagleSmall
 	if split {
 		c.split++
 		for _, w := range b.names {

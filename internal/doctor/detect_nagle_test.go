@@ -141,10 +141,8 @@ func TestNagleServerSideSilent(t *testing.T) {
 	var evs []event.Event
 	tm := uint64(1e9)
 	for i := 0; i < 20; i++ {
-		for _, e := range []event.Event{sys(8, tm, nrRead, 16, 3000, 4, 0, 64), sys(8, tm+5000, nrRead, 48, 44*ms, 4, 0, 48),
-			sys(8, tm+44*ms+10000, nrWrite, 32, 5000, 4, 0, 32)} {
-			evs = append(evs, e)
-		}
+		evs = append(evs, sys(8, tm, nrRead, 16, 3000, 4, 0, 64), sys(8, tm+5000, nrRead, 48, 44*ms, 4, 0, 48),
+			sys(8, tm+44*ms+10000, nrWrite, 32, 5000, 4, 0, 32))
 		tm += 45 * ms
 	}
 	if f := byID(findings(evs), NagleDelayedAck); f != nil {
@@ -174,6 +172,60 @@ func TestNagleSampled(t *testing.T) {
 	}
 	if f := run([]int64{64}); f != nil {
 		t.Fatalf("one write: want none, got %s", f.Title)
+	}
+}
+
+// Sampled, with a poll for the reply: after the first request only the
+// polls that waited cross over, not the writes or the fast reads after
+// them.
+func TestNagleSampledPoll(t *testing.T) {
+	c := newClient(false)
+	c.request(nrSendto, []int64{16, 48}, 500_000, true)
+	for i := 0; i < 10; i++ {
+		c.add(sys(7, 0, nrPoll, 1, 44*ms, 0x7ffc3000, 1, ^uint64(0)))
+	}
+	d := New(host, nil)
+	d.Counts(nil)
+	for i := range c.evs {
+		d.Observe(&c.evs[i])
+	}
+	f := byID(d.Report().Findings, NagleDelayedAck)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	// The last poll's read did not cross over and nothing came after it.
+	if f.Evidence["requests_stalled"] != uint64(9) || !strings.Contains(f.Summary, "poll") {
+		t.Errorf("stalled %v: %s", f.Evidence["requests_stalled"], f.Summary)
+	}
+}
+
+// A client that closes its socket when done is reported; one whose
+// connect was not seen names no peer it cannot know (not live).
+func TestNagleClosedUnknownPeer(t *testing.T) {
+	c := &client{t: 1e9}
+	for i := 0; i < 10; i++ {
+		c.request(nrWrite, []int64{16, 48}, delayed(i), false)
+	}
+	c.add(sys(7, 0, nrClose, 0, 1000, 3))
+	f := byID(findings(c.evs), NagleDelayedAck)
+	if f == nil {
+		t.Fatal("no finding after the close")
+	}
+	if f.Evidence["peer"] != "an unknown peer" || f.Evidence["requests_stalled"] != uint64(9) {
+		t.Errorf("evidence %v", f.Evidence)
+	}
+}
+
+// A request streamed in many writes is acknowledged as it goes (every
+// second full segment at once): a slow reply after it is the server's.
+func TestNagleStreamedRequestSilent(t *testing.T) {
+	var sizes []int64
+	for range 40 {
+		sizes = append(sizes, 4096)
+	}
+	sizes = append(sizes, 100)
+	if f := byID(findings(nagleRun(false, nrWrite, sizes, delayed, false)), NagleDelayedAck); f != nil {
+		t.Fatalf("want none, got %s", f.Title)
 	}
 }
 
