@@ -114,6 +114,9 @@ type nagle struct {
 	cur     map[uint32]uint32 // per thread, the socket it last wrote
 	closed  []*nagleConn      // connections closed with a stall, kept for the report
 	sampled bool              // the kernel counted calls: only a sample of the fast ones crossed over
+	// writeCalls, when sampled, is each process's exact count of
+	// nagleWrites calls.
+	writeCalls map[uint32]uint64
 }
 
 func newNagle(h *Host) *nagle {
@@ -121,7 +124,20 @@ func newNagle(h *Host) *nagle {
 		bursts: map[nagleThreadKey]*nagleBurst{}, cur: map[uint32]uint32{}}
 }
 
-func (n *nagle) counts([]stat.Cell) { n.sampled = true }
+// counts: the fast calls were sampled; the kernel's exact counts say how
+// many writes each process made in all.
+func (n *nagle) counts(cells []stat.Cell) {
+	n.sampled = true
+	n.writeCalls = map[uint32]uint64{}
+	for _, c := range cells {
+		if nagleWrites[event.SyscallName(n.arch, c.Nr)] {
+			n.writeCalls[c.PID] += c.Count
+		}
+	}
+}
+
+// nagleWrites are the calls that write a request to a socket.
+var nagleWrites = map[string]bool{"write": true, "writev": true, "send": true, "sendto": true, "sendmsg": true}
 
 func (n *nagle) conn(pid, fd uint32, comm string) *nagleConn {
 	k := nagleKey{pid, fd}
@@ -177,7 +193,7 @@ func (n *nagle) Observe(e *event.Event) {
 				c.fixed = map[uint64]string{tcpNodelay: "TCP_NODELAY", tcpCork: "TCP_CORK"}[s.Args[2]]
 			}
 		}
-	case "write", "writev", "send", "sendto", "sendmsg":
+	case "write", "writev", "send", "sendto", "sendmsg": // nagleWrites
 		if s.Ret <= 0 {
 			return
 		}
@@ -317,6 +333,8 @@ func (n *nagle) Findings(env *Env) []Finding {
 	sort.SliceStable(conns, func(i, j int) bool {
 		return conns[i].pid < conns[j].pid || conns[i].pid == conns[j].pid && conns[i].fd < conns[j].fd
 	})
+	var kept []*nagleConn
+	stalledByPID := map[uint32]uint64{}
 	for _, c := range conns {
 		// Seen whole, the stalls must be split requests; sampled, the
 		// fast writes mostly did not cross over, so the connection must
@@ -327,6 +345,17 @@ func (n *nagle) Findings(env *Env) []Finding {
 			stalls = c.stalls
 		}
 		if stalls < nagleRepeat || float64(c.stalls) < nagleShare*float64(c.requests) {
+			continue
+		}
+		stalledByPID[c.pid] += c.stalls
+		kept = append(kept, c)
+	}
+	for _, c := range kept {
+		// Sampled, the kernel's count must leave two writes for every
+		// stalled request: a process that made fewer wrote some of them
+		// in one call, and its waits are the server's. One request may
+		// have been written before sysray attached.
+		if w, ok := n.writeCalls[c.pid]; ok && w+2 < 2*stalledByPID[c.pid] {
 			continue
 		}
 		if c.peer == "" && env.Host.canRead() {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 const (
@@ -154,24 +155,30 @@ func TestNagleServerSideSilent(t *testing.T) {
 // request is seen whole (a process's first calls of each syscall cross
 // over), then only the slow reads.
 func TestNagleSampled(t *testing.T) {
-	run := func(sizes []int64) *Finding {
+	// writes is the kernel's count of the process's write calls.
+	run := func(sizes []int64, writes uint64) *Finding {
 		c := newClient(false)
 		c.request(nrWrite, sizes, 500_000, false)
 		for i := 0; i < 10; i++ {
 			c.add(sys(7, 0, nrRead, 32, 44*ms, 3, 0x7ffc4000, 32))
 		}
 		d := New(host, nil)
-		d.Counts(nil)
+		d.Counts([]stat.Cell{{Key: stat.Key{PID: 7, Nr: nrWrite}, Count: writes}})
 		for i := range c.evs {
 			d.Observe(&c.evs[i])
 		}
 		return byID(d.Report().Findings, NagleDelayedAck)
 	}
-	if f := run([]int64{16, 48}); f == nil || !strings.Contains(f.Summary, "sample") {
+	if f := run([]int64{16, 48}, 22); f == nil || !strings.Contains(f.Summary, "sample") {
 		t.Fatalf("split first request: want a finding that says it was sampled, got %v", f)
 	}
-	if f := run([]int64{64}); f != nil {
+	if f := run([]int64{64}, 11); f != nil {
 		t.Fatalf("one write: want none, got %s", f.Title)
+	}
+	// Split once, then one write a request: the kernel counted too few
+	// writes for the stalls to be split requests.
+	if f := run([]int64{16, 48}, 12); f != nil {
+		t.Fatalf("12 writes for 10 stalls: want none, got %s", f.Title)
 	}
 }
 
