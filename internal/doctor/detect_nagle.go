@@ -440,7 +440,7 @@ func (n *nagle) Findings(env *Env) []Finding {
 			Summary: fmt.Sprintf("%s wrote each request to %s in small writes one after another (%s) and then waited for the reply (%s). "+
 				"The socket does not set TCP_NODELAY, so Nagle's algorithm kept the second write back until the first was acknowledged, "+
 				"and the peer, waiting for the rest of the request, acknowledged it only when its delayed-ACK timer fired "+
-				"(40 ms at least on Linux, up to 200 ms). %s of %d requests waited %s to %s for their reply, median %s; "+
+				"(40 ms at least on Linux, up to 200 ms). %s of %d requests waited for their reply as long as that timer (%s to %s), median %s; "+
 				"that is %s in all, which bounds the time lost from above (the reply itself takes a round trip). %s",
 				who, peer, strings.Join(writes, ", "), strings.Join(reads, ", "),
 				count, g.requests, units.Duration(nagleWaitMin), units.Duration(nagleWaitMax), units.Duration(med),
