@@ -77,7 +77,9 @@ type nagleThreadKey struct{ tid, fd uint32 }
 // nagleConn is what the calls said of one socket of one process.
 type nagleConn struct {
 	pid, fd   uint32
-	peer      string
+	peer      string // from a connect or accept: an IPv4 or IPv6 address and port
+	notTCP    bool   // made by a socket() call of another type, or connected to another family
+	socket    bool   // known to be a socket: made by socket() or accept, connected, or used by a call only sockets take
 	fixed     string // the setsockopt that rules Nagle's hold out (TCP_NODELAY, TCP_CORK)
 	comm      string
 	requests  uint64 // reads that ended a request: writes before them, or a wait in the band
@@ -169,18 +171,27 @@ func (n *nagle) Observe(e *event.Event) {
 	name := event.SyscallName(n.arch, s.Nr)
 	fd := uint32(s.Args[0])
 	switch name {
+	case "socket":
+		const sockStream = 1
+		if s.Ret >= 0 {
+			n.retire(nagleKey{e.PID, uint32(s.Ret)})
+			if c := n.conn(e.PID, uint32(s.Ret), e.Comm); c != nil {
+				c.socket, c.notTCP = true, s.Args[1]&0xf != sockStream
+			}
+		}
 	case "connect":
 		// Options set before the connect (TCP_NODELAY often is) stay.
 		if s.Ret == 0 || s.Ret == -115 { // EINPROGRESS: a non-blocking connect under way
 			if c := n.conn(e.PID, fd, e.Comm); c != nil {
-				c.peer = sockaddrString(s.Data[1])
+				c.peer, c.socket = sockaddrString(s.Data[1]), true
+				c.notTCP = c.notTCP || c.peer == "" && len(s.Data[1]) >= 2
 			}
 		}
 	case "accept", "accept4":
 		if s.Ret >= 0 {
 			n.retire(nagleKey{e.PID, uint32(s.Ret)})
 			if c := n.conn(e.PID, uint32(s.Ret), e.Comm); c != nil {
-				c.peer = sockaddrString(s.Data[1])
+				c.peer, c.socket = sockaddrString(s.Data[1]), true
 			}
 		}
 	case "close":
@@ -212,6 +223,11 @@ func (n *nagle) Observe(e *event.Event) {
 			b = &nagleBurst{first: e.Time}
 			n.bursts[k] = b
 		}
+		if name != "write" && name != "writev" {
+			if c := n.conn(e.PID, fd, e.Comm); c != nil {
+				c.socket = true
+			}
+		}
 		b.writes++
 		b.last, b.lastBytes = e.Time+s.Latency, s.Ret
 		b.bytes += s.Ret
@@ -226,10 +242,15 @@ func (n *nagle) Observe(e *event.Event) {
 		}
 		k := nagleThreadKey{e.TID, fd}
 		b := n.bursts[k]
+		if name != "read" && name != "readv" && (b != nil || s.Latency >= nagleWaitMin) {
+			if c := n.conn(e.PID, fd, e.Comm); c != nil {
+				c.socket = true
+			}
+		}
+		delete(n.bursts, k)
 		if b == nil {
 			b = &nagleBurst{}
 		}
-		delete(n.bursts, k)
 		n.close(e, fd, b, s)
 	default:
 		if !event.Is(name, event.Waits) || !strings.Contains(name, "poll") && !strings.Contains(name, "select") {
@@ -358,8 +379,19 @@ func (n *nagle) Findings(env *Env) []Finding {
 		if w, ok := n.writeCalls[c.pid]; ok && w+2 < 2*stalledByPID[c.pid] {
 			continue
 		}
+		// Nagle's algorithm is TCP's: a descriptor not known to be a
+		// socket (a terminal a program writes to and reads from) is one
+		// only if /proc says so, and a unix or UDP socket is none.
+		if c.notTCP {
+			continue
+		}
 		if c.peer == "" && env.Host.canRead() {
-			c.peer = tcpPeer(c.pid, int(c.fd))
+			if c.peer = tcpPeer(c.pid, int(c.fd)); c.peer != "" {
+				c.socket = true
+			}
+		}
+		if !c.socket {
+			continue
 		}
 		peer := c.peer
 		if peer == "" {

@@ -207,11 +207,12 @@ func TestNagleSampledPoll(t *testing.T) {
 }
 
 // A client that closes its socket when done is reported; one whose
-// connect was not seen names no peer it cannot know (not live).
+// connect was not seen names no peer it cannot know (not live). Its
+// sendto says the descriptor is a socket.
 func TestNagleClosedUnknownPeer(t *testing.T) {
 	c := &client{t: 1e9}
 	for i := 0; i < 10; i++ {
-		c.request(nrWrite, []int64{16, 48}, delayed(i), false)
+		c.request(nrSendto, []int64{16, 48}, delayed(i), false)
 	}
 	c.add(sys(7, 0, nrClose, 0, 1000, 3))
 	f := byID(findings(c.evs), NagleDelayedAck)
@@ -220,6 +221,29 @@ func TestNagleClosedUnknownPeer(t *testing.T) {
 	}
 	if f.Evidence["peer"] != "an unknown peer" || f.Evidence["requests_stalled"] != uint64(9) {
 		t.Errorf("evidence %v", f.Evidence)
+	}
+}
+
+// write and read on a descriptor not known to be a socket: a terminal
+// whose user types a key every 44 ms after two echoes is no TCP peer.
+// And a unix socket has no Nagle.
+func TestNagleNotASocketSilent(t *testing.T) {
+	c := &client{t: 1e9}
+	for i := 0; i < 10; i++ {
+		c.request(nrWrite, []int64{1, 8}, delayed(i), false)
+	}
+	if f := byID(findings(c.evs), NagleDelayedAck); f != nil {
+		t.Fatalf("unknown descriptor: want none, got %s", f.Title)
+	}
+	u := &client{t: 1e9}
+	con := sys(7, 0, nrConnect, 0, 80000, 3, 0x7ffc1000, 110)
+	con.Syscall.Data[1] = append([]byte{1, 0}, "/run/app.sock"...)
+	u.add(con)
+	for i := 0; i < 10; i++ {
+		u.request(nrSendto, []int64{16, 48}, delayed(i), false)
+	}
+	if f := byID(findings(u.evs), NagleDelayedAck); f != nil {
+		t.Fatalf("unix socket: want none, got %s", f.Title)
 	}
 }
 
