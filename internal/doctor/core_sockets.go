@@ -39,23 +39,44 @@ func sockaddrString(b []byte) string {
 // tcpPeer reads, live, the remote address of a TCP socket a process holds
 // at fd (its inode from /proc/PID/fd, its line in the process's network
 // namespace's tcp tables); "" when the descriptor is gone or not a TCP
-// socket.
-func tcpPeer(pid uint32, fd int) string {
+// socket. accepted: a socket listens on its local address, so this one
+// came from accept (a server's end).
+func tcpPeer(pid uint32, fd int) (peer string, accepted bool) {
 	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
 	link, err := os.Readlink(dir + "/fd/" + strconv.Itoa(fd))
 	if err != nil || !strings.HasPrefix(link, "socket:[") {
-		return ""
+		return "", false
 	}
 	ino := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
-	peer := ""
+	local := ""
+	listening := map[string]bool{}
 	for _, t := range []string{"tcp", "tcp6"} {
 		scanTable(dir+"/net/"+t, func(fs []string) {
-			if peer == "" && len(fs) >= 10 && fs[9] == ino {
-				peer = hexAddr(fs[2])
+			if len(fs) < 10 {
+				return
+			}
+			if fs[3] == "0A" { // LISTEN
+				listening[fs[1]] = true
+				if _, port, ok := strings.Cut(fs[1], ":"); ok && isAnyAddr(fs[1]) {
+					listening["*:"+port] = true
+				}
+			}
+			if peer == "" && fs[9] == ino {
+				peer, local = hexAddr(fs[2]), fs[1]
 			}
 		})
 	}
-	return peer
+	if _, port, ok := strings.Cut(local, ":"); ok {
+		accepted = listening[local] || listening["*:"+port]
+	}
+	return peer, accepted
+}
+
+// isAnyAddr: /proc/net/tcp's address is the wildcard (0.0.0.0 or ::), so a
+// listener there owns its port on every address.
+func isAnyAddr(s string) bool {
+	h, _, _ := strings.Cut(s, ":")
+	return strings.Trim(h, "0") == ""
 }
 
 func scanTable(path string, line func([]string)) {

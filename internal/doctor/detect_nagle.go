@@ -80,6 +80,7 @@ type nagleConn struct {
 	peer      string // from a connect or accept: an IPv4 or IPv6 address and port
 	notTCP    bool   // made by a socket() call of another type, or connected to another family
 	socket    bool   // known to be a socket: made by socket() or accept, connected, or used by a call only sockets take
+	accepted  bool   // the server's end: its reads after its writes wait for the client's next request
 	fixed     string // the setsockopt that rules Nagle's hold out (TCP_NODELAY, TCP_CORK)
 	comm      string
 	requests  uint64 // reads that ended a request: writes before them, or a wait in the band
@@ -138,6 +139,10 @@ func (n *nagle) counts(cells []stat.Cell) {
 	}
 }
 
+// tcpReadFrames: a read asleep under one of these waited for a TCP
+// socket's data (in sk_wait_data, which other protocols share).
+var tcpReadFrames = []string{"tcp_recvmsg", "tcp_recvmsg_locked"}
+
 // nagleWrites are the calls that write a request to a socket.
 var nagleWrites = map[string]bool{"write": true, "writev": true, "send": true, "sendto": true, "sendmsg": true}
 
@@ -191,7 +196,7 @@ func (n *nagle) Observe(e *event.Event) {
 		if s.Ret >= 0 {
 			n.retire(nagleKey{e.PID, uint32(s.Ret)})
 			if c := n.conn(e.PID, uint32(s.Ret), e.Comm); c != nil {
-				c.peer, c.socket = sockaddrString(s.Data[1]), true
+				c.peer, c.socket, c.accepted = sockaddrString(s.Data[1]), true, true
 			}
 		}
 	case "close":
@@ -242,9 +247,17 @@ func (n *nagle) Observe(e *event.Event) {
 		}
 		k := nagleThreadKey{e.TID, fd}
 		b := n.bursts[k]
-		if name != "read" && name != "readv" && (b != nil || s.Latency >= nagleWaitMin) {
+		if b != nil || s.Latency >= nagleWaitMin {
+			// Where the read slept names what it read: a TCP socket's
+			// receive queue, another socket's, a terminal's.
+			tcp, other := false, false
+			for i := range s.Sleeps {
+				tcp = tcp || hasFrame(s.Sleeps[i].Stack, tcpReadFrames)
+				other = other || len(s.Sleeps[i].Stack) > 0 && !hasFrame(s.Sleeps[i].Stack, tcpReadFrames) && !preempted(&s.Sleeps[i])
+			}
 			if c := n.conn(e.PID, fd, e.Comm); c != nil {
-				c.socket = true
+				c.socket = c.socket || tcp || name != "read" && name != "readv"
+				c.notTCP = c.notTCP || other && !tcp
 			}
 		}
 		delete(n.bursts, k)
@@ -386,11 +399,15 @@ func (n *nagle) Findings(env *Env) []Finding {
 			continue
 		}
 		if c.peer == "" && env.Host.canRead() {
-			if c.peer = tcpPeer(c.pid, int(c.fd)); c.peer != "" {
+			if c.peer, c.accepted = tcpPeer(c.pid, int(c.fd)); c.peer != "" {
 				c.socket = true
 			}
 		}
-		if !c.socket {
+		// A server that answers in two writes and then reads waits for the
+		// client's next request, however long the client takes: its waits
+		// say nothing about a timer. Nagle's hold of the answer shows as
+		// the client's wait.
+		if !c.socket || c.accepted {
 			continue
 		}
 		peer := c.peer

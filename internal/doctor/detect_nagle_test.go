@@ -247,6 +247,46 @@ func TestNagleNotASocketSilent(t *testing.T) {
 	}
 }
 
+// Where the reply read slept says the descriptor is a TCP socket, when
+// neither its connect nor a call only sockets take was seen (a process
+// running before sysray, on a host whose /proc cannot be read).
+func TestNagleTCPFromSleepStack(t *testing.T) {
+	tcp := []event.Frame{{Name: "schedule_timeout+0xc1"}, {Name: "wait_woken+0x89"}, {Name: "sk_wait_data+0x172"},
+		{Name: "tcp_recvmsg_locked+0x21d"}, {Name: "tcp_recvmsg+0x6e"}, {Name: "sock_recvmsg+0xab"}}
+	tty := []event.Frame{{Name: "schedule_timeout+0xc1"}, {Name: "wait_woken+0x89"}, {Name: "n_tty_read+0x4a1"}, {Name: "tty_read+0x13e"}}
+	run := func(stack []event.Frame) *Finding {
+		c := &client{t: 1e9}
+		for i := 0; i < 10; i++ {
+			c.request(nrWrite, []int64{16, 48}, delayed(i), false)
+			r := &c.evs[len(c.evs)-1]
+			r.Syscall.Sleeps = []event.Sleep{{Duration: r.Syscall.Latency, Count: 1, Stack: stack}}
+		}
+		return byID(findings(c.evs), NagleDelayedAck)
+	}
+	if f := run(tcp); f == nil || f.Evidence["peer"] != "an unknown peer" {
+		t.Fatalf("asleep in tcp_recvmsg: want a finding with an unknown peer, got %v", f)
+	}
+	if f := run(tty); f != nil {
+		t.Fatalf("asleep in n_tty_read: want none, got %s", f.Title)
+	}
+}
+
+// A server that answers in two writes, then reads the client's next
+// request, waits for the client: a client that asks every 44 ms is no
+// timer.
+func TestNagleAcceptedSilent(t *testing.T) {
+	c := &client{t: 1e9}
+	acc := sys(7, 0, 43, 3, 20000, 5, 0x7ffc1000, 0x7ffc1100) // accept
+	acc.Syscall.Data[1] = []byte{2, 0, 0xc3, 0x50, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}
+	c.add(acc)
+	for i := 0; i < 10; i++ {
+		c.request(nrWrite, []int64{16, 48}, 44*ms, false)
+	}
+	if f := byID(findings(c.evs), NagleDelayedAck); f != nil {
+		t.Fatalf("want none, got %s", f.Title)
+	}
+}
+
 // A request streamed in many writes is acknowledged as it goes (every
 // second full segment at once): a slow reply after it is the server's.
 func TestNagleStreamedRequestSilent(t *testing.T) {

@@ -20,12 +20,16 @@ var nagleVariants = []Variant{
 		Mode: Cmd, Argv: []string{"nagle", "-n", "30", "-w", "writev", "-r", "poll"}, Expect: nagleWarns("writev", "poll")},
 	{Name: "nagle-delayed-ack/send-recv-few", Differs: "send and recv, 8 requests: the first acknowledged at once, 7 delayed",
 		Mode: Cmd, Argv: []string{"nagle", "-n", "8", "-w", "send", "-r", "recv"}, Expect: nagleWarns("send", "recv")},
-	{Name: "nagle-delayed-ack/pid", Differs: "the client running before sysray (its connect unseen: the peer read from /proc); -p for 2 s",
+	// Running before sysray, the connect is not seen: the peer is read
+	// from /proc, except on a host whose full audit backlog stalls opens
+	// (the doctor then reads nothing, and the finding names an unknown
+	// peer), so the variants do not ask for the address.
+	{Name: "nagle-delayed-ack/pid", Differs: "the client running before sysray, write and read only (its connect unseen); -p for 2 s",
 		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "6"},
-		Lead: time.Second, For: 2 * time.Second, Expect: nagleWarns("127.0.0.1")},
+		Lead: time.Second, For: 2 * time.Second, Expect: nagleWarns("delayed ACK", "write", "read")},
 	{Name: "nagle-delayed-ack/host", Differs: "2 clients running before sysray, sendto and poll; the whole host for 2 s",
 		Mode: Host, Argv: []string{"nagle", "-p", "2", "-n", "0", "-d", "6", "-w", "sendto", "-r", "poll"},
-		Lead: time.Second, For: 2 * time.Second, Expect: nagleWarns("127.0.0.1", "sendto")},
+		Lead: time.Second, For: 2 * time.Second, Expect: nagleWarns("2 processes", "sendto", "poll")},
 	{Name: "nagle-delayed-ack/nodelay", Differs: "benign: TCP_NODELAY set, the same two writes; replies in microseconds",
 		Mode: Cmd, Argv: []string{"nagle", "-n", "200", "-N"}, Expect: nagleSilent()},
 	{Name: "nagle-delayed-ack/one-write", Differs: "benign: each request in one write; replies in microseconds",
