@@ -61,14 +61,16 @@ const nagleShare = 0.5
 // to less than two.
 const nagleSmall = 65483
 
-// nagleConnsMax bounds the connections followed at once: each is a few
-// words, and a server with more open at once is far from this pattern's
-// one request at a time.
-const nagleConnsMax = 1 << 16
+// nagleConnsMax bounds the descriptors followed at once, the closed ones
+// kept for their stalls, and the threads' pending writes, each: about 200
+// bytes an entry, so some 10 MiB at most. A host with more sockets in use
+// at once than this is far from this pattern's one request at a time on
+// each.
+const nagleConnsMax = 1 << 14
 
-// nagleWaitsKept: the median is taken over at most this many waits per
-// connection group; the count and the total stay exact past it.
-const nagleWaitsKept = 4096
+// nagleWaitsKept: the median is taken over at most this many waits in all
+// (512 KiB); the counts and the totals stay exact past it.
+const nagleWaitsKept = 1 << 16
 
 type nagleKey struct{ pid, fd uint32 }
 
@@ -110,13 +112,15 @@ type nagleBurst struct {
 // holds back for the peer's delayed ACK: a small write, another at once,
 // then a read of the reply that waits 40 ms or more, over and over.
 type nagle struct {
-	arch    event.Arch
-	host    *Host
-	conns   map[nagleKey]*nagleConn
-	bursts  map[nagleThreadKey]*nagleBurst
-	cur     map[uint32]uint32 // per thread, the socket it last wrote
-	closed  []*nagleConn      // connections closed with a stall, kept for the report
-	sampled bool              // the kernel counted calls: only a sample of the fast ones crossed over
+	arch   event.Arch
+	host   *Host
+	conns  map[nagleKey]*nagleConn
+	bursts map[nagleThreadKey]*nagleBurst
+	cur    map[uint32]uint32 // per thread, the socket it last wrote
+	closed []*nagleConn      // connections closed with a stall, kept for the report
+	// waitsKept counts the waits kept for medians (nagleWaitsKept).
+	waitsKept int
+	sampled   bool // the kernel counted calls: only a sample of the fast ones crossed over
 	// writeCalls, when sampled, is each process's exact count of
 	// nagleWrites calls.
 	writeCalls map[uint32]uint64
@@ -153,7 +157,7 @@ func (n *nagle) conn(pid, fd uint32, comm string) *nagleConn {
 		if len(n.conns) >= nagleConnsMax {
 			return nil
 		}
-		c = &nagleConn{pid: pid, fd: fd, comm: comm, writes: map[string]uint64{}, reads: map[string]uint64{}}
+		c = &nagleConn{pid: pid, fd: fd, comm: comm}
 		n.conns[k] = c
 	}
 	return c
@@ -327,6 +331,9 @@ func (n *nagle) close(e *event.Event, fd uint32, b *nagleBurst, s *event.Syscall
 	if split {
 		c.split++
 		for _, w := range b.names {
+			if c.writes == nil {
+				c.writes = map[string]uint64{}
+			}
 			c.writes[w]++
 		}
 	}
@@ -335,8 +342,12 @@ func (n *nagle) close(e *event.Event, fd uint32, b *nagleBurst, s *event.Syscall
 	}
 	c.stalls++
 	c.waited += wait
-	if len(c.waits) < nagleWaitsKept {
+	if n.waitsKept < nagleWaitsKept {
 		c.waits = append(c.waits, wait)
+		n.waitsKept++
+	}
+	if c.reads == nil {
+		c.reads = map[string]uint64{}
 	}
 	c.reads[readName]++
 	if split {
@@ -425,9 +436,7 @@ func (n *nagle) Findings(env *Env) []Finding {
 		g.stalls += c.stalls
 		g.waited += c.waited
 		g.byPID[c.pid] += c.waited
-		if len(g.waits) < nagleWaitsKept {
-			g.waits = append(g.waits, c.waits...)
-		}
+		g.waits = append(g.waits, c.waits...)
 		for w, x := range c.writes {
 			g.writes[w] += x
 		}
