@@ -103,8 +103,8 @@ type nagleBurst struct {
 	lastBytes   int64
 	bytes       int64
 	names       []string
-	calls       []string // the formatted writes, for the example
-	waited      uint64   // wait calls (poll…) since the writes
+	calls       []event.Syscall // the writes, formatted only for an example
+	waited      uint64          // wait calls (poll…) since the writes
 	waitName    string
 }
 
@@ -242,7 +242,7 @@ func (n *nagle) Observe(e *event.Event) {
 		b.bytes += s.Ret
 		if len(b.names) < 4 {
 			b.names = append(b.names, name)
-			b.calls = append(b.calls, event.FormatSyscall(n.arch, s))
+			b.calls = append(b.calls, *s)
 		}
 		n.cur[e.TID] = fd
 	case "read", "readv", "recv", "recvfrom", "recvmsg":
@@ -353,7 +353,10 @@ func (n *nagle) close(e *event.Event, fd uint32, b *nagleBurst, s *event.Syscall
 	if split {
 		c.splitSlow++
 		if c.example == nil && s != nil {
-			c.example = append(slices.Clone(b.calls), event.FormatSyscall(n.arch, s)+" <"+units.Duration(s.Latency)+">")
+			for i := range b.calls {
+				c.example = append(c.example, event.FormatSyscall(n.arch, &b.calls[i]))
+			}
+			c.example = append(c.example, event.FormatSyscall(n.arch, s)+" <"+units.Duration(s.Latency)+">")
 		}
 	}
 }
