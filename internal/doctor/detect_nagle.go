@@ -113,7 +113,6 @@ type nagleBurst struct {
 // then a read of the reply that waits 40 ms or more, over and over.
 type nagle struct {
 	arch   event.Arch
-	host   *Host
 	conns  map[nagleKey]*nagleConn
 	bursts map[nagleThreadKey]*nagleBurst
 	cur    map[uint32]uint32 // per thread, the socket it last wrote
@@ -127,7 +126,7 @@ type nagle struct {
 }
 
 func newNagle(h *Host) *nagle {
-	return &nagle{arch: h.Arch, host: h, conns: map[nagleKey]*nagleConn{},
+	return &nagle{arch: h.Arch, conns: map[nagleKey]*nagleConn{},
 		bursts: map[nagleThreadKey]*nagleBurst{}, cur: map[uint32]uint32{}}
 }
 
