@@ -123,6 +123,20 @@ type nagle struct {
 	// writeCalls, when sampled, is each process's exact count of
 	// nagleWrites calls.
 	writeCalls map[uint32]uint64
+	closest    *Near // the connection Findings found nearest the rule
+}
+
+func (n *nagle) near(*Env) *Near { return n.closest }
+
+// miss keeps c as the nearest candidate if it is: its measure over the
+// rule's bound it fell short of. Only a descriptor known to be the client's
+// end of a TCP socket is a candidate.
+func (n *nagle) miss(c *nagleConn, closeness float64, short string) {
+	if closeness == 0 || !c.socket || c.notTCP || c.accepted || n.closest != nil && closeness <= n.closest.Closeness {
+		return
+	}
+	n.closest = &Near{ID: NagleDelayedAck, Closeness: closeness, Short: short,
+		Subject: fmt.Sprintf("descriptor %d of %s[%d], %d replies of %d requests waited as long as a delayed ACK", c.fd, c.comm, c.pid, c.stalls, c.requests)}
 }
 
 func newNagle(h *Host) *nagle {
@@ -372,6 +386,7 @@ type naglePeer struct {
 }
 
 func (n *nagle) Findings(env *Env) []Finding {
+	n.closest = nil
 	groups := map[string]*naglePeer{}
 	conns := slices.Clone(n.closed)
 	for _, c := range n.conns {
@@ -391,7 +406,13 @@ func (n *nagle) Findings(env *Env) []Finding {
 		if n.sampled && c.split > 0 {
 			stalls = c.stalls
 		}
-		if stalls < nagleRepeat || float64(c.stalls) < nagleShare*float64(c.requests) {
+		if stalls < nagleRepeat {
+			n.miss(c, float64(stalls)/nagleRepeat, fmt.Sprintf("%d of them after a request seen written in small writes in a row; "+
+				"nagle-delayed-ack reports from %d", stalls, nagleRepeat))
+			continue
+		}
+		if share := float64(c.stalls) / float64(c.requests); share < nagleShare {
+			n.miss(c, share/nagleShare, fmt.Sprintf("%.0f%% of the requests; nagle-delayed-ack reports when half or more of a connection's replies wait so long", 100*share))
 			continue
 		}
 		stalledByPID[c.pid] += c.stalls

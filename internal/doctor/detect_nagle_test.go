@@ -322,6 +322,30 @@ func TestNagleSampledWritesApart(t *testing.T) {
 	}
 }
 
+// Silent, the doctor says how near the connection came.
+func TestNagleNear(t *testing.T) {
+	d := New(host, nil)
+	evs := nagleRun(false, nrWrite, []int64{16, 48}, func(i int) uint64 {
+		if i >= 1 && i <= 4 {
+			return 44 * ms
+		}
+		return 30_000
+	}, false)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	r := d.Report()
+	for _, n := range r.Near {
+		if n.ID == NagleDelayedAck {
+			if n.Closeness != 0.8 || !strings.Contains(n.Short, "reports from 5") {
+				t.Errorf("near %+v", n)
+			}
+			return
+		}
+	}
+	t.Fatalf("no near miss in %+v", r.Near)
+}
+
 func TestSockaddrString(t *testing.T) {
 	in6 := make([]byte, 28)
 	in6[0], in6[2], in6[3], in6[23] = 10, 0x1f, 0x90, 1
