@@ -288,8 +288,9 @@ func (n *nagle) Observe(e *event.Event) {
 		}
 		// poll, select, epoll_wait: the descriptor is in memory the call
 		// did not copy; the wait is the thread's last written socket's.
+		// One that timed out (0) or failed was not ended by a reply.
 		fd, ok := n.cur[e.TID]
-		if !ok {
+		if !ok || s.Ret <= 0 {
 			return
 		}
 		k := nagleThreadKey{e.TID, fd}

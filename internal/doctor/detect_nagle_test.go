@@ -224,6 +224,21 @@ func TestNagleClosedUnknownPeer(t *testing.T) {
 	}
 }
 
+// An event loop that writes split requests and then sleeps in poll until
+// its 50 ms timeout: the waits ended by the clock are no replies.
+func TestNaglePollTimeoutsSilent(t *testing.T) {
+	c := newClient(false)
+	for i := 0; i < 20; i++ {
+		for _, n := range []int64{16, 48} {
+			c.add(sys(7, 0, nrWrite, n, 5000, 3, 0x7ffc2000, uint64(n)))
+		}
+		c.add(sys(7, 0, nrPoll, 0, 50*ms, 0x7ffc3000, 1, 50))
+	}
+	if f := byID(findings(c.evs), NagleDelayedAck); f != nil {
+		t.Fatalf("want none, got %s", f.Title)
+	}
+}
+
 // write and read on a descriptor not known to be a socket: a terminal
 // whose user types a key every 44 ms after two echoes is no TCP peer.
 // And a unix socket has no Nagle.
