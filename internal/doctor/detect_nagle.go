@@ -424,8 +424,19 @@ func (n *nagle) Findings(env *Env) []Finding {
 		// stalled request: a process that made fewer wrote some of them
 		// in one call, and its waits are the server's. One request may
 		// have been written before sysray attached.
-		if w, ok := n.writeCalls[c.pid]; ok && w+2 < 2*stalledByPID[c.pid] {
-			continue
+		if w, ok := n.writeCalls[c.pid]; ok {
+			stalled := stalledByPID[c.pid]
+			if w+2 < 2*stalled {
+				continue
+			}
+			// And the share: the process made at most w/2 split
+			// requests, the events having seen only a sample of the
+			// fast ones.
+			if share := float64(stalled) / max(float64(w)/2, float64(stalled)); share < nagleShare {
+				n.miss(c, share/nagleShare, fmt.Sprintf("%d replies that waited against %d writes the kernel counted in %s[%d] (%.0f%% of the requests it could have written in two); "+
+					"nagle-delayed-ack reports when half or more of a connection's replies wait so long", stalled, w, c.comm, c.pid, 100*share))
+				continue
+			}
 		}
 		// Nagle's algorithm is TCP's: a descriptor not known to be a
 		// socket (a terminal a program writes to and reads from) is one

@@ -180,6 +180,11 @@ func TestNagleSampled(t *testing.T) {
 	if f := run([]int64{16, 48}, 12); f != nil {
 		t.Fatalf("12 writes for 10 stalls: want none, got %s", f.Title)
 	}
+	// 200 writes: at most 100 split requests, of which 10 stalled; the
+	// fast ones did not cross over.
+	if f := run([]int64{16, 48}, 200); f != nil {
+		t.Fatalf("200 writes for 10 stalls: want none, got %s", f.Title)
+	}
 }
 
 // Sampled, with a poll for the reply: after the first request only the
