@@ -36,6 +36,9 @@ var nagleVariants = []Variant{
 		Mode: Cmd, Argv: []string{"nagle", "-n", "200", "-1"}, Expect: nagleSilent()},
 	{Name: "nagle-delayed-ack/slow-server", Differs: "benign: one write, a server that takes 40 ms to answer (a slow server, not a timer)",
 		Mode: Cmd, Argv: []string{"nagle", "-n", "30", "-1", "-s", "40"}, Expect: nagleSilent()},
+	{Name: "nagle-delayed-ack/sometimes-slow-pid", Differs: "benign: two writes, TCP_NODELAY set before sysray starts (its setsockopt unseen), a server that takes 40 ms on every 4th request; -p for 2 s",
+		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "6", "-N", "-s", "40", "-e", "4"},
+		Lead: time.Second, For: 2 * time.Second, Expect: nagleSilent()},
 	{Name: "nagle-delayed-ack/slow-server-nodelay", Differs: "benign: two writes with TCP_NODELAY, a server that takes 40 ms",
 		Mode: Cmd, Argv: []string{"nagle", "-n", "30", "-N", "-s", "40"}, Expect: nagleSilent()},
 }

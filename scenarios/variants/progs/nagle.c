@@ -7,13 +7,14 @@
  * TCP_DELACK_MIN): every reply read waits about 40 ms.
  *
  *   nagle [-p PROCS] [-n REQUESTS] [-N] [-1] [-s MS] [-w write|send|sendto|writev]
- *         [-r read|recv|recvfrom|poll] [-d SECONDS] [-H HEADER] [-B BODY]
+ *         [-r read|recv|recvfrom|poll] [-e N] [-d SECONDS] [-H HEADER] [-B BODY]
  *
  *   -p   client processes, each on its own connection (1)
  *   -n   requests per client (50); 0 with -d: until the time is up
  *   -N   set TCP_NODELAY on the client's socket (the fix)
  *   -1   write each request in one call (the other fix)
  *   -s   the server takes this many ms to answer (a slow server)
+ *   -e   with -s, only every Nth request is slow (1: all)
  *   -w   the call that writes the request; writev writes header and body
  *        as two one-element writevs
  *   -r   the call that reads the reply (poll: poll for it, then read)
@@ -38,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int nprocs = 1, nreq = 50, nodelay, onewrite, slow_ms;
+static int nprocs = 1, nreq = 50, nodelay, onewrite, slow_ms, every = 1;
 static int header = 16, body = 48;
 static double dur = 10;
 static const char *wcall = "write", *rcall = "read";
@@ -71,10 +72,10 @@ static int readfull(int fd, char *buf, int n)
 static void serve(int fd)
 {
 	char buf[65536];
-	for (;;) {
+	for (int n = 1;; n++) {
 		if (readfull(fd, buf, header + body) < 0)
 			return;
-		if (slow_ms) {
+		if (slow_ms && n % every == 0) {
 			struct timespec ts = {0, slow_ms * 1000000L};
 			nanosleep(&ts, NULL);
 		}
@@ -162,24 +163,25 @@ static void client(struct sockaddr_in *addr, double end, int id)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "p:n:N1s:w:r:d:H:B:")) != -1) {
+	while ((c = getopt(argc, argv, "p:n:N1s:e:w:r:d:H:B:")) != -1) {
 		switch (c) {
 		case 'p': nprocs = atoi(optarg); break;
 		case 'n': nreq = atoi(optarg); break;
 		case 'N': nodelay = 1; break;
 		case '1': onewrite = 1; break;
 		case 's': slow_ms = atoi(optarg); break;
+		case 'e': every = atoi(optarg); break;
 		case 'w': wcall = optarg; break;
 		case 'r': rcall = optarg; break;
 		case 'd': dur = atof(optarg); break;
 		case 'H': header = atoi(optarg); break;
 		case 'B': body = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: nagle [-p PROCS] [-n REQUESTS] [-N] [-1] [-s MS] [-w write|send|sendto|writev] [-r read|recv|recvfrom|poll] [-d SECONDS]\n");
+			fprintf(stderr, "usage: nagle [-p PROCS] [-n REQUESTS] [-N] [-1] [-s MS [-e N]] [-w write|send|sendto|writev] [-r read|recv|recvfrom|poll] [-d SECONDS]\n");
 			return 2;
 		}
 	}
-	if (header < 1 || body < 1 || header + body > 65536 || nprocs < 1)
+	if (header < 1 || body < 1 || header + body > 65536 || nprocs < 1 || every < 1)
 		die("sizes");
 	int ls = socket(AF_INET, SOCK_STREAM, 0);
 	if (ls < 0)
