@@ -74,8 +74,6 @@ const nagleWaitsKept = 1 << 16
 
 type nagleKey struct{ pid, fd uint32 }
 
-type nagleThreadKey struct{ tid, fd uint32 }
-
 // nagleConn is what the calls said of one socket of one process.
 type nagleConn struct {
 	pid, fd   uint32
@@ -112,11 +110,12 @@ type nagleBurst struct {
 // holds back for the peer's delayed ACK: a small write, another at once,
 // then a read of the reply that waits 40 ms or more, over and over.
 type nagle struct {
-	arch   event.Arch
-	conns  map[nagleKey]*nagleConn
-	bursts map[nagleThreadKey]*nagleBurst
-	cur    map[uint32]uint32 // per thread, the socket it last wrote
-	closed []*nagleConn      // connections closed with a stall, kept for the report
+	arch    event.Arch
+	conns   map[nagleKey]*nagleConn
+	bursts  map[uint32]map[uint32]*nagleBurst // by thread, then descriptor
+	nBursts int
+	cur     map[uint32]uint32 // per thread, the socket it last wrote
+	closed  []*nagleConn      // connections closed with a stall, kept for the report
 	// waitsKept counts the waits kept for medians (nagleWaitsKept).
 	waitsKept int
 	sampled   bool // the kernel counted calls: only a sample of the fast ones crossed over
@@ -141,7 +140,7 @@ func (n *nagle) miss(c *nagleConn, closeness float64, short string) {
 
 func newNagle(h *Host) *nagle {
 	return &nagle{arch: h.Arch, conns: map[nagleKey]*nagleConn{},
-		bursts: map[nagleThreadKey]*nagleBurst{}, cur: map[uint32]uint32{}}
+		bursts: map[uint32]map[uint32]*nagleBurst{}, cur: map[uint32]uint32{}}
 }
 
 // counts: the fast calls were sampled; the kernel's exact counts say how
@@ -178,11 +177,8 @@ func (n *nagle) conn(pid, fd uint32, comm string) *nagleConn {
 
 func (n *nagle) Observe(e *event.Event) {
 	if e.Kind == event.KindExit {
-		for k := range n.bursts {
-			if k.tid == e.TID {
-				delete(n.bursts, k)
-			}
-		}
+		n.nBursts -= len(n.bursts[e.TID])
+		delete(n.bursts, e.TID)
 		delete(n.cur, e.TID)
 		return
 	}
@@ -218,7 +214,7 @@ func (n *nagle) Observe(e *event.Event) {
 		}
 	case "close":
 		n.retire(nagleKey{e.PID, fd})
-		delete(n.bursts, nagleThreadKey{e.TID, fd})
+		n.dropBurst(e.TID, fd)
 	case "setsockopt":
 		const ipprotoTCP, tcpNodelay, tcpCork = 6, 1, 3
 		if s.Ret == 0 && s.Args[1] == ipprotoTCP && (s.Args[2] == tcpNodelay || s.Args[2] == tcpCork) {
@@ -230,20 +226,19 @@ func (n *nagle) Observe(e *event.Event) {
 		if s.Ret <= 0 {
 			return
 		}
-		k := nagleThreadKey{e.TID, fd}
-		b := n.bursts[k]
+		b := n.bursts[e.TID][fd]
 		if b != nil && b.waited > 0 {
 			// A wait (poll…) came after the writes and its read did not
 			// cross over: the request ended there.
 			n.close(e, fd, b, nil)
+			n.dropBurst(e.TID, fd)
 			b = nil
 		}
 		if b == nil {
-			if len(n.bursts) >= nagleConnsMax {
+			if b = n.newBurst(e.TID, fd); b == nil {
 				return
 			}
-			b = &nagleBurst{first: e.Time}
-			n.bursts[k] = b
+			b.first = e.Time
 		}
 		if name != "write" && name != "writev" {
 			if c := n.conn(e.PID, fd, e.Comm); c != nil {
@@ -262,8 +257,7 @@ func (n *nagle) Observe(e *event.Event) {
 		if s.Ret < 0 && !interrupted(s.Ret) {
 			return
 		}
-		k := nagleThreadKey{e.TID, fd}
-		b := n.bursts[k]
+		b := n.bursts[e.TID][fd]
 		if b != nil || s.Latency >= nagleWaitMin {
 			// Where the read slept names what it read: a TCP socket's
 			// receive queue, another socket's, a terminal's.
@@ -277,7 +271,7 @@ func (n *nagle) Observe(e *event.Event) {
 				c.notTCP = c.notTCP || other && !tcp
 			}
 		}
-		delete(n.bursts, k)
+		n.dropBurst(e.TID, fd)
 		if b == nil {
 			b = &nagleBurst{}
 		}
@@ -293,23 +287,50 @@ func (n *nagle) Observe(e *event.Event) {
 		if !ok || s.Ret <= 0 {
 			return
 		}
-		k := nagleThreadKey{e.TID, fd}
-		b := n.bursts[k]
+		b := n.bursts[e.TID][fd]
 		if b != nil && b.waited > 0 {
 			// The read after the last wait did not cross over.
 			n.close(e, fd, b, nil)
+			n.dropBurst(e.TID, fd)
 			b = nil
 		}
 		if b == nil {
 			// Sampled, the writes before the wait may not have crossed over.
-			if len(n.bursts) >= nagleConnsMax {
+			if b = n.newBurst(e.TID, fd); b == nil {
 				return
 			}
-			b = &nagleBurst{}
-			n.bursts[k] = b
 		}
 		b.waited += s.Latency - min(queued(s), s.Latency)
 		b.waitName = name
+	}
+}
+
+// newBurst starts a thread's writes on fd; nil when nagleConnsMax are
+// followed already.
+func (n *nagle) newBurst(tid, fd uint32) *nagleBurst {
+	if n.nBursts >= nagleConnsMax {
+		return nil
+	}
+	m := n.bursts[tid]
+	if m == nil {
+		m = map[uint32]*nagleBurst{}
+		n.bursts[tid] = m
+	}
+	b := &nagleBurst{}
+	m[fd] = b
+	n.nBursts++
+	return b
+}
+
+func (n *nagle) dropBurst(tid, fd uint32) {
+	m := n.bursts[tid]
+	if _, ok := m[fd]; !ok {
+		return
+	}
+	delete(m, fd)
+	n.nBursts--
+	if len(m) == 0 {
+		delete(n.bursts, tid)
 	}
 }
 
