@@ -383,3 +383,24 @@ func TestSockaddrString(t *testing.T) {
 		}
 	}
 }
+
+// A thread's pending writes go with it; a closed socket's too.
+func TestNagleLetsGo(t *testing.T) {
+	n := newNagle(&host)
+	for tid := uint32(1); tid <= 3; tid++ {
+		for fd := uint64(3); fd < 6; fd++ {
+			e := sys(tid, 1e9, nrWrite, 16, 5000, fd, 0, 16)
+			n.Observe(&e)
+		}
+	}
+	if n.nBursts != 9 {
+		t.Fatalf("%d pending, want 9", n.nBursts)
+	}
+	exit := event.Event{Kind: event.KindExit, PID: 2, TID: 2}
+	n.Observe(&exit)
+	cl := sys(1, 2e9, nrClose, 0, 1000, 4)
+	n.Observe(&cl)
+	if n.nBursts != 5 || len(n.bursts[2]) != 0 || n.bursts[1][4] != nil {
+		t.Fatalf("%d pending (%v), want 5", n.nBursts, n.bursts)
+	}
+}
