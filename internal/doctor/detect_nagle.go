@@ -104,6 +104,7 @@ type nagleBurst struct {
 	calls       []event.Syscall // the writes, formatted only for an example
 	waited      uint64          // wait calls (poll…) since the writes
 	waitName    string
+	waitCall    event.Syscall // the last of those waits, for the example
 }
 
 // nagle finds request/response clients whose requests Nagle's algorithm
@@ -301,7 +302,7 @@ func (n *nagle) Observe(e *event.Event) {
 			}
 		}
 		b.waited += s.Latency - min(queued(s), s.Latency)
-		b.waitName = name
+		b.waitName, b.waitCall = name, *s
 	}
 }
 
@@ -390,6 +391,9 @@ func (n *nagle) close(e *event.Event, fd uint32, b *nagleBurst, s *event.Syscall
 		if c.example == nil && s != nil {
 			for i := range b.calls {
 				c.example = append(c.example, event.FormatSyscall(n.arch, &b.calls[i]))
+			}
+			if b.waitName != "" {
+				c.example = append(c.example, event.FormatSyscall(n.arch, &b.waitCall)+" <"+units.Duration(b.waitCall.Latency)+">")
 			}
 			c.example = append(c.example, event.FormatSyscall(n.arch, s)+" <"+units.Duration(s.Latency)+">")
 		}
@@ -543,11 +547,11 @@ func (n *nagle) Findings(env *Env) []Finding {
 		if env.Host.Live && env.Host.slowBar() > nagleWaitMin {
 			count = fmt.Sprintf("at least %d", g.stalls)
 		}
-		out = append(out, Finding{
+		f := Finding{
 			ID:       NagleDelayedAck,
 			Key:      keyOf(peer),
 			Procs:    env.refs(pidsOf(g.procs)...),
-			Syscalls: append(slices.Clone(writes), reads...),
+			Syscalls: nagleSyscalls(writes, reads),
 			Severity: sev,
 			Title: fmt.Sprintf("%s requests to %s waited %s each for a delayed ACK (Nagle's algorithm held the request's last write)",
 				count, peer, units.Duration(med)),
@@ -561,13 +565,31 @@ func (n *nagle) Findings(env *Env) []Finding {
 				units.Duration(g.waited), seen),
 			Evidence: map[string]any{"peer": peer, "processes": procs, "requests": g.requests, "requests_stalled": g.stalls,
 				"requests_split_seen": g.split, "stalled_ns": g.waited, "stalled_ns_is": "an upper bound on the time lost",
-				"median_wait_ns": med, "write_calls": writes, "read_calls": reads, "example": g.example,
+				"median_wait_ns": med, "write_calls": writes, "read_calls": reads,
 				"share_of_thread_time": share, "sampled": n.sampled},
 			Fix: "Set TCP_NODELAY on the socket (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)), or write each request " +
 				"in one call: build it in one buffer, use writev/sendmsg with the header and body as separate iovecs, or send the " +
 				"first part with MSG_MORE (or set TCP_CORK around the writes and clear it after the last).",
 			Score: float64(g.waited),
-		})
+		}
+		if g.example != nil {
+			f.Evidence["example"] = g.example
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// nagleSyscalls names the finding's syscalls: the writes, then the waits
+// and reads ("poll+read" is a poll and a read), each once.
+func nagleSyscalls(writes, reads []string) []string {
+	var out []string
+	for _, r := range append(slices.Clone(writes), reads...) {
+		for _, name := range strings.Split(r, "+") {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
 	}
 	return out
 }

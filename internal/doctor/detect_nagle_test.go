@@ -82,7 +82,7 @@ func TestNagleDelayedAck(t *testing.T) {
 		{"two writes, delayed replies", nagleRun(false, nrWrite, split, delayed, false),
 			[]string{"19 requests to 127.0.0.1:8080", "44.00ms", "write", "read", "TCP_NODELAY"}},
 		{"sendto and a poll for the reply", nagleRun(false, nrSendto, split, delayed, true),
-			[]string{"127.0.0.1:8080", "sendto", "poll+read"}},
+			[]string{"127.0.0.1:8080", "sendto", "poll+read", "sendto poll read"}},
 		{"three writev", nagleRun(false, nrWritev, []int64{8, 8, 48}, delayed, false),
 			[]string{"writev"}},
 		{"one write, a server that takes 44 ms", nagleRun(false, nrWrite, []int64{64}, delayed, false), nil},
