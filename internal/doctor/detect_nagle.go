@@ -278,7 +278,7 @@ func (n *nagle) Observe(e *event.Event) {
 		}
 		n.close(e, fd, b, s)
 	default:
-		if !event.Is(name, event.Waits) || !strings.Contains(name, "poll") && !strings.Contains(name, "select") {
+		if !event.Is(name, event.Polls) {
 			return
 		}
 		// poll, select, epoll_wait: the descriptor is in memory the call
