@@ -4,13 +4,16 @@ BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
-.PHONY: all build generate test lint demo bench clean check-generated
+.PHONY: all build generate test test-long lint demo bench clean check-generated
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# The release a build says it is (sysray --version): the nearest tag, or
+# the commit when there is none.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sysray ./cmd/sysray
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags "-X github.com/sysray/sysray/internal/version.Version=$(VERSION)" -o bin/sysray ./cmd/sysray
 
 generate:
 	cd internal/probe && $(GO) generate ./...
@@ -27,6 +30,21 @@ lint:
 test: build lint
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
 	cd deploy/check && $(GO) test -count=1 ./...
+
+# Every parser of outside input (captures, filters, strace logs, kallsyms,
+# ELF files, perf maps, /proc and cgroup files, container metadata) fed
+# FUZZTIME of generated input each; not part of `make test`.
+FUZZTIME ?= 30s
+FUZZ_TARGETS = \
+	internal/capture:FuzzReader \
+	internal/filter:FuzzParse \
+	internal/strace:FuzzConvert \
+	internal/symbol:FuzzKallsyms internal/symbol:FuzzELF internal/symbol:FuzzMaps internal/symbol:FuzzPerfMap \
+	internal/proc:FuzzParseStat internal/proc:FuzzSplitNul \
+	internal/container:FuzzParseCgroupFile internal/container:FuzzDockerInspect internal/container:FuzzLibcFiles
+
+test-long:
+	FUZZTIME=$(FUZZTIME) bash scripts/test-long.sh $(FUZZ_TARGETS)
 
 # The main job: every bundled incident (scenarios/) reproduced live and
 # diagnosed by the doctor.

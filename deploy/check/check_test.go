@@ -494,6 +494,14 @@ func TestAPINotExposed(t *testing.T) {
 	if secret != "sysray-web" || !ro {
 		t.Errorf("the web config's Secret %q mounted read-only at /etc/sysray/web: %v; want sysray-web, true", secret, ro)
 	}
+	// The kubelet's probes carry no credentials: with a web config they
+	// check the port, not /healthz.
+	c := agentContainer(t, objs.DaemonSets[0])
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+		if p == nil || p.TCPSocket == nil || p.HTTPGet != nil {
+			t.Errorf("with a web config, probe %+v: want a tcpSocket probe", p)
+		}
+	}
 	if objs := render(t, "networkPolicy.enabled=false"); len(objs.NetworkPolicies) != 0 {
 		t.Error("networkPolicy.enabled=false still renders a NetworkPolicy")
 	}

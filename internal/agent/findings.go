@@ -17,7 +17,9 @@ import (
 // occurrence had (severity rises, never flaps back), and when it was seen.
 type Finding struct {
 	doctor.Finding
-	Key         string    `json:"key"`
+	// Key is the finding's key across windows (findingKey): the doctor's
+	// key, which the embedded Finding serves as "key", and its containers.
+	Key         string    `json:"store_key"`
 	Labels      []Labels  `json:"labels"` // the containers it names; Host when none
 	FirstSeen   time.Time `json:"first_seen"`
 	LastSeen    time.Time `json:"last_seen"`

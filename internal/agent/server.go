@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sysray/sysray/internal/version"
 )
 
 // Agent reads a Source every Interval into an Aggregator and serves it.
@@ -120,7 +122,7 @@ func (a *Agent) Handler() http.Handler {
 // handler is Handler with guard in front of the API (web.go).
 func (a *Agent) handler(guard func(http.Handler) http.Handler) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(a.Agg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(a.Agg, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	if a.Findings != nil {
 		reg.MustRegister(a.Findings)
 	}
@@ -141,4 +143,16 @@ func (a *Agent) handler(guard func(http.Handler) http.Handler) http.Handler {
 		io.WriteString(w, h.Status+"\n")
 	})
 	return mux
+}
+
+// buildInfo is sysray_build_info, 1, with the build's version in its labels,
+// as Prometheus's own exporters say theirs: a query can join it to any
+// series to ask which agents run which build.
+func buildInfo() prometheus.Collector {
+	in := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sysray_build_info",
+		Help:        "Which sysray this agent is: version, git revision and Go toolchain; always 1.",
+		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Revision, "goversion": in.Go}})
+	g.Set(1)
+	return g
 }

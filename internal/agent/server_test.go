@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +77,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		`sysray_syscall_duration_seconds_count{container="host",namespace="",pod="",syscall="getppid"} 14`,
 		`sysray_syscall_duration_seconds_bucket{container="host",namespace="",pod="",syscall="getppid",le="1.024e-06"} 14`,
 		"go_goroutines ", "process_resident_memory_bytes ",
+		`sysray_build_info{goversion="` + runtime.Version() + `",revision="",version="devel"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)

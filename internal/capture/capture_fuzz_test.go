@@ -3,6 +3,7 @@ package capture
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"runtime/metrics"
 	"testing"
@@ -26,6 +27,14 @@ func FuzzReader(f *testing.F) {
 	f.Add(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))))
 	f.Add(append(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))), payloadOf(evs)...))
 	f.Add(h.marshal())
+	// Real files: a version 1 capture, and small live captures of the
+	// doctor's incidents (zstd blocks, stacks, host facts).
+	for _, name := range []string{"testdata/v1.sysray", "../doctor/testdata/slow-getrandom.sysray",
+		"../doctor/testdata/vsyscall-crash.sysray", "../doctor/testdata/vsyscall-emulated.sysray"} {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
 
 	decodeFile(file) // build the shared zstd decoder outside the measurement
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1010,3 +1010,13 @@ func capList(l []string) []string {
 
 // reads reports whether the detector may read the host's files now.
 func (c *cgroupLimit) reads() bool { return c.live && (c.canRead == nil || c.canRead()) }
+
+// forget drops ended processes (Doctor.forget) that hold nothing a finding
+// is made of: a failed fork, reclaim, or a wait for a CPU.
+func (c *cgroupLimit) forget(pids, _ map[uint32]bool) {
+	for pid := range pids {
+		if p := c.procs[pid]; p != nil && p.forks == nil && p.reclaim == nil && p.passes == nil && p.queued == 0 {
+			delete(c.procs, pid)
+		}
+	}
+}

@@ -31,6 +31,7 @@ type contention struct {
 	slept   map[uint32]map[string]uint64 // by syscall: where slow calls slept, ns
 	counted map[uint32]uint64            // by syscall: calls, when the kernel counted them
 	paths   map[uint32]*pathsSeen        // by syscall: the paths its events named
+	spans   int                          // in calls, of all syscalls
 	// closest is the costly call Findings found nearest the share (near).
 	closest *Near
 }
@@ -57,7 +58,14 @@ type procSpan struct {
 	byNr        map[uint32]uint64 // ns inside each syscall
 }
 
-const maxSpans = 200000
+// maxSpans bounds the calls kept of one syscall for its concurrency curve,
+// and maxAllSpans those of all syscalls: a span is 32 bytes, and a capture
+// of a busy host holds hundreds of syscalls, which at 200,000 each would
+// be gigabytes. A million (32 MiB) holds five syscalls' worth in full.
+const (
+	maxSpans    = 200000
+	maxAllSpans = 1 << 20
+)
 
 func newContention(arch event.Arch) *contention {
 	return &contention{arch: arch, calls: map[uint32][]span{}, procs: map[uint32]*procSpan{},
@@ -121,8 +129,9 @@ func (c *contention) Observe(e *event.Event) {
 			m[key] += sl.Duration
 		}
 	}
-	if l := c.calls[e.Syscall.Nr]; len(l) < maxSpans {
+	if l := c.calls[e.Syscall.Nr]; len(l) < maxSpans && c.spans < maxAllSpans {
 		c.calls[e.Syscall.Nr] = append(l, span{e.Time, e.End(), e.PID, e.Cgroup})
+		c.spans++
 	}
 }
 
@@ -431,4 +440,12 @@ func contentionFix(name string) string {
 	}
 	return "Call " + name + " less often (batch, cache the result), or spread the callers over more hosts; " +
 		"record with --stacks to see where the kernel time goes."
+}
+
+// forget drops ended processes (Doctor.forget). Their calls' spans stay:
+// bounded by maxSpans, they are the overlap the curve is made of.
+func (c *contention) forget(pids, _ map[uint32]bool) {
+	for pid := range pids {
+		delete(c.procs, pid)
+	}
 }

@@ -120,3 +120,24 @@ func (x *errs) Findings(env *Env) []Finding {
 	}
 	return out
 }
+
+// forget drops ended processes (Doctor.forget): a storm is then counted
+// over the processes kept, and the report says how many went.
+func (x *errs) forget(pids, _ map[uint32]bool) {
+	if len(pids) == 0 {
+		return
+	}
+	for k := range x.calls {
+		if pids[k.pid] {
+			delete(x.calls, k)
+		}
+	}
+	for _, c := range x.fails {
+		for pid := range pids {
+			delete(c.byPID, pid)
+		}
+	}
+	for pid := range pids {
+		delete(x.comms, pid)
+	}
+}

@@ -451,3 +451,16 @@ func ipOf(f *event.Fault) string {
 	}
 	return fmt.Sprintf("%#x", f.IP)
 }
+
+// forget drops ended processes' threads (Doctor.forget); their deaths,
+// already recorded, stay.
+func (f *fatal) forget(pids, tids map[uint32]bool) {
+	for tid := range tids {
+		delete(f.recent, tid)
+		delete(f.faults, tid)
+		delete(f.signals, tid)
+	}
+	for pid := range pids {
+		delete(f.culprits, pid)
+	}
+}

@@ -630,8 +630,8 @@ func halve(pts []point) []point {
 	return out
 }
 
-// forget drops ended processes (a long doctor's Forget).
-func (g *growth) forget(pids map[uint32]bool) {
+// forget drops ended processes (Doctor.forget).
+func (g *growth) forget(pids, _ map[uint32]bool) {
 	for pid := range pids {
 		delete(g.procs, pid)
 	}

@@ -340,3 +340,15 @@ func clocksource(env *Env) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// forget drops ended processes (Doctor.forget).
+func (h *hot) forget(pids, _ map[uint32]bool) {
+	if len(pids) == 0 {
+		return
+	}
+	for k := range h.calls {
+		if pids[k.pid] {
+			delete(h.calls, k)
+		}
+	}
+}

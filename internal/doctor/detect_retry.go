@@ -209,3 +209,10 @@ func describeChange(p *retryPattern) string {
 	}
 	return strings.Join(parts, " and ")
 }
+
+// forget drops ended processes' threads (Doctor.forget).
+func (r *retry) forget(_, tids map[uint32]bool) {
+	for tid := range tids {
+		delete(r.failed, tid)
+	}
+}

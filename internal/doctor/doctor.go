@@ -254,7 +254,35 @@ type Doctor struct {
 	ended map[uint32]bool
 	// procsKept: the caller updates the process table (ProcsKeptByCaller).
 	procsKept bool
+	// endedOrder holds the processes that ended and are still held, oldest
+	// first; forgotten counts those let go past MaxEnded (bounded).
+	endedOrder []uint32
+	forgotten  uint64
+	// threadsEnded holds the threads that left a process still running,
+	// oldest first (MaxEndedThreads).
+	threadsEnded []uint32
 }
+
+// MaxEnded is how many ended processes a doctor keeps what it learnt of.
+// An exec storm ends hundreds of processes a second, and each held about
+// 15 KiB across the detectors (one making twenty syscalls): unbounded, a
+// 45 s doctor over one grew past a gigabyte. The processes a finding is
+// about are mostly still running at the report, or among the last to end;
+// 1024 ended ones cost about 15 MiB, and hold every process of a typical
+// diagnosis (the bundled incidents end tens). Past it the oldest go, a
+// quarter at a time (each batch is one pass over the detectors' maps), and
+// the report says how many. The kernel's exact counts of the processes let
+// go are kept apart (stat.Ended, bounded too) and still reach the
+// detectors that count.
+const MaxEnded = 1024
+
+// MaxEndedThreads is how many threads that left a running process the
+// doctor's detectors keep what they learnt of (its last five calls, for a
+// crash; its last call if it failed, for a retry). A server that starts a
+// thread per request ends thousands a minute while it lives; its crash, if
+// any, comes from a thread still running. Past it the oldest go, a quarter
+// at a time; each thread's span still counts in its process's time.
+const MaxEndedThreads = 4096
 
 // New returns a doctor with every registered detector.
 func New(host Host, procs *proc.Table) *Doctor {
@@ -307,6 +335,13 @@ func (d *Doctor) Observe(e *event.Event) {
 		d.drops += e.Drop.Count
 		return
 	}
+	if !d.long && e.Kind == event.KindExit {
+		if e.Proc.GroupDead {
+			d.retire(e.PID)
+		} else if e.TID != e.PID {
+			d.retireThread(e.TID)
+		}
+	}
 	d.events++
 	if _, ok := d.env.cgroups[e.PID]; !ok || e.Kind == event.KindExec {
 		d.env.cgroups[e.PID] = e.Cgroup
@@ -333,6 +368,54 @@ func (d *Doctor) Observe(e *event.Event) {
 // grows when a field changes meaning or goes, not when one is added.
 const SchemaVersion = 1
 
+// retire notes that process pid ended and, past MaxEnded ended processes
+// held, forgets the oldest quarter of them. They ended MaxEnded exits ago:
+// their last events, which may come after the exit, have long come.
+func (d *Doctor) retire(pid uint32) {
+	d.endedOrder = append(d.endedOrder, pid)
+	if len(d.endedOrder) < MaxEnded+MaxEnded/4 {
+		return
+	}
+	n := len(d.endedOrder) - MaxEnded
+	pids := make(map[uint32]bool, n)
+	for _, p := range d.endedOrder[:n] {
+		pids[p] = true
+	}
+	d.endedOrder = append(d.endedOrder[:0], d.endedOrder[n:]...)
+	// A pid used again, and ended again since, is kept as the later one.
+	for _, p := range d.endedOrder {
+		delete(pids, p)
+	}
+	d.forgotten += uint64(len(pids))
+	d.forget(pids)
+}
+
+// retireThread notes that thread tid left its process and, past
+// MaxEndedThreads, has the detectors forget the oldest quarter of such
+// threads. The doctor keeps their spans (Env.threads): a thread's time is
+// its process's.
+func (d *Doctor) retireThread(tid uint32) {
+	d.threadsEnded = append(d.threadsEnded, tid)
+	if len(d.threadsEnded) < MaxEndedThreads+MaxEndedThreads/4 {
+		return
+	}
+	n := len(d.threadsEnded) - MaxEndedThreads
+	tids := make(map[uint32]bool, n)
+	for _, t := range d.threadsEnded[:n] {
+		tids[t] = true
+	}
+	d.threadsEnded = append(d.threadsEnded[:0], d.threadsEnded[n:]...)
+	for _, t := range d.threadsEnded {
+		delete(tids, t)
+	}
+	none := map[uint32]bool{}
+	for _, det := range d.detectors {
+		if f, ok := det.(forgetter); ok {
+			f.forget(none, tids)
+		}
+	}
+}
+
 // Report is the doctor's conclusion.
 type Report struct {
 	SchemaVersion int       `json:"schema_version"`
@@ -343,10 +426,14 @@ type Report struct {
 	// no cell for (one cell per process and syscall): the counts the
 	// detectors used are short by that many. UncountedNoMem of them were
 	// refused for want of memory, the rest because the table was full.
-	Uncounted      uint64   `json:"uncounted,omitempty"`
-	UncountedNoMem uint64   `json:"uncounted_no_memory,omitempty"`
-	SpanNS         uint64   `json:"span_ns"`
-	Host           HostJSON `json:"host"`
+	Uncounted      uint64 `json:"uncounted,omitempty"`
+	UncountedNoMem uint64 `json:"uncounted_no_memory,omitempty"`
+	// Forgotten is how many ended processes the doctor let go of, past
+	// the most recent ones it keeps (MaxEnded), to bound its memory:
+	// findings about those processes alone may be missing.
+	Forgotten uint64   `json:"forgotten_processes,omitempty"`
+	SpanNS    uint64   `json:"span_ns"`
+	Host      HostJSON `json:"host"`
 	// Near holds, for each detector that reported nothing and can say,
 	// the candidate that came closest, nearest first.
 	Near []Near `json:"near,omitempty"`
@@ -393,7 +480,7 @@ func (d *Doctor) Report() *Report {
 		fs = []Finding{}
 	}
 	h := d.env.Host
-	return &Report{SchemaVersion: SchemaVersion, Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, SpanNS: d.env.Span,
+	return &Report{SchemaVersion: SchemaVersion, Findings: fs, Events: d.events, Drops: d.drops, Uncounted: d.uncounted.Total(), UncountedNoMem: d.uncounted.NoMem, Forgotten: d.forgotten, SpanNS: d.env.Span,
 		Host: HostJSON{Kernel: h.Kernel, VsyscallMode: h.VsyscallMode, Arch: h.Arch.String()}, Near: nears(d.env, silent)}
 }
 

@@ -121,6 +121,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	})
 	defer stopWatch()
 
+	var series *Series // the kernel's counts over time, without a filter
 	newDoctor := sync.OnceValue(func() *Doctor {
 		var oomRead atomic.Bool
 		d := New(Host{Arch: arch, Kernel: kernel, VsyscallMode: vsyscallMode(), Live: true, Slow: uint64(sel.Slow),
@@ -138,6 +139,11 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 			ReadsStall: sick,
 			Libc:       Libc}, sess.Procs)
 		d.ProcsKeptByCaller()
+		if series != nil {
+			// From the start, so that the processes the doctor forgets
+			// leave the series too.
+			d.Series(series)
+		}
 		return d
 	})
 	opts.Stdout = cmdOut
@@ -202,7 +208,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 		// 1 in 16 after that (docs/doctor.md). So a syscall a process makes
 		// now and then is timed exactly, however long it runs on the CPU.
 		opts.Probe.UseBudget()
-		series := NewSeries()
+		series = NewSeries()
 		ended = stat.NewEnded(stat.Settle)
 		var (
 			sampling *probe.Sampling

@@ -18,9 +18,11 @@ func NewLong(host Host, procs *proc.Table) *Doctor {
 	return d
 }
 
-// forgetter is a detector that keeps per-process state across windows.
+// forgetter is a detector that keeps per-process or per-thread state: a
+// long doctor's Forget, and any doctor past MaxEnded ended processes, let
+// go of ended ones (pids, and tids their threads).
 type forgetter interface {
-	forget(pids map[uint32]bool)
+	forget(pids, tids map[uint32]bool)
 }
 
 // Forget drops what a long doctor holds of the processes that ended since
@@ -29,18 +31,34 @@ func (d *Doctor) Forget() {
 	if len(d.ended) == 0 {
 		return
 	}
-	for _, det := range d.detectors {
-		if f, ok := det.(forgetter); ok {
-			f.forget(d.ended)
-		}
-	}
+	d.forget(d.ended)
+	d.ended = map[uint32]bool{}
+}
+
+// forget drops what the doctor and its detectors hold of processes pids.
+func (d *Doctor) forget(pids map[uint32]bool) {
+	tids := map[uint32]bool{}
 	for tid, t := range d.env.threads {
-		if d.ended[t.pid] {
+		if pids[t.pid] {
+			tids[tid] = true
 			delete(d.env.threads, tid)
 		}
 	}
-	for pid := range d.ended {
+	for pid := range pids {
 		delete(d.env.cgroups, pid)
 	}
-	d.ended = map[uint32]bool{}
+	if d.env.Procs != nil && d.procsKept {
+		// Their names are needed no more: no finding will name them. A
+		// table the doctor keeps itself may be shared (an agent's windows
+		// and its captures read it, and it prunes it on its own clock).
+		d.env.Procs.Forget(pids)
+	}
+	if d.env.series != nil {
+		d.env.series.forget(pids)
+	}
+	for _, det := range d.detectors {
+		if f, ok := det.(forgetter); ok {
+			f.forget(pids, tids)
+		}
+	}
 }

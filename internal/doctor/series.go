@@ -16,6 +16,9 @@ type Series struct {
 	prev    map[stat.Key]cum
 	lastAt  uint64
 	windows []window
+	// spans says, by process, the first and last window it has calls in,
+	// so that forget finds them without a pass over every window.
+	spans map[uint32][2]int
 }
 
 type cum struct{ count, total, runq uint64 }
@@ -62,9 +65,47 @@ func (s *Series) Add(at uint64, cells []stat.Cell) {
 	}
 	if s.prev != nil && at > s.lastAt {
 		w.dur = at - s.lastAt
+		i := len(s.windows)
 		s.windows = append(s.windows, w)
+		if s.spans == nil {
+			s.spans = map[uint32][2]int{}
+		}
+		for _, byPID := range w.byNr {
+			for pid := range byPID {
+				if sp, ok := s.spans[pid]; ok {
+					s.spans[pid] = [2]int{sp[0], i}
+				} else {
+					s.spans[pid] = [2]int{i, i}
+				}
+			}
+		}
 	}
 	s.prev, s.lastAt = next, at
+}
+
+// forget drops the calls of processes the doctor let go of (Doctor.forget):
+// no finding will look for them, and an exec storm's processes were most
+// of the windows' entries, four windows a second.
+func (s *Series) forget(pids map[uint32]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid := range pids {
+		sp, ok := s.spans[pid]
+		if !ok {
+			continue
+		}
+		for _, w := range s.windows[sp[0] : sp[1]+1] {
+			for nr, byPID := range w.byNr {
+				if _, ok := byPID[pid]; ok {
+					delete(byPID, pid)
+					if len(byPID) == 0 {
+						delete(w.byNr, nr)
+					}
+				}
+			}
+		}
+		delete(s.spans, pid)
+	}
 }
 
 // restart says the kernel let go of these cells after the last read: a

@@ -121,3 +121,32 @@ func TestSeriesRestart(t *testing.T) {
 		}
 	}
 }
+
+// A process forgotten leaves every window it was in, and nothing else does.
+func TestSeriesForget(t *testing.T) {
+	s := NewSeries()
+	const ms = 1_000_000
+	s.Add(0, nil)
+	s.Add(250*ms, []stat.Cell{cell(1, 221, 10, 1000), cell(2, 221, 10, 1000), cell(2, 0, 5, 500)})
+	s.Add(500*ms, []stat.Cell{cell(1, 221, 20, 2000), cell(2, 221, 20, 2000), cell(2, 0, 5, 500)})
+	s.Add(750*ms, []stat.Cell{cell(1, 221, 30, 3000), cell(3, 221, 10, 1000)})
+	s.forget(map[uint32]bool{2: true, 9: true})
+	for i, w := range s.windows {
+		for nr, byPID := range w.byNr {
+			if byPID[2] != nil {
+				t.Errorf("window %d still holds pid 2's calls of %d", i, nr)
+			}
+		}
+	}
+	if _, ok := s.windows[0].byNr[0]; ok {
+		t.Errorf("syscall 0, made only by pid 2, still has an entry")
+	}
+	if _, ok := s.spans[2]; ok || s.spans[1] != [2]int{0, 2} || s.spans[3] != [2]int{2, 2} {
+		t.Errorf("spans %v", s.spans)
+	}
+	// Pid 1 alone in the first two windows (10 calls each), with pid 3 in
+	// the last (10 each).
+	if lv := s.byCallers(221, nil); lv[1] == nil || lv[1].n != 20 || lv[2] == nil || lv[2].n != 20 {
+		t.Errorf("levels after forgetting pid 2: %v", lv)
+	}
+}

@@ -1,5 +1,6 @@
 // Package host reads the facts about this machine that explain findings and
-// travel with a capture: kernel, vsyscall mode, clocks.
+// travel with a capture: kernel, vsyscall mode, clocks, and the limits
+// behind errnos that name another resource.
 package host
 
 import (
@@ -59,13 +60,14 @@ func VsyscallMode() string {
 	return "none"
 }
 
-// Facts are the host facts stored in a capture's header.
+// Facts are the host facts stored in a capture's header: the kernel, the
+// vsyscall mode and the Limits.
 func Facts() map[string]string {
 	_, kernel := Uname()
-	return map[string]string{
-		"kernel":        kernel,
-		"vsyscall_mode": VsyscallMode(),
-	}
+	m := Limits()
+	m["kernel"] = kernel
+	m["vsyscall_mode"] = VsyscallMode()
+	return m
 }
 
 // OOMKills is the kernel's count of processes killed for lack of memory

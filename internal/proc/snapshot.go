@@ -44,18 +44,8 @@ func Read(pid uint32) (Info, bool) {
 		return Info{}, false
 	}
 	info := Info{PID: pid}
-	// comm is in parentheses and may itself contain ") ".
-	open, close := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
-	if open < 0 || close < open {
+	if !parseStat(stat, &info) {
 		return Info{}, false
-	}
-	info.Comm = string(stat[open+1 : close])
-	fields := strings.Fields(string(stat[close+1:]))
-	if len(fields) > 19 {
-		ppid, _ := strconv.ParseUint(fields[1], 10, 32)
-		info.PPID = uint32(ppid)
-		ticks, _ := strconv.ParseUint(fields[19], 10, 64)
-		info.Start = ticks * 1e9 / clockTicks
 	}
 	if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
 		info.Cmdline = redact.Argv(splitNul(cmd))
@@ -70,6 +60,25 @@ func Read(pid uint32) (Info, bool) {
 		}
 	}
 	return info, true
+}
+
+// parseStat reads comm, the parent and the start time from
+// /proc/PID/stat into info; false if it is not one.
+func parseStat(stat []byte, info *Info) bool {
+	// comm is in parentheses and may itself contain ") ".
+	open, close := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || close < open {
+		return false
+	}
+	info.Comm = string(stat[open+1 : close])
+	fields := strings.Fields(string(stat[close+1:]))
+	if len(fields) > 19 {
+		ppid, _ := strconv.ParseUint(fields[1], 10, 32)
+		info.PPID = uint32(ppid)
+		ticks, _ := strconv.ParseUint(fields[19], 10, 64)
+		info.Start = ticks * 1e9 / clockTicks
+	}
+	return true
 }
 
 // USER_HZ is 100 on every Linux architecture sysray supports.

@@ -117,6 +117,20 @@ func (t *Table) Prune(before uint64) int {
 	return n
 }
 
+// Forget drops those of pids that have ended (and were not used again
+// since): for a reader that needs no more of them (the doctor past its
+// bound on ended processes).
+func (t *Table) Forget(pids map[uint32]bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for pid := range pids {
+		if _, ok := t.ended[pid]; ok {
+			delete(t.procs, pid)
+			delete(t.ended, pid)
+		}
+	}
+}
+
 // All returns what is known of every process, exited ones included.
 func (t *Table) All() []Info {
 	t.mu.RLock()

@@ -51,3 +51,24 @@ func TestTableFill(t *testing.T) {
 		t.Errorf("pid 50 is the exec's ls, not the older snapshot's sh: %+v", p)
 	}
 }
+
+// Forget drops only processes that have ended: not the living, nor a pid
+// a new process took since.
+func TestTableForget(t *testing.T) {
+	tb := NewTable([]Info{{PID: 1, Comm: "init"}})
+	for _, pid := range []uint32{50, 60} {
+		tb.Update(&event.Event{Kind: event.KindFork, Time: 10, PID: 1, TID: 1, Proc: event.Proc{ChildPID: pid, ChildTID: pid, ChildComm: "sh"}})
+		tb.Update(&event.Event{Kind: event.KindExit, Time: 20, PID: pid, TID: pid, Proc: event.Proc{GroupDead: true}})
+	}
+	tb.Update(&event.Event{Kind: event.KindFork, Time: 21, PID: 1, TID: 1, Proc: event.Proc{ChildPID: 60, ChildTID: 60, ChildComm: "sh2"}})
+	tb.Forget(map[uint32]bool{1: true, 50: true, 60: true})
+	if _, ok := tb.Get(50); ok {
+		t.Error("ended pid 50 still known")
+	}
+	if p, ok := tb.Get(60); !ok || p.Comm != "sh2" {
+		t.Errorf("pid 60, used again, forgotten: %+v", p)
+	}
+	if _, ok := tb.Get(1); !ok {
+		t.Error("living pid 1 forgotten")
+	}
+}

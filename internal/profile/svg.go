@@ -3,100 +3,32 @@ package profile
 import (
 	"fmt"
 	"hash/fnv"
-	"html"
 	"io"
-	"sort"
 	"strings"
 )
 
-// node is one frame in the merged call tree.
-type node struct {
-	name     string
-	count    uint64
-	children map[string]*node
-}
-
-func (p *Profile) tree() *node {
-	root := &node{name: "all", children: map[string]*node{}}
+func (p *Profile) tree() *fnode {
+	root := newTree()
 	for i := range p.Stacks {
 		s := &p.Stacks[i]
-		n := root
-		n.count += s.Count
-		for _, f := range s.Frames() {
-			c := n.children[f]
-			if c == nil {
-				c = &node{name: f, children: map[string]*node{}}
-				n.children[f] = c
-			}
-			c.count += s.Count
-			n = c
-		}
+		root.add(s.Frames(), s.Count, 0, s.Count)
 	}
 	return root
 }
 
-const (
-	svgWidth  = 1200
-	rowHeight = 17
-	pad       = 10
-	charWidth = 7.2 // 12px monospace
-)
-
 // SVG writes an interactive flame graph that needs nothing else: no
 // external scripts, styles or fonts. Click a frame to zoom, click the root
-// to reset; hover for counts.
+// to reset; hover for counts. Frames narrower than minWidth are left out,
+// and the graph says how many stacks went with them.
 func (p *Profile) SVG(w io.Writer, title string) error {
 	root := p.tree()
-	depth := maxDepth(root, 0)
-	height := (depth+1)*rowHeight + 3*pad + 40
-	var b strings.Builder
-	fmt.Fprintf(&b, `<?xml version="1.0" standalone="no"?>
-<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="%d" height="%d" viewBox="0 0 %d %d" font-family="monospace" font-size="12">
-<style>text{pointer-events:none;fill:#000}.f:hover rect{stroke:#000;stroke-width:0.5}.f{cursor:pointer}</style>
-<rect x="0" y="0" width="100%%" height="100%%" fill="#fafafa"/>
-<text x="%d" y="24" text-anchor="middle" font-size="16">%s</text>
-<text id="details" x="%d" y="%d"> </text>
-<g id="frames">
-`, svgWidth, height, svgWidth, height, svgWidth/2, html.EscapeString(title), pad, height-pad)
-	total := float64(max(root.count, 1))
-	var emit func(n *node, x float64, d int)
-	emit = func(n *node, x float64, d int) {
-		wFrac := float64(n.count) / total
-		y := height - 2*pad - 20 - (d+1)*rowHeight
-		pct := 100 * float64(n.count) / total
-		label := n.name
-		if k, ok := strings.CutSuffix(label, "_[k]"); ok {
-			label = k + " [kernel]" // the colour says it too; the suffix is for folded files
-		}
-		short := strings.TrimSuffix(label, " [kernel]")
-		fmt.Fprintf(&b, `<g class="f" data-x="%.6f" data-w="%.6f" data-d="%d" data-n="%s"><title>%s (%d samples, %.2f%%)</title>`+
-			`<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="2" fill="%s"/><text x="%.1f" y="%d">%s</text></g>`+"\n",
-			x, wFrac, d, html.EscapeString(short), html.EscapeString(label), n.count, pct,
-			pad+x*(svgWidth-2*pad), y, wFrac*(svgWidth-2*pad), rowHeight-1, color(n.name),
-			pad+x*(svgWidth-2*pad)+3, y+rowHeight-5, html.EscapeString(fit(short, wFrac*(svgWidth-2*pad))))
-		kids := make([]*node, 0, len(n.children))
-		for _, c := range n.children {
-			kids = append(kids, c)
-		}
-		sort.Slice(kids, func(i, j int) bool { return kids[i].name < kids[j].name })
-		cx := x
-		for _, c := range kids {
-			emit(c, cx, d+1)
-			cx += float64(c.count) / total
-		}
-	}
-	emit(root, 0, 0)
-	fmt.Fprintf(&b, "</g>\n<script><![CDATA[%s]]></script>\n</svg>\n", zoomScript)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func maxDepth(n *node, d int) int {
-	m := d
-	for _, c := range n.children {
-		m = max(m, maxDepth(c, d+1))
-	}
-	return m
+	total := float64(max(root.w, 1))
+	f := &flame{root: root, title: title,
+		unit: func(v uint64) string { return fmt.Sprintf("%d samples", v) },
+		describe: func(n *fnode, label string) (string, string) {
+			return fmt.Sprintf("%s (%d samples, %.2f%%)", label, n.a, 100*float64(n.a)/total), color(n.name)
+		}}
+	return f.write(w)
 }
 
 // fit shortens a label to the width of its box.

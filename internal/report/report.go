@@ -42,6 +42,10 @@ func Text(w io.Writer, r *doctor.Report, explain bool) error {
 		why := stat.Lost{Full: r.Uncounted - r.UncountedNoMem, NoMem: r.UncountedNoMem}.Why()
 		fmt.Fprintf(&b, "warning: %d syscalls went uncounted (%s); counts below are lower bounds\n", r.Uncounted, why)
 	}
+	if r.Forgotten > 0 {
+		fmt.Fprintf(&b, "warning: %d processes that ended were forgotten to bound memory (the doctor keeps the last %d to end); "+
+			"findings about them alone may be missing, and counts over many processes cover those kept\n", r.Forgotten, doctor.MaxEnded)
+	}
 	if len(r.Findings) == 0 {
 		b.WriteString("\nNothing wrong found between these programs and the kernel.\n")
 	}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -83,5 +84,15 @@ func TestTextEscapesNames(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
+	}
+}
+
+func TestTextForgotten(t *testing.T) {
+	var b strings.Builder
+	if err := Text(&b, &doctor.Report{Forgotten: 3976}, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("warning: 3976 processes that ended were forgotten to bound memory (the doctor keeps the last %d to end)", doctor.MaxEnded); !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in:\n%s", want, b.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/redact"
+	"github.com/sysray/sysray/internal/version"
 )
 
 // Header meta keys that say which optional data a capture holds
@@ -21,6 +22,8 @@ const (
 	// MetaRedacted says what the writer hid: "argv" (credentials in
 	// command lines, internal/redact) or "none" (--keep-secrets).
 	MetaRedacted = "redacted"
+	// MetaVersion is the writer's `sysray --version`.
+	MetaVersion = "sysray_version"
 )
 
 // Header describes this host for a capture of a live run begun now: the
@@ -36,6 +39,7 @@ func Header(arch event.Arch, procs []proc.Info, containers string, stacks, lean 
 	hdr := &capture.Header{Arch: arch, Hostname: node, Kernel: kernel, BootTime: host.BootTime(),
 		Start: time.Now().UnixNano(), Command: redact.Argv(os.Args), Syscalls: event.SyscallNames(arch), Procs: procs, Meta: host.Facts()}
 	hdr.Meta[MetaContainers] = containers
+	hdr.Meta[MetaVersion] = version.Get().String()
 	hdr.Meta[MetaRedacted] = "argv"
 	if redact.Kept() {
 		hdr.Meta[MetaRedacted] = "none"
