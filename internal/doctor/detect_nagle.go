@@ -335,6 +335,22 @@ func (n *nagle) dropBurst(tid, fd uint32) {
 	}
 }
 
+// forget lets go of ended processes and threads (Doctor.forget): their
+// sockets are closed, so they are retired as a close retires one, and
+// what they stalled stays for the report.
+func (n *nagle) forget(pids, tids map[uint32]bool) {
+	for k := range n.conns {
+		if pids[k.pid] {
+			n.retire(k)
+		}
+	}
+	for tid := range tids {
+		n.nBursts -= len(n.bursts[tid])
+		delete(n.bursts, tid)
+		delete(n.cur, tid)
+	}
+}
+
 // retire ends a connection: its descriptor is closed, and may be reused.
 func (n *nagle) retire(k nagleKey) {
 	if c := n.conns[k]; c != nil && c.stalls > 0 && len(n.closed) < nagleConnsMax {

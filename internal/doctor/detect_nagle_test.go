@@ -403,4 +403,12 @@ func TestNagleLetsGo(t *testing.T) {
 	if n.nBursts != 5 || len(n.bursts[2]) != 0 || n.bursts[1][4] != nil {
 		t.Fatalf("%d pending (%v), want 5", n.nBursts, n.bursts)
 	}
+	// A process the doctor forgets: its sockets are retired, its
+	// threads' writes dropped.
+	n.conn(3, 3, "prog").stalls = 1
+	n.conn(1, 3, "prog")
+	n.forget(map[uint32]bool{3: true}, map[uint32]bool{3: true})
+	if n.nBursts != 2 || n.conns[nagleKey{3, 3}] != nil || n.conns[nagleKey{1, 3}] == nil || len(n.closed) != 1 {
+		t.Fatalf("after forget: %d pending, conns %v, closed %d", n.nBursts, n.conns, len(n.closed))
+	}
 }
