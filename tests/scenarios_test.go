@@ -260,6 +260,23 @@ func TestStoryWriteback(t *testing.T) {
 	}
 }
 
+// The nagle demo: 40 requests, the first acknowledged at once, each of
+// the others waiting for the server's delayed ACK (≥ 40 ms, TCP_DELACK_MIN).
+func TestStoryNagle(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "nagle"), "nagle-delayed-ack", "warning")
+	has(t, f, "peer", "requests_stalled", "median_wait_ns", "stalled_ns", "write_calls", "read_calls")
+	if n, _ := f.Evidence["requests_stalled"].(float64); n < 35 || n > 40 {
+		t.Errorf("%v requests stalled, want 35 to 40 of 40 (the first is usually acknowledged at once)", f.Evidence["requests_stalled"])
+	}
+	if m, _ := f.Evidence["median_wait_ns"].(float64); m < 40e6 || m > 60e6 {
+		t.Errorf("median wait %v ns, want the delayed-ACK timer's 40 ms and a few jiffies", f.Evidence["median_wait_ns"])
+	}
+	if p, _ := f.Evidence["peer"].(string); !strings.HasPrefix(p, "127.0.0.1:") {
+		t.Errorf("peer %q, want the loopback server", p)
+	}
+}
+
 // Ordinary work yields nothing at warning or above.
 func TestBenignWorkloads(t *testing.T) {
 	requireBPF(t)

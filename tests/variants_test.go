@@ -110,7 +110,7 @@ func runVariant(t *testing.T, v variants.Variant, last bool) string {
 		}
 		t.Fatal(cerr)
 	}
-	if f.Summary == "" || f.Fix == "" || len(f.Evidence) == 0 {
+	if f != nil && (f.Summary == "" || f.Fix == "" || len(f.Evidence) == 0) {
 		t.Errorf("finding without summary, fix or evidence: %+v", f)
 	}
 	if !r.Pass || err != nil {

@@ -53,6 +53,8 @@ var demos = []demo{
 		[]string{"blockedio", "-mode", "dirty", "-mb", "64", "-n", "8"}, []doctor.ID{doctor.BlockedIO}},
 	{"hotcall", "One process calls getppid about a million times a second: the syscall's fixed cost is the program's time.",
 		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []doctor.ID{doctor.HotSyscall}},
+	{"nagle", "A client writes each request's header and body in two writes on a socket without TCP_NODELAY: every reply waits for the server's delayed ACK.",
+		[]string{"nagle", "-n", "40"}, []doctor.ID{doctor.NagleDelayedAck}},
 }
 
 func newDemo() *cobra.Command {

@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"sort"
@@ -946,48 +945,4 @@ func readSockets(dir string, socks map[uint64]int, f *fdFacts) {
 	if other := len(socks) - seen; other > 0 {
 		f.Sockets["other (unbound, or not TCP, UDP or unix)"] += other
 	}
-}
-
-func scanTable(path string, line func([]string)) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	sc.Scan() // the header
-	for sc.Scan() {
-		line(strings.Fields(sc.Text()))
-	}
-}
-
-// hexAddr turns /proc/net/tcp's "0100007F:1F90" into "127.0.0.1:8080" (and
-// an IPv6 address into its bracketed form).
-func hexAddr(s string) string {
-	h, p, ok := strings.Cut(s, ":")
-	if !ok {
-		return s
-	}
-	port, _ := strconv.ParseUint(p, 16, 16)
-	var ip []byte
-	for i := 0; i+8 <= len(h); i += 8 {
-		w, err := strconv.ParseUint(h[i:i+8], 16, 32)
-		if err != nil {
-			return s
-		}
-		// Each 32-bit word is in the host's order (little-endian here).
-		ip = append(ip, byte(w), byte(w>>8), byte(w>>16), byte(w>>24))
-	}
-	switch len(ip) {
-	case 4:
-		return fmt.Sprintf("%d.%d.%d.%d:%d", ip[0], ip[1], ip[2], ip[3], port)
-	case 16:
-		var parts []string
-		for i := 0; i < 16; i += 2 {
-			parts = append(parts, strconv.FormatUint(uint64(ip[i])<<8|uint64(ip[i+1]), 16))
-		}
-		return fmt.Sprintf("[%s]:%d", strings.Join(parts, ":"), port)
-	}
-	return s
 }

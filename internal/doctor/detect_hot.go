@@ -341,15 +341,6 @@ func clocksource(env *Env) string {
 	return strings.TrimSpace(string(b))
 }
 
-func medianU(v []uint64) uint64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]uint64(nil), v...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
-
 // forget drops ended processes (Doctor.forget).
 func (h *hot) forget(pids, _ map[uint32]bool) {
 	if len(pids) == 0 {

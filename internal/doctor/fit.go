@@ -321,3 +321,13 @@ func spellZ(windows int) float64 {
 // tCrit is Student's t for a two-sided p of 0.001, by degrees of freedom.
 var tCrit = []float64{4: 8.610, 5: 6.869, 6: 5.959, 7: 5.408, 8: 5.041, 9: 4.781, 10: 4.587,
 	11: 4.437, 12: 4.318, 13: 4.221, 14: 4.140, 15: 4.073, 16: 4.015, 17: 3.965, 18: 3.922}
+
+// medianU is v's median (the upper middle for an even count), v unchanged.
+func medianU(v []uint64) uint64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]uint64(nil), v...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}

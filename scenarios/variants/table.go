@@ -25,4 +25,5 @@ var All = slices.Concat(
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,
+	nagleVariants,
 )

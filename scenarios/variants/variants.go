@@ -33,6 +33,9 @@ type Expect struct {
 	Severity doctor.Severity
 	// Words must all appear in the finding's title or summary.
 	Words []string
+	// Silent: a benign cousin of the mechanism, on which none of IDs
+	// may be reported, at any severity.
+	Silent bool
 }
 
 // Variant is one reproduction and what the doctor must say about it.
@@ -86,6 +89,14 @@ func Match(pattern string) ([]Variant, error) {
 // Check returns the finding that meets the expectation, or an error that
 // lists what the report said instead.
 func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
+	if v.Expect.Silent {
+		for i := range r.Findings {
+			if f := &r.Findings[i]; slices.Contains(v.Expect.IDs, f.ID) {
+				return nil, fmt.Errorf("%s: want no %s; got %s %s: %s", v.Name, joinIDs(v.Expect.IDs), f.Severity, f.ID, f.Title)
+			}
+		}
+		return nil, nil
+	}
 	for i := range r.Findings {
 		f := &r.Findings[i]
 		if !slices.Contains(v.Expect.IDs, f.ID) || f.Severity < v.Expect.Severity {
@@ -123,6 +134,9 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 
 // Want describes the expectation in a line, for docs and output.
 func (e Expect) String() string {
+	if e.Silent {
+		return "no " + joinIDs(e.IDs)
+	}
 	s := joinIDs(e.IDs) + " ≥ " + e.Severity.String()
 	if len(e.Words) > 0 {
 		s += fmt.Sprintf(" %q", e.Words)
