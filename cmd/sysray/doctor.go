@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/outfile"
 	"github.com/sysray/sysray/internal/report"
 	"github.com/sysray/sysray/internal/session"
 )
@@ -23,13 +24,15 @@ func newDoctor() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rep *doctor.Report
 			code := 0
-			// Checked before tracing: a path that cannot be written
-			// would otherwise be found after the run.
-			out, err := openOutput(outPath, file)
-			if err != nil {
+			// Checked before tracing, a path that cannot be written
+			// would otherwise be found after the run; but opened after
+			// it: on a host whose audit backlog is full each open the
+			// doctor makes waits for room, and the doctor must say so at
+			// once (docs/doctor.md, "On a sick host").
+			if err := outfile.Check(outPath, file); err != nil {
 				return err
 			}
-			defer out.close()
+			var err error
 			if file != "" {
 				if len(args) > 0 {
 					return errors.New("doctor -r reads a capture; it does not run a command")
@@ -41,6 +44,11 @@ func newDoctor() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			out, err := openOutput(outPath, file)
+			if err != nil {
+				return err
+			}
+			defer out.close()
 			if asJSON {
 				err = report.JSON(out, rep)
 			} else {

@@ -70,6 +70,26 @@ func Create(path string, inputs ...string) (*File, error) {
 	return &File{File: f, path: path, tmp: f.Name(), inputs: inputs}, nil
 }
 
+// Check says now whether Create(path, inputs...) would succeed, without
+// opening anything: the checks Create makes of path, and whether its
+// directory can be written (access(2), which a read-only file system
+// fails too). For a command that writes only at its end yet must start
+// at once even where every open waits (the doctor on a host whose audit
+// backlog is full, where each of its opens is audited). "" and "-" are
+// standard output.
+func Check(path string, inputs ...string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if err := check(path, inputs); err != nil {
+		return err
+	}
+	if err := unix.Access(filepath.Dir(path), unix.W_OK); err != nil {
+		return fmt.Errorf("%s: %w", path, cause(err))
+	}
+	return nil
+}
+
 // Name is the path the file is written to, not its temporary name.
 func (f *File) Name() string { return f.path }
 

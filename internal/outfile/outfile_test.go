@@ -170,3 +170,31 @@ func TestSamePath(t *testing.T) {
 		}
 	}
 }
+
+// Check refuses what Create refuses, opening nothing.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "link")
+	os.Symlink(filepath.Join(dir, "target"), link)
+	in := filepath.Join(dir, "in")
+	os.WriteFile(in, nil, 0o600)
+	for _, c := range []struct {
+		path, input string
+		ok          bool
+	}{
+		{"-", "", true},
+		{"", "", true},
+		{filepath.Join(dir, "new"), "", true},
+		{link, "", false},
+		{dir, "", false},
+		{in, in, false},
+		{filepath.Join(dir, "no-such-dir", "x"), "", false},
+	} {
+		if err := Check(c.path, c.input); (err == nil) != c.ok {
+			t.Errorf("Check(%q, %q) = %v, want ok %v", c.path, c.input, err, c.ok)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("Check left files behind: %v", ents)
+	}
+}
