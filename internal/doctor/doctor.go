@@ -372,22 +372,32 @@ const SchemaVersion = 1
 // held, forgets the oldest quarter of them. They ended MaxEnded exits ago:
 // their last events, which may come after the exit, have long come.
 func (d *Doctor) retire(pid uint32) {
-	d.endedOrder = append(d.endedOrder, pid)
-	if len(d.endedOrder) < MaxEnded+MaxEnded/4 {
+	pids := evict(&d.endedOrder, pid, MaxEnded)
+	if pids == nil {
 		return
-	}
-	n := len(d.endedOrder) - MaxEnded
-	pids := make(map[uint32]bool, n)
-	for _, p := range d.endedOrder[:n] {
-		pids[p] = true
-	}
-	d.endedOrder = append(d.endedOrder[:0], d.endedOrder[n:]...)
-	// A pid used again, and ended again since, is kept as the later one.
-	for _, p := range d.endedOrder {
-		delete(pids, p)
 	}
 	d.forgotten += uint64(len(pids))
 	d.forget(pids)
+}
+
+// evict appends id to order, oldest first, and once it holds a quarter
+// more than keep, takes the oldest out and returns them: nil until then.
+// An id used again, and ended again since, is kept as the later one.
+func evict(order *[]uint32, id uint32, keep int) map[uint32]bool {
+	*order = append(*order, id)
+	if len(*order) < keep+keep/4 {
+		return nil
+	}
+	n := len(*order) - keep
+	out := make(map[uint32]bool, n)
+	for _, x := range (*order)[:n] {
+		out[x] = true
+	}
+	*order = append((*order)[:0], (*order)[n:]...)
+	for _, x := range *order {
+		delete(out, x)
+	}
+	return out
 }
 
 // retireThread notes that thread tid left its process and, past
@@ -395,18 +405,9 @@ func (d *Doctor) retire(pid uint32) {
 // threads. The doctor keeps their spans (Env.threads): a thread's time is
 // its process's.
 func (d *Doctor) retireThread(tid uint32) {
-	d.threadsEnded = append(d.threadsEnded, tid)
-	if len(d.threadsEnded) < MaxEndedThreads+MaxEndedThreads/4 {
+	tids := evict(&d.threadsEnded, tid, MaxEndedThreads)
+	if tids == nil {
 		return
-	}
-	n := len(d.threadsEnded) - MaxEndedThreads
-	tids := make(map[uint32]bool, n)
-	for _, t := range d.threadsEnded[:n] {
-		tids[t] = true
-	}
-	d.threadsEnded = append(d.threadsEnded[:0], d.threadsEnded[n:]...)
-	for _, t := range d.threadsEnded {
-		delete(tids, t)
 	}
 	none := map[uint32]bool{}
 	for _, det := range d.detectors {
