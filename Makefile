@@ -4,7 +4,7 @@ BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
-.PHONY: all build generate test test-long lint demo bench clean check-generated
+.PHONY: all build deps generate test unit test-long lint demo bench clean check-generated
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The release a build says it is (sysray --version): the nearest tag, or
 # the commit when there is none.
@@ -27,9 +27,18 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-test: build lint
+# What the tests need that a fresh Debian 12 machine lacks (root installs it).
+deps:
+	bash scripts/deps.sh
+
+test: deps build lint
 	$(GO) test -count=1 -p 1 -timeout 40m ./...
 	cd deploy/check && $(GO) test -count=1 ./...
+
+# The packages' own tests, without root and without the live suite in tests/:
+# what a change to a library needs before it is pushed.
+unit:
+	$(GO) test -count=1 $$($(GO) list ./... | grep -v '^github.com/sysray/sysray/tests')
 
 # Every parser of outside input (captures, filters, strace logs, kallsyms,
 # ELF files, perf maps, /proc and cgroup files, container metadata) fed
