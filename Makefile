@@ -1,5 +1,7 @@
 # sysray build. `make test` and `make demo` are the README's two commands.
 GO ?= go
+# bash: recipes use pipefail.
+SHELL := /bin/bash
 BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
@@ -31,14 +33,22 @@ lint:
 deps:
 	bash scripts/deps.sh
 
-test: deps build lint
-	$(GO) test -count=1 -p 1 -timeout 40m ./...
-	cd deploy/check && $(GO) test -count=1 ./...
+# Each run's tests go through scripts/testsum: failures with their output,
+# every skip with its reason, the counts and the slowest tests. Where the
+# live tests must run (SYSRAY_REQUIRE_BPF=1, as CI sets), a skip fails.
+TESTSUM = bin/testsum $(if $(filter 1,$(SYSRAY_REQUIRE_BPF)),-skips-fail)
+
+test: deps build lint bin/testsum
+	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 40m -json ./... | $(TESTSUM)
+	set -o pipefail; cd deploy/check && $(GO) test -count=1 -json ./... | ../../$(TESTSUM)
+
+bin/testsum: scripts/testsum/main.go
+	$(GO) build -o $@ ./scripts/testsum
 
 # The packages' own tests, without root and without the live suite in tests/:
 # what a change to a library needs before it is pushed.
-unit:
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v '^github.com/sysray/sysray/tests')
+unit: bin/testsum
+	set -o pipefail; $(GO) test -count=1 -json $$($(GO) list ./... | grep -v '^github.com/sysray/sysray/tests') | $(TESTSUM)
 
 # Every parser of outside input (captures, filters, strace logs, kallsyms,
 # ELF files, perf maps, /proc and cgroup files, container metadata) fed
