@@ -551,14 +551,13 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 //     0.75–0.98. With the wait left out the bins' R² is 0.94 or more.
 //   - growthMinRankR2: even then the bins' line must explain half the
 //     spread, unless the calls were seen to run on the CPU (onCPU). A rank
-//     fallback without this bound (τ over the bins, stop 27) was
-//     withdrawn: a go build's futex waits rose in rank with its open
-//     descriptors as both grew over the build (τ 0.70, R² 0.38), a warning
-//     on ordinary work. Those calls slept; a walk of a growing structure
+//     fallback without this bound (τ over the bins) would warn on
+//     ordinary work: a go build's futex waits rose in rank with its open
+//     descriptors as both grew over the build (τ 0.70, R² 0.38). Those calls slept; a walk of a growing structure
 //     runs, and for calls seen to run the bound keeps nothing out that
 //     the mechanism allows, while a stretch of slowed calls can take the
 //     bins' R² under it: 0.55–0.69 in the runs ranks decided above, but
-//     0.46 in stop 32's miss of thread-stacks (τ 0.68, z 6.0), where the
+//     0.46 in a CI miss of thread-stacks (τ 0.68, z 6.0), where the
 //     whole process ran 2.5 times slower over a quarter of its forks.
 //     Seen to run: at least 6 calls (as many as the smallest fit has
 //     bins) slow enough to carry their sleeps, which spent under half

@@ -292,7 +292,7 @@ func TestGrowthThroughALateJump(t *testing.T) {
 	}
 }
 
-// Stop 32's miss of the thread-stacks variant, from map32's own table
+// A CI miss of the thread-stacks variant, from map32's own table
 // (threads, mappings, µs a fork): the forks follow the stacks until, from
 // 2,300 threads to 3,400, the whole process ran about 2.5 times slower (its
 // thread creations and mmaps too), and after it the forks fell back under
@@ -371,8 +371,8 @@ func replayForks(forks [][3]float64, set func(*event.Syscall)) []event.Event {
 	return evs
 }
 
-// mapSpell is stop 32's fork table (spellForks) with its spell begun three forks earlier, at 2,000 threads, as slow as
-// the rest of it: the shape of this stop's CI miss of thread-stacks (τ
+// mapSpell is that fork table (spellForks) with its spell begun three forks earlier, at 2,000 threads, as slow as
+// the rest of it: the shape of another CI miss of thread-stacks (τ
 // 0.57 at z 5.0, R² 0.46, 37 forks), where a quarter of the calls ran
 // about 2.7 times their trend.
 func mapSpell() [][3]float64 {
@@ -386,7 +386,7 @@ func mapSpell() [][3]float64 {
 	return forks
 }
 
-// spellForks is map32's own table of stop 32's thread-stacks miss:
+// spellForks is map32's own table of a CI miss of thread-stacks:
 // threads, the kernel's count of mappings, µs a fork.
 var spellForks = [][3]float64{{100, 212, 1728}, {200, 412, 1863}, {300, 612, 2345}, {400, 812, 1841},
 	{500, 1012, 2239}, {600, 1212, 2450}, {700, 1412, 2814}, {800, 1612, 3133}, {900, 1812, 3520},

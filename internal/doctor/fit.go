@@ -197,7 +197,7 @@ func theilSen(pts []point) (a, b float64) {
 // A spell is a stretch of consecutive calls that all ran well over the
 // trend of the others: the whole process slowed for a while, from outside
 // (a neighbour on the host, a vCPU held), while the walk itself went on
-// growing. In stop 32's table of map32's forks every call from 2,300 to
+// growing. In one table of map32's forks (from a CI miss) every call from 2,300 to
 // 3,400 threads took about 2.7 times its trend, and so did the process's
 // thread creations and mmaps; its forks' ranks gave τ 0.67, and in a CI run
 // of the same variant τ 0.57, under the 0.63 ranks need, though the other
@@ -212,7 +212,7 @@ func theilSen(pts []point) (a, b float64) {
 //     follows the trend with that share off it anywhere, so it can judge
 //     which calls ran over it, and the rest's line is the one reported.
 //   - spellMinFactor: each call of the stretch at least 1.5 times the line
-//     through all the calls. In stop 32's table the 29 forks outside the
+//     through all the calls. In that table the 29 forks outside the
 //     spell scatter about their own trend by up to 1.6 times, two of them
 //     over 1.5 and never two in a row, while the spell's ran 2.4 to 3.3
 //     times that trend (2.0 to 2.8 times the line through all the calls).

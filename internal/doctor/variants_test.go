@@ -21,10 +21,9 @@ func jiffies(rng *rand.Rand, lat uint64) uint64 {
 	return ((phase + lat) / tick) * tick
 }
 
-// Thirty forks, each after 1,600 more mappings, timed in ticks, as the
-// doctor's lean timing (before stop 27) timed most calls and captures made
-// then still say: the growth is found (issue #10: it needed 100 exact
-// calls). Mappings come from the kernel's count on each event.
+// Thirty forks, each after 1,600 more mappings, timed in ticks, as captures
+// made with tick-timed calls say: the growth is found from them, not only
+// from 100 exact calls. Mappings come from the kernel's count on each event.
 func TestGrowthFewTickTimedCalls(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	var evs []event.Event
@@ -123,8 +122,8 @@ func TestHotSyscallNeedsCheapAndMany(t *testing.T) {
 const nrFadvise = 221
 
 // Three processes in one cgroup spending 40% of their time in a syscall
-// that takes 20 µs a call: kernel-hotspot, a warning (issue #10: it was
-// info below two cgroups). One or two such processes are reported too, as
+// that takes 20 µs a call: kernel-hotspot, a warning, though
+// one cgroup holds them all. One or two such processes are reported too, as
 // info: they may be doing their job.
 func TestHotspotOneCgroup(t *testing.T) {
 	for _, procs := range []int{1, 2, 3} {

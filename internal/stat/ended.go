@@ -8,7 +8,7 @@ import (
 // The kernel keeps exact counts in a table of 32,768 cells, one per
 // process, cgroup and syscall (bpf/maps.h), and a cell stays until the
 // probe goes. On a host whose processes come and go that fills: go build
-// -a made 4,000, 10,381 and 14,912 cells at 5, 10 and 15 s (stop 33), and
+// -a made 4,000, 10,381 and 14,912 cells at 5, 10 and 15 s, and
 // a longer build runs out, its later processes' calls uncounted; every
 // read of the table also grows with the dead. So a reader that reads
 // again and again (the live doctor, top) lets the cells of a process that

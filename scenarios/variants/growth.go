@@ -9,7 +9,7 @@ import (
 var growthVariants = []Variant{
 	// latency-grows-with-count: fork copies every mapping, so it slows as
 	// the process maps more. The demo had thousands of mmap calls.
-	{Name: "latency-grows-with-count/30-forks", Differs: "30 forks, 1,600 more mappings before each (issue #10's case)",
+	{Name: "latency-grows-with-count/30-forks", Differs: "30 forks, 1,600 more mappings before each (the case a new user first tried)",
 		Mode: Cmd, Argv: []string{"forkgrow", "-n", "30", "-m", "1600"}, Expect: grows("clone")},
 	{Name: "latency-grows-with-count/fork-syscall", Differs: "the fork syscall instead of clone, 30 forks",
 		Mode: Cmd, Argv: []string{"forkgrow", "-s", "fork", "-n", "30", "-m", "2000"}, Expect: grows("fork")},

@@ -8,8 +8,8 @@ import (
 
 var hotVariants = []Variant{
 	// hot-syscall: a cheap syscall called so often that its fixed cost is
-	// most of a thread's time. No demo existed; issue #10 found silence.
-	{Name: "hot-syscall/getppid", Differs: "one process, ~1M getppid/s for 2 s (issue #10's case)",
+	// most of a thread's time.
+	{Name: "hot-syscall/getppid", Differs: "one process, ~1M getppid/s for 2 s (the case a new user first tried)",
 		Mode: Cmd, Argv: []string{"hotcall", "-s", "getppid", "-d", "2"}, Expect: hot("getppid")},
 	{Name: "hot-syscall/clock_gettime-8-procs", Differs: "8 processes calling clock_gettime as a raw syscall, 1 s",
 		Mode: Cmd, Argv: []string{"hotcall", "-s", "clock_gettime", "-p", "8", "-d", "1"}, Expect: hot("clock_gettime", "vDSO")},

@@ -10,7 +10,7 @@ var hotspotVariants = []Variant{
 	// kernel-contention / kernel-hotspot: one syscall's kernel path takes a
 	// large share of the time of the processes that call it. The demo runs
 	// 1, 2, 4 writers in 4 cgroups with 4 KiB writes.
-	{Name: "kernel-hotspot/one-cgroup", Differs: "4 writers in one cgroup, 200-byte lines (issue #10's case)",
+	{Name: "kernel-hotspot/one-cgroup", Differs: "4 writers in one cgroup, 200-byte lines (the case a new user first tried)",
 		Mode: Cmd, Argv: []string{"fadvise", "-writers", "4", "-cgroups=false", "-write-size", "200", "-d", "2s"},
 		Expect: hotspot},
 	{Name: "kernel-hotspot/one-writer", Differs: "a single writer: nobody to contend with (info: one process may be doing its job)",
