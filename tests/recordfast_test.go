@@ -13,7 +13,7 @@ import (
 
 // hostRecord records the whole host (the fast path, bpf/fast.h: no task
 // storage on the way in or out) while fn runs, and returns the events.
-// rows, if not empty, sets the fast path's table size (SYSRAY_FAST_ROWS).
+// rows, if not empty, sets the fast path's table size (--fast-rows).
 func hostRecord(t *testing.T, rows string, fn func()) []record {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "host.sysray")

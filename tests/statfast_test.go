@@ -20,7 +20,7 @@ import (
 // processes start and join threads over and over, so stacks pass from
 // thread to thread and from one process to the other, and end with threads
 // that stay alive (their counts still pending when stat stops). Each
-// process's getppid count must be exact. With SYSRAY_FAST_ROWS=2 every row
+// process's getppid count must be exact. With --fast-rows 2 every row
 // is shared: a thread whose row another live thread holds counts through
 // task storage, and rows pass to new threads as their owners exit.
 func TestStatFastPathExact(t *testing.T) {
@@ -97,11 +97,13 @@ func TestStatFastPathExact(t *testing.T) {
 
 // startHost starts sysray tracing the whole host (args) and returns once
 // it is attached; rows, if not empty, sets the fast path's table size
-// (SYSRAY_FAST_ROWS). It is killed when the test ends.
+// (--fast-rows). It is killed when the test ends.
 func startHost(t *testing.T, rows string, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	if rows != "" {
+		args = append(args, "--fast-rows", rows)
+	}
 	c := exec.Command(sysray, args...)
-	c.Env = append(os.Environ(), "SYSRAY_FAST_ROWS="+rows)
 	stderr := &bytes.Buffer{}
 	c.Stderr = stderr
 	if err := c.Start(); err != nil {

@@ -25,6 +25,8 @@ func registerSelection(cmd *cobra.Command, s *session.Selection) {
 	f.DurationVar(&s.Duration, "duration", 0, "stop after this long, e.g. 10s")
 	f.StringSliceVar(&s.Containers, "container", nil, "only this container, by id (or 12-char prefix) or name; enforced in the kernel by cgroup")
 	f.IntVar(&s.BufferMiB, "buffer-size", 0, "ring buffer per CPU, MiB (default: 64 MiB shared by all CPUs, 8 to 64 each)")
+	f.IntVar(&s.FastRows, "fast-rows", 0, "rows of the in-kernel table whole-host tracing uses instead of per-thread storage, a power of two "+
+		"(default: 4 per thread on the host, 4,096 to 16,384; a call whose row another thread holds takes the slower path, nothing is lost)")
 }
 
 // durationHelp says in a live command's help what --duration does to a

@@ -27,11 +27,6 @@ const (
 // /proc/loadavg, or takes the least when opens may stall (slowOpens) or
 // the file says nothing.
 func fastRows(slowOpens bool) uint32 {
-	// Tests force collisions with a table of a few rows: every row shared
-	// and fallen back from all the time, counts still exact.
-	if v, err := strconv.ParseUint(os.Getenv("SYSRAY_FAST_ROWS"), 10, 32); err == nil && v >= 2 && v&(v-1) == 0 {
-		return uint32(v)
-	}
 	rows := uint32(minFastRows)
 	if slowOpens {
 		return rows

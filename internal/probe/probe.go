@@ -29,6 +29,9 @@ type Config struct {
 	MinLatency uint64   // drop syscalls faster than this many ns
 	AllFaults  bool     // every user page fault, not only the ones that matter
 	Stacks     bool     // follow where syscalls sleep (sched_switch, sched_waking)
+	// FastRows sizes the whole-host fast path's table (a power of two, at
+	// least 2); 0 sizes it from the host's thread count.
+	FastRows uint32
 	// LeanStacks, with Stacks, keeps only what the doctor reads: where
 	// calls slept (kernel stacks) and who woke them (pid, tid, name), not
 	// the waker's stack or the call's user stack. The waker's stack was
@@ -206,7 +209,10 @@ func Open(cfg Config) (*Probe, error) {
 	specs.Stages.MaxEntries = uint32(ncpu)
 	rows := uint32(1)
 	if cfg.fastPath() {
-		rows = fastRows(cfg.SlowOpens)
+		rows = cfg.FastRows
+		if rows == 0 {
+			rows = fastRows(cfg.SlowOpens)
+		}
 	}
 	specs.FastRows.MaxEntries = rows
 	if err := specs.CfgFastShift.Set(uint32(32 - bits.TrailingZeros32(rows))); err != nil {

@@ -29,6 +29,7 @@ type Selection struct {
 	Filter     string
 	Duration   time.Duration
 	BufferMiB  int
+	FastRows   int // 0: sized from the host
 	Containers []string // ids, 12-character prefixes or names
 }
 
@@ -59,6 +60,13 @@ func (s *Selection) Build(args []string, ctrs *Live) (live.Options, *filter.Filt
 		return opts, nil, fmt.Errorf("--buffer-size %d: want 1 to 4096 MiB", s.BufferMiB)
 	}
 	cfg.RingSize = s.BufferMiB << 20
+	// The table is indexed by a hash's top bits, so its size is a power of
+	// two; a few rows make every row shared, which is how the fallback to
+	// task storage is tested, and 1 Mi rows is 640 MiB of kernel memory.
+	if s.FastRows != 0 && (s.FastRows < 2 || s.FastRows > 1<<20 || s.FastRows&(s.FastRows-1) != 0) {
+		return opts, nil, fmt.Errorf("--fast-rows %d: want a power of two from 2 to 1048576", s.FastRows)
+	}
+	cfg.FastRows = uint32(s.FastRows)
 	for _, p := range s.PIDs {
 		if p <= 0 {
 			return opts, nil, fmt.Errorf("--pid %d: not a process id", p)
