@@ -24,6 +24,9 @@ import (
 var (
 	sysray string // path to the built binary
 	progs  string // directory of compiled test programs
+	// auditBin is scenarios/bin/audit, which reads the audit status and
+	// rules; set when root.
+	auditBin string
 )
 
 func TestMain(m *testing.M) {
@@ -39,7 +42,19 @@ func TestMain(m *testing.M) {
 	os.Chmod(dir, 0o755)
 	code := setup(dir)
 	if code == 0 {
+		// Only root's tests change the host.
+		root := os.Geteuid() == 0
+		var before []string
+		if root {
+			before = hostState(auditBin)
+		}
 		code = m.Run()
+		if root {
+			if diff := hostChanges(before, hostState(auditBin)); len(diff) > 0 {
+				fmt.Fprintf(os.Stderr, "the tests left the host changed (- before, + after):\n  %s\n", strings.Join(diff, "\n  "))
+				code = 1
+			}
+		}
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -52,6 +67,15 @@ func setup(dir string) int {
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building sysray: %v\n%s", err, out)
 		return 1
+	}
+	// The audit scenario's binary reads the audit configuration and rules
+	// (hostState).
+	if os.Geteuid() == 0 {
+		if out, err := exec.Command("make", "-s", "-C", "../scenarios", "bin/audit").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building scenarios/bin/audit: %v\n%s", err, out)
+			return 1
+		}
+		auditBin, _ = filepath.Abs("../scenarios/bin/audit")
 	}
 	progs = filepath.Join(dir, "progs")
 	os.Mkdir(progs, 0o755)
