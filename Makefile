@@ -70,8 +70,8 @@ test-long:
 demo: build
 	./bin/sysray demo all
 
-# Every table in BENCHMARKS.md: syscall overhead and sampling, redis, and
-# the accuracy of stat's percentiles.
+# The current tables in BENCHMARKS.md: syscall overhead and sampling, redis,
+# record's own CPU, the accuracy of stat's percentiles, the doctor against stat.
 bench: build
 	bash bench/peers.sh
 	bash bench/redis.sh

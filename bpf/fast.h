@@ -9,7 +9,7 @@
  * tracepoints are handed that address for free, and it is unique to a live
  * thread: the registers sit at the top of its kernel stack. Two task
  * storage lookups a call were most of what stat cost over empty programs
- * (BENCHMARKS.md, "Stop 25"); an array lookup is inlined by the verifier,
+ * (bench/HISTORY.md, "stop 25"); an array lookup is inlined by the verifier,
  * and the row moves with its thread from CPU to CPU as its task storage
  * would.
  *

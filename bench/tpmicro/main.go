@@ -9,7 +9,7 @@
 //	go run ./bench/tpmicro /tmp/micro.o 7 "/tmp/loop 2000000" base en_empty+ex_empty en_tscreate+ex_tshit
 //
 // A set is "base" (nothing attached) or program names joined by "+".
-// Needs root. Used to find where stat's per-call cost goes (BENCHMARKS.md).
+// Needs root. Used to find where stat's per-call cost goes (bench/HISTORY.md).
 package main
 
 import (

@@ -23,7 +23,7 @@ import (
 // batch, a hand-off to the merger and Go's scheduler on both sides. On
 // redis under redis-benchmark (about 650,000 events a second) 20 ms took
 // record's CPU from 362-383 to 315-329 ns an event, and 50 ms did no better
-// (BENCHMARKS.md). A ring filling fast is still drained sooner: a
+// (bench/HISTORY.md). A ring filling fast is still drained sooner: a
 // reader never sleeps longer than a quarter of its ring takes to fill.
 const recordPoll = 20 * time.Millisecond
 

@@ -175,7 +175,7 @@ func (s *probeSource) open() error {
 	if !s.exact {
 		// As stat: a thread's first calls of a syscall each tick and 1 in
 		// 16 after that are timed; on redis that is most of the counting
-		// cost of the attached stretches (BENCHMARKS.md). Sampled calls
+		// cost of the attached stretches (bench/HISTORY.md). Sampled calls
 		// and records cross over only from the timed calls.
 		opts.Probe.UseBudget()
 	}

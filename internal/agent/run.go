@@ -53,7 +53,7 @@ var Defaults = Config{
 	Grace: 5 * time.Minute, ReloadCells: statCells * 3 / 4, RingMiB: DefaultRingMiB,
 	// Half a second in ten: attached, the per-syscall programs cost a
 	// syscall-heavy server about what stat does (a fifth of redis's
-	// throughput); 1 s in 10 cost it about 4%, 0.5 s 1.5% (BENCHMARKS.md),
+	// throughput); 1 s in 10 cost it about 4%, 0.5 s 1.5% (bench/HISTORY.md),
 	// within the 2% an always-on agent may take. The window stays 10 s.
 	DutyOn: 500 * time.Millisecond, DutyPeriod: 10 * time.Second,
 	Window: 10 * time.Second, Cooldown: 10 * time.Minute, CaptureDir: "/var/lib/sysray/captures",

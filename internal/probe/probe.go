@@ -35,7 +35,7 @@ type Config struct {
 	// LeanStacks, with Stacks, keeps only what the doctor reads: where
 	// calls slept (kernel stacks) and who woke them (pid, tid, name), not
 	// the waker's stack or the call's user stack. The waker's stack was
-	// most of the cost of following sleeps (BENCHMARKS.md).
+	// most of the cost of following sleeps (bench/HISTORY.md).
 	LeanStacks bool
 	// WaitCalls, with LeanStacks, are syscalls that wait by design (poll,
 	// epoll_wait, nanosleep...): an interruptible sleep of theirs shorter
