@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/doctor/render"
 	"github.com/sysray/sysray/internal/probe"
-	"github.com/sysray/sysray/internal/report"
 	"github.com/sysray/sysray/internal/session"
 )
 
@@ -107,7 +107,7 @@ func newDemo() *cobra.Command {
 				}
 				results[d.name] = rep
 				if !asJSON {
-					if err := report.Text(os.Stdout, rep, false); err != nil {
+					if err := render.Text(os.Stdout, rep, false); err != nil {
 						return err
 					}
 				}

@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/doctor/render"
 	"github.com/sysray/sysray/internal/outfile"
-	"github.com/sysray/sysray/internal/report"
 	"github.com/sysray/sysray/internal/session"
 )
 
@@ -50,9 +50,9 @@ func newDoctor() *cobra.Command {
 			}
 			defer out.close()
 			if asJSON {
-				err = report.JSON(out, rep)
+				err = render.JSON(out, rep)
 			} else {
-				err = report.Text(out, rep, explain)
+				err = render.Text(out, rep, explain)
 			}
 			if err != nil {
 				return err

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/doctor/render"
 	"github.com/sysray/sysray/internal/probe"
-	"github.com/sysray/sysray/internal/report"
 	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/scenarios/variants"
 )
@@ -65,7 +65,7 @@ func runVariants(pattern, dir string, asJSON bool) error {
 		if !asJSON {
 			var werr error
 			if rep != nil {
-				werr = report.Text(os.Stdout, rep, false)
+				werr = render.Text(os.Stdout, rep, false)
 			}
 			if err != nil {
 				_, err = fmt.Printf("FAIL %v\n", err)

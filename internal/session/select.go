@@ -29,7 +29,7 @@ type Selection struct {
 	Filter     string
 	Duration   time.Duration
 	BufferMiB  int
-	FastRows   int // 0: sized from the host
+	FastRows   int      // 0: sized from the host
 	Containers []string // ids, 12-character prefixes or names
 }
 

@@ -1,6 +1,6 @@
-// Package report renders a doctor report for people (text) and programs
+// Package render renders a doctor report for people (text) and programs
 // (JSON, schema in docs/doctor.md).
-package report
+package render
 
 import (
 	"encoding/json"
