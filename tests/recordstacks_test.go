@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,9 +76,13 @@ func TestRecordSaysStacks(t *testing.T) {
 // however short: queued's calls, 1 MiB of getrandom each (~3 ms of kernel
 // CPU, under the 10 ms at which calls carry their sleeps), share one CPU
 // with a spinning thread, and the kernel preempts them at their
-// cond_resched points for a tick or more. A call's latency less its
-// queued time must then come back to the CPU time the program measured for
-// it (CLOCK_THREAD_CPUTIME_ID), preempted or not.
+// cond_resched points for a tick or more. A call's queued time must equal
+// the kernel's own count of the thread's run-queue wait over the call
+// (schedstat's run_delay, read by the program around it), and its latency
+// less that time must not fall below the CPU time the program measured for
+// it (CLOCK_THREAD_CPUTIME_ID). It may exceed it: CPU time leaves out the
+// time the hypervisor held the vCPU (steal), which these VMs see in bursts
+// and which is no wait on the run queue.
 func TestRecordQueuedTime(t *testing.T) {
 	requireBPF(t)
 	file := filepath.Join(t.TempDir(), "q.sysray")
@@ -93,13 +96,13 @@ func TestRecordQueuedTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cpus []float64
+	var walls, cpus, waits, switches []float64
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var wall, cpu float64
-		if _, err := fmt.Sscan(l, &wall, &cpu); err != nil {
+		var wall, cpu, wait, sw float64
+		if _, err := fmt.Sscan(l, &wall, &cpu, &wait, &sw); err != nil {
 			t.Fatalf("queued's line %q: %v", l, err)
 		}
-		cpus = append(cpus, cpu)
+		walls, cpus, waits, switches = append(walls, wall), append(cpus, cpu), append(waits, wait), append(switches, sw)
 	}
 
 	rd := run(t, "read", "--json", "-f", "evt.type = getrandom and evt.arg.buflen = 1048576", file)
@@ -121,7 +124,7 @@ func TestRecordQueuedTime(t *testing.T) {
 		if calls >= len(cpus) {
 			t.Fatalf("more getrandom calls than queued made (%d)", len(cpus))
 		}
-		cpu := cpus[calls]
+		wall, cpu, wait, sw := walls[calls], cpus[calls], waits[calls], switches[calls]
 		calls++
 		if q > lat {
 			t.Errorf("queued %.0f ns of a %.0f ns call", q, lat)
@@ -129,20 +132,38 @@ func TestRecordQueuedTime(t *testing.T) {
 		if q > 1e6 {
 			preempted++
 		}
-		// A tick is 1-4 ms and the work ~3 ms: a call charged its wait
-		// is off by a whole tick, far outside 20%.
-		if own := lat - q; math.Abs(own-cpu) > 0.2*cpu {
+		// The program's window is wider than the call: a preemption the
+		// tick asked for during the call often happens on the way back to
+		// user space, after the call has ended (sys_exit), and then counts
+		// in run_delay but not in the call. So the call's queued time is
+		// at most the window's run_delay and at least that less the time
+		// the window spent outside the call. The kernel stamps run_delay
+		// with its run queue's clock as __schedule begins, sysray at the
+		// sched_switch tracepoint, after the next task was picked: the two
+		// differ by the time picking takes, a few microseconds on a quiet
+		// host and up to about 25 on a host running a dozen busy tasks in
+		// cgroups (measured here: 0.33 ms over 13 switch-ins). A call whose
+		// wait went uncounted is off by a tick (1-4 ms) or more.
+		slack := 100e3 + 30e3*sw
+		switch own, outside := lat-q, max(0, wall-lat); {
+		case q > wait+slack || q < wait-outside-slack:
 			off++
-			t.Logf("call %d of %.2f ms, %.2f ms queued: %.2f ms its own, want about %.2f (the program's CPU time for it)",
+			t.Logf("call %d of %.2f ms (%.2f ms in the program's window, switched in %.0f times): %.3f ms queued, the kernel's run_delay over the window says %.3f ms",
+				calls, lat/1e6, wall/1e6, sw, q/1e6, wait/1e6)
+		case own < 0.8*cpu:
+			off++
+			t.Logf("call %d of %.2f ms, %.2f ms queued: %.2f ms its own, under the %.2f ms of CPU the program measured",
 				calls, lat/1e6, q/1e6, own/1e6, cpu/1e6)
 		}
 	}
 	// Now and then the kernel does not run sched_switch's program for a
-	// switch (about one sleep in a thousand under load, bpf/syscalls.h), and a call's
-	// wait goes uncounted: two such calls are let pass. Without the count
-	// every preempted call is off, and at least 5 are (below).
+	// switch (about one sleep in a thousand under load, bpf/syscalls.h), and
+	// a call's wait goes uncounted; and the program's reads of run_delay
+	// around a call can take in a preemption just before or after it: two
+	// such calls are let pass. Without the count every preempted call is
+	// off, and at least 5 are (below).
 	if off > 2 {
-		t.Errorf("%d of %d calls: latency less queued time is not the call's CPU time", off, calls)
+		t.Errorf("%d of %d calls: queued time is not the kernel's run-queue wait over the call", off, calls)
 	}
 	if calls != 60 {
 		t.Errorf("%d getrandom calls of 1 MiB, want 60", calls)
