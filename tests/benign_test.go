@@ -71,6 +71,29 @@ func warmCache(t *testing.T) {
 
 var benignCorpus = []benignWorkload{
 	{
+		// Everyday file tools over whole trees: du stats every file (one
+		// newfstatat each, most of its time: its work, not a call it could
+		// skip), cp -r copies a gigabyte of libraries (copy_file_range
+		// calls of large files run long in the kernel: the work asked for),
+		// find walks and matches. Warm, so the walk is the kernel's, not the
+		// disk's.
+		name:  "du-cp-find",
+		tools: []string{"du", "cp", "find", "wc", "rm"},
+		prep:  warm(`du -sh /usr/share /usr/lib/x86_64-linux-gnu; tar -cf - /usr/lib/x86_64-linux-gnu 2>/dev/null | cat > /dev/null`),
+		script: `du -sh /usr/share /usr/lib/x86_64-linux-gnu && cp -r /usr/lib/x86_64-linux-gnu "$1/libs" && du -sh "$1/libs" && ` +
+			`find /usr -name '*.so*' | wc -l && find "$1/libs" -type f -newer "$1/out.log" | wc -l && rm -rf "$1/libs"`,
+	},
+	{
+		// A C build with parallel jobs: make -j2 compiling this
+		// repository's test programs with gcc, as many CPUs busy as there
+		// are, each job's compiler waiting for a CPU now and then.
+		name:  "make-j-gcc",
+		tools: []string{"make", "gcc"},
+		script: `cd "$1" && for f in "$2"/tests/progs/*.c; do b=$(basename "$f" .c); ` +
+			`printf '%s: %s\n\tgcc -O2 -pthread -o $@ $<\n' "$b" "$f"; echo "all: $b" ; done > Makefile && ` +
+			`make -j2 -k all && ls | wc -l`,
+	},
+	{
 		// An empty build cache, so the compiler really compiles (the
 		// standard library too); a few packages, not all of sysray, to
 		// stay within ~20 s on two CPUs. The module cache is warm.

@@ -11,6 +11,7 @@ import (
 	"github.com/sysray/sysray/internal/event"
 	hostfacts "github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/units"
 )
 
 // The findings it reports.
@@ -422,9 +423,9 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 	var sum strings.Builder
 	avail := ""
 	if n, ok := hostfacts.MetaUint(meta, hostfacts.MetaMemAvailable); ok {
-		avail = fmt.Sprintf(" while the host had %s available (MemAvailable)", mapBytes(n))
+		avail = fmt.Sprintf(" while the host had %s available (MemAvailable)", units.Bytes(n))
 		if x.read == nil {
-			avail = fmt.Sprintf(" on a host that had %s available (MemAvailable) when the recording began", mapBytes(n))
+			avail = fmt.Sprintf(" on a host that had %s available (MemAvailable) when the recording began", units.Bytes(n))
 		}
 	}
 	lim, _ := hostfacts.MetaUint(meta, hostfacts.MetaMaxMapCount)
@@ -444,7 +445,7 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 				one = fmt.Sprintf("%s[%d]", w.p.comm, w.pid)
 			}
 			fmt.Fprintf(&sum, "The memory is not short: %s held %d mappings against vm.max_map_count %d when the doctor read its maps at its first failure, "+
-				"with an RSS of %s. ", one, w.p.facts.Count, lim, mapBytes(w.p.facts.RSS))
+				"with an RSS of %s. ", one, w.p.facts.Count, lim, units.Bytes(w.p.facts.RSS))
 			if measured < len(vs) {
 				fmt.Fprintf(&sum, "%d of the %d processes were measured at the limit; the others' counts could not be read. ", measured, len(vs))
 			}
@@ -503,7 +504,7 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 		}
 		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM%s: vm.overcommit_memory is 2 (strict), and the host had committed %s of its "+
 			"CommitLimit of %s (Committed_AS: what every process was promised, used or not; %s). Strict overcommit refuses a mapping that "+
-			"does not fit in what is left, however much is free.", who, total, names, avail, mapBytes(ca), mapBytes(cl), when)
+			"does not fit in what is left, however much is free.", who, total, names, avail, units.Bytes(ca), units.Bytes(cl), when)
 		f.Fix = "Find who commits the most (`grep -E 'Commit' /proc/meminfo`; per process, the writable private mappings in /proc/PID/smaps); " +
 			"raise the limit (`sysctl -w vm.overcommit_ratio=N`, or vm.overcommit_kbytes, or add swap), or go back to heuristic overcommit " +
 			"(`sysctl -w vm.overcommit_memory=0`) where nothing needs the strict guarantee."
@@ -511,19 +512,19 @@ func (x *mapCount) finding(env *Env, exe string, vs []*mapVerdict) Finding {
 		f.ID, f.Severity = MemoryRefused, Warning
 		fc := w.p.facts
 		lname, lval := "RLIMIT_AS", fc.AS
-		what := fmt.Sprintf("it held %s of address space", mapBytes(fc.VmSize))
+		what := fmt.Sprintf("it held %s of address space", units.Bytes(fc.VmSize))
 		if w.cause == causeRlimitData {
 			lname, lval = "RLIMIT_DATA", fc.Data
-			what = fmt.Sprintf("it held %s of data and stack mappings, which RLIMIT_DATA counts but for the stack", mapBytes(fc.VmData))
+			what = fmt.Sprintf("it held %s of data and stack mappings, which RLIMIT_DATA counts but for the stack", units.Bytes(fc.VmData))
 		}
 		f.Key = keyOf(strings.ToLower(lname), exe)
-		f.Title = fmt.Sprintf("%s %s refused memory by its %s (%s): %d %s call(s) failed with ENOMEM", who, was, lname, mapBytes(uint64(lval)), total, names)
+		f.Title = fmt.Sprintf("%s %s refused memory by its %s (%s): %d %s call(s) failed with ENOMEM", who, was, lname, units.Bytes(uint64(lval)), total, names)
 		count := "Its map count could not be read"
 		if fc.Count >= 0 {
 			count = fmt.Sprintf("Its map count (%d) was below vm.max_map_count (%d)", fc.Count, lim)
 		}
 		fmt.Fprintf(&sum, "%s failed %d %s call(s) with ENOMEM%s. %s and no commit limit was reached, but its soft %s is %s: %s.",
-			who, total, names, avail, count, lname, mapBytes(uint64(lval)), what)
+			who, total, names, avail, count, lname, units.Bytes(uint64(lval)), what)
 		f.Fix = fmt.Sprintf("Raise or remove the limit where the process is started (`ulimit -v` for RLIMIT_AS, `ulimit -d` for RLIMIT_DATA, "+
 			"LimitAS= or LimitDATA= in a systemd unit; `prlimit --pid %d --as=unlimited` changes a running process). Programs that reserve "+
 			"large address ranges (JVMs, Go, sanitizers) fail under RLIMIT_AS long before they use the memory; a memory cgroup limits what is used instead.", w.pid)
@@ -558,16 +559,6 @@ func (x *mapCount) procEvidence(env *Env, v *mapVerdict) map[string]any {
 		}
 	}
 	return m
-}
-
-func mapBytes(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	}
-	return fmt.Sprintf("%d KiB", n>>10)
 }
 
 // readMapFacts reads, at a failure, what a live process held and the

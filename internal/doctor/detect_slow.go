@@ -30,6 +30,12 @@ type slow struct {
 	arch   event.Arch
 	bar    uint64 // ns: a call this long is slow (Host.slowBar)
 	groups map[string]*slowGroup
+	// stallNS is, by group, the longest call less its wait for a CPU,
+	// among the calls that were not bulk work (bulkWork): the warning's
+	// measure. bulk counts the calls that were.
+	stallNS map[string]uint64
+	bulk    map[string]uint64
+	bytes   map[string]uint64 // moved by the bulk calls
 	// stacked: some slow call carried where it slept, so sleep tracking
 	// was on and a slow call without a switch-out ran on the CPU.
 	stacked   bool
@@ -45,6 +51,43 @@ type slow struct {
 	}
 }
 
+// Bulk work is never more than info: a call that moves bytes
+// (event.MovesBytes) and moved at least bulkMinBytes at bulkMinRate or
+// more of its own time (less its wait for a CPU) did the copy it asked
+// for, however long that took. cp -r of a gigabyte of libraries made
+// copy_file_range calls of 25-130 MB that ran 200 ms to a second each, at
+// 70-160 MB/s on a host loaded with a dozen busy tasks; the kernel copies
+// page-cache data at gigabytes a second when it has the CPU. 1 MiB is
+// bulk by any measure (a request's read or write is kilobytes), and 10
+// MB/s is a hundred milliseconds for that mebibyte: slower than that, the
+// call spent its time on something besides copying (a lock, reclaim, a
+// fault path), and a long one still warns.
+const (
+	bulkMinBytes = 1 << 20
+	bulkMinRate  = 10e6 // bytes per second
+)
+
+// bulkWork reports whether a call was a large copy done at a copying
+// rate; queued is its time runnable without a CPU.
+func bulkWork(name string, sc *event.Syscall, queued uint64) bool {
+	if !event.Is(name, event.MovesBytes) || sc.Ret < bulkMinBytes {
+		return false
+	}
+	own := sc.Latency - min(queued, sc.Latency)
+	return own == 0 || float64(sc.Ret)/(float64(own)/1e9) >= bulkMinRate
+}
+
+// count adds a call's own time to its group's warning measure, or counts
+// it as bulk work.
+func (s *slow) count(key, name string, sc *event.Syscall, queued uint64) {
+	if bulkWork(name, sc, queued) {
+		s.bulk[key]++
+		s.bytes[key] += uint64(sc.Ret)
+		return
+	}
+	s.stallNS[key] = max(s.stallNS[key], sc.Latency-min(queued, sc.Latency))
+}
+
 // A call asleep waiting for the storage device is never more than info:
 // the wait is the device's latency, not something the program did wrong.
 // A shared virtual disk answers a cold read or a synchronous discard in
@@ -54,7 +97,7 @@ type slow struct {
 // from a failing disk; the device's own statistics would.
 
 func newSlow(arch event.Arch) *slow {
-	return &slow{arch: arch, bar: slowMin, groups: map[string]*slowGroup{}}
+	return &slow{arch: arch, bar: slowMin, groups: map[string]*slowGroup{}, stallNS: map[string]uint64{}, bulk: map[string]uint64{}, bytes: map[string]uint64{}}
 }
 
 func (s *slow) Observe(e *event.Event) {
@@ -105,6 +148,7 @@ func (s *slow) Observe(e *event.Event) {
 		s.groups[c.key] = g
 	}
 	g.add(s.arch, e.PID, e.Comm, sc, name, c.stack, c.blocked, c.queued)
+	s.count(c.key, name, sc, c.queued)
 }
 
 func (s *slow) near(env *Env) *Near {
@@ -135,14 +179,15 @@ func (s *slow) Findings(env *Env) []Finding {
 			s.groups[name] = g
 		}
 		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0)
+		s.count(name, name, &u.sc, 0)
 	}
 	s.unstacked = nil
 	var out []Finding
 	unknown := s.unknownCause(env)
-	for _, g := range s.groups {
+	for key, g := range s.groups {
 		sev := Info
 		device := hasName(g.stack, deviceFrames)
-		if g.maxOwnNS >= slowWarn && !device {
+		if s.stallNS[key] >= slowWarn && !device {
 			sev = Warning
 		}
 		f := Finding{ID: SlowSyscall, Severity: sev, Key: keyOf(g.where), Syscalls: byValue(g.calls), Procs: env.refs(pidsOf(g.procs)...),
@@ -164,6 +209,11 @@ func (s *slow) Findings(env *Env) []Finding {
 				"If it is high, the device is slow or shared: read less from it cold (a warm cache, fewer files), " +
 				"move the data to a faster or less busy device, or, for discards, mount without `discard` and run fstrim periodically."
 		}
+		bulk := s.bulk[key]
+		if bulk > 0 {
+			f.Evidence["bulk_calls"] = bulk
+			f.Evidence["bulk_bytes"] = s.bytes[key]
+		}
 		if unknown != "" {
 			f.Title = fmt.Sprintf("%d slow %s, up to %s, cause unknown from this capture", g.n, callList(g.calls), units.Duration(g.maxNS))
 			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each. %s whether they ran on the CPU "+
@@ -178,6 +228,15 @@ func (s *slow) Findings(env *Env) []Finding {
 				"rather than asleep: the work the calls asked for is large (a big buffer, many pages, a long list).%s",
 				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), queuedText(g))
 			f.Fix = "Ask for less per call, or less often; `sysray profile -- CMD` shows the kernel functions the time goes to."
+			if bulk == g.n {
+				f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel on large copies", g.n, callList(g.calls), units.Duration(g.maxNS))
+				f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, on the CPU inside the kernel, moving %s: "+
+					"each moved at least %s at a copying rate, the work the program asked for.%s",
+					g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), units.Bytes(s.bytes[key]),
+					units.Bytes(bulkMinBytes), queuedText(g))
+				f.Fix = "Nothing to fix unless the thread has something else to answer meanwhile (requests, signals): " +
+					"then ask for less per call, in chunks."
+			}
 		}
 		out = append(out, f)
 	}

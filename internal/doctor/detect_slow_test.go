@@ -76,3 +76,29 @@ func TestSlowBarFollowsSlowFlag(t *testing.T) {
 	// The capture's header says the same (stacks_slow): ReadCapture sets
 	// Host.Slow from it, as golden.json shows for testdata/golden/fifo-slow50.sysray.
 }
+
+// cp -r of a gigabyte of libraries: copy_file_range calls of 25-130 MB
+// took 200 ms to a second each, on the CPU, at 70-160 MB/s under a loaded
+// host. That is the copy the program asked for, not a stall: info. A
+// copy_file_range that moved 4 KiB in the same 650 ms, or a 300 ms read
+// of 64 bytes, did something besides the work asked: a warning.
+func TestSlowBulkWorkIsNotAStall(t *testing.T) {
+	const nrCopyFileRange, nrRead = 326, 0
+	bulk := sys(70, 100, nrCopyFileRange, 117_308_864, 646_000_000)
+	bulk.Syscall.Sleeps = []event.Sleep{{Duration: 1_000_000, Preempted: true,
+		Stack: frames("__schedule+0x618", "__cond_resched+0x30", "filemap_get_pages+0x9a")}}
+	f := byID(findings([]event.Event{bulk}), "slow-syscall")
+	if f == nil || f.Severity != Info {
+		t.Fatalf("a 112 MiB copy in 646 ms: want an info slow-syscall, got %+v", f)
+	}
+	if f.Evidence["bulk_calls"] != uint64(1) {
+		t.Errorf("bulk_calls = %v, want 1", f.Evidence["bulk_calls"])
+	}
+	for _, e := range []event.Event{sys(70, 100, nrCopyFileRange, 4096, 646_000_000), sys(70, 100, nrRead, 64, 300_000_000)} {
+		e.Syscall.Sleeps = bulk.Syscall.Sleeps
+		f := byID(findings([]event.Event{e}), "slow-syscall")
+		if f == nil || f.Severity != Warning {
+			t.Errorf("%d bytes in %d ms: want a warning slow-syscall, got %+v", e.Syscall.Ret, e.Syscall.Latency/1e6, f)
+		}
+	}
+}

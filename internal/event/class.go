@@ -33,6 +33,10 @@ const (
 	// NeverWaits: the call waits for nothing: a slow one was kept off the
 	// CPU or held at its exit, not asked to wait.
 	NeverWaits
+	// MovesBytes: the call copies as many bytes as it returns (the read
+	// and write families, copy_file_range, sendfile, splice, getrandom):
+	// its time grows with its return value.
+	MovesBytes
 )
 
 var classNames = map[Class][]string{
@@ -64,6 +68,11 @@ var classNames = map[Class][]string{
 		"read", "pread64", "readv", "preadv", "preadv2", "sendfile", "splice", "copy_file_range", "io_uring_enter",
 		"io_getevents", "io_submit", "io_pgetevents", "getdents64", "getdents", "readahead", "fadvise64", "execve",
 		"execveat",
+	},
+	MovesBytes: {
+		"read", "readv", "pread64", "preadv", "preadv2", "write", "writev", "pwrite64", "pwritev", "pwritev2",
+		"copy_file_range", "sendfile", "splice", "tee", "vmsplice", "getrandom", "recvfrom", "recvmsg", "sendto",
+		"sendmsg", "process_vm_readv", "process_vm_writev",
 	},
 	NeverWaits: {
 		"getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "uname", "umask", "getcwd",

@@ -30,3 +30,15 @@ func Count(n float64) string {
 	}
 	return fmt.Sprintf("%.0f", n)
 }
+
+// Bytes formats a size in binary units, to a tenth from a mebibyte up:
+// "512 KiB", "1.5 MiB", "2.0 GiB".
+func Bytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
