@@ -111,7 +111,7 @@ type fdListener struct {
 	Queued int // connections waiting to be accepted (TCP)
 }
 
-// Thresholds. See docs/doctor.md.
+// Thresholds. See docs/detectors/fd-exhaustion.md.
 const (
 	// A program that probes its limit (opening until EMFILE to size a
 	// pool), or a pool that trims itself on EMFILE and retries, fails once

@@ -520,7 +520,7 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 	return fits, byRanks
 }
 
-// The growth rule (docs/doctor.md gives the reasoning):
+// The growth rule (docs/detectors/latency-grows-with-count.md gives the reasoning):
 //   - growthMinNS: the calls must cost something worth fixing, 50 ms in all.
 //   - growthMinCalls: 12 calls make the 6 bins of the smallest fit, 2 each.
 //   - growthFactor: the fitted latency must at least triple across the range

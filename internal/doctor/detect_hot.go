@@ -52,7 +52,7 @@ func newHot(arch event.Arch) *hot {
 	return &hot{arch: arch, calls: map[hotKey]*hotCalls{}}
 }
 
-// The hot-syscall rule (docs/doctor.md gives the reasoning):
+// The hot-syscall rule (docs/detectors/hot-syscall.md gives the reasoning):
 //   - cheapNS: a call whose mean is under 2 µs does little beyond entering
 //     and leaving the kernel (an empty call costs 0.2-0.5 µs here), so
 //     calling it less is the only way to make it cheaper.

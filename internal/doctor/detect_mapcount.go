@@ -91,7 +91,7 @@ type mapFacts struct {
 	Err    string            // why some facts are missing
 }
 
-// Thresholds. See docs/doctor.md.
+// Thresholds. See docs/detectors/map-count-limit.md.
 const (
 	// "At the limit" is a count within this many of vm.max_map_count. The
 	// count is read after the failure, and by then the process may have

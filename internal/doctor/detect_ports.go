@@ -71,7 +71,7 @@ type portFacts struct {
 	Err              string
 }
 
-// Thresholds. See docs/doctor.md.
+// Thresholds. See docs/detectors/port-range-exhausted.md.
 const (
 	// connect gives EADDRNOTAVAIL for want of a port only after trying
 	// every port of the range, so at the refusal the sockets on the
