@@ -850,6 +850,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 		if ps.n > 0 {
 			ev["reclaim_passes"], ev["reclaim_pass_ns"], ev["reclaim_pass_max_ns"] = ps.n, ps.ns, ps.maxNS
 			ev["reclaim_pages"], ev["reclaim_ns_by_call"] = ps.pages, ps.byCall
+			ev["reclaimed_bytes"] = int64(ps.pages) * 4096
 			if len(ps.stack) > 0 {
 				ev["reclaim_stack"] = ps.stack
 			}

@@ -28,7 +28,9 @@ func findings(evs []event.Event) []Finding {
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	return d.Report().Findings
+	fs := d.Report().Findings
+	checkNumbers(fs)
+	return fs
 }
 
 func byID(fs []Finding, id ID) *Finding {

@@ -97,4 +97,3 @@ func TestDetectorsIndependent(t *testing.T) {
 		t.Error(c)
 	}
 }
-

@@ -1,0 +1,408 @@
+package doctor
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A number a finding's title or summary states must be exact or say it is
+// a bound: each is one of the finding's evidence fields (or a process it
+// names), as the text formats it (durations, percentages, bytes, counts
+// with thousands separators), or the words before it make it a bound.
+
+// boundWords, found just before a number, say that it is a bound or an
+// estimate, not a measure: "at least 5", "up to 40 ms", "about 2 s".
+var boundWords = []string{
+	"at least", "at most", "up to", "about", "around", "roughly", "nearly",
+	"almost", "more than", "less than", "fewer than", "over", "under",
+	"below", "above", "within", "in the first", "the first", "~", "≈", "≥",
+	"≤", ">", "<", "from", "as much as", "as many as", "no more than",
+	"beyond", "past", "before", "after", "than",
+}
+
+// boundAfter, just after a number and its unit, make it a bound: "40 ms
+// at least".
+var boundAfter = []string{"at least", "at most", "or more", "or less", "or fewer", "or so"}
+
+// unitScale is what a number with that unit is in the unit evidence keeps
+// it in (nanoseconds, bytes, a count, a fraction).
+var unitScale = map[string]float64{
+	"ns": 1, "µs": 1e3, "us": 1e3, "ms": 1e6, "s": 1e9, "min": 60e9, "h": 3600e9,
+	"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+	"k": 1e3, "M": 1e6, "G": 1e9,
+	"%": 0.01,
+}
+
+type number struct {
+	text  string  // as written
+	at    int     // byte offset in the text
+	value float64 // as written, in its unit
+	unit  string
+	tol   float64 // half the last printed digit, in its unit
+}
+
+var (
+	hexRE    = regexp.MustCompile(`0x[0-9a-fA-F]+`)
+	pidRE    = regexp.MustCompile(`\[\d+\]`)
+	numberRE = regexp.MustCompile(`(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?`)
+)
+
+// blank replaces what is not a measured number with spaces, keeping
+// offsets: hex addresses, pids in comm[pid] (ProcRefs carry them), a
+// process's command line after it, and example calls "name(args) = ret".
+func blank(s string) string {
+	b := []byte(s)
+	wipe := func(i, j int) {
+		for k := i; k < j && k < len(b); k++ {
+			if b[k] != ' ' {
+				b[k] = ' '
+			}
+		}
+	}
+	for _, m := range hexRE.FindAllStringIndex(s, -1) {
+		wipe(m[0], m[1])
+	}
+	// A call written out: an identifier, "(", balanced ")", " = result".
+	for i := 0; i < len(s); i++ {
+		if s[i] != '(' || i == 0 {
+			continue
+		}
+		r, _ := utf8.DecodeLastRuneInString(s[:i])
+		afterPid := i >= 2 && s[i-1] == ' ' && s[i-2] == ']'
+		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_') && !afterPid {
+			continue
+		}
+		depth, j := 0, i
+		for ; j < len(s); j++ {
+			if s[j] == '(' {
+				depth++
+			} else if s[j] == ')' {
+				depth--
+				if depth == 0 {
+					break
+				}
+			}
+		}
+		if j == len(s) {
+			continue
+		}
+		end := j + 1
+		if !afterPid && strings.HasPrefix(s[end:], " = ") {
+			k := end + 3
+			for k < len(s) && s[k] != ' ' && s[k] != ';' && s[k] != ',' {
+				k++
+			}
+			if k > 0 && s[k-1] == '.' {
+				k--
+			}
+			end = k
+		}
+		if afterPid {
+			wipe(i, end)
+		} else {
+			// Keep the name: "clone3" is no number, and neither
+			// are the arguments.
+			wipe(i, end)
+		}
+	}
+	for _, m := range pidRE.FindAllStringIndex(string(b), -1) {
+		wipe(m[0], m[1])
+	}
+	// Quoted text (paths, a call's words) states no measure.
+	in := -1
+	for i := 0; i < len(b); i++ {
+		if b[i] == '"' {
+			if in < 0 {
+				in = i
+			} else {
+				wipe(in, i+1)
+				in = -1
+			}
+		}
+	}
+	return string(b)
+}
+
+// numbers finds the numbers a text states, with their units.
+func numbers(s string) []number {
+	t := blank(s)
+	var out []number
+	for _, m := range numberRE.FindAllStringIndex(t, -1) {
+		i, j := m[0], m[1]
+		if i > 0 {
+			r, _ := utf8.DecodeLastRuneInString(t[:i])
+			// Part of a name (clone3, x86_64, ipv4, vm.max_map_count's
+			// dots) or a negative errno.
+			if unicode.IsLetter(r) || r == '_' || r == '.' || r == '/' {
+				continue
+			}
+			// A negative number (an errno), but not a range's end
+			// (50000-50031).
+			if r == '-' && (i < 2 || !unicode.IsDigit(rune(t[i-2]))) {
+				continue
+			}
+		}
+		raw := t[i:j]
+		v, err := strconv.ParseFloat(strings.ReplaceAll(raw, ",", ""), 64)
+		if err != nil {
+			continue
+		}
+		tol := 0.5
+		if k := strings.IndexByte(raw, '.'); k >= 0 {
+			tol = 0.5 * math.Pow(10, -float64(len(raw)-k-1))
+		}
+		rest := t[j:]
+		unit := ""
+		sp := strings.TrimPrefix(rest, " ")
+		for _, u := range []string{"ns", "µs", "us", "ms", "min", "s", "h", "KiB", "MiB", "GiB", "TiB", "B", "%", "k", "M", "G", "x"} {
+			cand := rest
+			if u != "%" && u != "x" && u != "k" && u != "M" && u != "G" {
+				cand = sp
+			}
+			if strings.HasPrefix(cand, u) {
+				after := cand[len(u):]
+				r, _ := utf8.DecodeRuneInString(after)
+				if after == "" || !(unicode.IsLetter(r) || unicode.IsDigit(r)) {
+					unit = u
+					break
+				}
+			}
+		}
+		if unit == "" && rest != "" {
+			r, _ := utf8.DecodeRuneInString(rest)
+			if unicode.IsLetter(r) || r == '_' {
+				continue // 3rd, 64bit, 2nd: not a measure
+			}
+			// 64-bit, 2011-era: part of a word.
+			if r == '-' && len(rest) > 1 && unicode.IsLetter(rune(rest[1])) {
+				continue
+			}
+		}
+		out = append(out, number{text: s[i:j], at: i, value: v, unit: unit, tol: tol})
+	}
+	return out
+}
+
+// evidenceValues gathers every number a finding carries: numeric
+// evidence (at any depth), the numbers its evidence strings state, and
+// its processes' pids.
+func evidenceValues(f *Finding) (raw []float64, stated []number) {
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case nil, bool:
+		case string:
+			stated = append(stated, numbers(x)...)
+			for _, m := range hexRE.FindAllString(x, -1) {
+				if n, err := strconv.ParseUint(m[2:], 16, 64); err == nil {
+					raw = append(raw, float64(n))
+				}
+			}
+		case map[string]any:
+			raw = append(raw, float64(len(x)))
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			raw = append(raw, float64(len(x)))
+			for _, e := range x {
+				walk(e)
+			}
+		case []string:
+			// A list's length is a count the text may state ("in 3
+			// processes").
+			raw = append(raw, float64(len(x)))
+			for _, e := range x {
+				walk(e)
+			}
+		default:
+			if n, ok := toFloat(v); ok {
+				raw = append(raw, n)
+				return
+			}
+			// Typed slices and maps, structs: through their JSON-like
+			// print, which states their numbers.
+			stated = append(stated, numbers(fmt.Sprint(v))...)
+			for _, w := range regexp.MustCompile(`-?\d+(?:\.\d+)?(?:e[+-]?\d+)?`).FindAllString(fmt.Sprint(v), -1) {
+				if n, err := strconv.ParseFloat(w, 64); err == nil {
+					raw = append(raw, n)
+				}
+			}
+		}
+	}
+	for _, v := range f.Evidence {
+		walk(v)
+	}
+	for _, p := range f.Procs {
+		raw = append(raw, float64(p.PID))
+	}
+	return raw, stated
+}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint:
+		return float64(x), true
+	case uint8:
+		return float64(x), true
+	case uint16:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+// matches says whether a number the text states is one the evidence
+// carries.
+func matches(n number, raw []float64, stated []number) bool {
+	near := func(a, b, tol float64) bool { return math.Abs(a-b) <= tol*(1+1e-9) }
+	scale := unitScale[n.unit]
+	for _, e := range raw {
+		// A count or a factor as it is; a share also kept as a
+		// percentage.
+		if (scale == 0 || n.unit == "%") && near(e, n.value, n.tol) {
+			return true
+		}
+		if scale != 0 && near(e, n.value*scale, n.tol*scale) {
+			return true
+		}
+		// units.Duration prints nanoseconds whole, cut down.
+		if n.unit == "ns" && e >= n.value && e < n.value+1 {
+			return true
+		}
+	}
+	for _, e := range stated {
+		if e.unit == n.unit && near(e.value, n.value, math.Max(e.tol, n.tol)) {
+			return true
+		}
+		es, ns := unitScale[e.unit], scale
+		if es != 0 && ns != 0 && near(e.value*es, n.value*ns, math.Max(e.tol*es, n.tol*ns)) {
+			return true
+		}
+	}
+	return false
+}
+
+// bounded says whether the words just before the number at i make it a
+// bound.
+func bounded(text string, i int, n number) bool {
+	after := strings.TrimLeft(text[i+len(n.text):], " ")
+	after = strings.TrimLeft(strings.TrimPrefix(after, n.unit), " ")
+	for _, w := range boundAfter {
+		if strings.HasPrefix(after, w) {
+			return true
+		}
+	}
+	before := strings.ToLower(text[max(0, i-24):i])
+	before = strings.TrimRight(before, " ")
+	for _, w := range boundWords {
+		if strings.HasSuffix(before, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// NumbersNotInEvidence lists the numbers of a finding's title and summary
+// that are neither an evidence field nor said to be a bound.
+func NumbersNotInEvidence(f *Finding) []string {
+	raw, stated := evidenceValues(f)
+	var bad []string
+	for _, part := range []struct{ name, text string }{{"title", f.Title}, {"summary", f.Summary}} {
+		for _, n := range numbers(part.text) {
+			if matches(n, raw, stated) || bounded(part.text, n.at, n) {
+				continue
+			}
+			ctx := part.text[max(0, n.at-40):min(len(part.text), n.at+len(n.text)+20)]
+			bad = append(bad, fmt.Sprintf("%s %s: %q in …%s…", f.ID, part.name, n.text+n.unit, ctx))
+		}
+	}
+	return bad
+}
+
+func TestNumbersNotInEvidence(t *testing.T) {
+	for _, c := range []struct {
+		summary string
+		ev      map[string]any
+		bad     int
+	}{
+		{"12 slow openat took 12.00ms at most", map[string]any{"count": 12}, 0},
+		{"12 slow openat took 12.00ms", map[string]any{"count": 12, "max_ns": uint64(12e6)}, 0},
+		{"12 slow openat took 12.00ms", map[string]any{"count": 12, "max_ns": uint64(13e6)}, 1},
+		{"fell back to access 256 time(s)", map[string]any{"fallbacks": 5000}, 1},
+		{"fell back to access 5,000 time(s)", map[string]any{"fallbacks": 5000}, 0},
+		{"at least 256 time(s)", map[string]any{}, 0},
+		{"46% of its time", map[string]any{"share": 0.4612}, 0},
+		{"46% of its time", map[string]any{"share": 0.47}, 1},
+		{"a 1.5 MiB read", map[string]any{"bytes": 1.5 * (1 << 20)}, 0},
+		{"prog[42] (./prog -n 7) called clone3(0x7ff, 88) = 43 on x86_64", map[string]any{}, 0},
+		{"the limit, 65530 (vm.max_map_count)", map[string]any{"example": "limit 65530"}, 0},
+	} {
+		f := &Finding{ID: "test", Summary: c.summary, Evidence: c.ev, Procs: []ProcRef{{PID: 42}}}
+		if got := NumbersNotInEvidence(f); len(got) != c.bad {
+			t.Errorf("%q with %v: %d unmatched, want %d: %v", c.summary, c.ev, len(got), c.bad, got)
+		}
+	}
+}
+
+// Every finding the unit tests make through findings() is checked too,
+// once they have all run (TestMain).
+var (
+	seenMu   sync.Mutex
+	seenBad  = map[string]bool{}
+	seenList []string
+)
+
+func checkNumbers(fs []Finding) {
+	seenMu.Lock()
+	defer seenMu.Unlock()
+	for i := range fs {
+		for _, b := range NumbersNotInEvidence(&fs[i]) {
+			if !seenBad[b] {
+				seenBad[b] = true
+				seenList = append(seenList, b)
+			}
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if len(seenList) > 0 {
+		sort.Strings(seenList)
+		fmt.Fprintf(os.Stderr, "numbers in unit-test findings that are neither evidence nor bounds (%d):\n", len(seenList))
+		for _, b := range seenList {
+			fmt.Fprintln(os.Stderr, "  "+b)
+		}
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
