@@ -553,6 +553,9 @@ func (x *mapCount) procEvidence(env *Env, v *mapVerdict) map[string]any {
 		if f.Rlimits {
 			m["rlimit_as"], m["rlimit_data"] = f.AS, f.Data
 		}
+		if f.VmSize > 0 {
+			m["vm_size"], m["vm_data"] = f.VmSize, f.VmData
+		}
 		if f.Err != "" {
 			m["read_error"] = f.Err
 		}

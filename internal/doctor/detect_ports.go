@@ -218,6 +218,7 @@ func (x *portRange) finding(env *Env, pid uint32, p *portProc) Finding {
 		fmt.Fprintf(&b, "At the first refusal its network namespace held %d TCP sockets on %s, %d of them in TIME_WAIT, "+
 			"ports %d to %d", held, f.Addr, f.TimeWait, f.MinPort, f.MaxPort)
 		ev["local_addr"], ev["time_wait"], ev["sockets"] = f.Addr, f.TimeWait, held
+		ev["port_min"], ev["port_max"] = f.MinPort, f.MaxPort
 	case x.read == nil:
 		held = p.before
 		fmt.Fprintf(&b, "In the %d s before its first refusal (TIME_WAIT's length) it made %d successful connect(s) in the "+

@@ -23,10 +23,10 @@ import (
 // estimate, not a measure: "at least 5", "up to 40 ms", "about 2 s".
 var boundWords = []string{
 	"at least", "at most", "up to", "about", "around", "roughly", "nearly",
-	"almost", "more than", "less than", "fewer than", "over", "under",
-	"below", "above", "within", "in the first", "the first", "~", "≈", "≥",
-	"≤", ">", "<", "from", "as much as", "as many as", "no more than",
-	"beyond", "past", "before", "after", "than",
+	"almost", "more than", "less than", "fewer than",
+	"below", "above", "in the first", "~", "≈", "≥",
+	"≤", ">", "<", "as much as", "as many as", "no more than",
+	"before", "than", "within", "under", "the first",
 }
 
 // boundAfter, just after a number and its unit, make it a bound: "40 ms
@@ -53,12 +53,14 @@ type number struct {
 var (
 	hexRE    = regexp.MustCompile(`0x[0-9a-fA-F]+`)
 	pidRE    = regexp.MustCompile(`\[\d+\]`)
+	fdRE     = regexp.MustCompile(`\bfd \d+`)
 	numberRE = regexp.MustCompile(`(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?`)
 )
 
 // blank replaces what is not a measured number with spaces, keeping
-// offsets: hex addresses, pids in comm[pid] (ProcRefs carry them), a
-// process's command line after it, and example calls "name(args) = ret".
+// offsets: hex addresses, names with a number (a pid in comm[pid], which
+// ProcRefs carry; fd 3), a process's command line after its name, example
+// calls "name(args) = ret", and quoted text.
 func blank(s string) string {
 	b := []byte(s)
 	wipe := func(i, j int) {
@@ -106,16 +108,14 @@ func blank(s string) string {
 			}
 			end = k
 		}
-		if afterPid {
-			wipe(i, end)
-		} else {
-			// Keep the name: "clone3" is no number, and neither
-			// are the arguments.
-			wipe(i, end)
-		}
+		// The name stays ("clone3" is no number: numbers skips it).
+		wipe(i, end)
 	}
-	for _, m := range pidRE.FindAllStringIndex(string(b), -1) {
-		wipe(m[0], m[1])
+	// Names with a number: a pid, a descriptor.
+	for _, re := range []*regexp.Regexp{pidRE, fdRE} {
+		for _, m := range re.FindAllStringIndex(string(b), -1) {
+			wipe(m[0], m[1])
+		}
 	}
 	// Quoted text (paths, a call's words) states no measure.
 	in := -1
@@ -202,11 +202,6 @@ func evidenceValues(f *Finding) (raw []float64, stated []number) {
 		case nil, bool:
 		case string:
 			stated = append(stated, numbers(x)...)
-			for _, m := range hexRE.FindAllString(x, -1) {
-				if n, err := strconv.ParseUint(m[2:], 16, 64); err == nil {
-					raw = append(raw, float64(n))
-				}
-			}
 		case map[string]any:
 			raw = append(raw, float64(len(x)))
 			for _, e := range x {
@@ -242,6 +237,7 @@ func evidenceValues(f *Finding) (raw []float64, stated []number) {
 	for _, v := range f.Evidence {
 		walk(v)
 	}
+	raw = append(raw, float64(len(f.Procs)))
 	for _, p := range f.Procs {
 		raw = append(raw, float64(p.PID))
 	}
@@ -377,12 +373,20 @@ var (
 	seenMu   sync.Mutex
 	seenBad  = map[string]bool{}
 	seenList []string
+	seenIDs  = map[ID]int{}
 )
+
+// checked checks a report's findings and hands it on.
+func checked(r *Report) *Report {
+	checkNumbers(r.Findings)
+	return r
+}
 
 func checkNumbers(fs []Finding) {
 	seenMu.Lock()
 	defer seenMu.Unlock()
 	for i := range fs {
+		seenIDs[fs[i].ID]++
 		for _, b := range NumbersNotInEvidence(&fs[i]) {
 			if !seenBad[b] {
 				seenBad[b] = true
@@ -394,6 +398,14 @@ func checkNumbers(fs []Finding) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if testing.Verbose() {
+		var ids []string
+		for id, n := range seenIDs {
+			ids = append(ids, fmt.Sprintf("%s %d", id, n))
+		}
+		sort.Strings(ids)
+		fmt.Fprintf(os.Stderr, "numbers checked in unit-test findings of: %s\n", strings.Join(ids, ", "))
+	}
 	if len(seenList) > 0 {
 		sort.Strings(seenList)
 		fmt.Fprintf(os.Stderr, "numbers in unit-test findings that are neither evidence nor bounds (%d):\n", len(seenList))
