@@ -52,6 +52,8 @@ var (
 	numberHexRE = regexp.MustCompile(`0x[0-9a-fA-F]+`)
 	numberPidRE = regexp.MustCompile(`\[\d+\]`)
 	numberFdRE  = regexp.MustCompile(`\bfd \d+`)
+	// A version is a name too: Linux 6.18, glibc 2.14.
+	numberVersionRE = regexp.MustCompile(`\b(?:Linux|glibc) \d+(?:\.\d+)+`)
 	// numberGoRE finds the numbers in a Go value's print.
 	numberGoRE   = regexp.MustCompile(`-?\d+(?:\.\d+)?(?:e[+-]?\d+)?`)
 	numberTextRE = regexp.MustCompile(`(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?`)
@@ -111,8 +113,8 @@ func blankNames(s string) string {
 		// The name stays ("clone3" is no number: statedNumbers skips it).
 		wipe(i, end)
 	}
-	// Names with a number: a pid, a descriptor.
-	for _, re := range []*regexp.Regexp{numberPidRE, numberFdRE} {
+	// Names with a number: a pid, a descriptor, a version.
+	for _, re := range []*regexp.Regexp{numberPidRE, numberFdRE, numberVersionRE} {
 		for _, m := range re.FindAllStringIndex(string(b), -1) {
 			wipe(m[0], m[1])
 		}

@@ -987,7 +987,7 @@ func (c *cgroupLimit) cpuFindings(env *Env) []Finding {
 			summary = joinSentences(summary, "No traced syscall was stretched by it: since Linux 6.18 a throttled task is stopped "+
 				"when it returns to user space, so the time falls between syscalls, in the program's own code.")
 		}
-		ev := map[string]any{"cgroup": dir, "quota_us": l["quota"], "period_us": l["period"], "nr_throttled": nThr, "nr_periods": nPer,
+		ev := map[string]any{"cgroup": dir, "quota_us": l["quota"], "period_us": l["period"], "cpus": share, "nr_throttled": nThr, "nr_periods": nPer,
 			"throttled_ns": throttled, "processes": capList(g.procs)}
 		if g.queued > 0 {
 			ev["preempted_slow_calls"], ev["preempted_ns"] = g.queued, g.queuedNS

@@ -26,6 +26,9 @@ func TestNumbersNotInEvidence(t *testing.T) {
 		{"a 1.5 MiB read", map[string]any{"bytes": 1.5 * (1 << 20)}, 0},
 		{"prog[42] (./prog -n 7) called clone3(0x7ff, 88) = 43 on x86_64", map[string]any{}, 0},
 		{"the limit, 65530 (vm.max_map_count)", map[string]any{"example": "limit 65530"}, 0},
+		{"since Linux 6.18 a throttled task stops in user space; glibc 2.25 stopped caching", map[string]any{}, 0},
+		{"may use 0.10 CPU", map[string]any{"quota_us": 10000, "period_us": 100000}, 1},
+		{"may use 0.10 CPU", map[string]any{"cpus": 0.1}, 0},
 	} {
 		f := &Finding{ID: "test", Summary: c.summary, Evidence: c.ev, Procs: []ProcRef{{PID: 42}}}
 		if got := NumbersNotInEvidence(f); len(got) != c.bad {
