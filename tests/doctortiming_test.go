@@ -13,7 +13,7 @@ import (
 	"github.com/sysray/sysray/internal/probe"
 )
 
-// The doctor's timing (budgeted, as stat's: docs/doctor.md) must add up:
+// The doctor's timing (budgeted, as stat's: docs/doctor-internals.md) must add up:
 // the kernel's total for calls that run tens of milliseconds on the CPU,
 // against the program's own clock around them, within a tick a call. The
 // counts stay exact.

@@ -25,7 +25,7 @@ import (
 // trend (1 run in 36 of fork-syscall missed its finding here, and the
 // growth variants failed CI three times in four stops), which a
 // least-squares fit cannot always survive, while a rank fallback that could
-// warned on a go build (docs/doctor.md). Such spells last minutes: in one
+// warned on a go build (docs/doctor-internals.md). Such spells last minutes: in one
 // CI run thread-stacks missed twice back to back (and in a slow spell here
 // afterwards, the build before that stop's changes missed as often as the
 // new one: 1 in 15 each, interleaved). A second run right after the first

@@ -28,7 +28,7 @@ func newDoctor() *cobra.Command {
 			// would otherwise be found after the run; but opened after
 			// it: on a host whose audit backlog is full each open the
 			// doctor makes waits for room, and the doctor must say so at
-			// once (docs/doctor.md, "On a sick host").
+			// once (docs/doctor-internals.md, "On a sick host").
 			if err := outfile.Check(outPath, file); err != nil {
 				return err
 			}

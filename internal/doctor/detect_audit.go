@@ -191,6 +191,7 @@ func (a *auditStall) Findings(env *Env) []Finding {
 		}
 		if s := sleepersText(env, win); s != "" {
 			summary = joinSentences(summary, s)
+			ev["looked_every_ns"] = win.Every
 			// Without the counters (no CAP_AUDIT_CONTROL) the looks are
 			// the one measure of the wait: a thread found there over
 			// a stall's length is a stall.

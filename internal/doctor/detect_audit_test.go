@@ -22,7 +22,7 @@ func auditReport(h Host, evs []event.Event) []Finding {
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	return d.Report().Findings
+	return checked(d.Report()).Findings
 }
 
 // A full backlog seen only in the kernel's counters: no traced call waited

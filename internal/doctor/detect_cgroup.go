@@ -850,6 +850,7 @@ func (c *cgroupLimit) memoryFindings(env *Env) []Finding {
 		if ps.n > 0 {
 			ev["reclaim_passes"], ev["reclaim_pass_ns"], ev["reclaim_pass_max_ns"] = ps.n, ps.ns, ps.maxNS
 			ev["reclaim_pages"], ev["reclaim_ns_by_call"] = ps.pages, ps.byCall
+			ev["reclaimed_bytes"] = int64(ps.pages) * 4096
 			if len(ps.stack) > 0 {
 				ev["reclaim_stack"] = ps.stack
 			}
@@ -986,7 +987,7 @@ func (c *cgroupLimit) cpuFindings(env *Env) []Finding {
 			summary = joinSentences(summary, "No traced syscall was stretched by it: since Linux 6.18 a throttled task is stopped "+
 				"when it returns to user space, so the time falls between syscalls, in the program's own code.")
 		}
-		ev := map[string]any{"cgroup": dir, "quota_us": l["quota"], "period_us": l["period"], "nr_throttled": nThr, "nr_periods": nPer,
+		ev := map[string]any{"cgroup": dir, "quota_us": l["quota"], "period_us": l["period"], "cpus": share, "nr_throttled": nThr, "nr_periods": nPer,
 			"throttled_ns": throttled, "processes": capList(g.procs)}
 		if g.queued > 0 {
 			ev["preempted_slow_calls"], ev["preempted_ns"] = g.queued, g.queuedNS

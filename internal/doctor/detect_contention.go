@@ -135,7 +135,7 @@ func (c *contention) Observe(e *event.Event) {
 	}
 }
 
-// The kernel-hotspot rule (docs/doctor.md gives the reasoning):
+// The kernel-hotspot rule (docs/detectors/kernel-hotspot.md gives the reasoning):
 //   - warnShare: a syscall that takes a quarter of a process's thread
 //     time would, removed, make it a third faster: worth a warning, in one
 //     cgroup as in many (the cgroup count changes the words, not the

@@ -111,7 +111,7 @@ type fdListener struct {
 	Queued int // connections waiting to be accepted (TCP)
 }
 
-// Thresholds. See docs/doctor.md.
+// Thresholds. See docs/detectors/fd-exhaustion.md.
 const (
 	// A program that probes its limit (opening until EMFILE to size a
 	// pool), or a pool that trims itself on EMFILE and retries, fails once
@@ -623,6 +623,12 @@ func fdSorted(m map[string]int) []string {
 func (x *fdExhaustion) procEvidence(env *Env, v *fdVerdict) map[string]any {
 	m := map[string]any{"process": env.ProcName(v.pid, v.p.comm), "failures": v.n, "calls": v.calls,
 		"severity": v.sev.String()}
+	if v.p.counted && (v.p.created > 0 || v.p.closed > 0) {
+		m["created"], m["closed"] = v.p.created, v.p.closed
+		if v.p.created > v.p.closed {
+			m["grew_by"] = v.p.created - v.p.closed
+		}
+	}
 	if f := v.p.facts; f != nil {
 		if f.Limits {
 			m["rlimit_nofile"] = map[string]any{"soft": f.Soft, "hard": f.Hard}

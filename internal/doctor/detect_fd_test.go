@@ -42,7 +42,7 @@ func fdRun(t *testing.T, evs []event.Event, read func(uint32) *fdFacts, cells []
 	if cells != nil {
 		d.Counts(cells)
 	}
-	return d.Report().Findings
+	return checked(d.Report()).Findings
 }
 
 // leakFacts is a process at a limit of 256 that leaked one file.

@@ -315,7 +315,7 @@ func (g *growth) Findings(env *Env) []Finding {
 			}
 			ev := map[string]any{"syscall": name, "pid": p.pid, "grows_with": dims[best], "fits_as_well": also, "r2_by_dimension": r2s, "slope_ns_per_unit": bb,
 				"intercept_ns": ba, "r2": fits[best].r2, "calls": sm.n, "calls_timed_in_ticks": sm.approx, "total_ns": sm.time.total(), "curve": curve,
-				"fit": "bins"}
+				"fit": "bins", "line_from_ns": y0, "line_to_ns": y1, "calls_timed_by_clock": sm.time.timed}
 			if byRanks {
 				ev["fit"], ev["kendall_tau"] = "ranks", bst
 				if sp := fits[best].spell; sp != nil {
@@ -520,7 +520,7 @@ func (g *growth) fitDims(p *growthProc, sm *samples) (fits [3]dimFit, byRanks bo
 	return fits, byRanks
 }
 
-// The growth rule (docs/doctor.md gives the reasoning):
+// The growth rule (docs/detectors/latency-grows-with-count.md gives the reasoning):
 //   - growthMinNS: the calls must cost something worth fixing, 50 ms in all.
 //   - growthMinCalls: 12 calls make the 6 bins of the smallest fit, 2 each.
 //   - growthFactor: the fitted latency must at least triple across the range

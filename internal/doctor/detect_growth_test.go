@@ -339,7 +339,7 @@ func TestGrowthThroughAWholeProcessSpell(t *testing.T) {
 	for _, e := range run(-1) {
 		d.Observe(&e)
 	}
-	if f := byID(d.Report().Findings, "latency-grows-with-count"); f == nil {
+	if f := byID(checked(d.Report()).Findings, "latency-grows-with-count"); f == nil {
 		t.Error("no latency-grows-with-count finding for slow forks that never switched out, with sleeps tracked")
 	}
 	if f := byID(findings(run(-1)), "latency-grows-with-count"); f != nil {

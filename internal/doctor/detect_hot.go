@@ -52,7 +52,7 @@ func newHot(arch event.Arch) *hot {
 	return &hot{arch: arch, calls: map[hotKey]*hotCalls{}}
 }
 
-// The hot-syscall rule (docs/doctor.md gives the reasoning):
+// The hot-syscall rule (docs/detectors/hot-syscall.md gives the reasoning):
 //   - cheapNS: a call whose mean is under 2 µs does little beyond entering
 //     and leaving the kernel (an empty call costs 0.2-0.5 µs here), so
 //     calling it less is the only way to make it cheaper.
@@ -286,7 +286,7 @@ func (h *hot) explain(name string, c *hotCalls, env *Env) (why, fix string, ev m
 			why = fmt.Sprintf("The %s calls wait (%d of %d sampled had a zero timeout) but return at once: a descriptor is ready "+
 				"every time and the program does not consume it (a level-triggered socket it cannot read, a listener whose "+
 				"accept fails).", name, c.zeroTO, c.sampled)
-			ev["zero_timeout_calls_sampled"] = c.zeroTO
+			ev["zero_timeout_calls_sampled"], ev["calls_sampled"] = c.zeroTO, c.sampled
 			fix = "Find the descriptor that stays ready and why the program does not drain it: the call after the poll " +
 				"(read, accept) probably fails; `sysray trace -p PID -f 'evt.failed'` shows it."
 			break
@@ -294,7 +294,7 @@ func (h *hot) explain(name string, c *hotCalls, env *Env) (why, fix string, ev m
 		why = fmt.Sprintf("A %s that returns at once is polling: the program asks whether anything is ready instead of waiting for it", name)
 		if c.sampled > 0 {
 			why += fmt.Sprintf(" (%d of %d sampled calls had a zero timeout)", c.zeroTO, c.sampled)
-			ev["zero_timeout_calls_sampled"] = c.zeroTO
+			ev["zero_timeout_calls_sampled"], ev["calls_sampled"] = c.zeroTO, c.sampled
 		}
 		why += "."
 		fix = "Block with a timeout (poll/epoll_wait with -1 or the time to the next deadline) instead of a zero timeout in a loop."

@@ -158,7 +158,7 @@ type inotifyHolder struct {
 	Watches, Instances int
 }
 
-// Thresholds. See docs/doctor.md.
+// Thresholds. See docs/detectors/inotify-watch-limit.md.
 const (
 	// One refusal is a warning: the kernel gives inotify_add_watch's
 	// ENOSPC for nothing but the watch limit, and each refusal is a

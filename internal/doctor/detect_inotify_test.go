@@ -39,7 +39,7 @@ func inotifyRun(t *testing.T, evs []event.Event, meta map[string]string,
 	if cells != nil {
 		d.Counts(cells)
 	}
-	return d.Report().Findings
+	return checked(d.Report()).Findings
 }
 
 func addWatch(pid uint32, t uint64, ret int64, path string) event.Event {

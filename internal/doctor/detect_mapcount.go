@@ -92,7 +92,7 @@ type mapFacts struct {
 	Err    string            // why some facts are missing
 }
 
-// Thresholds. See docs/doctor.md.
+// Thresholds. See docs/detectors/map-count-limit.md.
 const (
 	// "At the limit" is a count within this many of vm.max_map_count. The
 	// count is read after the failure, and by then the process may have
@@ -553,6 +553,9 @@ func (x *mapCount) procEvidence(env *Env, v *mapVerdict) map[string]any {
 		}
 		if f.Rlimits {
 			m["rlimit_as"], m["rlimit_data"] = f.AS, f.Data
+		}
+		if f.VmSize > 0 {
+			m["vm_size"], m["vm_data"] = f.VmSize, f.VmData
 		}
 		if f.Err != "" {
 			m["read_error"] = f.Err

@@ -34,7 +34,7 @@ func mcRun(t *testing.T, meta map[string]string, evs []event.Event, read func(ui
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	r := d.Report()
+	r := checked(d.Report())
 	return r.Findings, r
 }
 
@@ -284,7 +284,7 @@ func TestMapCountHostStalls(t *testing.T) {
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	f := byID(d.Report().Findings, MapCountLimit)
+	f := byID(checked(d.Report()).Findings, MapCountLimit)
 	if f == nil {
 		t.Fatal("no finding")
 	}

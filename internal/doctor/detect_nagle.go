@@ -582,7 +582,7 @@ func (n *nagle) Findings(env *Env) []Finding {
 			Evidence: map[string]any{"peer": peer, "processes": procs, "requests": g.requests, "requests_stalled": g.stalls,
 				"requests_split_seen": g.split, "stalled_ns": g.waited, "stalled_ns_is": "an upper bound on the time lost",
 				"median_wait_ns": med, "write_calls": writes, "read_calls": reads,
-				"share_of_thread_time": share, "sampled": n.sampled},
+				"share_of_thread_time": share, "sampled": n.sampled, "wait_band_ns": []uint64{nagleWaitMin, nagleWaitMax}},
 			Fix: "Set TCP_NODELAY on the socket (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)), or write each request " +
 				"in one call: build it in one buffer, use writev/sendmsg with the header and body as separate iovecs, or send the " +
 				"first part with MSG_MORE (or set TCP_CORK around the writes and clear it after the last).",

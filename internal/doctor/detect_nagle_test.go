@@ -167,7 +167,7 @@ func TestNagleSampled(t *testing.T) {
 		for i := range c.evs {
 			d.Observe(&c.evs[i])
 		}
-		return byID(d.Report().Findings, NagleDelayedAck)
+		return byID(checked(d.Report()).Findings, NagleDelayedAck)
 	}
 	if f := run([]int64{16, 48}, 22); f == nil || !strings.Contains(f.Summary, "sample") {
 		t.Fatalf("split first request: want a finding that says it was sampled, got %v", f)
@@ -201,7 +201,7 @@ func TestNagleSampledPoll(t *testing.T) {
 	for i := range c.evs {
 		d.Observe(&c.evs[i])
 	}
-	f := byID(d.Report().Findings, NagleDelayedAck)
+	f := byID(checked(d.Report()).Findings, NagleDelayedAck)
 	if f == nil {
 		t.Fatal("no finding")
 	}
@@ -337,7 +337,7 @@ func TestNagleSampledWritesApart(t *testing.T) {
 	for i := range c.evs {
 		d.Observe(&c.evs[i])
 	}
-	if f := byID(d.Report().Findings, NagleDelayedAck); f != nil {
+	if f := byID(checked(d.Report()).Findings, NagleDelayedAck); f != nil {
 		t.Fatalf("want none, got %s", f.Title)
 	}
 }
@@ -354,7 +354,7 @@ func TestNagleNear(t *testing.T) {
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	r := d.Report()
+	r := checked(d.Report())
 	for _, n := range r.Near {
 		if n.ID == NagleDelayedAck {
 			if n.Closeness != 0.8 || !strings.Contains(n.Short, "reports from 5") {

@@ -71,7 +71,7 @@ type portFacts struct {
 	Err              string
 }
 
-// Thresholds. See docs/doctor.md.
+// Thresholds. See docs/detectors/port-range-exhausted.md.
 const (
 	// connect gives EADDRNOTAVAIL for want of a port only after trying
 	// every port of the range, so at the refusal the sockets on the
@@ -218,11 +218,12 @@ func (x *portRange) finding(env *Env, pid uint32, p *portProc) Finding {
 		fmt.Fprintf(&b, "At the first refusal its network namespace held %d TCP sockets on %s, %d of them in TIME_WAIT, "+
 			"ports %d to %d", held, f.Addr, f.TimeWait, f.MinPort, f.MaxPort)
 		ev["local_addr"], ev["time_wait"], ev["sockets"] = f.Addr, f.TimeWait, held
+		ev["port_min"], ev["port_max"] = f.MinPort, f.MaxPort
 	case x.read == nil:
 		held = p.before
-		fmt.Fprintf(&b, "In the 60 s before its first refusal (TIME_WAIT's length) it made %d successful connect(s) in the "+
-			"capture, each holding its port for that long once it closed first", held)
-		ev["connects_in_60s_before"] = held
+		fmt.Fprintf(&b, "In the %d s before its first refusal (TIME_WAIT's length) it made %d successful connect(s) in the "+
+			"capture, each holding its port for that long once it closed first", int(portWindow/1e9), held)
+		ev["connects_in_60s_before"], ev["window_ns"] = held, uint64(portWindow)
 	default:
 		b.WriteString("Its sockets were not read at the refusal (opening /proc would have stalled, or the process was gone)")
 	}
@@ -235,7 +236,7 @@ func (x *portRange) finding(env *Env, pid uint32, p *portProc) Finding {
 	sev := Warning
 	what := "its local port range held in TIME_WAIT"
 	if p.facts == nil {
-		what = "its connections of the last 60 s fill the local port range"
+		what = fmt.Sprintf("its connections of the last %d s fill the local port range", int(portWindow/1e9))
 	}
 	title := fmt.Sprintf("%s: connect failed %d time(s) with EADDRNOTAVAIL, %s", name, n, what)
 	if !full {

@@ -34,7 +34,7 @@ func portsRun(t *testing.T, evs []event.Event, meta map[string]string, read func
 	if cells != nil {
 		d.Counts(cells)
 	}
-	return d.Report().Findings
+	return checked(d.Report()).Findings
 }
 
 // connectTo is a connect to 10.200.0.1:8080.

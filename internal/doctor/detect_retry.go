@@ -187,7 +187,7 @@ func (r *retry) Findings(env *Env) []Finding {
 				p.count, name, errno, event.ErrnoDesc(p.errno), change, p.failed, p.retried, errno),
 			Evidence: map[string]any{"syscall": name, "errno": errno, "count": p.count, "argument": p.arg,
 				"flags_removed": p.removed, "flags_added": p.added, "failed_ns": p.failed.total(), "retry_ns": p.retried.total(),
-				"calls_timed":    p.failed.timed + p.retried.timed,
+				"calls_timed": p.failed.timed + p.retried.timed, "failed_timed": p.failed.timed, "retry_timed": p.retried.timed,
 				"example_failed": p.example[0], "example_retry": p.example[1], "processes": procs},
 			Fix:   fix,
 			Score: float64(p.failed.total() + p.retried.total()),

@@ -227,6 +227,9 @@ func (s *slow) Findings(env *Env) []Finding {
 			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, most of it on the CPU inside the kernel "+
 				"rather than asleep: the work the calls asked for is large (a big buffer, many pages, a long list).%s",
 				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), queuedText(g))
+			if queuedText(g) != "" {
+				f.Evidence["queued_ns"] = g.queuedNS
+			}
 			f.Fix = "Ask for less per call, or less often; `sysray profile -- CMD` shows the kernel functions the time goes to."
 			if bulk == g.n {
 				f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel on large copies", g.n, callList(g.calls), units.Duration(g.maxNS))

@@ -65,7 +65,7 @@ func TestSlowBarFollowsSlowFlag(t *testing.T) {
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	rep := d.Report()
+	rep := checked(d.Report())
 	if f := byID(rep.Findings, SlowSyscall); f != nil {
 		t.Fatalf("--slow 50ms, opens of 30 ms without sleeps: want no slow-syscall, got %q", f.Title)
 	}

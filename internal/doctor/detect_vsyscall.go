@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -217,9 +218,11 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 	cost := ""
 	if env.Host.Live {
 		if c, ok := measureVsyscall(mode); ok {
-			ev["emulated_ns_per_call"] = fmt.Sprintf("%.0f", c.emulated)
-			ev["vdso_ns_per_call"] = fmt.Sprintf("%.1f", c.vdso)
-			ev["slowdown"] = fmt.Sprintf("%.0fx", c.emulated/c.vdso)
+			// Numbers, as the summary states them: JSON readers get
+			// numbers, not text.
+			ev["emulated_ns_per_call"] = math.Round(c.emulated)
+			ev["vdso_ns_per_call"] = math.Round(c.vdso*10) / 10
+			ev["slowdown"] = math.Round(c.emulated / c.vdso)
 			cost = fmt.Sprintf(" Measured on this host: %.0f ns per emulated call against %.1f ns through the vDSO, %.0fx slower.",
 				c.emulated, c.vdso, c.emulated/c.vdso)
 		}

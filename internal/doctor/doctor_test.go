@@ -28,7 +28,7 @@ func findings(evs []event.Event) []Finding {
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	return d.Report().Findings
+	return checked(d.Report()).Findings
 }
 
 func byID(fs []Finding, id ID) *Finding {
@@ -341,7 +341,7 @@ func TestErrorStormBusyNeighbour(t *testing.T) {
 	}
 	d.Counts([]stat.Cell{{Key: stat.Key{PID: 40, Nr: nrNewfstatat}, Count: 20000},
 		{Key: stat.Key{PID: 41, Nr: nrNewfstatat}, Count: 60000}})
-	f := byID(d.Report().Findings, "error-storm")
+	f := byID(checked(d.Report()).Findings, "error-storm")
 	if f == nil || f.Evidence["failures"] != uint64(20000) || f.Evidence["calls"] != uint64(20000) {
 		t.Fatalf("finding %+v", f)
 	}
@@ -444,7 +444,7 @@ func TestFindingsNameTheirContainers(t *testing.T) {
 			Proc: event.Proc{ExitCode: 11, GroupDead: true}}
 		d.Observe(&x)
 	}
-	fs := d.Report().Findings
+	fs := checked(d.Report()).Findings
 	for _, f := range fs {
 		t.Logf("%s %q containers %v procs %v", f.ID, f.Title, f.Containers, f.Procs)
 	}

@@ -94,7 +94,7 @@ func TestExecStormForgetsEndedProcesses(t *testing.T) {
 	if grown := int64(heapInUse()) - int64(base) - spans; grown > 4<<20 {
 		t.Errorf("heap grew by %d KiB, besides %d KiB of spans, over %d more processes", grown>>10, spans>>10, n-2*MaxEnded)
 	}
-	rep := d.Report()
+	rep := checked(d.Report())
 	if kept := uint64(n+1) - rep.Forgotten; kept < MaxEnded || kept >= MaxEnded+MaxEnded/4 {
 		t.Errorf("%d of %d ended processes forgotten: %d kept, want %d to %d", rep.Forgotten, n+1, kept, MaxEnded, MaxEnded+MaxEnded/4-1)
 	}
@@ -152,7 +152,7 @@ func TestThreadChurnForgetsEndedThreads(t *testing.T) {
 	if want := uint64(n*990 + 2000*(n-1)); ns[pid] != want || threads[pid] != n+1 {
 		t.Errorf("thread time %d over %d threads, want %d over %d", ns[pid], threads[pid], want, n+1)
 	}
-	if rep := d.Report(); rep.Forgotten != 0 {
+	if rep := checked(d.Report()); rep.Forgotten != 0 {
 		t.Errorf("%d processes forgotten; none ended", rep.Forgotten)
 	}
 }

@@ -89,3 +89,20 @@ func canonical(t *testing.T, rep *doctor.Report) {
 	})
 	sort.SliceStable(rep.Near, func(i, j int) bool { return text(rep.Near[i]) < text(rep.Near[j]) })
 }
+
+// TestFindingNumbersAreEvidence: every number a finding's title or summary
+// states, over every capture, is one of its evidence fields (as the text
+// formats it) or the text says it is a bound.
+func TestFindingNumbersAreEvidence(t *testing.T) {
+	for _, path := range goldenCaptures(t) {
+		rep, err := doctor.ReadCapture(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		for i := range rep.Findings {
+			for _, b := range doctor.NumbersNotInEvidence(&rep.Findings[i]) {
+				t.Errorf("%s: %s", filepath.Base(path), b)
+			}
+		}
+	}
+}

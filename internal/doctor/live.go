@@ -205,7 +205,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 		opts.Probe.Firsts = true
 		// Budgeted timing, as stat and the agent's doctor time calls: the
 		// clock for a thread's first calls of each syscall in each tick,
-		// 1 in 16 after that (docs/doctor.md). So a syscall a process makes
+		// 1 in 16 after that (docs/doctor-internals.md). So a syscall a process makes
 		// now and then is timed exactly, however long it runs on the CPU.
 		opts.Probe.UseBudget()
 		series = NewSeries()

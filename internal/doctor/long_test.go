@@ -22,10 +22,10 @@ func TestLongDoctorGrowthAcrossWindows(t *testing.T) {
 		win.Observe(&e)
 		long.Observe(&e)
 		tm += 10_000_000_000 // a window of 10 s
-		if f := byID(win.Report().Findings, "latency-grows-with-count"); f != nil {
+		if f := byID(checked(win.Report()).Findings, "latency-grows-with-count"); f != nil {
 			t.Fatalf("window %d alone found %s", w, f.Title)
 		}
-		if f := byID(long.Report().Findings, "latency-grows-with-count"); f != nil && found == nil {
+		if f := byID(checked(long.Report()).Findings, "latency-grows-with-count"); f != nil && found == nil {
 			found = f
 			if w < growthMinCalls-1 {
 				t.Errorf("found after %d calls, fewer than growthMinCalls", w+1)
@@ -38,7 +38,7 @@ func TestLongDoctorGrowthAcrossWindows(t *testing.T) {
 	}
 	exit := event.Event{Kind: event.KindExit, Time: tm, PID: 5, TID: 5, Comm: "prog", Proc: event.Proc{GroupDead: true}}
 	long.Observe(&exit)
-	if f := byID(long.Report().Findings, "latency-grows-with-count"); f == nil {
+	if f := byID(checked(long.Report()).Findings, "latency-grows-with-count"); f == nil {
 		t.Error("the exit's window lost the finding before it was reported")
 	}
 	long.Forget()

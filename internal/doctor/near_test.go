@@ -12,7 +12,7 @@ func report(evs []event.Event) *Report {
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	return d.Report()
+	return checked(d.Report())
 }
 
 func nearByID(r *Report, id ID) *Near {

@@ -81,7 +81,7 @@ func TestContentionExcludesCPUWait(t *testing.T) {
 			{Key: stat.Key{PID: 3, Nr: nrFadvise, Cgroup: 3}, Count: 1000, Total: 30 * ms, Runq: runq},
 		})
 		d.Series(s)
-		fs := d.Report().Findings
+		fs := checked(d.Report()).Findings
 		want := KernelContention
 		if queued {
 			want = KernelHotspot

@@ -89,7 +89,7 @@ func TestHotSyscall(t *testing.T) {
 		tm += 1_000_000
 	}
 	d.Counts([]stat.Cell{{Key: stat.Key{PID: 9, Nr: nrGetppid}, Count: 2_000_000, Total: 2_000_000 * 450}})
-	f := byID(d.Report().Findings, "hot-syscall")
+	f := byID(checked(d.Report()).Findings, "hot-syscall")
 	if f == nil || f.Severity != Warning {
 		t.Fatalf("finding %+v", f)
 	}
@@ -113,7 +113,7 @@ func TestHotSyscallNeedsCheapAndMany(t *testing.T) {
 			tm += 1_000_000
 		}
 		d.Counts([]stat.Cell{{Key: stat.Key{PID: 9, Nr: nrGetppid}, Count: c.n, Total: c.n * c.mean}})
-		if f := byID(d.Report().Findings, "hot-syscall"); f != nil {
+		if f := byID(checked(d.Report()).Findings, "hot-syscall"); f != nil {
 			t.Errorf("%s: %s", name, f.Title)
 		}
 	}
@@ -142,7 +142,7 @@ func TestHotspotOneCgroup(t *testing.T) {
 			cells = append(cells, stat.Cell{Key: stat.Key{Cgroup: 77, PID: 4 + pid, Nr: nrFadvise}, Count: 20000, Total: 400_000_000})
 		}
 		d.Counts(cells)
-		f := byID(d.Report().Findings, "kernel-hotspot")
+		f := byID(checked(d.Report()).Findings, "kernel-hotspot")
 		want := map[int]Severity{1: Info, 2: Info, 3: Warning}[procs]
 		if f == nil || f.Severity != want {
 			t.Fatalf("%d processes: finding %+v, want %s", procs, f, want)
@@ -177,7 +177,7 @@ func TestHotspotManyFiles(t *testing.T) {
 			cells = append(cells, stat.Cell{Key: stat.Key{PID: 4 + pid, Nr: nrOpenat}, Count: 20000, Total: 400_000_000})
 		}
 		d.Counts(cells)
-		f := byID(d.Report().Findings, "kernel-hotspot")
+		f := byID(checked(d.Report()).Findings, "kernel-hotspot")
 		want := map[bool]Severity{true: Info, false: Warning}[distinct]
 		if f == nil || f.Severity != want {
 			t.Errorf("distinct paths %v: finding %+v, want %s", distinct, f, want)
@@ -205,7 +205,7 @@ func TestHotPollTimeout(t *testing.T) {
 			tm += 1_000_000
 		}
 		d.Counts([]stat.Cell{{Key: stat.Key{PID: 9, Nr: nrEpollWait}, Count: 2_000_000, Total: 2_000_000 * 450}})
-		f := byID(d.Report().Findings, "hot-syscall")
+		f := byID(checked(d.Report()).Findings, "hot-syscall")
 		if f == nil || f.Severity != c.want || !strings.Contains(f.Summary, c.words) {
 			t.Errorf("timeout %d: want %s with %q, got %+v", c.timeout, c.want, c.words, f)
 		}
@@ -232,7 +232,7 @@ func TestHotSyscallTracedPart(t *testing.T) {
 		if traced {
 			d.Traced(1e9, tm)
 		}
-		f := byID(d.Report().Findings, "hot-syscall")
+		f := byID(checked(d.Report()).Findings, "hot-syscall")
 		if f == nil {
 			return 0
 		}

@@ -111,6 +111,10 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 			}
 		}
 		if missing == "" {
+			// Its numbers must be exact or say they are bounds.
+			if bad := doctor.NumbersNotInEvidence(f); len(bad) > 0 {
+				return f, fmt.Errorf("%s: numbers that are neither evidence nor bounds:\n  %s", v.Name, strings.Join(bad, "\n  "))
+			}
 			return f, nil
 		}
 	}
