@@ -61,6 +61,7 @@ type dnsThread struct {
 	server string
 	tcp    bool
 	query  string // the call that sent the last query seen
+	sent   bool   // a query was seen sent since the thread's last wait
 	// other: a call since the last query said the thread uses another
 	// internet socket.
 	other bool
@@ -124,7 +125,6 @@ type resolvConf struct {
 	options     string // the options line(s), and RES_OPTIONS
 	timeout     int    // seconds (5 unless set)
 	attempts    int    // 2 unless set
-	single      bool   // single-request: A and AAAA one after the other
 }
 
 func newResolver(h *Host) *resolver {
@@ -158,7 +158,7 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 	if t := r.thread(e); t != nil {
 		t.fd, t.server, t.tcp, t.other = fd, server, tcp, false
 		if call != "" {
-			t.query = call
+			t.query, t.sent = call, true
 		}
 		for i := range t.pending {
 			p := &t.pending[i]
@@ -288,8 +288,14 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 	if t == nil || t.server == "" {
 		return
 	}
+	// glibc polls for POLLOUT with no timeout before it sends: ready at
+	// once, it answers nothing. A wait after a query seen sent that found
+	// something to read was answered (or told the port is unreachable:
+	// refused_seen counts the failed reads after it).
+	sent := t.sent
+	t.sent = false
 	if s.Ret > 0 {
-		if g := r.group(t.server, t.tcp); g != nil {
+		if g := r.group(t.server, t.tcp); g != nil && sent {
 			g.answered++
 			g.answeredNS += s.Latency
 		}
@@ -416,8 +422,6 @@ func (c *resolvConf) applyOptions(opts []string) {
 			c.timeout = min(max(n, 1), 30) // glibc's RES_MAXRETRANS
 		case k == "attempts" && err == nil:
 			c.attempts = min(max(n, 1), 5) // glibc's RES_MAXRETRY
-		case k == "single-request" || k == "single-request-reopen":
-			c.single = true
 		}
 	}
 }
@@ -491,6 +495,7 @@ func (r *resolver) Findings(env *Env) []Finding {
 		if conf != nil {
 			ev["resolv_conf"] = map[string]any{"from": conf.from, "nameservers": conf.nameservers, "options": conf.options,
 				"timeout_s": conf.timeout, "attempts": conf.attempts}
+			ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
 		}
 		answered := ""
 		if g.answered > 0 {
@@ -545,16 +550,20 @@ func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
 		}
 	}
 	if conf == nil {
-		return " The resolver's settings could not be read (resolv.conf's `options timeout:` sets each wait, 5 s unless set; " +
+		where := "could not be read"
+		if !env.Host.Live {
+			where = "are not in the capture (it holds the recorder's /etc/resolv.conf, which does not list this server: " +
+				"the process read its own, in its container or mount namespace)"
+		}
+		return " The resolver's settings " + where + " (resolv.conf's `options timeout:` sets each wait, 5 s unless set; " +
 			"`attempts:` how many rounds, 2 unless set).", nil
 	}
 	opts := conf.options
 	if opts == "" {
 		opts = "none"
 	}
-	rounds := conf.attempts * max(len(conf.nameservers), 1)
+	rounds := uint64(conf.attempts * max(len(conf.nameservers), 1))
 	return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s, so each wait is %d s and a lookup "+
-		"that gets no answer waits %d rounds (attempts × servers) before it fails%s.",
-		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds,
-		map[bool]string{true: ", twice over with single-request (A, then AAAA)", false: ""}[conf.single]), conf
+		"that gets no answer waits %d rounds (attempts × servers) before it fails: at most %d lookups failed outright.",
+		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds), conf
 }
