@@ -109,6 +109,7 @@ type resolver struct {
 	host    *Host
 	arch    event.Arch
 	socks   map[dnsSockKey]*dnsThread // descriptors known to be connected to port 53
+	stream  map[dnsSockKey]bool       // descriptors socket() made SOCK_STREAM (TCP)
 	threads map[uint32]*dnsThread
 	servers map[string]*dnsServer
 	// conf is each process's resolver settings, read live at its first
@@ -128,7 +129,7 @@ type resolvConf struct {
 }
 
 func newResolver(h *Host) *resolver {
-	return &resolver{host: h, arch: h.Arch, socks: map[dnsSockKey]*dnsThread{}, threads: map[uint32]*dnsThread{},
+	return &resolver{host: h, arch: h.Arch, socks: map[dnsSockKey]*dnsThread{}, stream: map[dnsSockKey]bool{}, threads: map[uint32]*dnsThread{},
 		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{}}
 }
 
@@ -190,10 +191,17 @@ func (r *resolver) Observe(e *event.Event) {
 	switch name {
 	case "socket":
 		if s.Ret >= 0 {
-			delete(r.socks, dnsSockKey{e.PID, uint32(s.Ret)})
+			k := dnsSockKey{e.PID, uint32(s.Ret)}
+			delete(r.socks, k)
+			delete(r.stream, k)
+			const sockStream = 1
+			if s.Args[1]&0xf == sockStream && len(r.stream) < dnsKept {
+				r.stream[k] = true
+			}
 		}
 	case "close":
 		delete(r.socks, key)
+		delete(r.stream, key)
 	case "connect":
 		if s.Ret != 0 && s.Ret != -115 { // EINPROGRESS: a non-blocking TCP connect under way
 			return
@@ -208,7 +216,7 @@ func (r *resolver) Observe(e *event.Event) {
 			}
 			return
 		}
-		d := &dnsThread{pid: e.PID, fd: fd, server: server, tcp: s.Ret == -115}
+		d := &dnsThread{pid: e.PID, fd: fd, server: server, tcp: s.Ret == -115 || r.stream[key]}
 		if len(r.socks) < dnsKept {
 			r.socks[key] = d
 		}
