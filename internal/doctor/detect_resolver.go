@@ -68,8 +68,11 @@ type dnsThread struct {
 	// pending are timed-out waits made before any socket call of the
 	// thread was seen: live, the fast calls cross over only as a sample,
 	// and a lookup's connect and send often do not. They count for the
-	// server the thread's next socket call names, and for none if it is
-	// another socket's.
+	// server once a wait of the thread known to be the resolver's times
+	// out as they did (the same call, descriptors and timeout argument):
+	// the resolver's waits are alike, and an idle loop's poll with
+	// another timeout or set of descriptors is not taken for them. An
+	// answered wait, or a call that names another socket, drops them.
 	pending []dnsWait
 }
 
@@ -161,11 +164,6 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 		if call != "" {
 			t.query, t.sent = call, true
 		}
-		for i := range t.pending {
-			p := &t.pending[i]
-			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
-		}
-		t.pending = nil
 	}
 }
 
@@ -306,9 +304,17 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 		if g := r.group(t.server, t.tcp); g != nil && sent {
 			g.answered++
 			g.answeredNS += s.Latency
+			t.pending = nil
 		}
 		return
 	}
+	for i := range t.pending {
+		p := &t.pending[i]
+		if p.name == name && p.call.Args[1] == s.Args[1] && (name != "poll" || p.call.Args[2] == s.Args[2]) {
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+		}
+	}
+	t.pending = nil
 	r.timedOut(t, e.PID, e.Comm, name, s)
 }
 

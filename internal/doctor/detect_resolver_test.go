@@ -202,3 +202,43 @@ func TestDNSTimeoutCaptureResolvConf(t *testing.T) {
 		}
 	}
 }
+
+// An idle loop's timed-out polls before any socket call is seen, then a
+// lookup: answered, they are dropped; unanswered, only the polls alike the
+// resolver's (one descriptor, its timeout) count with it.
+func TestDNSTimeoutPendingNeedsALikeWait(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		nfds   uint64
+		tmo    uint64
+		answer bool
+		want   uint64 // timed-out waits; 0: no finding
+	}{
+		{"answered lookup", 1, 1000, true, 0},
+		{"other timeout", 1, 5000, false, 1},
+		{"other descriptors", 2, 1000, false, 1},
+		{"alike", 1, 1000, false, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &dnsRun{t: 1e9, tid: 7}
+			for range 3 {
+				r.add(sys(7, 0, dnsNrPoll, 0, tc.tmo*ms, 0x7ffc2000, tc.nfds, tc.tmo))
+			}
+			if tc.answer {
+				r.lookup(2*ms, 1, 45, true)
+			} else {
+				r.lookup(1_000_000_000, 0, 0, true)
+			}
+			f := byID(findings(r.evs), DNSTimeout)
+			if tc.want == 0 {
+				if f != nil {
+					t.Fatalf("idle polls taken for the resolver's: %s", f.Title)
+				}
+				return
+			}
+			if f == nil || f.Evidence["timed_out_waits"] != tc.want {
+				t.Fatalf("want %d timed-out waits; got %+v", tc.want, f)
+			}
+		})
+	}
+}
