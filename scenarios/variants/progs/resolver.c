@@ -292,7 +292,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nprocs && !stopping;)
 		if (waitpid(kids[i], NULL, 0) > 0 || errno != EINTR)
 			i++;
-	for (int i = 0; i < nprocs; i++)
+	for (int i = 0; stopping && i < nprocs; i++)
 		kill(kids[i], SIGTERM);
 	if (responder > 0)
 		kill(responder, SIGKILL);
