@@ -164,7 +164,41 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 		if call != "" {
 			t.query, t.sent = call, true
 		}
+		r.confirmPending(t, e.PID)
 	}
+}
+
+// confirmPending counts the thread's held waits that asked poll for one
+// of the waits the process's resolv.conf sets (read live: glibc waits
+// timeout × 1000 ms for its first server, (timeout << n) / servers for
+// the n-th), on one descriptor, now that the thread is seen to query a
+// name server: a process running before sysray may not show a wait known
+// to be the resolver's (its connect crossing over) before the trace ends.
+func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
+	if len(t.pending) == 0 || !r.host.canRead() {
+		return
+	}
+	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept {
+		r.conf[pid] = readResolvConf(pid)
+	}
+	c := r.conf[pid]
+	if c == nil {
+		return
+	}
+	waits := map[uint64]bool{}
+	n := max(len(c.nameservers), 1)
+	for ns := range n {
+		waits[uint64(max((c.timeout<<ns)/n, 1)*1000)] = true
+	}
+	kept := t.pending[:0]
+	for _, p := range t.pending {
+		if p.name == "poll" && p.call.Args[1] == 1 && waits[p.call.Args[2]] {
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	t.pending = kept
 }
 
 // elsewhere: the thread's last socket call was on another internet socket.
