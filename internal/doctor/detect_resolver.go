@@ -615,3 +615,21 @@ func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
 		"that gets no answer waits %d rounds (attempts × servers) before it fails: at most %d lookups failed outright.",
 		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds), conf
 }
+
+// forget lets go of ended processes and threads (Doctor.forget): their
+// sockets are closed; what their waits cost stays in the servers' groups.
+func (r *resolver) forget(pids, tids map[uint32]bool) {
+	for k := range r.socks {
+		if pids[k.pid] {
+			delete(r.socks, k)
+		}
+	}
+	for k := range r.stream {
+		if pids[k.pid] {
+			delete(r.stream, k)
+		}
+	}
+	for tid := range tids {
+		delete(r.threads, tid)
+	}
+}
