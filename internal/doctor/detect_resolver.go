@@ -170,8 +170,8 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 
 // confirmPending counts the thread's held waits that asked poll for one
 // of the waits the process's resolv.conf sets (read live: glibc waits
-// timeout × 1000 ms for its first server, (timeout << n) / servers for
-// the n-th), on one descriptor, now that the thread is seen to query a
+// timeout × 1000 ms for its first server, (timeout << n) / servers
+// seconds for the n-th after it), on one descriptor, now that the thread is seen to query a
 // name server: a process running before sysray may not show a wait known
 // to be the resolver's (its connect crossing over) before the trace ends.
 func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
@@ -187,7 +187,8 @@ func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
 	}
 	waits := map[uint64]bool{}
 	n := max(len(c.nameservers), 1)
-	for ns := range n {
+	waits[uint64(c.timeout*1000)] = true
+	for ns := 1; ns < n; ns++ {
 		waits[uint64(max((c.timeout<<ns)/n, 1)*1000)] = true
 	}
 	kept := t.pending[:0]
