@@ -1,10 +1,12 @@
 package doctor
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
+	hostfacts "github.com/sysray/sysray/internal/host"
 )
 
 const (
@@ -240,5 +242,38 @@ func TestDNSTimeoutPendingNeedsALikeWait(t *testing.T) {
 				t.Fatalf("want %d timed-out waits; got %+v", tc.want, f)
 			}
 		})
+	}
+}
+
+// Live, waits held before any socket call was seen count when the thread
+// then queries a name server, if they asked poll for the wait the
+// process's resolv.conf sets; others stay held. The process here is the
+// test's own, whose resolv.conf is the host's.
+func TestDNSTimeoutPendingByResolvConf(t *testing.T) {
+	conf := parseResolvConf(hostfacts.ResolvConf("/etc/resolv.conf"))
+	if len(conf.nameservers) == 0 {
+		t.Skip("no /etc/resolv.conf to read")
+	}
+	pid := uint32(os.Getpid())
+	want := uint64(conf.timeout * 1000)
+	var evs []event.Event
+	at := uint64(1e9)
+	for _, tmo := range []uint64{want, want, want + 1} {
+		e := sys(pid, at, dnsNrPoll, 0, tmo*ms, 0x7ffc2000, 1, tmo)
+		evs = append(evs, e)
+		at += tmo*ms + 5000
+	}
+	c := sys(pid, at, dnsNrConnect, 0, 4000, 4, 0x7ffc1000, 16)
+	c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+	evs = append(evs, c)
+	h := host
+	h.Live = true
+	d := New(h, nil)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	f := byID(d.Report().Findings, DNSTimeout)
+	if f == nil || f.Evidence["timed_out_waits"] != uint64(2) {
+		t.Fatalf("want the 2 polls for %d ms counted, not the one for %d; got %+v", want, want+1, f)
 	}
 }
