@@ -62,6 +62,13 @@ type dnsThread struct {
 	tcp    bool
 	query  string // the call that sent the last query seen
 	sent   bool   // a query was seen sent since the thread's last wait
+	// alike are the shapes (waitShape) of the thread's waits that timed
+	// out right after a query seen sent: the resolver's waits. A later
+	// timed-out wait whose query was not seen (live, only a sample of
+	// the fast calls crosses over) counts if it has one of these shapes,
+	// or asked poll for the wait the process's resolv.conf sets; another
+	// (an idle loop's poll on a pipe after an answered lookup) does not.
+	alike map[string]bool
 	// other: a call since the last query said the thread uses another
 	// internet socket.
 	other bool
@@ -175,31 +182,52 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 // name server: a process running before sysray may not show a wait known
 // to be the resolver's (its connect crossing over) before the trace ends.
 func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
-	if len(t.pending) == 0 || !r.host.canRead() {
+	if len(t.pending) == 0 {
 		return
-	}
-	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept {
-		r.conf[pid] = readResolvConf(pid)
-	}
-	c := r.conf[pid]
-	if c == nil {
-		return
-	}
-	waits := map[uint64]bool{}
-	n := max(len(c.nameservers), 1)
-	waits[uint64(c.timeout*1000)] = true
-	for ns := 1; ns < n; ns++ {
-		waits[uint64(max((c.timeout<<ns)/n, 1)*1000)] = true
 	}
 	kept := t.pending[:0]
 	for _, p := range t.pending {
-		if p.name == "poll" && p.call.Args[1] == 1 && waits[p.call.Args[2]] {
+		if r.confWait(pid, p.name, &p.call) {
 			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
 		} else {
 			kept = append(kept, p)
 		}
 	}
 	t.pending = kept
+}
+
+// confWait: s asked poll, on one descriptor, for one of the waits the
+// process's resolv.conf sets (read live; false when it cannot be).
+func (r *resolver) confWait(pid uint32, name string, s *event.Syscall) bool {
+	if name != "poll" || s.Args[1] != 1 || !r.host.canRead() {
+		return false
+	}
+	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept {
+		r.conf[pid] = readResolvConf(pid)
+	}
+	c := r.conf[pid]
+	if c == nil {
+		return false
+	}
+	n := max(len(c.nameservers), 1)
+	if s.Args[2] == uint64(c.timeout*1000) {
+		return true
+	}
+	for ns := 1; ns < n; ns++ {
+		if s.Args[2] == uint64(max((c.timeout<<ns)/n, 1)*1000) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitShape is what the resolver's waits share: the call, the number of
+// descriptors, and poll's timeout argument.
+func waitShape(name string, s *event.Syscall) string {
+	if name == "poll" {
+		return fmt.Sprintf("%s|%d|%d", name, s.Args[1], s.Args[2])
+	}
+	return fmt.Sprintf("%s|%d", name, s.Args[1])
 }
 
 // elsewhere: the thread's last socket call was on another internet socket.
@@ -321,6 +349,7 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 		if server := dnsSocketHeld(r.host, e.PID); server != "" {
 			r.queried(e, ^uint32(0), server, false, "")
 			t = r.threads[e.TID]
+			t.sent = true // the socket it waited on, held now
 		} else if t = r.thread(e); t != nil && len(t.pending) < dnsPendingMax {
 			t.pending = append(t.pending, dnsWait{pid: e.PID, comm: e.Comm, name: name, call: *s})
 			return
@@ -343,9 +372,21 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 		}
 		return
 	}
+	shape := waitShape(name, s)
+	if !sent && !t.alike[shape] && !r.confWait(e.PID, name, s) {
+		return
+	}
+	if sent {
+		if t.alike == nil {
+			t.alike = map[string]bool{}
+		}
+		if len(t.alike) < 8 {
+			t.alike[shape] = true
+		}
+	}
 	for i := range t.pending {
 		p := &t.pending[i]
-		if p.name == name && p.call.Args[1] == s.Args[1] && (name != "poll" || p.call.Args[2] == s.Args[2]) {
+		if waitShape(p.name, &p.call) == shape {
 			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
 		}
 	}

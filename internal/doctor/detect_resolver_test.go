@@ -277,3 +277,29 @@ func TestDNSTimeoutPendingByResolvConf(t *testing.T) {
 		t.Fatalf("want the 2 polls for %d ms counted, not the one for %d; got %+v", want, want+1, f)
 	}
 }
+
+// A daemon that looks a name up (answered) and then idles in poll on a
+// pipe with a timeout: no socket call in between, and no query before its
+// waits. They are not the resolver's.
+func TestDNSTimeoutIdleLoopAfterLookup(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 7}
+	r.lookup(2*ms, 1, 45, true)
+	for range 5 {
+		r.add(sys(7, 0, dnsNrPoll, 0, 2_000_000_000, 0x7ffc2000, 1, 2000))
+	}
+	if f := byID(findings(r.evs), DNSTimeout); f != nil {
+		t.Fatalf("an idle loop's timeouts taken for the resolver's: %s", f.Title)
+	}
+	// Its timed-out lookups still count, and only they.
+	r = &dnsRun{t: 1e9, tid: 7}
+	for range 2 {
+		r.lookup(1_000_000_000, 0, 0, true)
+		for range 3 {
+			r.add(sys(7, 0, dnsNrPoll, 0, 2_000_000_000, 0x7ffc2000, 1, 2000))
+		}
+	}
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil || f.Evidence["timed_out_waits"] != uint64(2) {
+		t.Fatalf("want the 2 lookups' waits only; got %+v", f)
+	}
+}
