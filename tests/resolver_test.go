@@ -104,6 +104,7 @@ func TestBenignResolvers(t *testing.T) {
 		"slow-answer": {"-n", "4", "-m", "answer", "-s", "300"},
 		"nxdomain":    {"-n", "200", "-m", "nxdomain", "-c", "unspec"},
 		"heartbeat":   {"-n", "3", "-m", "listen"},
+		"idle":        {"-n", "3", "-m", "idle"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := doctorCmd(t, 0, append([]string{bin}, args...)...)

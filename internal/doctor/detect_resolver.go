@@ -69,6 +69,12 @@ type dnsThread struct {
 	// or asked poll for the wait the process's resolv.conf sets; another
 	// (an idle loop's poll on a pipe after an answered lookup) does not.
 	alike map[string]bool
+	// answered: the thread's last resolver wait seen was answered. Its
+	// later waits without a query seen are then not taken for the
+	// resolver's by resolv.conf's timeout alone: the server answers, and
+	// a loop that polls with that timeout is likelier than a lookup
+	// whose every fast call was unseen.
+	answered bool
 	// other: a call since the last query said the thread uses another
 	// internet socket.
 	other bool
@@ -368,13 +374,16 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 		if g := r.group(t.server, t.tcp); g != nil && sent {
 			g.answered++
 			g.answeredNS += s.Latency
-			t.pending = nil
+			t.pending, t.answered = nil, true
 		}
 		return
 	}
 	shape := waitShape(name, s)
-	if !sent && !t.alike[shape] && !r.confWait(e.PID, name, s) {
+	if !sent && !t.alike[shape] && (t.answered || !r.confWait(e.PID, name, s)) {
 		return
+	}
+	if sent {
+		t.answered = false
 	}
 	if sent {
 		if t.alike == nil {

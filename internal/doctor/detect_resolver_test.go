@@ -303,3 +303,28 @@ func TestDNSTimeoutIdleLoopAfterLookup(t *testing.T) {
 		t.Fatalf("want the 2 lookups' waits only; got %+v", f)
 	}
 }
+
+// Live, after an answered lookup, a poll with resolv.conf's very timeout
+// and no query seen before it is not taken for the resolver's.
+func TestDNSTimeoutConfWaitNotAfterAnAnswer(t *testing.T) {
+	conf := parseResolvConf(hostfacts.ResolvConf("/etc/resolv.conf"))
+	if len(conf.nameservers) == 0 {
+		t.Skip("no /etc/resolv.conf to read")
+	}
+	pid := uint32(os.Getpid())
+	tmo := uint64(conf.timeout * 1000)
+	r := &dnsRun{t: 1e9, tid: pid}
+	r.lookup(2*ms, 1, 45, true)
+	for range 3 {
+		r.add(sys(pid, 0, dnsNrPoll, 0, tmo*ms, 0x7ffc2000, 1, tmo))
+	}
+	h := host
+	h.Live = true
+	d := New(h, nil)
+	for i := range r.evs {
+		d.Observe(&r.evs[i])
+	}
+	if f := byID(d.Report().Findings, DNSTimeout); f != nil {
+		t.Fatalf("an idle poll after an answer taken for the resolver's: %s", f.Title)
+	}
+}

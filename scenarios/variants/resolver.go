@@ -40,6 +40,8 @@ var resolverVariants = []Variant{
 		Mode: Cmd, Argv: []string{"resolver", "-n", "50", "-m", "refused"}, Expect: dnsSilent()},
 	{Name: "dns-timeout/heartbeat", Differs: "benign: one answered lookup, then polls with a 1 s timeout on a UDP socket bound to port 7777 that nothing sends to",
 		Mode: Cmd, Argv: []string{"resolver", "-n", "3", "-m", "listen"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/idle-after-lookup", Differs: "benign: one answered lookup, then polls on a pipe with a 1 s timeout, resolv.conf's own wait (an idle event loop)",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "3", "-m", "idle"}, Expect: dnsSilent()},
 }
 
 func dnsWarns(words ...string) Expect {

@@ -20,7 +20,9 @@
  *        name" at once; refused: nothing listens (port unreachable);
  *        listen: one answered lookup, then each "lookup" is a poll with
  *        a 1 s timeout on a UDP socket bound to 127.0.0.1:7777 that
- *        nothing sends to (a heartbeat listener, not DNS)
+ *        nothing sends to (a heartbeat listener, not DNS); idle: one
+ *        answered lookup, then each "lookup" is a poll with a 1 s timeout
+ *        on a pipe nothing writes to (an idle event loop)
  *   -t, -a  resolv.conf's `options timeout:T attempts:A` (1 and 1)
  *   -o   more resolv.conf options, as one word (e.g. single-request)
  *   -i   pause between lookups, ms (0)
@@ -198,6 +200,13 @@ static void work(int id, struct tally *t)
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	double stop = now() + dur;
 	int hb = -1;
+	if (!strcmp(mode, "idle")) {
+		int p[2];
+		lookup("first.sysray.test");
+		if (pipe(p) < 0)
+			die("pipe");
+		hb = p[0];
+	}
 	if (!strcmp(mode, "listen")) {
 		lookup("first.sysray.test");
 		hb = socket(AF_INET, SOCK_DGRAM, 0);
@@ -252,7 +261,7 @@ int main(int argc, char **argv)
 		case 'o': extra = optarg; break;
 		default:
 			fprintf(stderr, "usage: resolver [-p PROCS] [-n LOOKUPS] [-d SECONDS] [-c getaddrinfo|unspec|gethostbyname] "
-					"[-m blackhole|answer|nxdomain|refused|listen] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] [-o OPTIONS]\n");
+					"[-m blackhole|answer|nxdomain|refused|listen|idle] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] [-o OPTIONS]\n");
 			return 2;
 		}
 	}
@@ -264,7 +273,8 @@ int main(int argc, char **argv)
 	int s = -1;
 	if (strcmp(mode, "refused"))
 		s = udp53();
-	if (!strcmp(mode, "answer") || !strcmp(mode, "nxdomain") || !strcmp(mode, "listen")) {
+	if (!strcmp(mode, "answer") || !strcmp(mode, "nxdomain") || !strcmp(mode, "listen") ||
+	    !strcmp(mode, "idle")) {
 		responder = fork();
 		if (responder == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
