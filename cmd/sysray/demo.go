@@ -55,6 +55,8 @@ var demos = []demo{
 		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []doctor.ID{doctor.HotSyscall}},
 	{"nagle", "A client writes each request's header and body in two writes on a socket without TCP_NODELAY: every reply waits for the server's delayed ACK.",
 		[]string{"nagle", "-n", "40"}, []doctor.ID{doctor.NagleDelayedAck}},
+	{"resolver", "A service's name server never answers: each getaddrinfo waits out the resolver's timeout (options timeout:1 attempts:1) before it fails.",
+		[]string{"resolver", "-n", "4"}, []doctor.ID{doctor.DNSTimeout}},
 }
 
 func newDemo() *cobra.Command {

@@ -61,12 +61,15 @@ func VsyscallMode() string {
 }
 
 // Facts are the host facts stored in a capture's header: the kernel, the
-// vsyscall mode and the Limits.
+// vsyscall mode, the Limits and the resolver's settings (MetaResolvConf).
 func Facts() map[string]string {
 	_, kernel := Uname()
 	m := Limits()
 	m["kernel"] = kernel
 	m["vsyscall_mode"] = VsyscallMode()
+	if rc := ResolvConf("/etc/resolv.conf"); rc != "" {
+		m[MetaResolvConf] = rc
+	}
 	return m
 }
 

@@ -1,0 +1,687 @@
+package doctor
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+	hostfacts "github.com/sysray/sysray/internal/host"
+	"github.com/sysray/sysray/internal/units"
+)
+
+// The finding it reports. "dns-timeout" is what an operator searches for
+// when lookups hang: the name server did not answer within the resolver's
+// timeout. The detector reads only the resolver's own calls, so the name
+// says what they show, not why the server was silent.
+const DNSTimeout ID = "dns-timeout"
+
+func init() {
+	register(registration{ids: []ID{DNSTimeout},
+		build: func(h *Host) Detector { return newResolver(h) }})
+}
+
+// dnsPort: a stub resolver (glibc's, musl's) sends its queries to port 53
+// of the servers resolv.conf names; nothing else in a process does.
+const dnsPort = 53
+
+// dnsWaitMin: a resolver's wait for an answer is resolv.conf's timeout, in
+// whole seconds (glibc: at least 1 s per server and attempt; musl divides
+// it by the attempts, and caps attempts at 10, so 100 ms at the least). A
+// poll that timed out sooner was not waiting out a resolver's timeout.
+const dnsWaitMin = 100_000_000
+
+// dnsWarnNS: one whole timeout of glibc's smallest (1 s) is a stall every
+// request behind the lookup sees; the default (5 s) is the classic "DNS
+// takes 5 seconds" incident. From 1 s of timed-out waits in all the
+// finding is a warning, below it (musl's shorter waits, a few) info.
+const dnsWarnNS = 1_000_000_000
+
+// dnsKept bounds the sockets and threads followed, each (about 100 bytes
+// an entry), and the waits kept for the median.
+const dnsKept = 1 << 14
+
+// dnsWaitCalls: the calls a resolver waits for its answer in, with a
+// timeout, ending with 0 ready when the timeout passed. epoll_wait is left
+// out: a program's event loop waits there for everything at once, and its
+// timeouts are the loop's.
+var dnsWaitCalls = map[string]bool{"poll": true, "ppoll": true, "select": true, "pselect6": true}
+
+type dnsSockKey struct{ pid, fd uint32 }
+
+// dnsThread is what a thread's calls said last about the sockets it uses:
+// server is the name server it last connected or sent a query to, "" once
+// it has since used another internet socket (bound, connected or sent
+// elsewhere), so a later poll is not the resolver's.
+type dnsThread struct {
+	pid    uint32
+	fd     uint32
+	server string
+	tcp    bool
+	query  string // the call that sent the last query seen
+	sent   bool   // a query was seen sent since the thread's last wait
+	// alike are the shapes (waitShape) of the thread's waits that timed
+	// out right after a query seen sent: the resolver's waits. A later
+	// timed-out wait whose query was not seen (live, only a sample of
+	// the fast calls crosses over) counts if it has one of these shapes,
+	// or asked poll for the wait the process's resolv.conf sets; another
+	// (an idle loop's poll on a pipe after an answered lookup) does not.
+	alike map[string]bool
+	// answered: the thread's last resolver wait seen was answered. Its
+	// later waits without a query seen are then not taken for the
+	// resolver's by resolv.conf's timeout alone: the server answers, and
+	// a loop that polls with that timeout is likelier than a lookup
+	// whose every fast call was unseen.
+	answered bool
+	// other: a call since the last query said the thread uses another
+	// internet socket.
+	other bool
+	// pending are timed-out waits made before any socket call of the
+	// thread was seen: live, the fast calls cross over only as a sample,
+	// and a lookup's connect and send often do not. They count for the
+	// server once a wait of the thread known to be the resolver's times
+	// out as they did (the same call, descriptors and timeout argument):
+	// the resolver's waits are alike, and an idle loop's poll with
+	// another timeout or set of descriptors is not taken for them. An
+	// answered wait, or a call that names another socket, drops them.
+	pending []dnsWait
+}
+
+// dnsWait is one timed-out wait, kept until its server is known.
+type dnsWait struct {
+	pid  uint32
+	comm string
+	name string
+	call event.Syscall
+}
+
+// dnsPendingMax: waits kept per thread before its first socket call is
+// seen; a thread that waits out timeouts this often without a socket
+// call crossing over is counted from the next one on.
+const dnsPendingMax = 64
+
+// dnsServer is the finding's group: the waits on one name server.
+type dnsServer struct {
+	server            string
+	tcp               bool
+	procs             map[uint32]string
+	byPID             map[uint32]uint64 // ns of timed-out waits
+	timeouts, approx  uint64
+	waited            uint64
+	waits             []uint64
+	waitCalls, sends  map[string]uint64
+	timeoutArgs       map[int64]uint64 // poll's timeout argument, ms
+	answered, refused uint64
+	answeredNS        uint64
+	example           []string
+}
+
+// resolver finds lookups that waited out the resolver's timeout: a thread
+// that connected or sent a query to port 53, then waited in poll (or
+// select) until the timeout passed with nothing to read.
+type resolver struct {
+	host    *Host
+	arch    event.Arch
+	socks   map[dnsSockKey]*dnsThread // descriptors known to be connected to port 53
+	stream  map[dnsSockKey]bool       // descriptors socket() made SOCK_STREAM (TCP)
+	threads map[uint32]*dnsThread
+	servers map[string]*dnsServer
+	// conf is each process's resolver settings, read live at its first
+	// timed-out wait (the process is alive then; at report time it may
+	// not be).
+	conf map[uint32]*resolvConf
+	kept int
+}
+
+// resolvConf is what a process's resolver waits by.
+type resolvConf struct {
+	from        string // where it was read
+	nameservers []string
+	options     string // the options line(s), and RES_OPTIONS
+	timeout     int    // seconds (5 unless set)
+	attempts    int    // 2 unless set
+}
+
+func newResolver(h *Host) *resolver {
+	return &resolver{host: h, arch: h.Arch, socks: map[dnsSockKey]*dnsThread{}, stream: map[dnsSockKey]bool{}, threads: map[uint32]*dnsThread{},
+		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{}}
+}
+
+// dnsPeer: the server of a sockaddr a call copied, when its port is 53.
+func dnsPeer(b []byte) string {
+	p := sockaddrString(b)
+	if p == "" || !strings.HasSuffix(p, ":"+strconv.Itoa(dnsPort)) {
+		return ""
+	}
+	return strings.TrimSuffix(p, ":"+strconv.Itoa(dnsPort))
+}
+
+func (r *resolver) thread(e *event.Event) *dnsThread {
+	t := r.threads[e.TID]
+	if t == nil {
+		if len(r.threads) >= dnsKept {
+			return nil
+		}
+		t = &dnsThread{pid: e.PID}
+		r.threads[e.TID] = t
+	}
+	return t
+}
+
+// queried: the thread's last socket call was for the name server.
+func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, call string) {
+	if t := r.thread(e); t != nil {
+		t.fd, t.server, t.tcp, t.other = fd, server, tcp, false
+		if call != "" {
+			t.query, t.sent = call, true
+		}
+		r.confirmPending(t, e.PID)
+	}
+}
+
+// confirmPending counts the thread's held waits that asked poll for one
+// of the waits the process's resolv.conf sets (read live: glibc waits
+// timeout × 1000 ms for its first server, (timeout << n) / servers
+// seconds for the n-th after it), on one descriptor, now that the thread is seen to query a
+// name server: a process running before sysray may not show a wait known
+// to be the resolver's (its connect crossing over) before the trace ends.
+func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
+	if len(t.pending) == 0 {
+		return
+	}
+	kept := t.pending[:0]
+	for _, p := range t.pending {
+		if r.confWait(pid, p.name, &p.call) {
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+		} else {
+			kept = append(kept, p)
+		}
+	}
+	t.pending = kept
+}
+
+// confWait: s asked poll, on one descriptor, for one of the waits the
+// process's resolv.conf sets (read live; false when it cannot be).
+func (r *resolver) confWait(pid uint32, name string, s *event.Syscall) bool {
+	if name != "poll" || s.Args[1] != 1 || !r.host.canRead() {
+		return false
+	}
+	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept {
+		r.conf[pid] = readResolvConf(pid)
+	}
+	c := r.conf[pid]
+	if c == nil {
+		return false
+	}
+	n := max(len(c.nameservers), 1)
+	if s.Args[2] == uint64(c.timeout*1000) {
+		return true
+	}
+	for ns := 1; ns < n; ns++ {
+		if s.Args[2] == uint64(max((c.timeout<<ns)/n, 1)*1000) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitShape is what the resolver's waits share: the call, the number of
+// descriptors, and poll's timeout argument.
+func waitShape(name string, s *event.Syscall) string {
+	if name == "poll" {
+		return fmt.Sprintf("%s|%d|%d", name, s.Args[1], s.Args[2])
+	}
+	return fmt.Sprintf("%s|%d", name, s.Args[1])
+}
+
+// elsewhere: the thread's last socket call was on another internet socket.
+func (r *resolver) elsewhere(e *event.Event) {
+	if t := r.thread(e); t != nil {
+		t.server, t.other, t.pending = "", true, nil
+	}
+}
+
+func (r *resolver) Observe(e *event.Event) {
+	if e.Kind == event.KindExit {
+		delete(r.threads, e.TID)
+		return
+	}
+	if e.Kind != event.KindSyscall || e.Syscall.Unfinished {
+		return
+	}
+	s := &e.Syscall
+	name := event.SyscallName(r.arch, s.Nr)
+	fd := uint32(s.Args[0])
+	key := dnsSockKey{e.PID, fd}
+	switch name {
+	case "socket":
+		if s.Ret >= 0 {
+			k := dnsSockKey{e.PID, uint32(s.Ret)}
+			delete(r.socks, k)
+			delete(r.stream, k)
+			const sockStream = 1
+			if s.Args[1]&0xf == sockStream && len(r.stream) < dnsKept {
+				r.stream[k] = true
+			}
+		}
+	case "close":
+		delete(r.socks, key)
+		delete(r.stream, key)
+	case "connect":
+		if s.Ret != 0 && s.Ret != -115 { // EINPROGRESS: a non-blocking TCP connect under way
+			return
+		}
+		server := dnsPeer(s.Data[1])
+		if server == "" {
+			// A unix socket (glibc asks nscd's first) says nothing of
+			// the thread's internet sockets.
+			if sockaddrString(s.Data[1]) != "" {
+				delete(r.socks, key)
+				r.elsewhere(e)
+			}
+			return
+		}
+		d := &dnsThread{pid: e.PID, fd: fd, server: server, tcp: s.Ret == -115 || r.stream[key]}
+		if len(r.socks) < dnsKept {
+			r.socks[key] = d
+		}
+		r.queried(e, fd, server, d.tcp, "")
+	case "bind":
+		if sockaddrString(s.Data[1]) != "" && s.Ret == 0 {
+			r.elsewhere(e)
+		}
+	case "sendto", "sendmsg", "sendmmsg", "send", "write", "writev":
+		if s.Ret < 0 {
+			return
+		}
+		if name == "sendto" {
+			if server := dnsPeer(s.Data[4]); server != "" {
+				r.queried(e, fd, server, false, name)
+				return
+			} else if sockaddrString(s.Data[4]) != "" {
+				r.elsewhere(e)
+				return
+			}
+		}
+		// A send on a descriptor whose connect was not seen says
+		// nothing: only a sample of the fast calls crosses over live.
+		if d := r.socks[key]; d != nil {
+			r.queried(e, fd, d.server, d.tcp, name)
+		}
+	case "recvfrom", "recvmsg", "recv", "recvmmsg":
+		t := r.threads[e.TID]
+		if d := r.socks[key]; d != nil && t != nil && t.server == d.server && s.Ret == -111 {
+			// ECONNREFUSED: the port was unreachable, said at once.
+			if g := r.group(d.server, d.tcp); g != nil {
+				g.refused++
+			}
+		}
+	default:
+		if dnsWaitCalls[name] {
+			r.wait(e, name, s)
+		}
+	}
+}
+
+func (r *resolver) group(server string, tcp bool) *dnsServer {
+	g := r.servers[server]
+	if g == nil {
+		if len(r.servers) >= dnsKept {
+			return nil
+		}
+		g = &dnsServer{server: server, procs: map[uint32]string{}, byPID: map[uint32]uint64{},
+			waitCalls: map[string]uint64{}, sends: map[string]uint64{}, timeoutArgs: map[int64]uint64{}}
+		r.servers[server] = g
+	}
+	g.tcp = g.tcp || tcp
+	return g
+}
+
+// wait takes a poll (select…) of a thread whose last socket call was a
+// query to a name server: one that returned 0 after waiting waited out
+// the timeout; one that returned a ready descriptor was answered (or told
+// the port is unreachable, which the read after it says).
+func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
+	if s.Ret < 0 || s.Ret == 0 && s.Latency < dnsWaitMin {
+		return
+	}
+	t := r.threads[e.TID]
+	if s.Ret == 0 && (t == nil || t.server == "" && !t.other) {
+		// No socket call of the thread seen yet: live, the process
+		// may still hold the socket it waited on (a second attempt or
+		// server, single-request's second query).
+		if server := dnsSocketHeld(r.host, e.PID); server != "" {
+			r.queried(e, ^uint32(0), server, false, "")
+			t = r.threads[e.TID]
+			t.sent = true // the socket it waited on, held now
+		} else if t = r.thread(e); t != nil && len(t.pending) < dnsPendingMax {
+			t.pending = append(t.pending, dnsWait{pid: e.PID, comm: e.Comm, name: name, call: *s})
+			return
+		}
+	}
+	if t == nil || t.server == "" {
+		return
+	}
+	// glibc polls for POLLOUT with no timeout before it sends: ready at
+	// once, it answers nothing. A wait after a query seen sent that found
+	// something to read was answered (or told the port is unreachable:
+	// refused_seen counts the failed reads after it).
+	sent := t.sent
+	t.sent = false
+	if s.Ret > 0 {
+		if g := r.group(t.server, t.tcp); g != nil && sent {
+			g.answered++
+			g.answeredNS += s.Latency
+			t.pending, t.answered = nil, true
+		}
+		return
+	}
+	shape := waitShape(name, s)
+	if !sent && !t.alike[shape] && (t.answered || !r.confWait(e.PID, name, s)) {
+		return
+	}
+	if sent {
+		t.answered = false
+	}
+	if sent {
+		if t.alike == nil {
+			t.alike = map[string]bool{}
+		}
+		if len(t.alike) < 8 {
+			t.alike[shape] = true
+		}
+	}
+	for i := range t.pending {
+		p := &t.pending[i]
+		if waitShape(p.name, &p.call) == shape {
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+		}
+	}
+	t.pending = nil
+	r.timedOut(t, e.PID, e.Comm, name, s)
+}
+
+// timedOut counts a wait on t's server that ended by its timeout.
+func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *event.Syscall) {
+	g := r.group(t.server, t.tcp)
+	if g == nil {
+		return
+	}
+	g.procs[pid] = comm
+	g.timeouts++
+	g.waited += s.Latency
+	g.byPID[pid] += s.Latency
+	if s.Approx {
+		g.approx++
+	}
+	if r.kept < dnsKept {
+		g.waits = append(g.waits, s.Latency)
+		r.kept++
+	}
+	g.waitCalls[name]++
+	if t.query != "" {
+		g.sends[t.query]++
+	}
+	if name == "poll" {
+		g.timeoutArgs[int64(int32(s.Args[2]))]++
+	}
+	if g.example == nil {
+		g.example = []string{event.FormatSyscall(r.arch, s) + " <" + units.Duration(s.Latency) + ">"}
+	}
+	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
+		r.conf[pid] = readResolvConf(pid)
+	}
+}
+
+// dnsSocketHeld reads, live, whether the process holds a UDP or TCP
+// socket connected to port 53 now, and returns its server ("" if none,
+// or not live).
+func dnsSocketHeld(h *Host, pid uint32) string {
+	if !h.canRead() {
+		return ""
+	}
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	ents, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		return ""
+	}
+	inodes := map[string]bool{}
+	for _, e := range ents {
+		if link, err := os.Readlink(dir + "/fd/" + e.Name()); err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return ""
+	}
+	server := ""
+	for _, t := range []string{"udp", "udp6", "tcp", "tcp6"} {
+		scanTable(dir+"/net/"+t, func(fs []string) {
+			if server != "" || len(fs) < 10 || !inodes[fs[9]] || !strings.HasSuffix(fs[2], ":0035") {
+				return
+			}
+			server = strings.TrimSuffix(hexAddr(fs[2]), ":53")
+		})
+	}
+	return server
+}
+
+// readResolvConf reads the resolver settings a live process sees: the
+// resolv.conf in its own root (its container's, or its mount
+// namespace's), and RES_OPTIONS from its environment, which glibc
+// applies over the file. nil when the file cannot be read.
+func readResolvConf(pid uint32) *resolvConf {
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	text := hostfacts.ResolvConf(dir + "/root/etc/resolv.conf")
+	if text == "" {
+		return nil
+	}
+	c := parseResolvConf(text)
+	c.from = dir + "/root/etc/resolv.conf"
+	if env, err := os.ReadFile(dir + "/environ"); err == nil {
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "RES_OPTIONS="); ok && strings.TrimSpace(v) != "" {
+				c.applyOptions(strings.Fields(v))
+				c.options = strings.TrimSpace(c.options + " " + v + " (RES_OPTIONS)")
+				c.from += " and RES_OPTIONS"
+			}
+		}
+	}
+	return c
+}
+
+// parseResolvConf reads hostfacts.ResolvConf's form ("nameserver X;
+// options timeout:1 ...").
+func parseResolvConf(text string) *resolvConf {
+	c := &resolvConf{timeout: 5, attempts: 2}
+	for _, line := range strings.Split(text, "; ") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "nameserver":
+			c.nameservers = append(c.nameservers, f[1])
+		case "options":
+			c.applyOptions(f[1:])
+			c.options = strings.TrimSpace(c.options + " " + strings.Join(f[1:], " "))
+		}
+	}
+	return c
+}
+
+func (c *resolvConf) applyOptions(opts []string) {
+	for _, o := range opts {
+		k, v, _ := strings.Cut(o, ":")
+		n, err := strconv.Atoi(v)
+		switch {
+		case k == "timeout" && err == nil:
+			c.timeout = min(max(n, 1), 30) // glibc's RES_MAXRETRANS
+		case k == "attempts" && err == nil:
+			c.attempts = min(max(n, 1), 5) // glibc's RES_MAXRETRY
+		}
+	}
+}
+
+func (r *resolver) Findings(env *Env) []Finding {
+	threadNS, _ := env.threadTime()
+	names := make([]string, 0, len(r.servers))
+	for s, g := range r.servers {
+		if g.timeouts > 0 {
+			names = append(names, s)
+		}
+	}
+	sort.Strings(names)
+	var out []Finding
+	for _, server := range names {
+		g := r.servers[server]
+		sev := Info
+		if g.waited >= dnsWarnNS {
+			sev = Warning
+		}
+		share := 0.0
+		for pid, w := range g.byPID {
+			if t := threadNS[pid]; t > 0 {
+				share = max(share, float64(w)/float64(t))
+			}
+		}
+		var procs []string
+		for pid, comm := range g.procs {
+			procs = append(procs, env.ProcName(pid, comm))
+		}
+		sort.Strings(procs)
+		who := strings.Join(procs, ", ")
+		if len(procs) > 1 {
+			who = fmt.Sprintf("%d processes (%s)", len(procs), who)
+		}
+		proto := "UDP"
+		if g.tcp {
+			proto = "TCP"
+		}
+		med := medianU(g.waits)
+		count := strconv.FormatUint(g.timeouts, 10)
+		if env.Host.Live && env.Host.slowBar() > dnsWaitMin {
+			count = "at least " + count
+		}
+		lost := units.Duration(g.waited)
+		lostIs := "exact: the sum of the waits that timed out"
+		if g.approx > 0 {
+			lost = "about " + lost
+			lostIs = fmt.Sprintf("the sum of the waits that timed out, %d of them known only to a kernel tick", g.approx)
+		}
+		waitCalls, sends := byValue(g.waitCalls), byValue(g.sends)
+		queried := "sent its queries"
+		if len(sends) > 0 {
+			queried = "sent its queries (" + strings.Join(sends, ", ") + ")"
+		}
+		ev := map[string]any{"server": server, "protocol": proto, "processes": procs,
+			"timed_out_waits": g.timeouts, "waited_ns": g.waited, "waited_ns_is": lostIs,
+			"median_wait_ns": med, "wait_calls": waitCalls, "query_calls": sends,
+			"answered_waits_seen": g.answered, "refused_seen": g.refused, "share_of_thread_time": share}
+		if len(g.timeoutArgs) > 0 {
+			args := map[string]uint64{}
+			for ms, n := range g.timeoutArgs {
+				args[strconv.FormatInt(ms, 10)] = n
+			}
+			ev["poll_timeout_ms"] = args
+		}
+		if g.example != nil {
+			ev["example"] = g.example
+		}
+		settings, conf := r.settings(env, g)
+		if conf != nil {
+			ev["resolv_conf"] = map[string]any{"from": conf.from, "nameservers": conf.nameservers, "options": conf.options,
+				"timeout_s": conf.timeout, "attempts": conf.attempts}
+			ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
+		}
+		ev["port"] = dnsPort
+		answered := ""
+		if g.answered > 0 {
+			answered = fmt.Sprintf(" %d other waits seen on this server were answered.", g.answered)
+		}
+		f := Finding{
+			ID:       DNSTimeout,
+			Key:      keyOf(server),
+			Procs:    env.refs(pidsOf(g.procs)...),
+			Syscalls: append(sends, waitCalls...),
+			Severity: sev,
+			Title: fmt.Sprintf("%s DNS queries to name server %s went unanswered, each waiting out the resolver's timeout (%s lost)",
+				count, server, lost),
+			Summary: fmt.Sprintf("%s %s over %s to the name server %s (port 53) and waited for the answer (%s); "+
+				"%s of those waits ended because the resolver's timeout passed with nothing to read, median %s, %s in all (%s). "+
+				"Each such wait is one query round (an A query, or A and AAAA sent together) that got no answer: the lookup then tries "+
+				"the next attempt or server, or fails.%s%s",
+				who, queried, proto, server, strings.Join(waitCalls, ", "), count, units.Duration(med), lost, lostIs, answered, settings),
+			Evidence: ev,
+			Fix: "Make the name server reachable, or list one that answers first in resolv.conf (check that a firewall does not drop UDP " +
+				"port 53 to it). Meanwhile bound the cost (glibc waits 5 s a round and makes 2 rounds where resolv.conf does not say): `options timeout:1 attempts:1` (and `rotate` across several servers) in " +
+				"resolv.conf or RES_OPTIONS; run a local cache (systemd-resolved, nscd, dnsmasq, or NodeLocal DNSCache in Kubernetes) " +
+				"so a lookup rarely leaves the host; and with `ndots:5` (Kubernetes' default) use fully qualified names (a trailing dot) " +
+				"so one lookup is not several.",
+			Score: float64(g.waited),
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// settings says what resolv.conf set the wait to: the process's own file,
+// read live, or from a capture the recorder's, when it lists the server
+// the process queried (a process in a container reads another file).
+func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
+	var conf *resolvConf
+	for _, pid := range pidsOf(g.procs) {
+		if c := r.conf[pid]; c != nil {
+			conf = c
+			break
+		}
+	}
+	if conf == nil {
+		if text := env.Host.Meta[hostfacts.MetaResolvConf]; text != "" && !env.Host.Live {
+			c := parseResolvConf(text)
+			for _, ns := range c.nameservers {
+				if ns == g.server {
+					c.from = "the capture's copy of the recorder's /etc/resolv.conf"
+					conf = c
+				}
+			}
+		}
+	}
+	if conf == nil {
+		where := "could not be read"
+		if !env.Host.Live {
+			where = "are not in the capture (it holds the recorder's /etc/resolv.conf, which does not list this server: " +
+				"the process read its own, in its container or mount namespace)"
+		}
+		return " The resolver's settings " + where + " (resolv.conf's `options timeout:` sets each wait and `attempts:` " +
+			"how many rounds; glibc's defaults apply where they are not set).", nil
+	}
+	opts := conf.options
+	if opts == "" {
+		opts = "none"
+	}
+	rounds := uint64(conf.attempts * max(len(conf.nameservers), 1))
+	return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s, so each wait is %d s and a lookup "+
+		"that gets no answer waits %d rounds (attempts × servers) before it fails: at most %d lookups failed outright.",
+		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds), conf
+}
+
+// forget lets go of ended processes and threads (Doctor.forget): their
+// sockets are closed; what their waits cost stays in the servers' groups.
+func (r *resolver) forget(pids, tids map[uint32]bool) {
+	for k := range r.socks {
+		if pids[k.pid] {
+			delete(r.socks, k)
+		}
+	}
+	for k := range r.stream {
+		if pids[k.pid] {
+			delete(r.stream, k)
+		}
+	}
+	for tid := range tids {
+		delete(r.threads, tid)
+	}
+}

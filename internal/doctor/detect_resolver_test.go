@@ -1,0 +1,330 @@
+package doctor
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+	hostfacts "github.com/sysray/sysray/internal/host"
+)
+
+const (
+	dnsNrPoll     = 7
+	dnsNrClose    = 3
+	dnsNrSocket   = 41
+	dnsNrConnect  = 42
+	dnsNrSendto   = 44
+	dnsNrRecvfrom = 45
+	dnsNrBind     = 49
+	dnsNrSendmmsg = 307
+)
+
+func sockaddr4(ip [4]byte, port uint16) []byte {
+	return []byte{2, 0, byte(port >> 8), byte(port), ip[0], ip[1], ip[2], ip[3], 0, 0, 0, 0, 0, 0, 0, 0}
+}
+
+var nameServer = [4]byte{10, 0, 0, 53}
+
+// dnsRun is one thread's calls, each ending 5 µs before the next begins.
+type dnsRun struct {
+	evs []event.Event
+	t   uint64
+	tid uint32
+}
+
+func (r *dnsRun) add(e event.Event) *event.Event {
+	e.Time = r.t
+	r.evs = append(r.evs, e)
+	r.t += e.Syscall.Latency + 5000
+	return &r.evs[len(r.evs)-1]
+}
+
+// lookup is glibc's: a UDP socket on fd 4 connected to the server, a poll
+// for POLLOUT, the A and AAAA queries in one sendmmsg, a poll for the
+// answer that returns ret after wait, a read of the answer when there is
+// one, the close. seen says which of the fast calls crossed over.
+func (r *dnsRun) lookup(wait uint64, ret int64, readRet int64, seen bool) {
+	if seen {
+		r.add(sys(r.tid, 0, dnsNrSocket, 4, 3000, 2, 0x80802, 0))
+		c := r.add(sys(r.tid, 0, dnsNrConnect, 0, 4000, 4, 0x7ffc1000, 16))
+		c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+		r.add(sys(r.tid, 0, dnsNrPoll, 1, 1000, 0x7ffc2000, 1, 0))
+		r.add(sys(r.tid, 0, dnsNrSendmmsg, 2, 9000, 4, 0x7ffc3000, 2, 0x4000))
+	}
+	r.add(sys(r.tid, 0, dnsNrPoll, ret, wait, 0x7ffc2000, 1, 1000))
+	if ret > 0 {
+		r.add(sys(r.tid, 0, dnsNrRecvfrom, readRet, 3000, 4, 0x7ffc4000, 2048, 0, 0x7ffc5000, 0x7ffc6000))
+	}
+	if seen {
+		r.add(sys(r.tid, 0, dnsNrClose, 0, 1000, 4))
+	}
+}
+
+func TestDNSTimeout(t *testing.T) {
+	const second = 1_000_000_000
+	always := func(int) bool { return true }
+	tests := []struct {
+		name     string
+		lookups  int
+		wait     uint64
+		ret      int64 // the answer poll's
+		readRet  int64
+		seen     func(i int) bool
+		before   func(r *dnsRun) // calls before the lookups
+		waits    uint64          // timed-out waits the finding counts; 0: no finding
+		severity Severity
+	}{
+		{name: "black hole", lookups: 5, wait: second, seen: always, waits: 5, severity: Warning},
+		// Live, a lookup's connect and send cross over only as a sample:
+		// the waits before the first one seen count once it is.
+		{name: "sampled", lookups: 5, wait: second, seen: func(i int) bool { return i == 3 }, waits: 5, severity: Warning},
+		// musl's wait is the timeout over the attempts: 5 × 150 ms is
+		// under one whole glibc timeout.
+		{name: "short waits", lookups: 5, wait: 150 * ms, seen: always, waits: 5, severity: Info},
+		{name: "answered", lookups: 50, wait: 2 * ms, ret: 1, readRet: 45, seen: always},
+		{name: "slow but answered", lookups: 5, wait: 300 * ms, ret: 1, readRet: 45, seen: always},
+		{name: "nxdomain storm", lookups: 500, wait: 100_000, ret: 1, readRet: 37, seen: always},
+		{name: "refused", lookups: 50, wait: 50_000, ret: 1, readRet: -111, seen: always},
+		// A poll that timed out sooner than any resolver's wait.
+		{name: "under the bar", lookups: 5, wait: 50 * ms, seen: always},
+		// No socket call of the thread ever seen: nothing names a server.
+		{name: "never seen", lookups: 5, wait: second, seen: func(int) bool { return false }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &dnsRun{t: 1e9, tid: 7}
+			for i := 0; i < tc.lookups; i++ {
+				r.lookup(tc.wait, tc.ret, tc.readRet, tc.seen(i))
+			}
+			f := byID(findings(r.evs), DNSTimeout)
+			if tc.waits == 0 {
+				if f != nil {
+					t.Fatalf("finding on %s: %s", tc.name, f.Title)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatal("no dns-timeout")
+			}
+			if f.Severity != tc.severity {
+				t.Errorf("severity %s, want %s", f.Severity, tc.severity)
+			}
+			if n := f.Evidence["timed_out_waits"]; n != tc.waits {
+				t.Errorf("timed_out_waits %v, want %d", n, tc.waits)
+			}
+			if w := f.Evidence["waited_ns"]; w != tc.waits*tc.wait {
+				t.Errorf("waited_ns %v, want %d", w, tc.waits*tc.wait)
+			}
+			if f.Evidence["server"] != "10.0.0.53" || f.Key != "dns-timeout:10.0.0.53" {
+				t.Errorf("server %v key %q, want 10.0.0.53", f.Evidence["server"], f.Key)
+			}
+			if !strings.Contains(f.Title, "10.0.0.53") || !strings.Contains(f.Summary, "sendmmsg") {
+				t.Errorf("title %q / summary %q lack the server or the query call", f.Title, f.Summary)
+			}
+		})
+	}
+}
+
+// A heartbeat listener: one answered lookup, then a UDP socket bound to
+// another port, polled with a 1 s timeout that nothing ends.
+func TestDNSTimeoutHeartbeat(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 7}
+	r.lookup(2*ms, 1, 45, true)
+	r.add(sys(7, 0, dnsNrSocket, 4, 3000, 2, 2, 0))
+	b := r.add(sys(7, 0, dnsNrBind, 0, 3000, 4, 0x7ffc1000, 16))
+	b.Syscall.Data[1] = sockaddr4([4]byte{127, 0, 0, 1}, 7777)
+	for range 5 {
+		r.add(sys(7, 0, dnsNrPoll, 0, 1_000_000_000, 0x7ffc2000, 1, 1000))
+	}
+	if f := byID(findings(r.evs), DNSTimeout); f != nil {
+		t.Fatalf("a heartbeat's timeouts taken for the resolver's: %s", f.Title)
+	}
+}
+
+// A thread that looked a name up and then connected elsewhere: its later
+// timed-out polls are not the resolver's.
+func TestDNSTimeoutThenElsewhere(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 7}
+	r.lookup(1_000_000_000, 0, 0, true)
+	c := r.add(sys(7, 0, dnsNrConnect, 0, 4000, 5, 0x7ffc1000, 16))
+	c.Syscall.Data[1] = sockaddr4([4]byte{10, 0, 0, 80}, 8080)
+	for range 5 {
+		r.add(sys(7, 0, dnsNrPoll, 0, 1_000_000_000, 0x7ffc2000, 1, 1000))
+	}
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil || f.Evidence["timed_out_waits"] != uint64(1) {
+		t.Fatalf("want the lookup's one timed-out wait only; got %+v", f)
+	}
+}
+
+// musl's resolver sends on an unconnected socket, sendto naming the server.
+func TestDNSTimeoutSendto(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 9}
+	for range 3 {
+		s := r.add(sys(9, 0, dnsNrSendto, 37, 9000, 3, 0x7ffc3000, 37, 0, 0x7ffc1000, 16))
+		s.Syscall.Data[4] = sockaddr4(nameServer, 53)
+		r.add(sys(9, 0, dnsNrPoll, 0, 2_500_000_000, 0x7ffc2000, 2, 2500))
+	}
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil || f.Evidence["timed_out_waits"] != uint64(3) || f.Severity != Warning {
+		t.Fatalf("want 3 timed-out waits, a warning; got %+v", f)
+	}
+	if !strings.Contains(f.Summary, "sendto") {
+		t.Errorf("summary lacks the query call: %s", f.Summary)
+	}
+}
+
+// From a capture, the recorder's resolv.conf counts only when it lists the
+// server the process queried.
+func TestDNSTimeoutCaptureResolvConf(t *testing.T) {
+	for _, tc := range []struct {
+		conf string
+		want string
+	}{
+		{"nameserver 10.0.0.53; options timeout:1 attempts:3", "timeout:1 attempts:3"},
+		{"nameserver 192.0.2.1; options timeout:1 attempts:3", "are not in the capture"},
+	} {
+		r := &dnsRun{t: 1e9, tid: 7}
+		for range 6 {
+			r.lookup(1_000_000_000, 0, 0, true)
+		}
+		h := host
+		h.Meta = map[string]string{"resolv.conf": tc.conf}
+		d := New(h, nil)
+		for i := range r.evs {
+			d.Observe(&r.evs[i])
+		}
+		f := byID(d.Report().Findings, DNSTimeout)
+		if f == nil || !strings.Contains(f.Summary, tc.want) {
+			t.Errorf("with %q: want %q in the summary; got %+v", tc.conf, tc.want, f)
+		}
+		if f != nil && strings.Contains(tc.want, "attempts:3") && f.Evidence["lookups_failed_at_most"] != uint64(2) {
+			t.Errorf("lookups_failed_at_most %v, want 6 waits over 3 attempts: 2", f.Evidence["lookups_failed_at_most"])
+		}
+	}
+}
+
+// An idle loop's timed-out polls before any socket call is seen, then a
+// lookup: answered, they are dropped; unanswered, only the polls alike the
+// resolver's (one descriptor, its timeout) count with it.
+func TestDNSTimeoutPendingNeedsALikeWait(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		nfds   uint64
+		tmo    uint64
+		answer bool
+		want   uint64 // timed-out waits; 0: no finding
+	}{
+		{"answered lookup", 1, 1000, true, 0},
+		{"other timeout", 1, 5000, false, 1},
+		{"other descriptors", 2, 1000, false, 1},
+		{"alike", 1, 1000, false, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &dnsRun{t: 1e9, tid: 7}
+			for range 3 {
+				r.add(sys(7, 0, dnsNrPoll, 0, tc.tmo*ms, 0x7ffc2000, tc.nfds, tc.tmo))
+			}
+			if tc.answer {
+				r.lookup(2*ms, 1, 45, true)
+			} else {
+				r.lookup(1_000_000_000, 0, 0, true)
+			}
+			f := byID(findings(r.evs), DNSTimeout)
+			if tc.want == 0 {
+				if f != nil {
+					t.Fatalf("idle polls taken for the resolver's: %s", f.Title)
+				}
+				return
+			}
+			if f == nil || f.Evidence["timed_out_waits"] != tc.want {
+				t.Fatalf("want %d timed-out waits; got %+v", tc.want, f)
+			}
+		})
+	}
+}
+
+// Live, waits held before any socket call was seen count when the thread
+// then queries a name server, if they asked poll for the wait the
+// process's resolv.conf sets; others stay held. The process here is the
+// test's own, whose resolv.conf is the host's.
+func TestDNSTimeoutPendingByResolvConf(t *testing.T) {
+	conf := parseResolvConf(hostfacts.ResolvConf("/etc/resolv.conf"))
+	if len(conf.nameservers) == 0 {
+		t.Skip("no /etc/resolv.conf to read")
+	}
+	pid := uint32(os.Getpid())
+	want := uint64(conf.timeout * 1000)
+	var evs []event.Event
+	at := uint64(1e9)
+	for _, tmo := range []uint64{want, want, want + 1} {
+		e := sys(pid, at, dnsNrPoll, 0, tmo*ms, 0x7ffc2000, 1, tmo)
+		evs = append(evs, e)
+		at += tmo*ms + 5000
+	}
+	c := sys(pid, at, dnsNrConnect, 0, 4000, 4, 0x7ffc1000, 16)
+	c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+	evs = append(evs, c)
+	h := host
+	h.Live = true
+	d := New(h, nil)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	f := byID(d.Report().Findings, DNSTimeout)
+	if f == nil || f.Evidence["timed_out_waits"] != uint64(2) {
+		t.Fatalf("want the 2 polls for %d ms counted, not the one for %d; got %+v", want, want+1, f)
+	}
+}
+
+// A daemon that looks a name up (answered) and then idles in poll on a
+// pipe with a timeout: no socket call in between, and no query before its
+// waits. They are not the resolver's.
+func TestDNSTimeoutIdleLoopAfterLookup(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 7}
+	r.lookup(2*ms, 1, 45, true)
+	for range 5 {
+		r.add(sys(7, 0, dnsNrPoll, 0, 2_000_000_000, 0x7ffc2000, 1, 2000))
+	}
+	if f := byID(findings(r.evs), DNSTimeout); f != nil {
+		t.Fatalf("an idle loop's timeouts taken for the resolver's: %s", f.Title)
+	}
+	// Its timed-out lookups still count, and only they.
+	r = &dnsRun{t: 1e9, tid: 7}
+	for range 2 {
+		r.lookup(1_000_000_000, 0, 0, true)
+		for range 3 {
+			r.add(sys(7, 0, dnsNrPoll, 0, 2_000_000_000, 0x7ffc2000, 1, 2000))
+		}
+	}
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil || f.Evidence["timed_out_waits"] != uint64(2) {
+		t.Fatalf("want the 2 lookups' waits only; got %+v", f)
+	}
+}
+
+// Live, after an answered lookup, a poll with resolv.conf's very timeout
+// and no query seen before it is not taken for the resolver's.
+func TestDNSTimeoutConfWaitNotAfterAnAnswer(t *testing.T) {
+	conf := parseResolvConf(hostfacts.ResolvConf("/etc/resolv.conf"))
+	if len(conf.nameservers) == 0 {
+		t.Skip("no /etc/resolv.conf to read")
+	}
+	pid := uint32(os.Getpid())
+	tmo := uint64(conf.timeout * 1000)
+	r := &dnsRun{t: 1e9, tid: pid}
+	r.lookup(2*ms, 1, 45, true)
+	for range 3 {
+		r.add(sys(pid, 0, dnsNrPoll, 0, tmo*ms, 0x7ffc2000, 1, tmo))
+	}
+	h := host
+	h.Live = true
+	d := New(h, nil)
+	for i := range r.evs {
+		d.Observe(&r.evs[i])
+	}
+	if f := byID(d.Report().Findings, DNSTimeout); f != nil {
+		t.Fatalf("an idle poll after an answer taken for the resolver's: %s", f.Title)
+	}
+}

@@ -1,0 +1,53 @@
+package variants
+
+import (
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+var resolverVariants = []Variant{
+	// dns-timeout: lookups whose name server never answers, each waiting
+	// out the resolver's timeout in poll. The program makes its own
+	// network and mount namespaces (the server is a socket of its own on
+	// 127.0.0.153:53, its resolv.conf a bind mount there). These change
+	// what the mechanism does not care about: the call that looks the
+	// name up, the queries per wait, processes, how sysray is pointed at
+	// it, a container; and the cousins that must stay silent.
+	{Name: "dns-timeout/getaddrinfo", Differs: "one process, 4 getaddrinfo(AF_INET) lookups, timeout:1 attempts:1: one A query and one 1 s wait each",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "4"}, Expect: dnsWarns("127.0.0.153", "4 DNS queries", "timeout:1")},
+	{Name: "dns-timeout/gethostbyname-attempts", Differs: "gethostbyname, attempts:2: two waits a lookup, each query sent with send",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "2", "-c", "gethostbyname", "-a", "2"}, Expect: dnsWarns("127.0.0.153", "4 DNS queries", "attempts:2")},
+	{Name: "dns-timeout/unspec-single-request", Differs: "getaddrinfo(AF_UNSPEC) with single-request: the A query first, alone; unanswered, the lookup fails without the AAAA one",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "3", "-c", "unspec", "-o", "single-request"}, Expect: dnsWarns("127.0.0.153", "3 DNS queries", "single-request")},
+	{Name: "dns-timeout/unspec-4-procs", Differs: "4 processes, getaddrinfo(AF_UNSPEC): A and AAAA sent together with sendmmsg, one wait",
+		Mode: Cmd, Argv: []string{"resolver", "-p", "4", "-n", "2", "-c", "unspec"}, Expect: dnsWarns("4 processes", "8 DNS queries", "sendmmsg")},
+	{Name: "dns-timeout/container", Differs: "in a cgroup of its own (cgrun, as a container runtime), 3 lookups",
+		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "resolver", "-n", "3"}, Expect: dnsWarns("127.0.0.153", "3 DNS queries")},
+	{Name: "dns-timeout/pid", Differs: "the service looking names up before sysray starts, one a second; -p for 3 s",
+		Mode: PID, Argv: []string{"resolver", "-n", "0", "-d", "8"},
+		Lead: time.Second, For: 3 * time.Second, Expect: dnsWarns("127.0.0.153", "DNS queries")},
+	{Name: "dns-timeout/host", Differs: "2 processes looking names up before sysray starts; the whole host for 3 s",
+		Mode: Host, Argv: []string{"resolver", "-p", "2", "-n", "0", "-d", "8"},
+		Lead: time.Second, For: 3 * time.Second, Expect: dnsWarns("127.0.0.153", "2 processes")},
+	{Name: "dns-timeout/answered", Differs: "benign: a responder that answers at once, 200 lookups",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "200", "-m", "answer"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/slow-answer", Differs: "benign: a responder that answers after 300 ms (a slow server, not a silent one)",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "5", "-m", "answer", "-s", "300"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/nxdomain", Differs: "benign: every name answered \"no such name\" at once, 200 lookups (an NXDOMAIN storm)",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "200", "-m", "nxdomain", "-c", "unspec"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/refused", Differs: "benign here: nothing listens on port 53, the lookups fail at once with ECONNREFUSED",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "50", "-m", "refused"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/heartbeat", Differs: "benign: one answered lookup, then polls with a 1 s timeout on a UDP socket bound to port 7777 that nothing sends to",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "3", "-m", "listen"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/idle-after-lookup", Differs: "benign: one answered lookup, then polls on a pipe with a 1 s timeout, resolv.conf's own wait (an idle event loop)",
+		Mode: Cmd, Argv: []string{"resolver", "-n", "3", "-m", "idle"}, Expect: dnsSilent()},
+}
+
+func dnsWarns(words ...string) Expect {
+	return Expect{IDs: []doctor.ID{doctor.DNSTimeout}, Severity: doctor.Warning, Words: words}
+}
+
+func dnsSilent() Expect {
+	return Expect{IDs: []doctor.ID{doctor.DNSTimeout}, Silent: true}
+}
