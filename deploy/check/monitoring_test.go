@@ -67,7 +67,7 @@ func TestPrometheusRules(t *testing.T) {
 			if r.Alert == "" {
 				continue
 			}
-			if !regexp.MustCompile(`alertname: `+r.Alert+`\n\s+exp_alerts:\n\s+- exp_labels`).Match(all) {
+			if !regexp.MustCompile(`alertname: ` + r.Alert + `\n\s+exp_alerts:\n\s+- exp_labels`).Match(all) {
 				t.Errorf("alert %s: no test expects it to fire", r.Alert)
 			}
 			for _, a := range []string{"summary", "description", "runbook_url"} {
