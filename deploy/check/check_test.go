@@ -290,8 +290,8 @@ func wiring(t *testing.T, objs Objects, socks map[string]string) {
 				dropped = dropped || strings.EqualFold(r.Action, "labeldrop") && r.Regex == "(namespace|pod|container)"
 			}
 		}
-		if !dropped || sm.Spec.Endpoints[0].HonorLabels {
-			t.Errorf("ServiceMonitor relabelings %+v: want the target's namespace, pod and container labels dropped (and honorLabels off: it would give host series the agent's pod)", sm.Spec.Endpoints[0].RelabelConfigs)
+		if !dropped {
+			t.Errorf("ServiceMonitor relabelings %+v: want the target's namespace, pod and container labels dropped", sm.Spec.Endpoints[0].RelabelConfigs)
 		}
 	}
 }
