@@ -105,6 +105,9 @@ func TestChartMonitoring(t *testing.T) {
 	if objs := render(t); len(objs.PrometheusRules) != 0 || len(objs.ConfigMaps) != 0 {
 		t.Errorf("by default %d PrometheusRules and %d ConfigMaps: clusters without the CRD would refuse the release", len(objs.PrometheusRules), len(objs.ConfigMaps))
 	}
+	if out, err := helm(t, "lint", "--strict", chart, "--set", "prometheusRule.enabled=true,grafanaDashboard.enabled=true"); err != nil {
+		t.Errorf("helm lint --strict with the rules and the dashboard: %v\n%s", err, out)
+	}
 	objs := render(t, "prometheusRule.enabled=true", "prometheusRule.labels.release=prometheus",
 		"grafanaDashboard.enabled=true", "grafanaDashboard.annotations.grafana_folder=sysray", "grafanaDashboard.namespace=monitoring")
 	wiring(t, objs, agentSockets(t))
