@@ -27,7 +27,7 @@ want 'command -v curl' curl                         # tests/agentweb_test.go: th
 want 'command -v ip' iproute2                       # network namespaces and veth pairs
 want 'command -v nft' nftables                      # network scenarios' drop rules
 want 'command -v chromium' chromium                 # tests/report_test.go renders reports
-want 'command -v prometheus' prometheus             # tests/agent_test.go: a real Prometheus scrapes the agent
+want 'command -v prometheus' prometheus             # tests/agent_test.go: a real Prometheus scrapes the agent; its promtool checks deploy/prometheus
 want 'command -v containerd && command -v ctr' containerd # tests/containers, the agent's container tests
 want 'command -v runc' runc
 want 'dpkg -s busybox-static' busybox-static        # the test image's rootfs (tests/containers/setup.sh)

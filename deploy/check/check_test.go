@@ -281,6 +281,18 @@ func wiring(t *testing.T, objs Objects, socks map[string]string) {
 		if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" {
 			t.Errorf("ServiceMonitor endpoints %+v: want /metrics on port metrics", sm.Spec.Endpoints)
 		}
+		// The operator's target labels namespace, pod and container are
+		// the agent's own; kept, they would turn the series' labels of
+		// those names into exported_* and every query would miss.
+		dropped := false
+		for _, ep := range sm.Spec.Endpoints {
+			for _, r := range ep.RelabelConfigs {
+				dropped = dropped || strings.EqualFold(r.Action, "labeldrop") && r.Regex == "(namespace|pod|container)"
+			}
+		}
+		if !dropped {
+			t.Errorf("ServiceMonitor relabelings %+v: want the target's namespace, pod and container labels dropped", sm.Spec.Endpoints[0].RelabelConfigs)
+		}
 	}
 }
 

@@ -26,6 +26,8 @@ var kinds = map[metav1.TypeMeta]func() any{
 	{APIVersion: "apps/v1", Kind: "DaemonSet"}:                       func() any { return new(appsv1.DaemonSet) },
 	{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}:      func() any { return new(networkingv1.NetworkPolicy) },
 	{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}: func() any { return new(monitoringv1.ServiceMonitor) },
+	{APIVersion: "monitoring.coreos.com/v1", Kind: "PrometheusRule"}: func() any { return new(monitoringv1.PrometheusRule) },
+	{APIVersion: "v1", Kind: "ConfigMap"}:                            func() any { return new(corev1.ConfigMap) },
 }
 
 // Objects are the documents of one or more YAML streams, decoded.
@@ -35,6 +37,8 @@ type Objects struct {
 	DaemonSets      []*appsv1.DaemonSet
 	ServiceMonitors []*monitoringv1.ServiceMonitor
 	NetworkPolicies []*networkingv1.NetworkPolicy
+	PrometheusRules []*monitoringv1.PrometheusRule
+	ConfigMaps      []*corev1.ConfigMap
 }
 
 // Decode reads every document of a YAML stream (as kubectl and helm write
@@ -81,6 +85,10 @@ func Decode(name string, b []byte, into *Objects) error {
 			into.ServiceMonitors = append(into.ServiceMonitors, o)
 		case *networkingv1.NetworkPolicy:
 			into.NetworkPolicies = append(into.NetworkPolicies, o)
+		case *monitoringv1.PrometheusRule:
+			into.PrometheusRules = append(into.PrometheusRules, o)
+		case *corev1.ConfigMap:
+			into.ConfigMaps = append(into.ConfigMaps, o)
 		}
 	}
 }
