@@ -79,6 +79,7 @@ func (x *errs) near(*Env) *Near { return x.closest }
 func (x *errs) Findings(env *Env) []Finding {
 	var out []Finding
 	x.closest = nil
+	var closestKey [2]uint32 // ties go to the lower syscall, then errno: the same report every run
 	for k, c := range x.fails {
 		var n, calls uint64
 		var pids []uint32
@@ -92,7 +93,10 @@ func (x *errs) Findings(env *Env) []Finding {
 			pids = append(pids, pid)
 		}
 		if n < errStorm {
-			if cl := float64(n) / errStorm; n > 0 && (x.closest == nil || cl > x.closest.Closeness) {
+			cl := float64(n) / errStorm
+			if n > 0 && (x.closest == nil || cl > x.closest.Closeness ||
+				cl == x.closest.Closeness && (k[0] < closestKey[0] || k[0] == closestKey[0] && k[1] < closestKey[1])) {
+				closestKey = k
 				x.closest = &Near{ID: ErrorStorm, Closeness: cl,
 					Subject: fmt.Sprintf("%s failing with %s in %d process(es)", event.SyscallName(x.arch, k[0]),
 						event.ErrnoName(int(k[1])), len(pids)),
