@@ -59,12 +59,13 @@ struct ftx_val {
 	__u64 wait_ns;  /* asleep (not preempted) in these waits */
 	__u64 max_ns;   /* the longest of them */
 	__u64 wakes;    /* calls that wake: FUTEX_WAKE(_BITSET), FUTEX_WAKE_OP, FUTEX_UNLOCK_PI, requeues, futex_wake */
-	__u64 woke;     /* threads they woke (their results; for requeues, woken and moved) */
+	__u64 woke;     /* threads they woke (their results; for requeues, woken and moved; a FUTEX_UNLOCK_PI that succeeded, one) */
 	__u64 woke_one; /* wake calls that woke exactly one thread */
 	__s32 wait_stack; /* user stack of the first wait that slept; -1 none */
 	__s32 wake_stack; /* user stack of the first wake that woke someone; -1 none */
 	__u32 waker_tid;  /* the last thread that woke a wait of this cell */
 	__u32 pad;
+	__u64 cgroup;     /* the thread's cgroup when the cell was made */
 };
 
 /*
@@ -134,6 +135,7 @@ static __noinline void futex_exit(void *ctx, struct task_state *st, struct pt_re
 		struct ftx_val z = futex_zero;
 		z.wait_stack = -1;
 		z.wake_stack = -1;
+		z.cgroup = bpf_get_current_cgroup_id();
 		bpf_map_update_elem(&futexes, &k, &z, BPF_NOEXIST);
 		v = bpf_map_lookup_elem(&futexes, &k);
 		if (!v)
@@ -141,6 +143,13 @@ static __noinline void futex_exit(void *ctx, struct task_state *st, struct pt_re
 	}
 	if (dir == 2) {
 		v->wakes++;
+		/*
+		 * FUTEX_UNLOCK_PI returns 0, not a count: glibc calls it only
+		 * when the word says a thread waits, and the kernel hands the
+		 * lock to that one.
+		 */
+		if (nr == cfg_nr_futex && (op & FUTEX_CMD_MASK) == FUTEX_UNLOCK_PI && ret == 0)
+			ret = 1;
 		if (ret > 0) {
 			v->woke += ret;
 			if (ret == 1)

@@ -41,7 +41,7 @@ func (p *Probe) readFutexes(r *futexReader, at uint64, emit func(event.Event)) {
 			old.WaitStack, old.WakeStack = -1, -1
 		}
 		r.last[k] = v
-		e := event.Event{Kind: event.KindFutex, Time: at, PID: k.Pid, TID: k.Tid}
+		e := event.Event{Kind: event.KindFutex, Time: at, PID: k.Pid, TID: k.Tid, Cgroup: v.Cgroup}
 		e.Futex = event.Futex{
 			Addr:     k.Uaddr,
 			Waits:    v.Waits - old.Waits,

@@ -153,6 +153,7 @@ type sysrayFtxVal struct {
 	WakeStack int32
 	WakerTid  uint32
 	Pad       uint32
+	Cgroup    uint64
 }
 
 type sysrayHdr struct {

@@ -79,7 +79,7 @@ static long futex(_Atomic int *addr, int op, int val)
 }
 
 // Drepper's "Futexes are tricky" mutex 3, spinning first.
-static void spin_lock(void)
+__attribute__((noinline)) static void spin_lock(void)
 {
 	int c = 0;
 	if (atomic_compare_exchange_strong(&spin_word, &c, 1))
@@ -102,7 +102,7 @@ static void spin_lock(void)
 	}
 }
 
-static void spin_unlock(void)
+__attribute__((noinline)) static void spin_unlock(void)
 {
 	if (atomic_exchange(&spin_word, 0) == 2) {
 		long r = futex(&spin_word, FUTEX_WAKE_PRIVATE, 1);
@@ -112,7 +112,7 @@ static void spin_unlock(void)
 	}
 }
 
-static void take(void)
+__attribute__((noinline)) static void take(void)
 {
 	if (!strcmp(kind, "spin")) {
 		spin_lock();
@@ -130,7 +130,7 @@ static void take(void)
 	atomic_fetch_add(&acquisitions, 1);
 }
 
-static void release(void)
+__attribute__((noinline)) static void release(void)
 {
 	if (!strcmp(kind, "spin"))
 		spin_unlock();
@@ -140,7 +140,7 @@ static void release(void)
 		pthread_mutex_unlock(&mtx);
 }
 
-static void *convoy_thread(void *arg)
+__attribute__((noinline)) static void *convoy_thread(void *arg)
 {
 	(void)arg;
 	while (!atomic_load(&stop)) {
