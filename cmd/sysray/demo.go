@@ -55,6 +55,8 @@ var demos = []demo{
 		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []doctor.ID{doctor.HotSyscall}},
 	{"nagle", "A client writes each request's header and body in two writes on a socket without TCP_NODELAY: every reply waits for the server's delayed ACK.",
 		[]string{"nagle", "-n", "40"}, []doctor.ID{doctor.NagleDelayedAck}},
+	{"lockconvoy", "Eight threads take one pthread mutex around 20 µs of work each: they run one at a time, most of their life asleep in futex waiting for the lock.",
+		[]string{"lockconvoy", "-t", "8", "-d", "3"}, []doctor.ID{doctor.LockConvoy}},
 }
 
 func newDemo() *cobra.Command {
