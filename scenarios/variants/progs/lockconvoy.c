@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -250,9 +251,17 @@ int main(int argc, char **argv)
 		return run();
 	for (int i = 0; i < nprocs; i++) {
 		pid_t p = fork();
-		if (p == 0)
+		if (p == 0) {
+			// Killed with the parent, however it ends (the variants kill it).
+			prctl(PR_SET_PDEATHSIG, SIGTERM);
+			if (getppid() == 1)
+				return 0;
 			return run();
+		}
 	}
+	// A signal ends the parent at once; its children then get SIGTERM.
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
 	int st, rc = 0;
 	while (wait(&st) > 0)
 		if (!WIFEXITED(st) || WEXITSTATUS(st))
