@@ -103,3 +103,35 @@ func TestLockConvoyBenign(t *testing.T) {
 		})
 	}
 }
+
+// A capture made with record --stacks keeps the kernel's futex sums, so
+// doctor -r finds the convoy as the live doctor does.
+func TestLockConvoyFromCapture(t *testing.T) {
+	requireBPF(t)
+	bin := scenarioBin(t, "lockconvoy")
+	capture := filepath.Join(t.TempDir(), "c.sysray")
+	if r := run(t, "record", "--stacks", "-w", capture, "--", bin, "-l", "rwlock", "-d", "1.5"); r.code != 0 {
+		t.Fatalf("record exited %d: %s", r.code, r.stderr)
+	}
+	out := filepath.Join(t.TempDir(), "report.json")
+	if r := run(t, "doctor", "-r", capture, "--json", "-o", out); r.code != 0 {
+		t.Fatalf("doctor -r exited %d: %s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.ID == "lock-convoy" && f.Severity == "warning" {
+			if n, _ := f.Evidence["threads_waiting"].(float64); n != 8 {
+				t.Errorf("threads waiting %v, want 8", n)
+			}
+			return
+		}
+	}
+	t.Fatalf("no lock-convoy warning from the capture:\n%s", titles(rep))
+}
