@@ -149,6 +149,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			st->sleep.runq += d;
 		st->sleep.off_ts = 0;
 	}
+	if (cfg_futex && futex_call(st->call.nr))
+		futex_exit(ctx, st, regs, ret); /* counted by address (futex.h) */
 	__u64 now = 0;
 	__u8 flags = 0;
 	if (cfg_stat) {

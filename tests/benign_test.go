@@ -111,6 +111,26 @@ var benignCorpus = []benignWorkload{
 			`./internal/filter ./internal/event`,
 	},
 	{
+		// A Go program at rest, the shape of a server between requests:
+		// 32 goroutines on locked OS threads handed a small job every 2 ms,
+		// the runtime's idle Ms parked in futex on their own notes, and a
+		// pool of 16 C workers parked on a condition variable, one task
+		// every 10 ms. Most of their threads' time is futex, none of it a
+		// lock handed on (lock-convoy must stay silent).
+		name:  "idle-thread-pools",
+		tools: []string{"go", "make", "cc"},
+		script: `cd "$2" && GOCACHE="$3/gocache" GOPROXY=off CGO_ENABLED=0 go build -o "$1/goidle" ./scenarios/goidle && ` +
+			`make -s -C scenarios bin/lockconvoy && "$1/goidle" -threads 32 -every 2ms -d 2s && ` +
+			`scenarios/bin/lockconvoy -m idle -t 16 -i 10 -d 2`,
+	},
+	{
+		// A build with parallel jobs: the C programs of the variants suite
+		// compiled four at a time.
+		name:   "cc-parallel",
+		tools:  []string{"cc", "xargs"},
+		script: `ls "$2"/scenarios/variants/progs/*.c | xargs -P 4 -I{} sh -c 'cc -O2 -pthread -c "$2" -o "$1/$(basename "$2" .c).o"' sh "$1" {} && ls "$1"/*.o | wc -l`,
+	},
+	{
 		// 64 MiB of shared libraries and other files from /usr/lib,
 		// compressed, tested and decompressed by both.
 		name:  "xz-gzip",

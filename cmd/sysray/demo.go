@@ -57,6 +57,8 @@ var demos = []demo{
 		[]string{"nagle", "-n", "40"}, []doctor.ID{doctor.NagleDelayedAck}},
 	{"resolver", "A service's name server never answers: each getaddrinfo waits out the resolver's timeout (options timeout:1 attempts:1) before it fails.",
 		[]string{"resolver", "-n", "4"}, []doctor.ID{doctor.DNSTimeout}},
+	{"lockconvoy", "Eight threads take one pthread mutex around 20 µs of work each: they run one at a time, most of their life asleep in futex waiting for the lock.",
+		[]string{"lockconvoy", "-t", "8", "-d", "3"}, []doctor.ID{doctor.LockConvoy}},
 }
 
 func newDemo() *cobra.Command {

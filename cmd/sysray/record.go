@@ -56,6 +56,10 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 			if !opts.Probe.Stacks && opts.Probe.Poll == 0 {
 				opts.Probe.Poll = recordPoll
 			}
+			// A capture for `doctor -r` keeps the futex sums the live
+			// doctor reads (lock-convoy): the kernel adds every wait's
+			// time asleep, which a quick call's event does not carry.
+			opts.Probe.Futex = opts.Probe.Stacks
 			arch := event.HostArch()
 			snap, err := proc.Snapshot()
 			if err != nil {

@@ -70,6 +70,11 @@ func TestRoundTripKinds(t *testing.T) {
 			Reclaim: event.Reclaim{Duration: 1234567, Pages: 32, Nr: 1, Stack: []event.Frame{{Addr: 0xffffffff81234567, Name: "try_charge_memcg+0x1b0"}, {Addr: 1}}}}},
 		{"reclaim outside", event.Event{Kind: event.KindReclaim, Time: 15, TID: 6,
 			Reclaim: event.Reclaim{Duration: math.MaxUint64, Pages: math.MaxUint64, Nr: -1, Stack: []event.Frame{}}}},
+		{"futex sums", event.Event{Kind: event.KindFutex, Time: 17, PID: 5, TID: 6, Cgroup: 9,
+			Futex: event.Futex{Addr: 0x4c3440, Waits: 10, Slept: 9, Woken: 8, Timeouts: 1, Again: 1, ByProc: 8, WaitNS: math.MaxUint64,
+				MaxNS: 7, Wakes: 11, Woke: 12, WokeOne: 10, WakerTID: math.MaxUint32,
+				WaitStack: []event.Frame{{Addr: 0x401000, Name: "__lll_lock_wait+0x2d (app)"}}, WakeStack: []event.Frame{}}}},
+		{"futex sums, no stacks", event.Event{Kind: event.KindFutex, Time: 17, TID: 6, Futex: event.Futex{Addr: 1, Wakes: 1}}},
 		{"unknown kind", event.Event{Kind: 200, Time: 16, CPU: 1, PID: 2, TID: 3, Comm: "c", Cgroup: 4}},
 		{"zero kind", event.Event{}},
 		{"time backwards", event.Event{Kind: event.KindSyscall, Time: 3, TID: 101, PID: 100}},
@@ -194,6 +199,7 @@ var subStruct = map[event.Kind]string{
 	event.KindExit:           "Proc",
 	event.KindDrop:           "Drop",
 	event.KindReclaim:        "Reclaim",
+	event.KindFutex:          "Futex",
 }
 
 // newerThanV1 names the event fields added after testdata/v1.sysray was

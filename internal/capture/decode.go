@@ -273,6 +273,20 @@ func (d *blockDecoder) next(e *event.Event) error {
 		if y.bad != "" {
 			d.fail("reclaim: " + y.bad)
 		}
+	case event.KindFutex:
+		y := &blockDecoder{buf: d.bytes()}
+		f := &e.Futex
+		f.Addr = y.uvarint()
+		for _, p := range [...]*uint64{&f.Waits, &f.Slept, &f.Woken, &f.Timeouts, &f.Again, &f.ByProc,
+			&f.WaitNS, &f.MaxNS, &f.Wakes, &f.Woke, &f.WokeOne} {
+			*p = y.uvarint()
+		}
+		f.WakerTID = y.u32()
+		f.WaitStack = y.frames()
+		f.WakeStack = y.frames()
+		if y.bad != "" {
+			d.fail("futex: " + y.bad)
+		}
 	default:
 		d.bytes() // a body only a newer reader understands
 	}

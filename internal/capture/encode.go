@@ -265,6 +265,18 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		v = appendFrames(v, r.Stack)
 		b = appendBytes(b, v)
 		s.extField = v
+	case event.KindFutex:
+		// Length-prefixed like reclaim: older readers skip it.
+		f := &e.Futex
+		v := appendUvarint(s.extField[:0], f.Addr)
+		for _, n := range [...]uint64{f.Waits, f.Slept, f.Woken, f.Timeouts, f.Again, f.ByProc,
+			f.WaitNS, f.MaxNS, f.Wakes, f.Woke, f.WokeOne, uint64(f.WakerTID)} {
+			v = appendUvarint(v, n)
+		}
+		v = appendFrames(v, f.WaitStack)
+		v = appendFrames(v, f.WakeStack)
+		b = appendBytes(b, v)
+		s.extField = v
 	default:
 		// Kinds this version does not know have an opaque, length-prefixed
 		// body so that readers can skip them; there is nothing to put in it.
@@ -423,6 +435,8 @@ func sizeBound(e *event.Event) int {
 			n += len(a) + binary.MaxVarintLen64
 		}
 		n += 2*binary.MaxVarintLen64 + 4*binary.MaxVarintLen64*len(e.Proc.Recent)
+	case event.KindFutex:
+		n += 13*binary.MaxVarintLen64 + framesBound(e.Futex.WaitStack) + framesBound(e.Futex.WakeStack)
 	}
 	return n
 }

@@ -152,6 +152,9 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	// where a call that waits by design briefly waited.
 	opts.Probe.LeanStacks = true
 	opts.Probe.WaitCalls = WaitCalls(arch)
+	// Futex waits and wakes summed by address, for lock-convoy: a
+	// contended lock's waits are microseconds, under any slow bar.
+	opts.Probe.Futex = true
 	opts.UserFrames = func() bool { return !sick() }
 	opts.Started = func(p *probe.Probe) error {
 		running.Store(p)

@@ -18,6 +18,7 @@ const (
 	// event: consumers never see one.
 	KindRecent  Kind = 10
 	KindReclaim Kind = 11 // a thread reclaimed memory to charge it to its memory cgroup
+	KindFutex   Kind = 14 // a thread's futex waits and wakes on one address, summed in the kernel
 )
 
 var kindNames = [...]string{
@@ -31,6 +32,7 @@ var kindNames = [...]string{
 	KindExit:           "exit",
 	KindDrop:           "drop",
 	KindReclaim:        "reclaim",
+	KindFutex:          "futex",
 }
 
 func (k Kind) String() string {
@@ -70,6 +72,7 @@ type Event struct {
 	Proc     Proc
 	Drop     Drop
 	Reclaim  Reclaim
+	Futex    Futex
 }
 
 // Syscall is one completed (or unfinished) system call.
@@ -217,6 +220,32 @@ type Reclaim struct {
 	// user mode, or the memory.high penalty on the way back to it).
 	Nr    int32
 	Stack []Frame // kernel stack, with stacks on; nil otherwise
+}
+
+// Futex is what one thread did on one futex word (Addr, in its process's
+// address space) since its last Futex event: the kernel sums the calls
+// (the doctor, record --stacks), which are mostly far too quick to cross
+// over one by one. Event.Time is when the sums were read; the counts are
+// the growth since the thread's previous Futex event for Addr.
+type Futex struct {
+	Addr     uint64
+	Waits    uint64 // calls that wait (FUTEX_WAIT, WAIT_BITSET, LOCK_PI, LOCK_PI2, WAIT_REQUEUE_PI, futex_wait)
+	Slept    uint64 // of them, the ones that went to sleep
+	Woken    uint64 // slept and returned 0: woken, or handed the PI lock
+	Timeouts uint64 // ended by their timeout (ETIMEDOUT)
+	Again    uint64 // found the word changed and did not sleep (EAGAIN)
+	ByProc   uint64 // slept and were last woken by another thread of the same process
+	WaitNS   uint64 // time asleep in them, not counting time preempted
+	MaxNS    uint64 // the longest such sleep of the thread on Addr so far (not only this interval's)
+	Wakes    uint64 // calls that wake (FUTEX_WAKE, WAKE_BITSET, WAKE_OP, UNLOCK_PI, requeues, futex_wake)
+	Woke     uint64 // threads they woke (for requeues, woken and moved)
+	WokeOne  uint64 // wake calls that woke exactly one thread
+	WakerTID uint32 // the thread that last woke one of these waits; 0 if none seen
+	// The user stacks of the thread's first wait that slept and first wake
+	// that woke someone on Addr, each on the first event after it was
+	// taken; nil otherwise.
+	WaitStack []Frame
+	WakeStack []Frame
 }
 
 // Drop reports events the kernel could not hand to user space.

@@ -70,6 +70,13 @@ func (n *namer) name(e *event.Event) {
 		n.user.Snapshot(e.PID) // gone already: the last snapshot stays
 	}
 	switch e.Kind {
+	case event.KindFutex:
+		for _, fs := range [][]event.Frame{e.Futex.WaitStack, e.Futex.WakeStack} {
+			for i := range fs {
+				fs[i].Name = FrameName(n.user.Resolve(e.PID, fs[i].Addr))
+			}
+		}
+		return
 	case event.KindExec:
 		n.stale[e.PID] = true
 		return

@@ -85,7 +85,15 @@ type Config struct {
 	// costs less CPU when little happens and delays events by as much: a
 	// long-lived agent that names no user frames can wait.
 	Poll time.Duration
+	// Futex, with Stacks, sums every futex wait and wake in the kernel by
+	// thread and address (bpf/futex.h) and hands the sums to Run's reader
+	// as futex events every 250 ms: the waits of a contended lock are
+	// microseconds long, under any slow bar.
+	Futex bool
 }
+
+// futexOn: the futex sums need the sleep tracking for the time asleep.
+func (c *Config) futexOn() bool { return c.Futex && c.Stacks }
 
 // DefaultSlow is the threshold Config.Slow stands for when 0.
 const DefaultSlow = 10 * time.Millisecond
@@ -109,6 +117,7 @@ type Probe struct {
 	budget   bool // budgeted timing: threads keep counts pending (Stats)
 	fast     bool // the fast path (bpf/fast.h); in stat its rows keep counts pending too
 	poll     time.Duration
+	futex    bool // Config.Futex: Run reads the futex sums
 
 	linkMu sync.Mutex
 	// duty are the places in links of the programs PauseSyscalls
@@ -223,6 +232,9 @@ func Open(cfg Config) (*Probe, error) {
 		specs.Stacks.MaxEntries = 1 // unused; do not pin memory for it
 		specs.StackIds.MaxEntries = 1
 	}
+	if !cfg.futexOn() {
+		specs.Futexes.MaxEntries = 1 // an LRU map is preallocated
+	}
 	size := cfg.RingSize
 	if size == 0 {
 		// A ring must absorb the reader's pauses at millions of events a
@@ -236,7 +248,7 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 
-	p := &Probe{arch: arch, stacksOn: cfg.Stacks, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll}
+	p := &Probe{arch: arch, stacksOn: cfg.Stacks, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll, futex: cfg.futexOn()}
 	var opts ebpf.CollectionOptions
 	if cfg.SlowOpens {
 		// CO-RE then needs no listing of /sys/kernel/btf for modules
@@ -579,6 +591,12 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	sigreturn, _ := event.SyscallByName(arch, "rt_sigreturn")
 	exit, _ := event.SyscallByName(arch, "exit")
 	exitGroup, _ := event.SyscallByName(arch, "exit_group")
+	futex, _ := event.SyscallByName(arch, "futex")
+	futexWait, _ := event.SyscallByName(arch, "futex_wait")
+	futexWake, _ := event.SyscallByName(arch, "futex_wake")
+	if futexWait == 0 || futexWake == 0 {
+		futexWait, futexWake = 0, 0 // the kernel side then looks at futex(2) only
+	}
 	for _, kv := range []struct {
 		spec *ebpf.VariableSpec
 		v    any
@@ -604,6 +622,10 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrRtSigreturn, sigreturn},
 		{vars.CfgNrExit, exit},
 		{vars.CfgNrExitGroup, exitGroup},
+		{vars.CfgFutex, b(cfg.futexOn())},
+		{vars.CfgNrFutex, futex},
+		{vars.CfgNrFutexWait, futexWait},
+		{vars.CfgNrFutexWake, futexWake},
 		{vars.SysMask, mask},
 		{vars.WaitMask, waits},
 		{vars.CfgDeferNs, deferNS},

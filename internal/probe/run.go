@@ -167,6 +167,14 @@ func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop fun
 			}
 		}
 	}
+	var futexes futexReader
+	readFutexes := func() {
+		at := monoNow()
+		if cut := m.cut.Load(); cut != 0 && cut != cutting && cut < at {
+			at = cut // the last read, after the cut: its sums end there
+		}
+		p.readFutexes(&futexes, at, m.inject)
+	}
 	var ferr error
 loop:
 	for {
@@ -183,9 +191,11 @@ loop:
 			}
 		case <-ticker.C:
 			checkDrops()
+			readFutexes()
 		}
 	}
 	checkDrops()
+	readFutexes()
 	if err := m.flush(); err != nil && ferr == nil {
 		ferr = err
 	}

@@ -129,6 +129,33 @@ type sysrayForkRec struct {
 	ChildComm [16]int8
 }
 
+type sysrayFtxKey struct {
+	_     structs.HostLayout
+	Pid   uint32
+	Tid   uint32
+	Uaddr uint64
+}
+
+type sysrayFtxVal struct {
+	_         structs.HostLayout
+	Waits     uint64
+	Slept     uint64
+	Woken     uint64
+	Timeouts  uint64
+	Again     uint64
+	ByProc    uint64
+	WaitNs    uint64
+	MaxNs     uint64
+	Wakes     uint64
+	Woke      uint64
+	WokeOne   uint64
+	WaitStack int32
+	WakeStack int32
+	WakerTid  uint32
+	Pad       uint32
+	Cgroup    uint64
+}
+
 type sysrayHdr struct {
 	_      structs.HostLayout
 	Kind   uint8
@@ -407,6 +434,7 @@ const (
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
 	sysrayMapFastRows             = "fast_rows"
+	sysrayMapFutexes              = "futexes"
 	sysrayMapPcounts              = "pcounts"
 	sysrayMapPids                 = "pids"
 	sysrayMapProfLost             = "prof_lost"
@@ -452,12 +480,16 @@ const (
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgFastShift         = "cfg_fast_shift"
 	sysrayVarCfgFirsts            = "cfg_firsts"
+	sysrayVarCfgFutex             = "cfg_futex"
 	sysrayVarCfgLeanStacks        = "cfg_lean_stacks"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
 	sysrayVarCfgNrExecve          = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
 	sysrayVarCfgNrExit            = "cfg_nr_exit"
 	sysrayVarCfgNrExitGroup       = "cfg_nr_exit_group"
+	sysrayVarCfgNrFutex           = "cfg_nr_futex"
+	sysrayVarCfgNrFutexWait       = "cfg_nr_futex_wait"
+	sysrayVarCfgNrFutexWake       = "cfg_nr_futex_wake"
 	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
 	sysrayVarCfgPids              = "cfg_pids"
 	sysrayVarCfgSample            = "cfg_sample"
@@ -470,6 +502,7 @@ const (
 	sysrayVarCfgTickNs            = "cfg_tick_ns"
 	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sysrayVarCgroupGen            = "cgroup_gen"
+	sysrayVarFutexZero            = "futex_zero"
 	sysrayVarNameGen              = "name_gen"
 	sysrayVarRecBlocked           = "rec_blocked"
 	sysrayVarRecCap               = "rec_cap"
@@ -564,6 +597,7 @@ type sysrayMapSpecs struct {
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
 	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
+	Futexes        *ebpf.MapSpec `ebpf:"futexes"`
 	Pcounts        *ebpf.MapSpec `ebpf:"pcounts"`
 	Pids           *ebpf.MapSpec `ebpf:"pids"`
 	ProfLost       *ebpf.MapSpec `ebpf:"prof_lost"`
@@ -594,12 +628,16 @@ type sysrayVariableSpecs struct {
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
 	CfgFirsts        *ebpf.VariableSpec `ebpf:"cfg_firsts"`
+	CfgFutex         *ebpf.VariableSpec `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.VariableSpec `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
 	CfgNrExit        *ebpf.VariableSpec `ebpf:"cfg_nr_exit"`
 	CfgNrExitGroup   *ebpf.VariableSpec `ebpf:"cfg_nr_exit_group"`
+	CfgNrFutex       *ebpf.VariableSpec `ebpf:"cfg_nr_futex"`
+	CfgNrFutexWait   *ebpf.VariableSpec `ebpf:"cfg_nr_futex_wait"`
+	CfgNrFutexWake   *ebpf.VariableSpec `ebpf:"cfg_nr_futex_wake"`
 	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
 	CfgSample        *ebpf.VariableSpec `ebpf:"cfg_sample"`
@@ -612,6 +650,7 @@ type sysrayVariableSpecs struct {
 	CfgTickNs        *ebpf.VariableSpec `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
+	FutexZero        *ebpf.VariableSpec `ebpf:"futex_zero"`
 	NameGen          *ebpf.VariableSpec `ebpf:"name_gen"`
 	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
 	RecCap           *ebpf.VariableSpec `ebpf:"rec_cap"`
@@ -657,6 +696,7 @@ type sysrayMaps struct {
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
 	FastRows       *ebpf.Map `ebpf:"fast_rows"`
+	Futexes        *ebpf.Map `ebpf:"futexes"`
 	Pcounts        *ebpf.Map `ebpf:"pcounts"`
 	Pids           *ebpf.Map `ebpf:"pids"`
 	ProfLost       *ebpf.Map `ebpf:"prof_lost"`
@@ -681,6 +721,7 @@ func (m *sysrayMaps) Close() error {
 		m.Drops,
 		m.Errnos,
 		m.FastRows,
+		m.Futexes,
 		m.Pcounts,
 		m.Pids,
 		m.ProfLost,
@@ -712,12 +753,16 @@ type sysrayVariables struct {
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
 	CfgFirsts        *ebpf.Variable `ebpf:"cfg_firsts"`
+	CfgFutex         *ebpf.Variable `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.Variable `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
 	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`
 	CfgNrExit        *ebpf.Variable `ebpf:"cfg_nr_exit"`
 	CfgNrExitGroup   *ebpf.Variable `ebpf:"cfg_nr_exit_group"`
+	CfgNrFutex       *ebpf.Variable `ebpf:"cfg_nr_futex"`
+	CfgNrFutexWait   *ebpf.Variable `ebpf:"cfg_nr_futex_wait"`
+	CfgNrFutexWake   *ebpf.Variable `ebpf:"cfg_nr_futex_wake"`
 	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
 	CfgSample        *ebpf.Variable `ebpf:"cfg_sample"`
@@ -730,6 +775,7 @@ type sysrayVariables struct {
 	CfgTickNs        *ebpf.Variable `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
+	FutexZero        *ebpf.Variable `ebpf:"futex_zero"`
 	NameGen          *ebpf.Variable `ebpf:"name_gen"`
 	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`
 	RecCap           *ebpf.Variable `ebpf:"rec_cap"`

@@ -27,4 +27,5 @@ var All = slices.Concat(
 	mapCountVariants,
 	nagleVariants,
 	resolverVariants,
+	lockConvoyVariants,
 )
