@@ -70,6 +70,12 @@ func TestRoundTripKinds(t *testing.T) {
 			Reclaim: event.Reclaim{Duration: 1234567, Pages: 32, Nr: 1, Stack: []event.Frame{{Addr: 0xffffffff81234567, Name: "try_charge_memcg+0x1b0"}, {Addr: 1}}}}},
 		{"reclaim outside", event.Event{Kind: event.KindReclaim, Time: 15, TID: 6,
 			Reclaim: event.Reclaim{Duration: math.MaxUint64, Pages: math.MaxUint64, Nr: -1, Stack: []event.Frame{}}}},
+		{"fault wait", event.Event{Kind: event.KindFaultWait, Time: 17, PID: 5, TID: 6, Cgroup: 9,
+			FaultWait: event.FaultWait{Start: 3, Duration: 1e9, Count: 7, MajFaults: 1 << 40, MinFaults: 2, Lo: 0x7f0000000000, Hi: math.MaxUint64,
+				Places: []event.FaultPlace{{Duration: 5, Count: 1, Addr: 0x7f0000001000, Stack: []event.Frame{{Addr: 0xffffffff81234567, Name: "filemap_fault+0x1"}},
+					Map: event.Mapping{Start: 0x7f0000000000, End: 0x7f0004000000, Offset: 4096, Inode: 12, Path: "/tmp/f\xe9"}}, {Addr: 1}},
+				Mem: event.MemFacts{Read: true, Cgroup: "/sysray.scen", Max: 32 << 20, High: event.NoLimit, Current: 1, RefaultFile: 99, RefaultAnon: 1}}}},
+		{"fault wait, host unread", event.Event{Kind: event.KindFaultWait, Time: 18, TID: 6, FaultWait: event.FaultWait{Duration: 1}}},
 		{"unknown kind", event.Event{Kind: 200, Time: 16, CPU: 1, PID: 2, TID: 3, Comm: "c", Cgroup: 4}},
 		{"zero kind", event.Event{}},
 		{"time backwards", event.Event{Kind: event.KindSyscall, Time: 3, TID: 101, PID: 100}},
@@ -194,6 +200,7 @@ var subStruct = map[event.Kind]string{
 	event.KindExit:           "Proc",
 	event.KindDrop:           "Drop",
 	event.KindReclaim:        "Reclaim",
+	event.KindFaultWait:      "FaultWait",
 }
 
 // newerThanV1 names the event fields added after testdata/v1.sysray was

@@ -18,6 +18,9 @@ const (
 	// event: consumers never see one.
 	KindRecent  Kind = 10
 	KindReclaim Kind = 11 // a thread reclaimed memory to charge it to its memory cgroup
+	// KindFaultWait is a window of a thread's sleeps outside syscalls
+	// (FaultWait): nearly all of them inside page faults.
+	KindFaultWait Kind = 13
 )
 
 var kindNames = [...]string{
@@ -31,6 +34,7 @@ var kindNames = [...]string{
 	KindExit:           "exit",
 	KindDrop:           "drop",
 	KindReclaim:        "reclaim",
+	KindFaultWait:      "fault_wait",
 }
 
 func (k Kind) String() string {
@@ -70,6 +74,8 @@ type Event struct {
 	Proc     Proc
 	Drop     Drop
 	Reclaim  Reclaim
+	// FaultWait is set for KindFaultWait (faultwait.go).
+	FaultWait FaultWait
 }
 
 // Syscall is one completed (or unfinished) system call.

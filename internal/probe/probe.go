@@ -82,6 +82,9 @@ type Config struct {
 	// costs less CPU when little happens and delays events by as much: a
 	// long-lived agent that names no user frames can wait.
 	Poll time.Duration
+	// FaultWait, with Stacks, follows sleeps outside syscalls (page
+	// faults) into event.FaultWait windows (bpf/faultwait.h).
+	FaultWait bool
 }
 
 // DefaultSlow is the threshold Config.Slow stands for when 0.
@@ -106,6 +109,7 @@ type Probe struct {
 	budget   bool // budgeted timing: threads keep counts pending (Stats)
 	fast     bool // the fast path (bpf/fast.h); in stat its rows keep counts pending too
 	poll     time.Duration
+	fwOn     bool // fault waits followed (faultwait.go)
 
 	linkMu sync.Mutex
 	// duty are the places in links of the programs PauseSyscalls
@@ -278,6 +282,9 @@ func Open(cfg Config) (*Probe, error) {
 		p.Close()
 		return nil, err
 	}
+	if cfg.FaultWait && cfg.Stacks {
+		p.attachFaultWait()
+	}
 	return p, nil
 }
 
@@ -426,6 +433,7 @@ func (p *Probe) Detach() error {
 	if err := walkTasks(p.objs.Inflight); err != nil {
 		return fmt.Errorf("listing syscalls in flight: %w", err)
 	}
+	p.flushFaultWaits()
 	return nil
 }
 
@@ -602,6 +610,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.WaitMask, waits},
 		{vars.CfgDeferNs, deferNS},
 		{vars.CapRules, rules},
+		{vars.CfgFaultwait, b(cfg.FaultWait && cfg.Stacks)},
 	} {
 		if err := kv.spec.Set(kv.v); err != nil {
 			return fmt.Errorf("setting %s: %w", kv.spec.Name, err)

@@ -129,6 +129,37 @@ type sysrayForkRec struct {
 	ChildComm [16]int8
 }
 
+type sysrayFwRec struct {
+	_      structs.HostLayout
+	H      sysrayHdr
+	Start  uint64
+	Dur    uint64
+	Count  uint32
+	N      uint32
+	Majflt uint64
+	Minflt uint64
+	Lo     uint64
+	Hi     uint64
+	S      [4]struct {
+		_      structs.HostLayout
+		Dur    uint64
+		Count  uint32
+		Kstack int32
+		Addr   uint64
+	}
+}
+
+type sysrayFwTask struct {
+	_         structs.HostLayout
+	OffTs     uint64
+	OffAddr   uint64
+	OffKstack int32
+	Pad       uint32
+	Maj0      uint64
+	Min0      uint64
+	W         sysrayFwRec
+}
+
 type sysrayHdr struct {
 	_      structs.HostLayout
 	Kind   uint8
@@ -167,6 +198,7 @@ const (
 	sysrayKindK_EXIT        sysrayKind = 8
 	sysrayKindK_RECENT      sysrayKind = 10
 	sysrayKindK_RECLAIM     sysrayKind = 11
+	sysrayKindK_FAULTWAIT   sysrayKind = 13
 )
 
 type sysrayLost struct {
@@ -407,6 +439,7 @@ const (
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
 	sysrayMapFastRows             = "fast_rows"
+	sysrayMapFwTasks              = "fw_tasks"
 	sysrayMapPcounts              = "pcounts"
 	sysrayMapPids                 = "pids"
 	sysrayMapProfLost             = "prof_lost"
@@ -428,6 +461,8 @@ const (
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
 	sysrayProgFlushFast           = "flush_fast"
 	sysrayProgFlushPending        = "flush_pending"
+	sysrayProgFwExit              = "fw_exit"
+	sysrayProgFwFlush             = "fw_flush"
 	sysrayProgInflight            = "inflight"
 	sysrayProgMemcgReclaimBegin   = "memcg_reclaim_begin"
 	sysrayProgMemcgReclaimEnd     = "memcg_reclaim_end"
@@ -451,6 +486,7 @@ const (
 	sysrayVarCfgDeferNs           = "cfg_defer_ns"
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgFastShift         = "cfg_fast_shift"
+	sysrayVarCfgFaultwait         = "cfg_faultwait"
 	sysrayVarCfgFirsts            = "cfg_firsts"
 	sysrayVarCfgLeanStacks        = "cfg_lean_stacks"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
@@ -478,6 +514,7 @@ const (
 	sysrayVarRecFault             = "rec_fault"
 	sysrayVarRecFlag              = "rec_flag"
 	sysrayVarRecFork              = "rec_fork"
+	sysrayVarRecFw                = "rec_fw"
 	sysrayVarRecKind              = "rec_kind"
 	sysrayVarRecRecent            = "rec_recent"
 	sysrayVarRecReclaim           = "rec_reclaim"
@@ -538,6 +575,8 @@ type sysrayProgramSpecs struct {
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
 	FlushFast           *ebpf.ProgramSpec `ebpf:"flush_fast"`
 	FlushPending        *ebpf.ProgramSpec `ebpf:"flush_pending"`
+	FwExit              *ebpf.ProgramSpec `ebpf:"fw_exit"`
+	FwFlush             *ebpf.ProgramSpec `ebpf:"fw_flush"`
 	Inflight            *ebpf.ProgramSpec `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.ProgramSpec `ebpf:"memcg_reclaim_begin"`
 	MemcgReclaimEnd     *ebpf.ProgramSpec `ebpf:"memcg_reclaim_end"`
@@ -564,6 +603,7 @@ type sysrayMapSpecs struct {
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
 	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
+	FwTasks        *ebpf.MapSpec `ebpf:"fw_tasks"`
 	Pcounts        *ebpf.MapSpec `ebpf:"pcounts"`
 	Pids           *ebpf.MapSpec `ebpf:"pids"`
 	ProfLost       *ebpf.MapSpec `ebpf:"prof_lost"`
@@ -593,6 +633,7 @@ type sysrayVariableSpecs struct {
 	CfgDeferNs       *ebpf.VariableSpec `ebpf:"cfg_defer_ns"`
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
+	CfgFaultwait     *ebpf.VariableSpec `ebpf:"cfg_faultwait"`
 	CfgFirsts        *ebpf.VariableSpec `ebpf:"cfg_firsts"`
 	CfgLeanStacks    *ebpf.VariableSpec `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
@@ -620,6 +661,7 @@ type sysrayVariableSpecs struct {
 	RecFault         *ebpf.VariableSpec `ebpf:"rec_fault"`
 	RecFlag          *ebpf.VariableSpec `ebpf:"rec_flag"`
 	RecFork          *ebpf.VariableSpec `ebpf:"rec_fork"`
+	RecFw            *ebpf.VariableSpec `ebpf:"rec_fw"`
 	RecKind          *ebpf.VariableSpec `ebpf:"rec_kind"`
 	RecRecent        *ebpf.VariableSpec `ebpf:"rec_recent"`
 	RecReclaim       *ebpf.VariableSpec `ebpf:"rec_reclaim"`
@@ -657,6 +699,7 @@ type sysrayMaps struct {
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
 	FastRows       *ebpf.Map `ebpf:"fast_rows"`
+	FwTasks        *ebpf.Map `ebpf:"fw_tasks"`
 	Pcounts        *ebpf.Map `ebpf:"pcounts"`
 	Pids           *ebpf.Map `ebpf:"pids"`
 	ProfLost       *ebpf.Map `ebpf:"prof_lost"`
@@ -681,6 +724,7 @@ func (m *sysrayMaps) Close() error {
 		m.Drops,
 		m.Errnos,
 		m.FastRows,
+		m.FwTasks,
 		m.Pcounts,
 		m.Pids,
 		m.ProfLost,
@@ -711,6 +755,7 @@ type sysrayVariables struct {
 	CfgDeferNs       *ebpf.Variable `ebpf:"cfg_defer_ns"`
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
+	CfgFaultwait     *ebpf.Variable `ebpf:"cfg_faultwait"`
 	CfgFirsts        *ebpf.Variable `ebpf:"cfg_firsts"`
 	CfgLeanStacks    *ebpf.Variable `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
@@ -738,6 +783,7 @@ type sysrayVariables struct {
 	RecFault         *ebpf.Variable `ebpf:"rec_fault"`
 	RecFlag          *ebpf.Variable `ebpf:"rec_flag"`
 	RecFork          *ebpf.Variable `ebpf:"rec_fork"`
+	RecFw            *ebpf.Variable `ebpf:"rec_fw"`
 	RecKind          *ebpf.Variable `ebpf:"rec_kind"`
 	RecRecent        *ebpf.Variable `ebpf:"rec_recent"`
 	RecReclaim       *ebpf.Variable `ebpf:"rec_reclaim"`
@@ -760,6 +806,8 @@ type sysrayPrograms struct {
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
 	FlushFast           *ebpf.Program `ebpf:"flush_fast"`
 	FlushPending        *ebpf.Program `ebpf:"flush_pending"`
+	FwExit              *ebpf.Program `ebpf:"fw_exit"`
+	FwFlush             *ebpf.Program `ebpf:"fw_flush"`
 	Inflight            *ebpf.Program `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.Program `ebpf:"memcg_reclaim_begin"`
 	MemcgReclaimEnd     *ebpf.Program `ebpf:"memcg_reclaim_end"`
@@ -785,6 +833,8 @@ func (p *sysrayPrograms) Close() error {
 		p.EmulateVsyscall,
 		p.FlushFast,
 		p.FlushPending,
+		p.FwExit,
+		p.FwFlush,
 		p.Inflight,
 		p.MemcgReclaimBegin,
 		p.MemcgReclaimEnd,
