@@ -55,6 +55,8 @@ var demos = []demo{
 		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []doctor.ID{doctor.HotSyscall}},
 	{"nagle", "A client writes each request's header and body in two writes on a socket without TCP_NODELAY: every reply waits for the server's delayed ACK.",
 		[]string{"nagle", "-n", "40"}, []doctor.ID{doctor.NagleDelayedAck}},
+	{"thrash", "A reader maps a 96 MiB file and reads it pass after pass in a memory cgroup of 32 MiB: every pass reads the file from disk again.",
+		[]string{"thrash", "-n", "8"}, []doctor.ID{doctor.PageCacheThrash}},
 }
 
 func newDemo() *cobra.Command {

@@ -299,7 +299,7 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		"time_lost_ns": lost, "share_of_thread_time": share,
 		"major_faults": g.majflt, "minor_faults": g.minflt,
 		"major_faults_are": "counted by the kernel per thread, from each thread's first sleep in a fault sysray saw",
-		"refaulted_pages": g.refaults, "refaulted_pages_are": "workingset_refault_file of " + where + " between the first and last reads during the trace (at least what happened in it)",
+		"refaulted_pages":  g.refaults, "refaulted_pages_are": "workingset_refault_file of " + where + " between the first and last reads during the trace (at least what happened in it)",
 		"cgroup": g.cgroup, "stack": g.stack}
 	if limit > 0 {
 		ev["limit_bytes"], ev["limit_file"] = limit, limitName
