@@ -59,7 +59,7 @@ struct fw_task {
 	__u64 off_ts;   /* switched out asleep outside a syscall at; 0: not */
 	__u64 off_addr;
 	__s32 off_kstack;
-	__u32 pad;
+	__u32 counting;   /* maj0 and min0 are set: from the first sleep on, each window starts where the last ended */
 	__u64 maj0, min0; /* the counters when the window began */
 	struct fw_rec w;  /* the window; w.start 0: none open */
 };
@@ -138,9 +138,12 @@ static __always_inline void faultwait_switch(void *ctx, struct task_struct *prev
 	__u64 d = now - fw->off_ts;
 	if (!fw->w.start) {
 		fw->w.start = fw->off_ts;
-		/* The fault in progress is counted at its end, in this window. */
-		fw->maj0 = BPF_CORE_READ(next, maj_flt);
-		fw->min0 = BPF_CORE_READ(next, min_flt);
+		if (!fw->counting) {
+			/* The fault in progress is counted at its end, in this window. */
+			fw->counting = 1;
+			fw->maj0 = BPF_CORE_READ(next, maj_flt);
+			fw->min0 = BPF_CORE_READ(next, min_flt);
+		}
 	}
 	fw->w.h.ts = now;
 	fw->w.dur += d;

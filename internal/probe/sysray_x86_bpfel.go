@@ -154,7 +154,7 @@ type sysrayFwTask struct {
 	OffTs     uint64
 	OffAddr   uint64
 	OffKstack int32
-	Pad       uint32
+	Counting  uint32
 	Maj0      uint64
 	Min0      uint64
 	W         sysrayFwRec
