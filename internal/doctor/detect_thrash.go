@@ -2,7 +2,10 @@ package doctor
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/sysray/sysray/internal/event"
@@ -249,6 +252,14 @@ func (t *thrash) Findings(env *Env) []Finding {
 		if threads > 0 {
 			share = float64(lost) / float64(threads)
 		}
+		// The kernel folds its per-CPU counts into memory.stat every 2 s or
+		// so: in a short trace the last read may not have moved yet. Live,
+		// a read now, once the trace is over, is the freshest.
+		if !g.host && env.Host.canRead() {
+			if n, ok := thrashRefaultsNow(g.cgroup); ok && n > g.last.RefaultFile {
+				g.last.RefaultFile = n
+			}
+		}
 		if g.first.Read && g.last.RefaultFile >= g.first.RefaultFile {
 			g.refaults = g.last.RefaultFile - g.first.RefaultFile
 		}
@@ -370,4 +381,26 @@ func thrashBytes(n uint64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// thrashRefaultsNow reads a memory cgroup's file refault counter: cgroup
+// v1's memory controller where the cgroup is there, else v2's.
+func thrashRefaultsNow(cg string) (uint64, bool) {
+	for _, c := range []struct{ file, key string }{
+		{filepath.Join("/sys/fs/cgroup/memory", cg, "memory.stat"), "total_workingset_refault_file "},
+		{filepath.Join("/sys/fs/cgroup", cg, "memory.stat"), "workingset_refault_file "},
+		{filepath.Join("/sys/fs/cgroup/unified", cg, "memory.stat"), "workingset_refault_file "},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, c.key); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
 }
