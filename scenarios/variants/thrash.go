@@ -20,11 +20,13 @@ var thrashVariants = []Variant{
 		Mode: Cmd, Argv: []string{"thrash", "-p", "4", "-d", "4"}, Expect: thrashWarns("4 processes", "sysray-thrash", "32.0 MiB")},
 	{Name: "page-cache-thrash/runtime-cgroup", Differs: "the limit set by a container runtime's way (cgrun: memory.high on cgroup v2, memory.limit_in_bytes on v1), a 64 MiB file under 24 MiB",
 		Mode: Cmd, Argv: []string{"cgrun", "-m", "24", "--", "thrash", "-l", "0", "-s", "64", "-d", "4"}, Expect: thrashWarns("sysray-thrash", "24.0 MiB", "64.0 MiB")},
+	// The reader outlasts sysray's start however slow (SIGTERM ends it
+	// after the trace), so the trace sees it read.
 	{Name: "page-cache-thrash/pid", Differs: "the reader running before sysray; -p for 2.5 s",
-		Mode: PID, Argv: []string{"thrash", "-d", "8"},
+		Mode: PID, Argv: []string{"thrash", "-d", "60"},
 		Lead: time.Second, For: 2500 * time.Millisecond, Expect: thrashWarns("sysray-thrash", "32.0 MiB")},
 	{Name: "page-cache-thrash/host", Differs: "2 readers running before sysray; the whole host for 2.5 s",
-		Mode: Host, Argv: []string{"thrash", "-p", "2", "-d", "8"},
+		Mode: Host, Argv: []string{"thrash", "-p", "2", "-d", "60"},
 		Lead: time.Second, For: 2500 * time.Millisecond, Expect: thrashWarns("2 processes", "sysray-thrash", "32.0 MiB")},
 	{Name: "page-cache-thrash/one-cold-pass", Differs: "benign: one pass over the file by mmap with no limit: every page read once",
 		Mode: Cmd, Argv: []string{"thrash", "-l", "0", "-n", "1"}, Expect: thrashQuiet()},
