@@ -135,6 +135,7 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			st->sleep.runq += d;
 		st->sleep.off_ts = 0;
 	}
+	faultwait_switch(ctx, prev, next, prev_state);
 	return 0;
 }
 

@@ -34,6 +34,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "emit.h"
 #include "stat.h"
 #include "fast.h"
+#include "faultwait.h"
 #include "sleep.h"
 #include "futex.h"
 #include "syscalls.h"

@@ -25,6 +25,7 @@ enum kind {
 	/* 9 is a drop, made in user space */
 	K_RECENT = 10, /* the doctor's mode: a thread's last syscalls, just before its exit record */
 	K_RECLAIM = 11, /* a task reclaimed memory from its memory cgroup */
+	K_FAULTWAIT = 13, /* a window of a thread's sleeps outside syscalls (faultwait.h) */
 };
 
 /* hdr.flags */

@@ -59,6 +59,8 @@ var demos = []demo{
 		[]string{"resolver", "-n", "4"}, []doctor.ID{doctor.DNSTimeout}},
 	{"lockconvoy", "Eight threads take one pthread mutex around 20 µs of work each: they run one at a time, most of their life asleep in futex waiting for the lock.",
 		[]string{"lockconvoy", "-t", "8", "-d", "3"}, []doctor.ID{doctor.LockConvoy}},
+	{"thrash", "A reader maps a 96 MiB file and reads it pass after pass in a memory cgroup of 32 MiB: every pass reads the file from disk again.",
+		[]string{"thrash", "-n", "8"}, []doctor.ID{doctor.PageCacheThrash}},
 }
 
 func newDemo() *cobra.Command {

@@ -75,6 +75,12 @@ func TestRoundTripKinds(t *testing.T) {
 				MaxNS: 7, Wakes: 11, Woke: 12, WokeOne: 10, WakerTID: math.MaxUint32,
 				WaitStack: []event.Frame{{Addr: 0x401000, Name: "__lll_lock_wait+0x2d (app)"}}, WakeStack: []event.Frame{}}}},
 		{"futex sums, no stacks", event.Event{Kind: event.KindFutex, Time: 17, TID: 6, Futex: event.Futex{Addr: 1, Wakes: 1}}},
+		{"fault wait", event.Event{Kind: event.KindFaultWait, Time: 17, PID: 5, TID: 6, Cgroup: 9,
+			FaultWait: event.FaultWait{Start: 3, Duration: 1e9, Count: 7, MajFaults: 1 << 40, MinFaults: 2, Lo: 0x7f0000000000, Hi: math.MaxUint64,
+				Places: []event.FaultPlace{{Duration: 5, Count: 1, Addr: 0x7f0000001000, Stack: []event.Frame{{Addr: 0xffffffff81234567, Name: "filemap_fault+0x1"}},
+					Map: event.Mapping{Start: 0x7f0000000000, End: 0x7f0004000000, Offset: 4096, Inode: 12, Path: "/tmp/f\xe9"}}, {Addr: 1}},
+				Mem: event.MemFacts{Read: true, Cgroup: "/sysray.scen", Max: 32 << 20, High: event.NoLimit, Current: 1, RefaultFile: 99, RefaultAnon: 1}}}},
+		{"fault wait, host unread", event.Event{Kind: event.KindFaultWait, Time: 18, TID: 6, FaultWait: event.FaultWait{Duration: 1}}},
 		{"unknown kind", event.Event{Kind: 200, Time: 16, CPU: 1, PID: 2, TID: 3, Comm: "c", Cgroup: 4}},
 		{"zero kind", event.Event{}},
 		{"time backwards", event.Event{Kind: event.KindSyscall, Time: 3, TID: 101, PID: 100}},
@@ -200,6 +206,7 @@ var subStruct = map[event.Kind]string{
 	event.KindDrop:           "Drop",
 	event.KindReclaim:        "Reclaim",
 	event.KindFutex:          "Futex",
+	event.KindFaultWait:      "FaultWait",
 }
 
 // newerThanV1 names the event fields added after testdata/v1.sysray was

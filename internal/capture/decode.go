@@ -287,6 +287,12 @@ func (d *blockDecoder) next(e *event.Event) error {
 		if y.bad != "" {
 			d.fail("futex: " + y.bad)
 		}
+	case event.KindFaultWait:
+		y := &blockDecoder{buf: d.bytes()}
+		y.faultWait(&e.FaultWait)
+		if y.bad != "" {
+			d.fail("fault_wait: " + y.bad)
+		}
 	default:
 		d.bytes() // a body only a newer reader understands
 	}

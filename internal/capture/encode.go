@@ -277,6 +277,10 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		v = appendFrames(v, f.WakeStack)
 		b = appendBytes(b, v)
 		s.extField = v
+	case event.KindFaultWait:
+		v := appendFaultWait(s.extField[:0], &e.FaultWait)
+		b = appendBytes(b, v)
+		s.extField = v
 	default:
 		// Kinds this version does not know have an opaque, length-prefixed
 		// body so that readers can skip them; there is nothing to put in it.
@@ -437,6 +441,14 @@ func sizeBound(e *event.Event) int {
 		n += 2*binary.MaxVarintLen64 + 4*binary.MaxVarintLen64*len(e.Proc.Recent)
 	case event.KindFutex:
 		n += 13*binary.MaxVarintLen64 + framesBound(e.Futex.WaitStack) + framesBound(e.Futex.WakeStack)
+	case event.KindReclaim:
+		n += framesBound(e.Reclaim.Stack)
+	case event.KindFaultWait:
+		fw := &e.FaultWait
+		n += 16*binary.MaxVarintLen64 + len(fw.Mem.Cgroup)
+		for _, p := range fw.Places {
+			n += 8*binary.MaxVarintLen64 + framesBound(p.Stack) + len(p.Map.Path)
+		}
 	}
 	return n
 }

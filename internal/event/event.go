@@ -19,6 +19,9 @@ const (
 	KindRecent  Kind = 10
 	KindReclaim Kind = 11 // a thread reclaimed memory to charge it to its memory cgroup
 	KindFutex   Kind = 14 // a thread's futex waits and wakes on one address, summed in the kernel
+	// KindFaultWait is a window of a thread's sleeps outside syscalls
+	// (FaultWait): nearly all of them inside page faults.
+	KindFaultWait Kind = 13
 )
 
 var kindNames = [...]string{
@@ -33,6 +36,7 @@ var kindNames = [...]string{
 	KindDrop:           "drop",
 	KindReclaim:        "reclaim",
 	KindFutex:          "futex",
+	KindFaultWait:      "fault_wait",
 }
 
 func (k Kind) String() string {
@@ -73,6 +77,8 @@ type Event struct {
 	Drop     Drop
 	Reclaim  Reclaim
 	Futex    Futex
+	// FaultWait is set for KindFaultWait (faultwait.go).
+	FaultWait FaultWait
 }
 
 // Syscall is one completed (or unfinished) system call.

@@ -193,12 +193,19 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 				nm.close()
 			}
 		}()
+		var fw *fwFacts
+		if cfg.FaultWait && !cfg.SlowOpens {
+			fw = newFwFacts()
+		}
 		consume = func(e *event.Event) error {
 			if !got {
 				take(<-names)
 			}
 			if nm != nil {
 				nm.name(e)
+			}
+			if fw != nil {
+				fw.decorate(e)
 			}
 			return fn(e)
 		}

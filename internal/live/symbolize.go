@@ -55,6 +55,12 @@ func (n *namer) name(e *event.Event) {
 		e.Reclaim.Stack = n.kernelFrames(e.Reclaim.Stack)
 		return
 	}
+	if e.Kind == event.KindFaultWait {
+		for i := range e.FaultWait.Places {
+			e.FaultWait.Places[i].Stack = n.kernelFrames(e.FaultWait.Places[i].Stack)
+		}
+		return
+	}
 	if n.user == nil {
 		if e.Kind == event.KindSyscall {
 			for i := range e.Syscall.Sleeps {

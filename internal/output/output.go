@@ -216,6 +216,8 @@ func Body(e *event.Event, arch event.Arch) string {
 		f := &e.Futex
 		return fmt.Sprintf("futex_sums uaddr=0x%x waits=%d slept=%d woken=%d timeouts=%d wakes=%d woke=%d asleep=%d.%06d",
 			f.Addr, f.Waits, f.Slept, f.Woken, f.Timeouts, f.Wakes, f.Woke, f.WaitNS/1e9, f.WaitNS%1e9/1e3)
+	case event.KindFaultWait:
+		return faultWaitText(&e.FaultWait)
 	case event.KindDrop:
 		return fmt.Sprintf("drop cpu=%d lost=%d events (ring buffer full; try --buffer-size or a narrower selection)", e.CPU, e.Drop.Count)
 	}

@@ -51,6 +51,7 @@ var recSize = [...]int{
 	event.KindSyscall: sysSize, event.KindPageFault: faultSize, event.KindVsyscall: vsysSize,
 	event.KindSignalGenerate: sigSize, event.KindSignalDeliver: sigSize, event.KindFork: forkSize,
 	event.KindExec: execSize, event.KindExit: exitSize, event.KindRecent: recentSize, event.KindReclaim: reclaimSize,
+	event.KindFaultWait: fwSize,
 }
 
 // comms turns the kernel's fixed 16-byte comm into a string without
@@ -223,6 +224,8 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 	case event.KindReclaim:
 		e.Reclaim = event.Reclaim{Duration: le.Uint64(b[48:]), Pages: le.Uint64(b[56:]), Nr: int32(le.Uint32(b[64:])),
 			Stack: stackFrames(int32(le.Uint32(b[68:])), stacks)}
+	case event.KindFaultWait:
+		decodeFaultWait(b, &e.FaultWait, stacks)
 	}
 	return nil
 }
@@ -245,6 +248,8 @@ func clearKind(e *event.Event) {
 		e.Drop = event.Drop{}
 	case event.KindReclaim:
 		e.Reclaim = event.Reclaim{}
+	case event.KindFaultWait:
+		e.FaultWait = event.FaultWait{}
 	}
 }
 

@@ -240,3 +240,52 @@ func TestComms(t *testing.T) {
 		}
 	}
 }
+
+// A fault-wait window: the fields at the offsets bpf/faultwait.h puts them,
+// the places the kernel filled and no more.
+func TestDecodeFaultWait(t *testing.T) {
+	b := make([]byte, fwSize)
+	b[0] = byte(event.KindFaultWait)
+	le.PutUint32(b[8:], 10)
+	le.PutUint32(b[12:], 11)
+	le.PutUint64(b[16:], 5000)
+	le.PutUint64(b[48:], 1000)
+	le.PutUint64(b[56:], 3000)
+	le.PutUint32(b[64:], 7)
+	le.PutUint32(b[68:], 2)
+	le.PutUint64(b[72:], 40)
+	le.PutUint64(b[80:], 900)
+	le.PutUint64(b[88:], 0x7f0000000000)
+	le.PutUint64(b[96:], 0x7f0001000000)
+	for i, v := range []struct {
+		dur   uint64
+		count uint32
+		stack int32
+		addr  uint64
+	}{{2000, 5, 3, 0x7f0000001000}, {1000, 2, -1, 0}, {9, 9, 9, 9}} {
+		s := b[104+fwSlotSize*i:]
+		le.PutUint64(s, v.dur)
+		le.PutUint32(s[8:], v.count)
+		le.PutUint32(s[12:], uint32(v.stack))
+		le.PutUint64(s[16:], v.addr)
+	}
+	var e event.Event
+	stacks := func(id int32) []uint64 {
+		if id == 3 {
+			return []uint64{0xffffffff81000001}
+		}
+		return nil
+	}
+	if err := decode(b, &e, &comms{}, stacks); err != nil {
+		t.Fatal(err)
+	}
+	w := e.FaultWait
+	if e.PID != 10 || e.TID != 11 || e.Time != 5000 || w.Start != 1000 || w.Duration != 3000 || w.Count != 7 ||
+		w.MajFaults != 40 || w.MinFaults != 900 || w.Lo != 0x7f0000000000 || w.Hi != 0x7f0001000000 {
+		t.Fatalf("decoded %+v", e)
+	}
+	if len(w.Places) != 2 || w.Places[0].Duration != 2000 || w.Places[0].Count != 5 || w.Places[0].Addr != 0x7f0000001000 ||
+		len(w.Places[0].Stack) != 1 || w.Places[1].Stack != nil || w.Places[1].Count != 2 {
+		t.Errorf("places %+v", w.Places)
+	}
+}

@@ -23,7 +23,7 @@ func TestLayoutsMatchBTF(t *testing.T) {
 		"hdr": hdrSize, "sys_rec": sysSize, "fault_rec": faultSize, "vsys_rec": vsysSize,
 		"sig_rec": sigSize, "fork_rec": forkSize, "exec_rec": execSize, "exit_rec": exitSize,
 		"recent_rec": recentSize, "reclaim_rec": reclaimSize, "sleep": sleepSize, "sleeps": sleepsSize,
-		"recent_call": 32, "blocked_rec": blockedRecSize,
+		"recent_call": 32, "blocked_rec": blockedRecSize, "fw_rec": fwSize, "fw_slot": fwSlotSize,
 	}
 	for name, want := range sizes {
 		st := structOf(t, spec.Types, name)
@@ -42,6 +42,7 @@ func TestLayoutsMatchBTF(t *testing.T) {
 		"exec_rec": unsafe.Sizeof(sysrayExecRec{}), "exit_rec": unsafe.Sizeof(sysrayExitRec{}),
 		"recent_rec": unsafe.Sizeof(sysrayRecentRec{}), "reclaim_rec": unsafe.Sizeof(sysrayReclaimRec{}),
 		"sleeps": unsafe.Sizeof(sysraySleeps{}), "blocked_rec": unsafe.Sizeof(sysrayBlockedRec{}),
+		"fw_rec": unsafe.Sizeof(sysrayFwRec{}),
 	} {
 		if int(got) != sizes[name] {
 			t.Errorf("bpf2go's struct %s is %d bytes, decode.go says %d", name, got, sizes[name])
@@ -102,6 +103,7 @@ func TestLayoutsMatchBTF(t *testing.T) {
 		"K_SIG_DELIVER": uint64(event.KindSignalDeliver), "K_FORK": uint64(event.KindFork),
 		"K_EXEC": uint64(event.KindExec), "K_EXIT": uint64(event.KindExit),
 		"K_RECENT": uint64(event.KindRecent), "K_RECLAIM": uint64(event.KindReclaim),
+		"K_FAULTWAIT": uint64(event.KindFaultWait),
 	})
 	sameEnum(t, spec.Types, "hdr_flag", map[string]uint64{
 		"F_UNFINISHED": fUnfinished, "F_THREAD": fThread, "F_GROUP_DEAD": fGroupDead, "F_GROUP": fGroup,

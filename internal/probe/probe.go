@@ -90,6 +90,9 @@ type Config struct {
 	// as futex events every 250 ms: the waits of a contended lock are
 	// microseconds long, under any slow bar.
 	Futex bool
+	// FaultWait, with Stacks, follows sleeps outside syscalls (page
+	// faults) into event.FaultWait windows (bpf/faultwait.h).
+	FaultWait bool
 }
 
 // futexOn: the futex sums need the sleep tracking for the time asleep.
@@ -118,6 +121,7 @@ type Probe struct {
 	fast     bool // the fast path (bpf/fast.h); in stat its rows keep counts pending too
 	poll     time.Duration
 	futex    bool // Config.Futex: Run reads the futex sums
+	fwOn     bool // fault waits followed (faultwait.go)
 
 	linkMu sync.Mutex
 	// duty are the places in links of the programs PauseSyscalls
@@ -296,6 +300,9 @@ func Open(cfg Config) (*Probe, error) {
 		p.Close()
 		return nil, err
 	}
+	if cfg.FaultWait && cfg.Stacks {
+		p.attachFaultWait()
+	}
 	return p, nil
 }
 
@@ -444,6 +451,7 @@ func (p *Probe) Detach() error {
 	if err := walkTasks(p.objs.Inflight); err != nil {
 		return fmt.Errorf("listing syscalls in flight: %w", err)
 	}
+	p.flushFaultWaits()
 	return nil
 }
 
@@ -630,6 +638,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.WaitMask, waits},
 		{vars.CfgDeferNs, deferNS},
 		{vars.CapRules, rules},
+		{vars.CfgFaultwait, b(cfg.FaultWait && cfg.Stacks)},
 	} {
 		if err := kv.spec.Set(kv.v); err != nil {
 			return fmt.Errorf("setting %s: %w", kv.spec.Name, err)

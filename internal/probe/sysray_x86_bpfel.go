@@ -156,6 +156,37 @@ type sysrayFtxVal struct {
 	Cgroup    uint64
 }
 
+type sysrayFwRec struct {
+	_      structs.HostLayout
+	H      sysrayHdr
+	Start  uint64
+	Dur    uint64
+	Count  uint32
+	N      uint32
+	Majflt uint64
+	Minflt uint64
+	Lo     uint64
+	Hi     uint64
+	S      [4]struct {
+		_      structs.HostLayout
+		Dur    uint64
+		Count  uint32
+		Kstack int32
+		Addr   uint64
+	}
+}
+
+type sysrayFwTask struct {
+	_         structs.HostLayout
+	OffTs     uint64
+	OffAddr   uint64
+	OffKstack int32
+	Counting  uint32
+	Maj0      uint64
+	Min0      uint64
+	W         sysrayFwRec
+}
+
 type sysrayHdr struct {
 	_      structs.HostLayout
 	Kind   uint8
@@ -194,6 +225,7 @@ const (
 	sysrayKindK_EXIT        sysrayKind = 8
 	sysrayKindK_RECENT      sysrayKind = 10
 	sysrayKindK_RECLAIM     sysrayKind = 11
+	sysrayKindK_FAULTWAIT   sysrayKind = 13
 )
 
 type sysrayLost struct {
@@ -435,6 +467,7 @@ const (
 	sysrayMapErrnos               = "errnos"
 	sysrayMapFastRows             = "fast_rows"
 	sysrayMapFutexes              = "futexes"
+	sysrayMapFwTasks              = "fw_tasks"
 	sysrayMapPcounts              = "pcounts"
 	sysrayMapPids                 = "pids"
 	sysrayMapProfLost             = "prof_lost"
@@ -456,6 +489,8 @@ const (
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
 	sysrayProgFlushFast           = "flush_fast"
 	sysrayProgFlushPending        = "flush_pending"
+	sysrayProgFwExit              = "fw_exit"
+	sysrayProgFwFlush             = "fw_flush"
 	sysrayProgInflight            = "inflight"
 	sysrayProgMemcgReclaimBegin   = "memcg_reclaim_begin"
 	sysrayProgMemcgReclaimEnd     = "memcg_reclaim_end"
@@ -479,6 +514,7 @@ const (
 	sysrayVarCfgDeferNs           = "cfg_defer_ns"
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgFastShift         = "cfg_fast_shift"
+	sysrayVarCfgFaultwait         = "cfg_faultwait"
 	sysrayVarCfgFirsts            = "cfg_firsts"
 	sysrayVarCfgFutex             = "cfg_futex"
 	sysrayVarCfgLeanStacks        = "cfg_lean_stacks"
@@ -511,6 +547,7 @@ const (
 	sysrayVarRecFault             = "rec_fault"
 	sysrayVarRecFlag              = "rec_flag"
 	sysrayVarRecFork              = "rec_fork"
+	sysrayVarRecFw                = "rec_fw"
 	sysrayVarRecKind              = "rec_kind"
 	sysrayVarRecRecent            = "rec_recent"
 	sysrayVarRecReclaim           = "rec_reclaim"
@@ -571,6 +608,8 @@ type sysrayProgramSpecs struct {
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
 	FlushFast           *ebpf.ProgramSpec `ebpf:"flush_fast"`
 	FlushPending        *ebpf.ProgramSpec `ebpf:"flush_pending"`
+	FwExit              *ebpf.ProgramSpec `ebpf:"fw_exit"`
+	FwFlush             *ebpf.ProgramSpec `ebpf:"fw_flush"`
 	Inflight            *ebpf.ProgramSpec `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.ProgramSpec `ebpf:"memcg_reclaim_begin"`
 	MemcgReclaimEnd     *ebpf.ProgramSpec `ebpf:"memcg_reclaim_end"`
@@ -598,6 +637,7 @@ type sysrayMapSpecs struct {
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
 	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
 	Futexes        *ebpf.MapSpec `ebpf:"futexes"`
+	FwTasks        *ebpf.MapSpec `ebpf:"fw_tasks"`
 	Pcounts        *ebpf.MapSpec `ebpf:"pcounts"`
 	Pids           *ebpf.MapSpec `ebpf:"pids"`
 	ProfLost       *ebpf.MapSpec `ebpf:"prof_lost"`
@@ -627,6 +667,7 @@ type sysrayVariableSpecs struct {
 	CfgDeferNs       *ebpf.VariableSpec `ebpf:"cfg_defer_ns"`
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
+	CfgFaultwait     *ebpf.VariableSpec `ebpf:"cfg_faultwait"`
 	CfgFirsts        *ebpf.VariableSpec `ebpf:"cfg_firsts"`
 	CfgFutex         *ebpf.VariableSpec `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.VariableSpec `ebpf:"cfg_lean_stacks"`
@@ -659,6 +700,7 @@ type sysrayVariableSpecs struct {
 	RecFault         *ebpf.VariableSpec `ebpf:"rec_fault"`
 	RecFlag          *ebpf.VariableSpec `ebpf:"rec_flag"`
 	RecFork          *ebpf.VariableSpec `ebpf:"rec_fork"`
+	RecFw            *ebpf.VariableSpec `ebpf:"rec_fw"`
 	RecKind          *ebpf.VariableSpec `ebpf:"rec_kind"`
 	RecRecent        *ebpf.VariableSpec `ebpf:"rec_recent"`
 	RecReclaim       *ebpf.VariableSpec `ebpf:"rec_reclaim"`
@@ -697,6 +739,7 @@ type sysrayMaps struct {
 	Errnos         *ebpf.Map `ebpf:"errnos"`
 	FastRows       *ebpf.Map `ebpf:"fast_rows"`
 	Futexes        *ebpf.Map `ebpf:"futexes"`
+	FwTasks        *ebpf.Map `ebpf:"fw_tasks"`
 	Pcounts        *ebpf.Map `ebpf:"pcounts"`
 	Pids           *ebpf.Map `ebpf:"pids"`
 	ProfLost       *ebpf.Map `ebpf:"prof_lost"`
@@ -722,6 +765,7 @@ func (m *sysrayMaps) Close() error {
 		m.Errnos,
 		m.FastRows,
 		m.Futexes,
+		m.FwTasks,
 		m.Pcounts,
 		m.Pids,
 		m.ProfLost,
@@ -752,6 +796,7 @@ type sysrayVariables struct {
 	CfgDeferNs       *ebpf.Variable `ebpf:"cfg_defer_ns"`
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
+	CfgFaultwait     *ebpf.Variable `ebpf:"cfg_faultwait"`
 	CfgFirsts        *ebpf.Variable `ebpf:"cfg_firsts"`
 	CfgFutex         *ebpf.Variable `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.Variable `ebpf:"cfg_lean_stacks"`
@@ -784,6 +829,7 @@ type sysrayVariables struct {
 	RecFault         *ebpf.Variable `ebpf:"rec_fault"`
 	RecFlag          *ebpf.Variable `ebpf:"rec_flag"`
 	RecFork          *ebpf.Variable `ebpf:"rec_fork"`
+	RecFw            *ebpf.Variable `ebpf:"rec_fw"`
 	RecKind          *ebpf.Variable `ebpf:"rec_kind"`
 	RecRecent        *ebpf.Variable `ebpf:"rec_recent"`
 	RecReclaim       *ebpf.Variable `ebpf:"rec_reclaim"`
@@ -806,6 +852,8 @@ type sysrayPrograms struct {
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
 	FlushFast           *ebpf.Program `ebpf:"flush_fast"`
 	FlushPending        *ebpf.Program `ebpf:"flush_pending"`
+	FwExit              *ebpf.Program `ebpf:"fw_exit"`
+	FwFlush             *ebpf.Program `ebpf:"fw_flush"`
 	Inflight            *ebpf.Program `ebpf:"inflight"`
 	MemcgReclaimBegin   *ebpf.Program `ebpf:"memcg_reclaim_begin"`
 	MemcgReclaimEnd     *ebpf.Program `ebpf:"memcg_reclaim_end"`
@@ -831,6 +879,8 @@ func (p *sysrayPrograms) Close() error {
 		p.EmulateVsyscall,
 		p.FlushFast,
 		p.FlushPending,
+		p.FwExit,
+		p.FwFlush,
 		p.Inflight,
 		p.MemcgReclaimBegin,
 		p.MemcgReclaimEnd,

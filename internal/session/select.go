@@ -45,7 +45,7 @@ func (s *Selection) Build(args []string, ctrs *Live) (live.Options, *filter.Filt
 	arch := event.HostArch()
 	var opts live.Options
 	cfg := probe.Config{MinLatency: uint64(s.MinLatency), AllFaults: s.PageFaults, Children: s.Children,
-		Stacks: s.Stacks, Slow: uint64(s.Slow)}
+		Stacks: s.Stacks, Slow: uint64(s.Slow), FaultWait: s.Stacks}
 	if s.Slow < 0 || s.Stacks && s.Slow == 0 {
 		return opts, nil, errors.New("--slow must be positive")
 	}

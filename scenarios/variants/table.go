@@ -28,4 +28,5 @@ var All = slices.Concat(
 	nagleVariants,
 	resolverVariants,
 	lockConvoyVariants,
+	thrashVariants,
 )

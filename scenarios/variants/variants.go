@@ -36,6 +36,9 @@ type Expect struct {
 	// Silent: a benign cousin of the mechanism, on which none of IDs
 	// may be reported, at any severity.
 	Silent bool
+	// Below: a benign cousin on which IDs may be reported only under
+	// this severity (an info that says where time went, not a warning).
+	Below doctor.Severity
 }
 
 // Variant is one reproduction and what the doctor must say about it.
@@ -97,6 +100,14 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 		}
 		return nil, nil
 	}
+	if v.Expect.Below != 0 {
+		for i := range r.Findings {
+			if f := &r.Findings[i]; slices.Contains(v.Expect.IDs, f.ID) && f.Severity >= v.Expect.Below {
+				return nil, fmt.Errorf("%s: want no %s at %s or above; got %s %s: %s", v.Name, joinIDs(v.Expect.IDs), v.Expect.Below, f.Severity, f.ID, f.Title)
+			}
+		}
+		return nil, nil
+	}
 	for i := range r.Findings {
 		f := &r.Findings[i]
 		if !slices.Contains(v.Expect.IDs, f.ID) || f.Severity < v.Expect.Severity {
@@ -140,6 +151,9 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 func (e Expect) String() string {
 	if e.Silent {
 		return "no " + joinIDs(e.IDs)
+	}
+	if e.Below != 0 {
+		return "no " + joinIDs(e.IDs) + " ≥ " + e.Below.String()
 	}
 	s := joinIDs(e.IDs) + " ≥ " + e.Severity.String()
 	if len(e.Words) > 0 {
