@@ -39,7 +39,7 @@ deps:
 TESTSUM = bin/testsum $(if $(filter 1,$(SYSRAY_REQUIRE_BPF)),-skips-fail)
 
 test: deps build lint bin/testsum
-	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 40m -json ./... | $(TESTSUM)
+	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 60m -json ./... | $(TESTSUM)
 	set -o pipefail; cd deploy/check && $(GO) test -count=1 -json ./... | ../../$(TESTSUM)
 
 bin/testsum: scripts/testsum/main.go
