@@ -34,6 +34,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "emit.h"
 #include "stat.h"
 #include "fast.h"
+#include "runq.h"
 #include "sleep.h"
 #include "syscalls.h"
 #include "faults.h"

@@ -70,6 +70,12 @@ func TestRoundTripKinds(t *testing.T) {
 			Reclaim: event.Reclaim{Duration: 1234567, Pages: 32, Nr: 1, Stack: []event.Frame{{Addr: 0xffffffff81234567, Name: "try_charge_memcg+0x1b0"}, {Addr: 1}}}}},
 		{"reclaim outside", event.Event{Kind: event.KindReclaim, Time: 15, TID: 6,
 			Reclaim: event.Reclaim{Duration: math.MaxUint64, Pages: math.MaxUint64, Nr: -1, Stack: []event.Frame{}}}},
+		{"cpu wait", event.Event{Kind: event.KindCPUWait, Time: 16, PID: 5, TID: 6, CPU: 1,
+			CPUWait: event.CPUWait{Wait: 9_000_000, Woken: true, Nr: 230, NrRunning: 4, Task: event.SchedTask{Prio: 120, Allowed: 2, NrAllowed: 1},
+				Holder: event.SchedTask{PID: 9, TID: 10, Comm: "hog", Cgroup: 77, Prio: 110, Policy: 1, Allowed: math.MaxUint64, NrAllowed: 128}}}},
+		{"cpu wait summary", event.Event{Kind: event.KindCPUWait, Time: 17, TID: 6,
+			CPUWait: event.CPUWait{Summary: true, Nr: -1, Idle: true, Sum: event.CPUWaitSum{Run: 1, WaitWoken: 2, WaitPreempted: 3, WaitIdle: 4,
+				WaitSyscall: 5, Max: math.MaxUint64, Waits: math.MaxUint32, Hist: [8]uint32{1, 2, 3, 4, 5, 6, 7, math.MaxUint32}}}}},
 		{"unknown kind", event.Event{Kind: 200, Time: 16, CPU: 1, PID: 2, TID: 3, Comm: "c", Cgroup: 4}},
 		{"zero kind", event.Event{}},
 		{"time backwards", event.Event{Kind: event.KindSyscall, Time: 3, TID: 101, PID: 100}},
@@ -194,6 +200,7 @@ var subStruct = map[event.Kind]string{
 	event.KindExit:           "Proc",
 	event.KindDrop:           "Drop",
 	event.KindReclaim:        "Reclaim",
+	event.KindCPUWait:        "CPUWait",
 }
 
 // newerThanV1 names the event fields added after testdata/v1.sysray was

@@ -265,6 +265,10 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		v = appendFrames(v, r.Stack)
 		b = appendBytes(b, v)
 		s.extField = v
+	case event.KindCPUWait:
+		v := appendCPUWait(s.extField[:0], &e.CPUWait)
+		b = appendBytes(b, v)
+		s.extField = v
 	default:
 		// Kinds this version does not know have an opaque, length-prefixed
 		// body so that readers can skip them; there is nothing to put in it.

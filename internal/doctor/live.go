@@ -152,6 +152,8 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	// where a call that waits by design briefly waited.
 	opts.Probe.LeanStacks = true
 	opts.Probe.WaitCalls = WaitCalls(arch)
+	// Waits for a CPU, for cpu-wait (detect_cpuwait.go).
+	opts.Probe.RunQueue = true
 	opts.UserFrames = func() bool { return !sick() }
 	opts.Started = func(p *probe.Probe) error {
 		running.Store(p)

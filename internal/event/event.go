@@ -18,6 +18,7 @@ const (
 	// event: consumers never see one.
 	KindRecent  Kind = 10
 	KindReclaim Kind = 11 // a thread reclaimed memory to charge it to its memory cgroup
+	KindCPUWait Kind = 12 // a thread waited for a CPU: one long wait, or its totals (CPUWait)
 )
 
 var kindNames = [...]string{
@@ -31,6 +32,7 @@ var kindNames = [...]string{
 	KindExit:           "exit",
 	KindDrop:           "drop",
 	KindReclaim:        "reclaim",
+	KindCPUWait:        "cpu_wait",
 }
 
 func (k Kind) String() string {
@@ -70,6 +72,7 @@ type Event struct {
 	Proc     Proc
 	Drop     Drop
 	Reclaim  Reclaim
+	CPUWait  CPUWait
 }
 
 // Syscall is one completed (or unfinished) system call.

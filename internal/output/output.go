@@ -212,6 +212,8 @@ func Body(e *event.Event, arch event.Arch) string {
 			in = "in " + event.SyscallName(arch, uint32(r.Nr))
 		}
 		return fmt.Sprintf("memcg_reclaim pages=%d %s <%d.%06d>", r.Pages, in, r.Duration/1e9, r.Duration%1e9/1e3)
+	case event.KindCPUWait:
+		return cpuWaitText(&e.CPUWait, arch)
 	case event.KindDrop:
 		return fmt.Sprintf("drop cpu=%d lost=%d events (ring buffer full; try --buffer-size or a narrower selection)", e.CPU, e.Drop.Count)
 	}

@@ -24,6 +24,7 @@ const (
 	exitSize    = 56
 	recentSize  = 312
 	reclaimSize = 72
+	runqSize    = 216
 	recentMax   = 8
 
 	dataSlot = 256
@@ -51,6 +52,7 @@ var recSize = [...]int{
 	event.KindSyscall: sysSize, event.KindPageFault: faultSize, event.KindVsyscall: vsysSize,
 	event.KindSignalGenerate: sigSize, event.KindSignalDeliver: sigSize, event.KindFork: forkSize,
 	event.KindExec: execSize, event.KindExit: exitSize, event.KindRecent: recentSize, event.KindReclaim: reclaimSize,
+	event.KindCPUWait: runqSize,
 }
 
 // comms turns the kernel's fixed 16-byte comm into a string without
@@ -223,6 +225,8 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 	case event.KindReclaim:
 		e.Reclaim = event.Reclaim{Duration: le.Uint64(b[48:]), Pages: le.Uint64(b[56:]), Nr: int32(le.Uint32(b[64:])),
 			Stack: stackFrames(int32(le.Uint32(b[68:])), stacks)}
+	case event.KindCPUWait:
+		decodeCPUWait(b, &e.CPUWait, cm)
 	}
 	return nil
 }
@@ -245,6 +249,8 @@ func clearKind(e *event.Event) {
 		e.Drop = event.Drop{}
 	case event.KindReclaim:
 		e.Reclaim = event.Reclaim{}
+	case event.KindCPUWait:
+		e.CPUWait = event.CPUWait{}
 	}
 }
 

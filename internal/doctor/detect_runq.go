@@ -1,0 +1,540 @@
+package doctor
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/units"
+)
+
+// The finding it reports: threads runnable but not running, waiting for a
+// CPU another task holds. Named for what the user lost (time waiting for a
+// CPU), not for the kernel's structure (the run queue).
+const CPUWait ID = "cpu-wait"
+
+func init() {
+	register(registration{ids: []ID{CPUWait},
+		build: func(h *Host) Detector { return newCPUWaits(h.Arch) }})
+}
+
+// cpuWaitLongNS is the kernel's bar for a wait told on its own, with who
+// had the CPU (RUNQ_LONG_NS in bpf/runq.h: more than a scheduler slice
+// anywhere, 1.4 ms on 2 CPUs, 2.8 ms on 8 or more).
+const cpuWaitLongNS = 4_000_000
+
+// cpuWaitRepeat: a warning needs this many long waits. One 4 ms wait is a
+// hiccup; five mean the thread was kept from its CPU past a slice again
+// and again, which a latency-sensitive loop feels as late wake-ups each
+// time.
+const cpuWaitRepeat = 5
+
+// cpuWaitShare: the share of the time a process's threads wanted a CPU
+// (on one, or runnable without one) that they spent waiting with another
+// task on it. The doctor's common bar (warnShare): a quarter of that time
+// lost, given back, makes them a third faster. For a loop that sleeps and
+// wakes, the time it wanted a CPU is its work plus its waits: one that
+// works 50 µs and waits 5 ms a turn is at 99%.
+const cpuWaitShare = warnShare
+
+// cpuWaitUnfair: of the long waits, the share that must have a reason
+// beyond fair sharing (the waiter woken rather than preempted, the holder
+// at a higher priority, the waiter pinned to fewer CPUs than the host has)
+// for a warning. A majority: then the reason is the rule of these waits,
+// not an accident of a few.
+const cpuWaitUnfair = 0.5
+
+// cpuWaitHoldersMax bounds the holders kept per process, and cpuWaitProcsMax
+// the processes followed: about 100 bytes an entry.
+const (
+	cpuWaitHoldersMax = 64
+	cpuWaitProcsMax   = 1 << 14
+)
+
+type cpuHolder struct {
+	pid, tid  uint32
+	comm      string
+	cgroup    uint64
+	prio      uint8
+	policy    uint8
+	allowed   uint64
+	nrAllowed uint32
+	waits     uint64 // long waits that ended as it left the CPU
+	ns        uint64
+}
+
+// cpuWaiter is what the events said of one process's waits.
+type cpuWaiter struct {
+	pid      uint32
+	comm     string
+	cgroup   uint64
+	sum      event.CPUWaitSum // its threads' totals, from summaries
+	threads  map[uint32]bool
+	long     uint64 // waits of at least cpuWaitLongNS that ended with another task on the CPU
+	longNS   uint64
+	longIdle uint64 // long waits that ended with the CPU coming from idle
+	woken    uint64 // of long, the ones that began at a wake-up
+	outrank  uint64 // of long, the ones whose holder had a higher priority
+	pinned   uint64 // of long, the ones where the waiter may run on fewer CPUs than the host has
+	queued   uint64 // sum of the run queue's length as each long wait ended
+	inCall   map[string]uint64
+	prio     uint8
+	policy   uint8
+	allowed  uint64
+	nrAllow  uint32
+	holders  map[uint32]*cpuHolder // by holder tid
+	maxWait  uint64
+}
+
+type cpuWaits struct {
+	procs map[uint32]*cpuWaiter
+	// cpus is the most CPUs any task seen may run on: the host's CPUs
+	// as far as the events know (an unpinned task may run on all).
+	cpus    uint32
+	arch    event.Arch
+	closest *Near
+}
+
+func newCPUWaits(arch event.Arch) *cpuWaits {
+	return &cpuWaits{procs: map[uint32]*cpuWaiter{}, arch: arch}
+}
+
+func (c *cpuWaits) near(*Env) *Near { return c.closest }
+
+func (c *cpuWaits) proc(e *event.Event) *cpuWaiter {
+	p := c.procs[e.PID]
+	if p == nil {
+		if len(c.procs) >= cpuWaitProcsMax {
+			return nil
+		}
+		p = &cpuWaiter{pid: e.PID, threads: map[uint32]bool{}, inCall: map[string]uint64{}, holders: map[uint32]*cpuHolder{}}
+		c.procs[e.PID] = p
+	}
+	p.comm, p.cgroup = e.Comm, e.Cgroup
+	return p
+}
+
+func (c *cpuWaits) Observe(e *event.Event) {
+	if e.Kind != event.KindCPUWait {
+		return
+	}
+	w := &e.CPUWait
+	c.cpus = max(c.cpus, w.Task.NrAllowed, w.Holder.NrAllowed)
+	p := c.proc(e)
+	if p == nil {
+		return
+	}
+	p.threads[e.TID] = true
+	p.prio, p.policy, p.allowed, p.nrAllow = w.Task.Prio, w.Task.Policy, w.Task.Allowed, w.Task.NrAllowed
+	if w.Summary {
+		p.sum.Add(&w.Sum)
+		return
+	}
+	p.maxWait = max(p.maxWait, w.Wait)
+	if w.Idle {
+		// No task held the CPU as the wait ended: not a queue behind
+		// another (a throttled cgroup's threads wait so for quota:
+		// cgroup-limit's).
+		p.longIdle++
+		return
+	}
+	p.long++
+	p.longNS += w.Wait
+	p.queued += uint64(w.NrRunning)
+	if w.Woken {
+		p.woken++
+	}
+	if outranks(&w.Holder, &w.Task) {
+		p.outrank++
+	}
+	if w.Task.NrAllowed > 0 && w.Task.NrAllowed < c.cpus {
+		p.pinned++
+	}
+	if w.Nr >= 0 {
+		p.inCall[event.SyscallName(c.arch, uint32(w.Nr))]++
+	}
+	h := p.holders[w.Holder.TID]
+	if h == nil {
+		if len(p.holders) >= cpuWaitHoldersMax {
+			return
+		}
+		h = &cpuHolder{}
+		p.holders[w.Holder.TID] = h
+	}
+	h.pid, h.tid, h.comm, h.cgroup = w.Holder.PID, w.Holder.TID, w.Holder.Comm, w.Holder.Cgroup
+	h.prio, h.policy, h.allowed, h.nrAllowed = w.Holder.Prio, w.Holder.Policy, w.Holder.Allowed, w.Holder.NrAllowed
+	h.waits++
+	h.ns += w.Wait
+}
+
+// outranks says the scheduler favours h over t: a real-time or deadline
+// task over a normal one, a lower real-time prio number, or for the
+// normal policies a lower nice (prio 120 + nice). SCHED_IDLE (5) yields
+// to everything.
+func outranks(h, t *event.SchedTask) bool {
+	hr, tr := realtime(h.Policy), realtime(t.Policy)
+	switch {
+	case hr != tr:
+		return hr
+	case t.Policy == schedIdle && h.Policy != schedIdle:
+		return true
+	}
+	return h.Prio < t.Prio
+}
+
+const (
+	schedFIFO     = 1
+	schedRR       = 2
+	schedIdle     = 5
+	schedDeadline = 6
+)
+
+func realtime(policy uint8) bool {
+	return policy == schedFIFO || policy == schedRR || policy == schedDeadline
+}
+
+// schedName says a task's policy and priority as chrt and nice do.
+func schedName(policy, prio uint8) string {
+	switch policy {
+	case schedFIFO:
+		return fmt.Sprintf("SCHED_FIFO priority %d", 99-int(prio))
+	case schedRR:
+		return fmt.Sprintf("SCHED_RR priority %d", 99-int(prio))
+	case schedDeadline:
+		return "SCHED_DEADLINE"
+	}
+	name := map[uint8]string{0: "SCHED_OTHER", 3: "SCHED_BATCH", 5: "SCHED_IDLE", 7: "SCHED_EXT"}[policy]
+	if name == "" {
+		name = fmt.Sprintf("policy %d", policy)
+	}
+	return fmt.Sprintf("nice %d, %s", int(prio)-120, name)
+}
+
+// cpuList says a CPU mask as Cpus_allowed_list does ("1", "0-3,6"), for
+// the first 64 CPUs.
+func cpuList(mask uint64) string {
+	var parts []string
+	for i := 0; i < 64; {
+		if mask&(1<<i) == 0 {
+			i++
+			continue
+		}
+		j := i
+		for j+1 < 64 && mask&(1<<(j+1)) != 0 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprint(i))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", i, j))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// cpuWaitGroup is the finding's subject: the processes of one program
+// that waited, with their counts added.
+type cpuWaitGroup struct {
+	comm    string
+	verdict string
+	procs   []*cpuWaiter
+	sum     event.CPUWaitSum
+	long    uint64
+	longNS  uint64
+	idle    uint64
+	woken   uint64
+	outrank uint64
+	pinned  uint64
+	queued  uint64
+	maxWait uint64
+	inCall  map[string]uint64
+	holders map[uint32]*cpuHolder // by holder pid, added over its threads
+}
+
+func (c *cpuWaits) Findings(env *Env) []Finding {
+	c.closest = nil
+	groups := map[string]*cpuWaitGroup{}
+	pids := make([]uint32, 0, len(c.procs))
+	for pid := range c.procs {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
+	for _, pid := range pids {
+		p := c.procs[pid]
+		// Processes of one program are one finding when their waits
+		// have the same cause: a program's hogs and its victims are not.
+		k := p.comm + "|" + p.verdict(c.cpus)
+		g := groups[k]
+		if g == nil {
+			g = &cpuWaitGroup{comm: p.comm, verdict: p.verdict(c.cpus), inCall: map[string]uint64{}, holders: map[uint32]*cpuHolder{}}
+			groups[k] = g
+		}
+		g.procs = append(g.procs, p)
+		g.sum.Add(&p.sum)
+		g.long += p.long
+		g.longNS += p.longNS
+		g.idle += p.longIdle
+		g.woken += p.woken
+		g.outrank += p.outrank
+		g.pinned += p.pinned
+		g.queued += p.queued
+		g.maxWait = max(g.maxWait, p.maxWait)
+		for k, v := range p.inCall {
+			g.inCall[k] += v
+		}
+		for _, h := range p.holders {
+			gh := g.holders[h.pid]
+			if gh == nil {
+				cp := *h
+				cp.waits, cp.ns = 0, 0
+				gh = &cp
+				g.holders[h.pid] = gh
+			}
+			gh.waits += h.waits
+			gh.ns += h.ns
+			gh.prio = min(gh.prio, h.prio)
+		}
+	}
+	names := make([]string, 0, len(groups))
+	for n := range groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []Finding
+	for _, n := range names {
+		if f, ok := c.finding(env, groups[n]); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// verdict says what the long waits of p had most in common: "outranked"
+// (the holders had a higher priority), "woken" (they began at a wake-up:
+// the thread waits to start work it was woken for, as a latency-sensitive
+// loop does), "pinned" (preempted, and pinned to fewer CPUs than the host
+// has), or "fair" (preempted among equals: more work than CPUs).
+func (p *cpuWaiter) verdict(cpus uint32) string {
+	if p.long == 0 {
+		return "none"
+	}
+	frac := func(n uint64) float64 { return float64(n) / float64(p.long) }
+	switch {
+	case frac(p.outrank) >= cpuWaitUnfair:
+		return "outranked"
+	case frac(p.woken) >= cpuWaitUnfair:
+		return "woken"
+	case frac(p.pinned) >= cpuWaitUnfair:
+		return "pinned"
+	}
+	return "fair"
+}
+
+func (c *cpuWaits) miss(g *cpuWaitGroup, closeness float64, short string) {
+	if closeness == 0 || c.closest != nil && closeness <= c.closest.Closeness {
+		return
+	}
+	c.closest = &Near{ID: CPUWait, Closeness: closeness, Short: short,
+		Subject: fmt.Sprintf("%s, %d waits of at least %s for a CPU another task held", g.comm, g.long, units.Duration(cpuWaitLongNS))}
+}
+
+func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
+	s := &g.sum
+	waited := s.Waited()
+	// The waits that ended on an idle CPU were not a queue behind
+	// another task: throttling (cgroup-limit's), or a migration.
+	contended := waited - min(s.WaitIdle, waited)
+	// Summaries are lost only for a thread's last quarter second before
+	// sysray stops; its long waits are whole: they bound the waits from
+	// below.
+	contended = max(contended, g.longNS)
+	wanted := s.Run + waited
+	if wanted < contended {
+		wanted = contended
+	}
+	if wanted == 0 || g.long == 0 {
+		return Finding{}, false
+	}
+	share := float64(contended) / float64(wanted)
+	if share < cpuWaitShare {
+		c.miss(g, share/cpuWaitShare, fmt.Sprintf("its threads waited %.0f%% of the time they wanted a CPU; cpu-wait reports from %.0f%%", 100*share, 100*cpuWaitShare))
+		return Finding{}, false
+	}
+	if contended < warnWaitNS {
+		c.miss(g, float64(contended)/warnWaitNS, fmt.Sprintf("its threads waited %s for a CPU; cpu-wait reports from %s", units.Duration(contended), units.Duration(warnWaitNS)))
+		return Finding{}, false
+	}
+	frac := func(n uint64) float64 { return float64(n) / float64(g.long) }
+	// The process that waited most speaks for the group.
+	p := g.procs[0]
+	for _, q := range g.procs {
+		if q.longNS > p.longNS {
+			p = q
+		}
+	}
+	var why []string
+	// A warning needs the waits to hurt beyond fair sharing: a thread
+	// woken to do work it cannot start (latency), or one the scheduler
+	// ranks below the tasks it waits for. Preempted among equals, a
+	// thread gets its fair share of too few CPUs: more work than CPUs,
+	// as a parallel build makes, which is worth knowing but no fault.
+	unfair := g.verdict == "outranked" || g.verdict == "woken"
+	// Pinned together: the waiter may use fewer CPUs than the host has,
+	// and the holders' masks cover its CPUs.
+	if frac(g.pinned) >= cpuWaitUnfair {
+		var with []string
+		for _, h := range sortedHolders(g.holders) {
+			if h.allowed&p.allowed != 0 && h.nrAllowed < c.cpus {
+				with = append(with, fmt.Sprintf("%s[%d] (CPUs %s)", h.comm, h.pid, cpuList(h.allowed)))
+			}
+		}
+		text := fmt.Sprintf("its affinity mask lets it run only on CPU %s of the %d CPUs its events saw", cpuList(p.allowed), c.cpus)
+		if len(with) > 0 {
+			text += ", and " + strings.Join(cwFirst(with, 4), ", ") + " are pinned there too: they take turns on it while other CPUs may sit idle"
+		} else {
+			text += ", where the tasks above run too: the other CPUs cannot take it"
+		}
+		why = append(why, text)
+	}
+	if frac(g.outrank) >= cpuWaitUnfair {
+		top := sortedHolders(g.holders)[0]
+		text := fmt.Sprintf("the tasks that had the CPU outrank it: %s against its %s", schedName(top.policy, top.prio), schedName(p.policy, p.prio))
+		if !realtime(top.policy) && !realtime(p.policy) && top.prio < p.prio {
+			text += fmt.Sprintf(" (the scheduler gives each of them %.1f times its share of the CPU)", niceWeight(top.prio)/niceWeight(p.prio))
+		}
+		why = append(why, text)
+	}
+	meanQueue := float64(g.queued) / float64(g.long)
+	if meanQueue >= 2 {
+		why = append(why, fmt.Sprintf("the CPU's run queue held %.1f tasks on average as its long waits ended, itself included: more threads runnable than that CPU could run", meanQueue))
+	}
+	sev := Info
+	if share >= cpuWaitShare && contended >= warnWaitNS && g.long >= cpuWaitRepeat && unfair {
+		sev = Warning
+	}
+	var procs []string
+	var refs []uint32
+	var threads int
+	for _, p := range g.procs {
+		procs = append(procs, env.ProcName(p.pid, p.comm))
+		refs = append(refs, p.pid)
+		threads += len(p.threads)
+	}
+	who := strings.Join(cwFirst(procs, 4), ", ")
+	if len(procs) > 1 {
+		who = fmt.Sprintf("%d processes (%s)", len(procs), who)
+	}
+	var held []string
+	var heldEv []map[string]any
+	for _, h := range cwFirst(sortedHolders(g.holders), 5) {
+		name := env.ProcName(h.pid, h.comm)
+		if h.pid == p.pid {
+			name += " (its own thread)"
+		}
+		cg := ""
+		if env.Host.Container != nil {
+			if ct := env.Host.Container(h.pid, h.cgroup); ct != "" {
+				cg = ", container " + ct
+			}
+		}
+		held = append(held, fmt.Sprintf("%s, %s, CPUs %s%s: %d of the long waits", name, schedName(h.policy, h.prio), cpuList(h.allowed), cg, h.waits))
+		heldEv = append(heldEv, map[string]any{"pid": h.pid, "comm": h.comm, "prio": h.prio, "policy": h.policy,
+			"nice": int(h.prio) - 120, "cpus": cpuList(h.allowed), "cgroup": h.cgroup, "long_waits": h.waits, "long_wait_ns": h.ns})
+		refs = append(refs, h.pid)
+	}
+	how := fmt.Sprintf("%d of the %d long waits began at a wake-up (the thread had work to start and no CPU to start it on), %d at a preemption",
+		g.woken, g.long, g.long-g.woken)
+	calls := byValue(g.inCall)
+	in := ""
+	if len(calls) > 0 {
+		in = fmt.Sprintf(" Inside syscalls: %s of the waits (%s).", units.Duration(s.WaitSyscall), strings.Join(cwFirst(calls, 3), ", "))
+	}
+	reason := "Why: " + strings.Join(why, "; ") + "."
+	if len(why) == 0 {
+		reason = fmt.Sprintf("No task it waited for was pinned with it or ranked above it: the CPUs were shared fairly among more runnable threads than the %d CPUs could run.", c.cpus)
+	}
+	if !unfair {
+		reason += " Most of these waits began at a preemption, and the tasks that had the CPU ranked no higher: the threads had " +
+			"their turn among equals on too few CPUs (as a parallel build has), which costs throughput but no deadline; " +
+			"cpu-wait warns when the waits follow wake-ups or the holders outrank the waiter."
+	}
+	title := fmt.Sprintf("%s waited for a CPU %.0f%% of the time it was ready to run (%s; %d waits of %s or more, the longest %s)",
+		who, 100*share, units.Duration(contended), g.long, units.Duration(cpuWaitLongNS), units.Duration(g.maxWait))
+	summary := fmt.Sprintf("Its threads were runnable but not running for %s of the %s they wanted a CPU, with another task on the CPU "+
+		"(waits that ended on an idle CPU, %s, are not counted: a throttled cgroup waits so, which cgroup-limit reports). %s.%s "+
+		"Who had the CPU when its long waits ended: %s. %s",
+		units.Duration(contended), units.Duration(wanted), units.Duration(min(s.WaitIdle, waited)), how, in,
+		strings.Join(held, "; "), reason)
+	fix := cpuWaitFix(frac(g.pinned) >= cpuWaitUnfair, frac(g.outrank) >= cpuWaitUnfair)
+	f := Finding{
+		ID:       CPUWait,
+		Key:      keyOf(string(CPUWait), g.comm, g.verdict),
+		Procs:    env.refs(refs...),
+		Syscalls: calls,
+		Severity: sev,
+		Title:    title,
+		Summary:  summary,
+		Fix:      fix,
+		Score:    float64(contended),
+		Evidence: map[string]any{"processes": procs, "threads": threads, "waited_ns": contended, "wanted_ns": wanted,
+			"waited_ns_is": "at least: a thread's last quarter second before sysray stopped is not summed",
+			"share_of_wanted_time": share, "run_ns": s.Run, "wait_woken_ns": s.WaitWoken, "wait_preempted_ns": s.WaitPreempted,
+			"wait_idle_cpu_ns": s.WaitIdle, "wait_in_syscalls_ns": s.WaitSyscall, "waits": s.Waits, "wait_hist": s.Hist,
+			"long_waits": g.long, "long_wait_ns": g.longNS, "long_waits_idle_cpu": g.idle, "long_waits_woken": g.woken,
+			"long_waits_outranked": g.outrank, "long_waits_pinned": g.pinned, "max_wait_ns": g.maxWait,
+			"mean_run_queue": meanQueue, "cpus": c.cpus, "holders": heldEv, "reasons": why},
+	}
+	return f, true
+}
+
+// niceWeight approximates the kernel's sched_prio_to_weight: 1024 at nice
+// 0, about 1.25 times more for each step down.
+func niceWeight(prio uint8) float64 {
+	w := 1024.0
+	for n := int(prio) - 120; n > 0; n-- {
+		w /= 1.25
+	}
+	for n := int(prio) - 120; n < 0; n++ {
+		w *= 1.25
+	}
+	return w
+}
+
+func cpuWaitFix(pinned, outranked bool) string {
+	var fix []string
+	if pinned {
+		fix = append(fix, "give the latency-sensitive threads CPUs of their own: widen their affinity (taskset -p -c LIST PID) "+
+			"or move the tasks pinned with them elsewhere (taskset, a cpuset cgroup's cpuset.cpus)")
+	}
+	if outranked {
+		fix = append(fix, "undo the priority that favours the others: raise the waiter's (renice, or chrt -f for a real-time loop) "+
+			"or lower theirs (renice +N, SCHED_BATCH/SCHED_IDLE for batch work, or a lower cpu.weight for their cgroup)")
+	}
+	fix = append(fix, "or run fewer runnable threads than CPUs (fewer workers or jobs), or give the process a larger share "+
+		"with cpu.weight when it shares the host with others")
+	text := strings.Join(fix, "; ")
+	return strings.ToUpper(text[:1]) + text[1:] + "."
+}
+
+func sortedHolders(m map[uint32]*cpuHolder) []*cpuHolder {
+	out := make([]*cpuHolder, 0, len(m))
+	for _, h := range m {
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].waits > out[j].waits || out[i].waits == out[j].waits && out[i].pid < out[j].pid
+	})
+	if len(out) == 0 {
+		out = append(out, &cpuHolder{prio: 120})
+	}
+	return out
+}
+
+func cwFirst[T any](s []T, n int) []T {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
