@@ -53,6 +53,34 @@ struct {
 } runq_tasks SEC(".maps");
 
 /*
+ * Each CPU's last switches: who got it and when. A long wait's end reads
+ * back through them for who ran on the CPU while it waited: the task
+ * switched out as the waiter gets the CPU is only the last of them, and
+ * on a busy host rarely the one that took most of the wait. 16 switches
+ * cover a wait of 16 slices of others; a longer one is told from its
+ * last 16.
+ */
+#define RUNQ_RING 16
+
+struct runq_slot {
+	__u64 ts; /* switched in at */
+	struct runq_holder h; /* h.ns unused */
+};
+
+struct runq_cpu {
+	__u32 head; /* the next slot to write */
+	__u32 pad;
+	struct runq_slot s[RUNQ_RING];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct runq_cpu);
+} runq_cpus SEC(".maps");
+
+/*
  * t is runnable from now and not on a CPU. A task not seen before gets
  * storage only if it is selected: this runs on every wake-up of the host,
  * so what is not selected costs a storage lookup, a read of its tgid and,
@@ -118,6 +146,78 @@ static __always_inline void runq_summary(struct runq_task *rt, struct task_struc
 }
 
 /*
+ * Who ran on this CPU in [since, now], the most first, from its ring; and
+ * how long it was idle. Out of line: only long waits read it.
+ */
+static __noinline void runq_holders(struct runq_rec *r, __u64 since, __u64 now)
+{
+	__u32 zero = 0;
+	struct runq_cpu *c = bpf_map_lookup_elem(&runq_cpus, &zero);
+	if (!c)
+		return;
+	__u64 end = now;
+	__u32 head = c->head;
+	for (int i = 0; i < RUNQ_RING; i++) {
+		struct runq_slot *sl = &c->s[(head - 1 - i) & (RUNQ_RING - 1)];
+		__u64 start = sl->ts;
+		if (!start || end <= since)
+			break;
+		__u64 ns = end - (start > since ? start : since);
+		end = start;
+		if (start > now || ns > now - since)
+			break; /* a slot written meanwhile by a program on this CPU */
+		if (!sl->h.tid) {
+			r->idle_ns += ns;
+			continue;
+		}
+		int at = -1, least = 0;
+#pragma unroll
+		for (int k = 0; k < RUNQ_HOLDERS; k++) {
+			if (r->held[k].tid == sl->h.tid || (at < 0 && !r->held[k].tid))
+				at = k;
+			if (r->held[k].ns < r->held[least].ns)
+				least = k;
+		}
+		if (at < 0) {
+			/* Full: the least of them gives way to a longer one. */
+			if (ns <= r->held[least].ns)
+				continue;
+			at = least;
+		}
+		if (at < 0 || at >= RUNQ_HOLDERS)
+			continue;
+		struct runq_holder *h = &r->held[at];
+		if (h->tid != sl->h.tid) {
+			*h = sl->h;
+			h->ns = 0;
+		}
+		h->ns += ns;
+	}
+}
+
+/* next gets this CPU now: the slot the next long wait reads back to. */
+static __always_inline void runq_mark(struct task_struct *next, __u64 now)
+{
+	__u32 zero = 0;
+	struct runq_cpu *c = bpf_map_lookup_elem(&runq_cpus, &zero);
+	if (!c)
+		return;
+	struct runq_slot *sl = &c->s[c->head & (RUNQ_RING - 1)];
+	c->head++;
+	sl->ts = now;
+	sl->h.tid = next->pid;
+	sl->h.pid = next->tgid;
+	if (!sl->h.tid)
+		return; /* idle */
+	sl->h.prio = next->prio;
+	sl->h.policy = next->policy;
+	sl->h.nr_allowed = next->nr_cpus_allowed;
+	sl->h.allowed = next->cpus_ptr->bits[0];
+	sl->h.cgroup = next->cgroups->dfl_cgrp->kn->id;
+	__builtin_memcpy(sl->h.comm, next->comm, TASK_COMM_LEN);
+}
+
+/*
  * One wait of next's ended: it has the CPU, from prev. Out of line, so
  * sched_switch's walk does not grow with it.
  */
@@ -169,17 +269,9 @@ static __noinline void runq_end(struct runq_task *rt, struct task_struct *prev, 
 			r->wait = d;
 			r->woken = woken;
 			r->nr = nr;
-			r->idle = idle;
 			/* next's cfs_rq is on this CPU's run queue. */
 			r->nr_running = BPF_CORE_READ(next, se.cfs_rq, rq, nr_running);
-			r->h_pid = prev->tgid;
-			r->h_tid = prev->pid;
-			r->h_prio = prev->prio;
-			r->h_policy = prev->policy;
-			r->h_nr_allowed = prev->nr_cpus_allowed;
-			r->h_allowed = BPF_CORE_READ(prev, cpus_ptr, bits[0]);
-			r->h_cgroup = task_cgroup(prev);
-			__builtin_memcpy(r->h_comm, prev->comm, TASK_COMM_LEN);
+			runq_holders(r, now - d, now);
 			bpf_ringbuf_submit(r, wake_flags(rb));
 		} else if (rb) {
 			count_drop();
@@ -206,11 +298,12 @@ static __always_inline void runq_switch(bool preempt, struct task_struct *prev, 
 	if (preempt || prev_state == 0)
 		runq_ready(prev, false, now);
 	rt = bpf_task_storage_get(&runq_tasks, next, 0, 0);
-	if (!rt)
-		return;
-	rt->on = now;
-	if (rt->since)
-		runq_end(rt, prev, next, now);
+	if (rt) {
+		rt->on = now;
+		if (rt->since)
+			runq_end(rt, prev, next, now);
+	}
+	runq_mark(next, now);
 }
 
 /* p is woken: runnable from now. The waker is current, not p. */

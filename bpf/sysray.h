@@ -239,9 +239,25 @@ struct runq_sum {
 	__u32 pad;
 };
 
+#define RUNQ_HOLDERS 3 /* the tasks a long wait names */
+
+/* A task that ran on the CPU while another waited for it. */
+struct runq_holder {
+	__u64 ns;       /* of the wait */
+	__u64 cgroup;
+	__u64 allowed;  /* CPUs it may run on (the first 64) */
+	__u32 pid;
+	__u32 tid;
+	__u32 nr_allowed;
+	__u8 prio;
+	__u8 policy;
+	__u8 pad[2];
+	char comm[TASK_COMM_LEN];
+};
+
 /*
  * A thread waited for a CPU. sum 0: one wait of at least RUNQ_LONG_NS, with
- * who had that CPU (the task switched out as the waiter got it); sum 1: the
+ * who ran on that CPU meanwhile; sum 1: the
  * thread's totals since its last summary. hdr names the waiting thread;
  * hdr.cpu is where it got the CPU, hdr.ts when.
  */
@@ -256,16 +272,8 @@ struct runq_rec {
 	__u64 allowed;     /* CPUs the waiter may run on (the first 64) */
 	__u32 nr_allowed;
 	__u32 nr_running;  /* tasks on this CPU's run queue as the wait ended */
-	__u8 idle;         /* the CPU came from idle */
-	__u8 h_prio;
-	__u8 h_policy;
-	__u8 pad;
-	__u32 h_nr_allowed;
-	__u32 h_pid;
-	__u32 h_tid;
-	__u64 h_allowed;
-	__u64 h_cgroup;
-	char h_comm[TASK_COMM_LEN];
+	__u64 idle_ns;     /* of the wait, ns this CPU was idle (sum 0) */
+	struct runq_holder held[RUNQ_HOLDERS]; /* who ran on this CPU during the wait, most first; pid 0 ends */
 	struct runq_sum s; /* sum 1 */
 };
 

@@ -8,11 +8,11 @@ import "github.com/sysray/sysray/internal/event"
 const (
 	cwSummary = 1 << iota
 	cwWoken
-	cwIdle
 )
 
 func appendSchedTask(v []byte, t *event.SchedTask, holder bool) []byte {
 	if holder {
+		v = appendUvarint(v, t.NS)
 		v = appendUvarint(v, uint64(t.PID))
 		v = appendUvarint(v, uint64(t.TID))
 		v = appendBytes(v, []byte(t.Comm))
@@ -32,15 +32,20 @@ func appendCPUWait(v []byte, w *event.CPUWait) []byte {
 	if w.Woken {
 		f |= cwWoken
 	}
-	if w.Idle {
-		f |= cwIdle
-	}
 	v = appendUvarint(v, f)
 	v = appendUvarint(v, w.Wait)
 	v = appendUvarint(v, zigzag(int64(w.Nr)))
 	v = appendUvarint(v, uint64(w.NrRunning))
+	v = appendUvarint(v, w.IdleNS)
 	v = appendSchedTask(v, &w.Task, false)
-	v = appendSchedTask(v, &w.Holder, true)
+	if w.Held == nil {
+		v = appendUvarint(v, 0)
+	} else {
+		v = appendUvarint(v, uint64(len(w.Held))+1)
+	}
+	for i := range w.Held {
+		v = appendSchedTask(v, &w.Held[i], true)
+	}
 	s := &w.Sum
 	for _, x := range []uint64{s.Run, s.WaitWoken, s.WaitPreempted, s.WaitIdle, s.WaitSyscall, s.Max, uint64(s.Waits)} {
 		v = appendUvarint(v, x)
@@ -53,6 +58,7 @@ func appendCPUWait(v []byte, w *event.CPUWait) []byte {
 
 func (y *blockDecoder) schedTask(t *event.SchedTask, holder bool) {
 	if holder {
+		t.NS = y.uvarint()
 		t.PID = uint32(y.uvarint())
 		t.TID = uint32(y.uvarint())
 		t.Comm = string(y.bytes())
@@ -66,12 +72,24 @@ func (y *blockDecoder) schedTask(t *event.SchedTask, holder bool) {
 
 func (y *blockDecoder) cpuWait(w *event.CPUWait) {
 	f := y.uvarint()
-	w.Summary, w.Woken, w.Idle = f&cwSummary != 0, f&cwWoken != 0, f&cwIdle != 0
+	w.Summary, w.Woken = f&cwSummary != 0, f&cwWoken != 0
 	w.Wait = y.uvarint()
 	w.Nr = int32(unzigzag(y.uvarint()))
 	w.NrRunning = uint32(y.uvarint())
+	w.IdleNS = y.uvarint()
 	y.schedTask(&w.Task, false)
-	y.schedTask(&w.Holder, true)
+	// A count+1, 0 for nil; no more than the body's bytes could hold.
+	if n := y.uvarint(); n > 0 {
+		n--
+		if n > uint64(len(y.buf)) {
+			y.fail("cpu_wait: more holders than bytes")
+			return
+		}
+		w.Held = make([]event.SchedTask, n)
+		for i := range w.Held {
+			y.schedTask(&w.Held[i], true)
+		}
+	}
 	s := &w.Sum
 	for _, p := range []*uint64{&s.Run, &s.WaitWoken, &s.WaitPreempted, &s.WaitIdle, &s.WaitSyscall, &s.Max} {
 		*p = y.uvarint()

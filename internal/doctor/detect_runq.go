@@ -60,8 +60,8 @@ type cpuHolder struct {
 	policy    uint8
 	allowed   uint64
 	nrAllowed uint32
-	waits     uint64 // long waits that ended as it left the CPU
-	ns        uint64
+	waits     uint64 // long waits it ran during
+	ns        uint64 // of those waits, ns it ran
 }
 
 // cpuWaiter is what the events said of one process's waits.
@@ -71,11 +71,11 @@ type cpuWaiter struct {
 	cgroup   uint64
 	sum      event.CPUWaitSum // its threads' totals, from summaries
 	threads  map[uint32]bool
-	long     uint64 // waits of at least cpuWaitLongNS that ended with another task on the CPU
+	long     uint64 // waits of at least cpuWaitLongNS while other tasks ran on the CPU
 	longNS   uint64
-	longIdle uint64 // long waits that ended with the CPU coming from idle
+	longIdle uint64 // long waits while the CPU sat idle more than others ran
 	woken    uint64 // of long, the ones that began at a wake-up
-	outrank  uint64 // of long, the ones whose holder had a higher priority
+	outrank  uint64 // of long, the ones where tasks of a higher priority ran at least half the time others did
 	pinned   uint64 // of long, the ones where the waiter may run on fewer CPUs than the host has
 	queued   uint64 // sum of the run queue's length as each long wait ended
 	inCall   map[string]uint64
@@ -120,7 +120,10 @@ func (c *cpuWaits) Observe(e *event.Event) {
 		return
 	}
 	w := &e.CPUWait
-	c.cpus = max(c.cpus, w.Task.NrAllowed, w.Holder.NrAllowed)
+	c.cpus = max(c.cpus, w.Task.NrAllowed)
+	for i := range w.Held {
+		c.cpus = max(c.cpus, w.Held[i].NrAllowed)
+	}
 	p := c.proc(e)
 	if p == nil {
 		return
@@ -132,10 +135,17 @@ func (c *cpuWaits) Observe(e *event.Event) {
 		return
 	}
 	p.maxWait = max(p.maxWait, w.Wait)
-	if w.Idle {
-		// No task held the CPU as the wait ended: not a queue behind
-		// another (a throttled cgroup's threads wait so for quota:
-		// cgroup-limit's).
+	var held, above uint64
+	for i := range w.Held {
+		held += w.Held[i].NS
+		if outranks(&w.Held[i], &w.Task) {
+			above += w.Held[i].NS
+		}
+	}
+	if w.IdleNS >= held {
+		// The CPU sat idle for more of the wait than any task ran on
+		// it: not a queue behind another (a throttled cgroup's threads
+		// wait so, for quota: cgroup-limit's).
 		p.longIdle++
 		return
 	}
@@ -145,7 +155,7 @@ func (c *cpuWaits) Observe(e *event.Event) {
 	if w.Woken {
 		p.woken++
 	}
-	if outranks(&w.Holder, &w.Task) {
+	if 2*above >= held {
 		p.outrank++
 	}
 	if w.Task.NrAllowed > 0 && w.Task.NrAllowed < c.cpus {
@@ -154,18 +164,21 @@ func (c *cpuWaits) Observe(e *event.Event) {
 	if w.Nr >= 0 {
 		p.inCall[event.SyscallName(c.arch, uint32(w.Nr))]++
 	}
-	h := p.holders[w.Holder.TID]
-	if h == nil {
-		if len(p.holders) >= cpuWaitHoldersMax {
-			return
+	for i := range w.Held {
+		t := &w.Held[i]
+		h := p.holders[t.TID]
+		if h == nil {
+			if len(p.holders) >= cpuWaitHoldersMax {
+				continue
+			}
+			h = &cpuHolder{}
+			p.holders[t.TID] = h
 		}
-		h = &cpuHolder{}
-		p.holders[w.Holder.TID] = h
+		h.pid, h.tid, h.comm, h.cgroup = t.PID, t.TID, t.Comm, t.Cgroup
+		h.prio, h.policy, h.allowed, h.nrAllowed = t.Prio, t.Policy, t.Allowed, t.NrAllowed
+		h.waits++
+		h.ns += t.NS
 	}
-	h.pid, h.tid, h.comm, h.cgroup = w.Holder.PID, w.Holder.TID, w.Holder.Comm, w.Holder.Cgroup
-	h.prio, h.policy, h.allowed, h.nrAllowed = w.Holder.Prio, w.Holder.Policy, w.Holder.Allowed, w.Holder.NrAllowed
-	h.waits++
-	h.ns += w.Wait
 }
 
 // outranks says the scheduler favours h over t: a real-time or deadline
@@ -400,7 +413,7 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 	}
 	if frac(g.outrank) >= cpuWaitUnfair {
 		top := sortedHolders(g.holders)[0]
-		text := fmt.Sprintf("the tasks that had the CPU outrank it: %s against its %s", schedName(top.policy, top.prio), schedName(p.policy, p.prio))
+		text := fmt.Sprintf("the tasks that ran meanwhile outrank it: %s against its %s", schedName(top.policy, top.prio), schedName(p.policy, p.prio))
 		if !realtime(top.policy) && !realtime(p.policy) && top.prio < p.prio {
 			text += fmt.Sprintf(" (the scheduler gives each of them %.1f times its share of the CPU)", niceWeight(top.prio)/niceWeight(p.prio))
 		}
@@ -439,7 +452,7 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 				cg = ", container " + ct
 			}
 		}
-		held = append(held, fmt.Sprintf("%s, %s, CPUs %s%s: %d of the long waits", name, schedName(h.policy, h.prio), cpuList(h.allowed), cg, h.waits))
+		held = append(held, fmt.Sprintf("%s, %s, CPUs %s%s: ran %s of them", name, schedName(h.policy, h.prio), cpuList(h.allowed), cg, units.Duration(h.ns)))
 		heldEv = append(heldEv, map[string]any{"pid": h.pid, "comm": h.comm, "prio": h.prio, "policy": h.policy,
 			"nice": int(h.prio) - 120, "cpus": cpuList(h.allowed), "cgroup": h.cgroup, "long_waits": h.waits, "long_wait_ns": h.ns})
 		refs = append(refs, h.pid)
@@ -463,8 +476,8 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 	title := fmt.Sprintf("%s waited for a CPU %.0f%% of the time it was ready to run (%s; %d waits of %s or more, the longest %s)",
 		who, 100*share, units.Duration(contended), g.long, units.Duration(cpuWaitLongNS), units.Duration(g.maxWait))
 	summary := fmt.Sprintf("Its threads were runnable but not running for %s of the %s they wanted a CPU, with another task on the CPU "+
-		"(waits that ended on an idle CPU, %s, are not counted: a throttled cgroup waits so, which cgroup-limit reports). %s.%s "+
-		"Who had the CPU when its long waits ended: %s. %s",
+		"(not counted: %s of waits while the CPU sat idle more than others ran on it, as a throttled cgroup's threads wait, which cgroup-limit reports). %s.%s "+
+		"Who ran on the CPU during its long waits: %s. %s",
 		units.Duration(contended), units.Duration(wanted), units.Duration(min(s.WaitIdle, waited)), how, in,
 		strings.Join(held, "; "), reason)
 	fix := cpuWaitFix(frac(g.pinned) >= cpuWaitUnfair, frac(g.outrank) >= cpuWaitUnfair)
@@ -479,7 +492,7 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 		Fix:      fix,
 		Score:    float64(contended),
 		Evidence: map[string]any{"processes": procs, "threads": threads, "waited_ns": contended, "wanted_ns": wanted,
-			"waited_ns_is": "at least: a thread's last quarter second before sysray stopped is not summed",
+			"waited_ns_is":         "at least: a thread's last quarter second before sysray stopped is not summed",
 			"share_of_wanted_time": share, "run_ns": s.Run, "wait_woken_ns": s.WaitWoken, "wait_preempted_ns": s.WaitPreempted,
 			"wait_idle_cpu_ns": s.WaitIdle, "wait_in_syscalls_ns": s.WaitSyscall, "waits": s.Waits, "wait_hist": s.Hist,
 			"long_waits": g.long, "long_wait_ns": g.longNS, "long_waits_idle_cpu": g.idle, "long_waits_woken": g.woken,
@@ -524,7 +537,7 @@ func sortedHolders(m map[uint32]*cpuHolder) []*cpuHolder {
 		out = append(out, h)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		return out[i].waits > out[j].waits || out[i].waits == out[j].waits && out[i].pid < out[j].pid
+		return out[i].ns > out[j].ns || out[i].ns == out[j].ns && out[i].pid < out[j].pid
 	})
 	if len(out) == 0 {
 		out = append(out, &cpuHolder{prio: 120})

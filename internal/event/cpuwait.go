@@ -7,29 +7,37 @@ const CPUWaitBuckets = 8
 // a wake-up, or a preemption, to the switch that gave it one. Event's
 // header names the waiting thread; Event.CPU is where it got the CPU and
 // Event.Time when. Summary says which of two records it is: one wait long
-// enough to be told (Wait, Woken, Nr, the holder), or the thread's totals
-// since its last summary (Sum).
+// enough to be told (Wait, Woken, Nr, who ran meanwhile), or the thread's
+// totals since its last summary (Sum).
 type CPUWait struct {
 	Summary bool
 	Wait    uint64 // ns, this wait
 	Woken   bool   // the wait began at a wake-up; else the thread was preempted
 	Nr      int32  // syscall in flight; -1: none, or not known
-	// Idle: the CPU came from idle when the wait ended: no task held it
-	// then (a throttled cgroup's threads wait so, for quota).
-	Idle bool
+	// IdleNS is how much of the wait the CPU it ended on was idle, in
+	// the CPU's last switches (a throttled cgroup's threads wait so, for
+	// quota, not for another task).
+	IdleNS uint64
 	// NrRunning is how many tasks the CPU's run queue held as the wait
 	// ended, the waiter included.
 	NrRunning uint32
 	Task      SchedTask // the waiter's priority and CPUs
-	Holder    SchedTask // the task that had the CPU as the wait ended (zero when Idle)
-	Sum       CPUWaitSum
+	// Held is who ran on that CPU during the wait, the longest first (at
+	// most CPUWaitHolders; a wait longer than the CPU's last 16 switches
+	// is told from those).
+	Held []SchedTask
+	Sum  CPUWaitSum
 }
+
+// CPUWaitHolders is the most tasks a wait names in Held.
+const CPUWaitHolders = 3
 
 // SchedTask is a task as the scheduler sees it.
 type SchedTask struct {
-	PID, TID uint32 // Holder only: the waiter's are the event's
-	Comm     string // Holder only
-	Cgroup   uint64 // Holder only
+	NS       uint64 // Held only: ns it ran during the wait
+	PID, TID uint32 // Held only: the waiter's are the event's
+	Comm     string // Held only
+	Cgroup   uint64 // Held only
 	// Prio is the kernel's priority: 0-99 real-time (lower runs first),
 	// 100-139 for the normal policies, 120 + nice.
 	Prio   uint8

@@ -23,9 +23,12 @@ func cpuWaitText(w *event.CPUWait, arch event.Arch) string {
 	if w.Nr >= 0 {
 		in = "in " + event.SyscallName(arch, uint32(w.Nr))
 	}
-	held := "the CPU was idle"
-	if !w.Idle {
-		held = fmt.Sprintf("held by %s[%d/%d] prio=%d", w.Holder.Comm, w.Holder.PID, w.Holder.TID, w.Holder.Prio)
+	held := ""
+	for _, h := range w.Held {
+		held += fmt.Sprintf(" %s[%d/%d]:prio=%d:%s", h.Comm, h.PID, h.TID, h.Prio, ms(h.NS))
 	}
-	return fmt.Sprintf("cpu_wait %s %s prio=%d queue=%d, %s <%s>", how, in, w.Task.Prio, w.NrRunning, held, ms(w.Wait))
+	if w.IdleNS > 0 {
+		held += " idle:" + ms(w.IdleNS)
+	}
+	return fmt.Sprintf("cpu_wait %s %s prio=%d queue=%d ran:%s <%s>", how, in, w.Task.Prio, w.NrRunning, held, ms(w.Wait))
 }

@@ -24,7 +24,7 @@ const (
 	exitSize    = 56
 	recentSize  = 312
 	reclaimSize = 72
-	runqSize    = 216
+	runqSize    = 344
 	recentMax   = 8
 
 	dataSlot = 256

@@ -43,21 +43,33 @@ func decodeCPUWait(b []byte, w *event.CPUWait, cm *comms) {
 	w.Task.Allowed = le.Uint64(b[64:])
 	w.Task.NrAllowed = le.Uint32(b[72:])
 	w.NrRunning = le.Uint32(b[76:])
-	w.Idle = b[80] != 0
-	if !w.Summary && !w.Idle {
-		w.Holder = event.SchedTask{Prio: b[81], Policy: b[82], NrAllowed: le.Uint32(b[84:]),
-			PID: le.Uint32(b[88:]), TID: le.Uint32(b[92:]), Allowed: le.Uint64(b[96:]),
-			Cgroup: le.Uint64(b[104:]), Comm: cm.get(b[112:128])}
+	w.IdleNS = le.Uint64(b[80:])
+	if !w.Summary {
+		for i := 0; i < runqHolders; i++ {
+			h := b[88+runqHolderSize*i:]
+			if le.Uint32(h[28:]) == 0 {
+				break
+			}
+			w.Held = append(w.Held, event.SchedTask{NS: le.Uint64(h), Cgroup: le.Uint64(h[8:]), Allowed: le.Uint64(h[16:]),
+				PID: le.Uint32(h[24:]), TID: le.Uint32(h[28:]), NrAllowed: le.Uint32(h[32:]), Prio: h[36], Policy: h[37],
+				Comm: cm.get(h[40:56])})
+		}
 	}
 	s := &w.Sum
-	s.Run = le.Uint64(b[128:])
-	s.WaitWoken = le.Uint64(b[136:])
-	s.WaitPreempted = le.Uint64(b[144:])
-	s.WaitIdle = le.Uint64(b[152:])
-	s.WaitSyscall = le.Uint64(b[160:])
-	s.Max = le.Uint64(b[168:])
-	s.Waits = le.Uint32(b[176:])
+	const o = 88 + runqHolders*runqHolderSize
+	s.Run = le.Uint64(b[o:])
+	s.WaitWoken = le.Uint64(b[o+8:])
+	s.WaitPreempted = le.Uint64(b[o+16:])
+	s.WaitIdle = le.Uint64(b[o+24:])
+	s.WaitSyscall = le.Uint64(b[o+32:])
+	s.Max = le.Uint64(b[o+40:])
+	s.Waits = le.Uint32(b[o+48:])
 	for i := range s.Hist {
-		s.Hist[i] = le.Uint32(b[180+4*i:])
+		s.Hist[i] = le.Uint32(b[o+52+4*i:])
 	}
 }
+
+const (
+	runqHolders    = 3
+	runqHolderSize = 56
+)

@@ -20,8 +20,7 @@ func TestRunqLayout(t *testing.T) {
 		t.Errorf("bpf2go's runq_rec is %d bytes, decode.go says %d", got, runqSize)
 	}
 	offs := map[string]int{"wait": 48, "sum": 56, "woken": 57, "prio": 58, "policy": 59, "nr": 60, "allowed": 64,
-		"nr_allowed": 72, "nr_running": 76, "idle": 80, "h_prio": 81, "h_policy": 82, "h_nr_allowed": 84,
-		"h_pid": 88, "h_tid": 92, "h_allowed": 96, "h_cgroup": 104, "h_comm": 112, "s": 128}
+		"nr_allowed": 72, "nr_running": 76, "idle_ns": 80, "held": 88, "s": 88 + runqHolders*runqHolderSize}
 	st := structOf(t, spec.Types, "runq_rec")
 	if st == nil {
 		return
@@ -36,6 +35,17 @@ func TestRunqLayout(t *testing.T) {
 	}
 	for n := range offs {
 		t.Errorf("runq_rec.%s is gone", n)
+	}
+	if h := structOf(t, spec.Types, "runq_holder"); h != nil {
+		if int(h.Size) != runqHolderSize {
+			t.Errorf("sizeof(struct runq_holder) = %d, decode says %d", h.Size, runqHolderSize)
+		}
+		hoffs := map[string]int{"ns": 0, "cgroup": 8, "allowed": 16, "pid": 24, "tid": 28, "nr_allowed": 32, "prio": 36, "policy": 37, "comm": 40}
+		for _, m := range h.Members {
+			if want, ok := hoffs[m.Name]; ok && int(m.Offset.Bytes()) != want {
+				t.Errorf("runq_holder.%s at %d, decode reads %d", m.Name, m.Offset.Bytes(), want)
+			}
+		}
 	}
 	sum := structOf(t, spec.Types, "runq_sum")
 	soffs := map[string]int{"run": 0, "wait_woken": 8, "wait_preempted": 16, "wait_idle": 24, "wait_sys": 32,
@@ -61,34 +71,38 @@ func TestDecodeCPUWait(t *testing.T) {
 	le.PutUint64(b[64:], 2)
 	le.PutUint32(b[72:], 1)
 	le.PutUint32(b[76:], 3)
-	b[81], b[82] = 115, 0
-	le.PutUint32(b[84:], 1)
-	le.PutUint32(b[88:], 800)
-	le.PutUint32(b[92:], 801)
-	le.PutUint64(b[96:], 2)
-	le.PutUint64(b[104:], 55)
-	copy(b[112:], "hog")
+	le.PutUint64(b[80:], 1000)
+	h := b[88:]
+	le.PutUint64(h, 8_000_000)
+	le.PutUint64(h[8:], 55)
+	le.PutUint64(h[16:], 2)
+	le.PutUint32(h[24:], 800)
+	le.PutUint32(h[28:], 801)
+	le.PutUint32(h[32:], 1)
+	h[36] = 110
+	copy(h[40:], "hog")
 	var e event.Event
 	if err := decode(b, &e, &comms{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	w := e.CPUWait
 	if e.Kind != event.KindCPUWait || e.CPU != 1 || e.TID != 701 || w.Summary || w.Wait != 9_000_000 || !w.Woken ||
-		w.Nr != 230 || w.Task.Prio != 120 || w.Task.Allowed != 2 || w.NrRunning != 3 ||
-		w.Holder != (event.SchedTask{PID: 800, TID: 801, Comm: "hog", Cgroup: 55, Prio: 115, NrAllowed: 1, Allowed: 2}) {
+		w.Nr != 230 || w.Task.Prio != 120 || w.Task.Allowed != 2 || w.NrRunning != 3 || w.IdleNS != 1000 || len(w.Held) != 1 ||
+		w.Held[0] != (event.SchedTask{NS: 8_000_000, PID: 800, TID: 801, Comm: "hog", Cgroup: 55, Prio: 110, NrAllowed: 1, Allowed: 2}) {
 		t.Errorf("decoded as %+v", w)
 	}
 	b[56] = 1 // a summary
-	le.PutUint64(b[128:], 10)
-	le.PutUint64(b[136:], 20)
-	le.PutUint64(b[144:], 30)
-	le.PutUint32(b[176:], 4)
-	le.PutUint32(b[180+4*7:], 2)
+	const o = 88 + runqHolders*runqHolderSize
+	le.PutUint64(b[o:], 10)
+	le.PutUint64(b[o+8:], 20)
+	le.PutUint64(b[o+16:], 30)
+	le.PutUint32(b[o+48:], 4)
+	le.PutUint32(b[o+52+4*7:], 2)
 	if err := decode(b, &e, &comms{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	s := e.CPUWait.Sum
-	if !e.CPUWait.Summary || s.Run != 10 || s.Waited() != 50 || s.Waits != 4 || s.Hist[7] != 2 || e.CPUWait.Holder.PID != 0 {
+	if !e.CPUWait.Summary || s.Run != 10 || s.Waited() != 50 || s.Waits != 4 || s.Hist[7] != 2 || e.CPUWait.Held != nil {
 		t.Errorf("summary decoded as %+v", e.CPUWait)
 	}
 	if err := decode(b[:runqSize-1], &e, &comms{}, nil); err == nil {

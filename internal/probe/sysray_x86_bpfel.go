@@ -215,29 +215,56 @@ type sysrayReclaimRec struct {
 	Kstack int32
 }
 
+type sysrayRunqCpu struct {
+	_    structs.HostLayout
+	Head uint32
+	Pad  uint32
+	S    [16]struct {
+		_  structs.HostLayout
+		Ts uint64
+		H  struct {
+			_         structs.HostLayout
+			Ns        uint64
+			Cgroup    uint64
+			Allowed   uint64
+			Pid       uint32
+			Tid       uint32
+			NrAllowed uint32
+			Prio      uint8
+			Policy    uint8
+			Pad       [2]uint8
+			Comm      [16]int8
+		}
+	}
+}
+
 type sysrayRunqRec struct {
-	_           structs.HostLayout
-	H           sysrayHdr
-	Wait        uint64
-	Sum         uint8
-	Woken       uint8
-	Prio        uint8
-	Policy      uint8
-	Nr          int32
-	Allowed     uint64
-	NrAllowed   uint32
-	NrRunning   uint32
-	Idle        uint8
-	H_prio      uint8
-	H_policy    uint8
-	Pad         uint8
-	H_nrAllowed uint32
-	H_pid       uint32
-	H_tid       uint32
-	H_allowed   uint64
-	H_cgroup    uint64
-	H_comm      [16]int8
-	S           struct {
+	_         structs.HostLayout
+	H         sysrayHdr
+	Wait      uint64
+	Sum       uint8
+	Woken     uint8
+	Prio      uint8
+	Policy    uint8
+	Nr        int32
+	Allowed   uint64
+	NrAllowed uint32
+	NrRunning uint32
+	IdleNs    uint64
+	Held      [3]struct {
+		_         structs.HostLayout
+		Ns        uint64
+		Cgroup    uint64
+		Allowed   uint64
+		Pid       uint32
+		Tid       uint32
+		NrAllowed uint32
+		Prio      uint8
+		Policy    uint8
+		Pad       [2]uint8
+		Comm      [16]int8
+	}
+	S struct {
 		_             structs.HostLayout
 		Run           uint64
 		WaitWoken     uint64
@@ -470,6 +497,7 @@ const (
 	sysrayMapProfLost             = "prof_lost"
 	sysrayMapProfile              = "profile"
 	sysrayMapRings                = "rings"
+	sysrayMapRunqCpus             = "runq_cpus"
 	sysrayMapRunqTasks            = "runq_tasks"
 	sysrayMapScratch              = "scratch"
 	sysrayMapSpill                = "spill"
@@ -636,6 +664,7 @@ type sysrayMapSpecs struct {
 	ProfLost       *ebpf.MapSpec `ebpf:"prof_lost"`
 	Profile        *ebpf.MapSpec `ebpf:"profile"`
 	Rings          *ebpf.MapSpec `ebpf:"rings"`
+	RunqCpus       *ebpf.MapSpec `ebpf:"runq_cpus"`
 	RunqTasks      *ebpf.MapSpec `ebpf:"runq_tasks"`
 	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
 	Spill          *ebpf.MapSpec `ebpf:"spill"`
@@ -732,6 +761,7 @@ type sysrayMaps struct {
 	ProfLost       *ebpf.Map `ebpf:"prof_lost"`
 	Profile        *ebpf.Map `ebpf:"profile"`
 	Rings          *ebpf.Map `ebpf:"rings"`
+	RunqCpus       *ebpf.Map `ebpf:"runq_cpus"`
 	RunqTasks      *ebpf.Map `ebpf:"runq_tasks"`
 	Scratch        *ebpf.Map `ebpf:"scratch"`
 	Spill          *ebpf.Map `ebpf:"spill"`
@@ -757,6 +787,7 @@ func (m *sysrayMaps) Close() error {
 		m.ProfLost,
 		m.Profile,
 		m.Rings,
+		m.RunqCpus,
 		m.RunqTasks,
 		m.Scratch,
 		m.Spill,
