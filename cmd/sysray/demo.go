@@ -55,6 +55,8 @@ var demos = []demo{
 		[]string{"hotcall", "-s", "getppid", "-d", "2"}, []doctor.ID{doctor.HotSyscall}},
 	{"nagle", "A client writes each request's header and body in two writes on a socket without TCP_NODELAY: every reply waits for the server's delayed ACK.",
 		[]string{"nagle", "-n", "40"}, []doctor.ID{doctor.NagleDelayedAck}},
+	{"cpuwait", "A loop that sleeps 1 ms and measures how late it wakes shares its CPU with three busier processes at nice -10: it waits milliseconds for the CPU at every wake-up.",
+		[]string{"cpuwait", "-d", "3"}, []doctor.ID{doctor.CPUWait}},
 }
 
 func newDemo() *cobra.Command {

@@ -75,7 +75,7 @@ type cpuWaiter struct {
 	longNS   uint64
 	longIdle uint64 // long waits while the CPU sat idle more than others ran
 	woken    uint64 // of long, the ones that began at a wake-up
-	outrank  uint64 // of long, the ones where tasks of a higher priority ran at least half the time others did
+	outrank  uint64 // of long, the ones where tasks that outrank it ran at least half the time its cgroup's others did
 	pinned   uint64 // of long, the ones where the waiter may run on fewer CPUs than the host has
 	queued   uint64 // sum of the run queue's length as each long wait ended
 	inCall   map[string]uint64
@@ -135,11 +135,19 @@ func (c *cpuWaits) Observe(e *event.Event) {
 		return
 	}
 	p.maxWait = max(p.maxWait, w.Wait)
-	var held, above uint64
+	// Nice decides only among the tasks of one cgroup (group scheduling:
+	// cgroups share a CPU by their weights first); a real-time task
+	// outranks every normal one wherever it is.
+	var held, above, peers uint64
 	for i := range w.Held {
-		held += w.Held[i].NS
-		if outranks(&w.Held[i], &w.Task) {
-			above += w.Held[i].NS
+		h := &w.Held[i]
+		held += h.NS
+		if h.Cgroup != e.Cgroup && !realtime(h.Policy) {
+			continue
+		}
+		peers += h.NS
+		if outranks(h, &w.Task) {
+			above += h.NS
 		}
 	}
 	if w.IdleNS >= held {
@@ -155,7 +163,7 @@ func (c *cpuWaits) Observe(e *event.Event) {
 	if w.Woken {
 		p.woken++
 	}
-	if 2*above >= held {
+	if above > 0 && 2*above >= peers {
 		p.outrank++
 	}
 	if w.Task.NrAllowed > 0 && w.Task.NrAllowed < c.cpus {
@@ -278,10 +286,10 @@ func (c *cpuWaits) Findings(env *Env) []Finding {
 		p := c.procs[pid]
 		// Processes of one program are one finding when their waits
 		// have the same cause: a program's hogs and its victims are not.
-		k := p.comm + "|" + p.verdict(c.cpus)
+		k := p.comm + "|" + p.verdict()
 		g := groups[k]
 		if g == nil {
-			g = &cpuWaitGroup{comm: p.comm, verdict: p.verdict(c.cpus), inCall: map[string]uint64{}, holders: map[uint32]*cpuHolder{}}
+			g = &cpuWaitGroup{comm: p.comm, verdict: p.verdict(), inCall: map[string]uint64{}, holders: map[uint32]*cpuHolder{}}
 			groups[k] = g
 		}
 		g.procs = append(g.procs, p)
@@ -324,25 +332,29 @@ func (c *cpuWaits) Findings(env *Env) []Finding {
 	return out
 }
 
-// verdict says what the long waits of p had most in common: "outranked"
-// (the holders had a higher priority), "woken" (they began at a wake-up:
-// the thread waits to start work it was woken for, as a latency-sensitive
-// loop does), "pinned" (preempted, and pinned to fewer CPUs than the host
-// has), or "fair" (preempted among equals: more work than CPUs).
-func (p *cpuWaiter) verdict(cpus uint32) string {
+// verdict says what the long waits of p had most in common, each part
+// when it holds for a majority of them (cpuWaitUnfair): "outranked" (tasks
+// of a higher priority ran through most of the wait), "woken" (the wait
+// began at a wake-up: the thread was woken for work it could not start,
+// as a latency-sensitive loop is), "pinned" (the thread may run on fewer
+// CPUs than the host has). "" is none of them: preempted among equals on
+// CPUs it could all use, the scheduler's fair share of too few CPUs.
+func (p *cpuWaiter) verdict() string {
 	if p.long == 0 {
-		return "none"
+		return ""
 	}
 	frac := func(n uint64) float64 { return float64(n) / float64(p.long) }
-	switch {
-	case frac(p.outrank) >= cpuWaitUnfair:
-		return "outranked"
-	case frac(p.woken) >= cpuWaitUnfair:
-		return "woken"
-	case frac(p.pinned) >= cpuWaitUnfair:
-		return "pinned"
+	var v []string
+	if frac(p.outrank) >= cpuWaitUnfair {
+		v = append(v, "outranked")
 	}
-	return "fair"
+	if frac(p.woken) >= cpuWaitUnfair {
+		v = append(v, "woken")
+	}
+	if frac(p.pinned) >= cpuWaitUnfair {
+		v = append(v, "pinned")
+	}
+	return strings.Join(v, "+")
 }
 
 func (c *cpuWaits) miss(g *cpuWaitGroup, closeness float64, short string) {
@@ -388,12 +400,23 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 		}
 	}
 	var why []string
-	// A warning needs the waits to hurt beyond fair sharing: a thread
-	// woken to do work it cannot start (latency), or one the scheduler
-	// ranks below the tasks it waits for. Preempted among equals, a
-	// thread gets its fair share of too few CPUs: more work than CPUs,
-	// as a parallel build makes, which is worth knowing but no fault.
-	unfair := g.verdict == "outranked" || g.verdict == "woken"
+	// Among equals on CPUs it could all use, a thread has its fair share
+	// of too few CPUs, woken or preempted: more work than CPUs (a
+	// parallel build; a host busy with other tenants), the scheduler
+	// doing its job; no finding. Pinned, or outranked, it is one: the
+	// mask kept it from the other CPUs, or the scheduler favoured the
+	// tasks it waited for. A warning needs the waiter to feel it: the
+	// tasks that ran outrank it, or it was woken for work (a
+	// latency-sensitive loop) and pinned with them.
+	outranked := strings.Contains(g.verdict, "outranked")
+	woken := strings.Contains(g.verdict, "woken")
+	pinnedV := strings.Contains(g.verdict, "pinned")
+	if !outranked && !pinnedV {
+		c.miss(g, cpuWaitUnfair, fmt.Sprintf("its threads waited %.0f%% of the time they wanted a CPU, but among equals on CPUs "+
+			"they could all use (a fair share of too few CPUs); cpu-wait reports waits behind tasks that outrank the waiter, or of a pinned waiter", 100*share))
+		return Finding{}, false
+	}
+	unfair := outranked || woken && pinnedV
 	// Pinned together: the waiter may use fewer CPUs than the host has,
 	// and the holders' masks cover its CPUs.
 	if frac(g.pinned) >= cpuWaitUnfair {
@@ -413,7 +436,13 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 	}
 	if frac(g.outrank) >= cpuWaitUnfair {
 		top := sortedHolders(g.holders)[0]
-		text := fmt.Sprintf("the tasks that ran meanwhile outrank it: %s against its %s", schedName(top.policy, top.prio), schedName(p.policy, p.prio))
+		for _, h := range sortedHolders(g.holders) {
+			if h.cgroup == p.cgroup && h.prio < p.prio || realtime(h.policy) {
+				top = h
+				break
+			}
+		}
+		text := fmt.Sprintf("the tasks of its cgroup that ran meanwhile outrank it: %s[%d] at %s against its %s", top.comm, top.pid, schedName(top.policy, top.prio), schedName(p.policy, p.prio))
 		if !realtime(top.policy) && !realtime(p.policy) && top.prio < p.prio {
 			text += fmt.Sprintf(" (the scheduler gives each of them %.1f times its share of the CPU)", niceWeight(top.prio)/niceWeight(p.prio))
 		}
@@ -469,9 +498,8 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 		reason = fmt.Sprintf("No task it waited for was pinned with it or ranked above it: the CPUs were shared fairly among more runnable threads than the %d CPUs could run.", c.cpus)
 	}
 	if !unfair {
-		reason += " Most of these waits began at a preemption, and the tasks that had the CPU ranked no higher: the threads had " +
-			"their turn among equals on too few CPUs (as a parallel build has), which costs throughput but no deadline; " +
-			"cpu-wait warns when the waits follow wake-ups or the holders outrank the waiter."
+		reason += " Its waits began at preemptions and the tasks that ran ranked no higher: a warning needs tasks that outrank it, " +
+			"or a thread woken for work pinned with them."
 	}
 	title := fmt.Sprintf("%s waited for a CPU %.0f%% of the time it was ready to run (%s; %d waits of %s or more, the longest %s)",
 		who, 100*share, units.Duration(contended), g.long, units.Duration(cpuWaitLongNS), units.Duration(g.maxWait))

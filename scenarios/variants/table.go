@@ -26,4 +26,5 @@ var All = slices.Concat(
 	mmapLockVariants,
 	mapCountVariants,
 	nagleVariants,
+	cpuWaitVariants,
 )

@@ -134,7 +134,7 @@ static void victim(int id)
 	printf("RESULT victims=1 turns=%d late_median_us=%.0f late_max_us=%.0f\n", n, n ? late[n / 2] * 1e6 : 0,
 	       n ? late[n - 1] * 1e6 : 0);
 	fflush(stdout);
-	exit(0);
+	free(late);
 }
 
 /* -B: jobs of 20-80 ms of CPU each, JOBS at a time, as make -jJOBS runs cc1. */
@@ -257,14 +257,18 @@ int main(int argc, char **argv)
 			hogs[nh++] = p;
 		}
 	}
+	/* The first victim is this process: -p PID names it. */
 	pid_t vs[256];
 	int nv = 0;
-	for (int i = 0; i < nvictims && nv < 256; i++) {
+	for (int i = 1; i < nvictims && nv < 256; i++) {
 		pid_t p = fork();
-		if (p == 0)
+		if (p == 0) {
 			victim(i);
+			exit(0);
+		}
 		vs[nv++] = p;
 	}
+	victim(0);
 	for (int i = 0; i < nv; i++)
 		waitpid(vs[i], NULL, 0);
 	for (int i = 0; i < nh; i++)
