@@ -423,7 +423,7 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 		var with []string
 		for _, h := range sortedHolders(g.holders) {
 			if h.allowed&p.allowed != 0 && h.nrAllowed < c.cpus {
-				with = append(with, fmt.Sprintf("%s[%d] (CPUs %s)", h.comm, h.pid, cpuList(h.allowed)))
+				with = append(with, fmt.Sprintf("%s[%d] (CPUs %s, %s)", h.comm, h.pid, cpuList(h.allowed), schedName(h.policy, h.prio)))
 			}
 		}
 		text := fmt.Sprintf("its affinity mask lets it run only on CPU %s of the %d CPUs its events saw", cpuList(p.allowed), c.cpus)
