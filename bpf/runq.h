@@ -119,6 +119,7 @@ static __always_inline void runq_fill(struct runq_rec *r, struct task_struct *t,
 	r->policy = t->policy;
 	r->nr_allowed = t->nr_cpus_allowed;
 	r->allowed = BPF_CORE_READ(t, cpus_ptr, bits[0]);
+	r->group = (__u64)t->sched_task_group;
 }
 
 /* t's totals since its last summary, and a fresh start. */
@@ -214,6 +215,8 @@ static __always_inline void runq_mark(struct task_struct *next, __u64 now)
 	sl->h.nr_allowed = next->nr_cpus_allowed;
 	sl->h.allowed = next->cpus_ptr->bits[0];
 	sl->h.cgroup = next->cgroups->dfl_cgrp->kn->id;
+	/* Nice weighs tasks only within one group: this says which. */
+	sl->h.group = (__u64)next->sched_task_group;
 	__builtin_memcpy(sl->h.comm, next->comm, TASK_COMM_LEN);
 }
 

@@ -246,6 +246,7 @@ struct runq_holder {
 	__u64 ns;       /* of the wait */
 	__u64 cgroup;
 	__u64 allowed;  /* CPUs it may run on (the first 64) */
+	__u64 group;    /* its scheduling group (task_group: a cgroup's, or its session's autogroup), as an opaque id */
 	__u32 pid;
 	__u32 tid;
 	__u32 nr_allowed;
@@ -273,6 +274,7 @@ struct runq_rec {
 	__u32 nr_allowed;
 	__u32 nr_running;  /* tasks on this CPU's run queue as the wait ended */
 	__u64 idle_ns;     /* of the wait, ns this CPU was idle (sum 0) */
+	__u64 group;       /* the waiter's scheduling group, as runq_holder.group */
 	struct runq_holder held[RUNQ_HOLDERS]; /* who ran on this CPU during the wait, most first; pid 0 ends */
 	struct runq_sum s; /* sum 1 */
 };

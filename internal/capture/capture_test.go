@@ -71,7 +71,7 @@ func TestRoundTripKinds(t *testing.T) {
 		{"reclaim outside", event.Event{Kind: event.KindReclaim, Time: 15, TID: 6,
 			Reclaim: event.Reclaim{Duration: math.MaxUint64, Pages: math.MaxUint64, Nr: -1, Stack: []event.Frame{}}}},
 		{"cpu wait", event.Event{Kind: event.KindCPUWait, Time: 16, PID: 5, TID: 6, CPU: 1,
-			CPUWait: event.CPUWait{Wait: 9_000_000, Woken: true, Nr: 230, NrRunning: 4, IdleNS: 5, Task: event.SchedTask{Prio: 120, Allowed: 2, NrAllowed: 1},
+			CPUWait: event.CPUWait{Wait: 9_000_000, Woken: true, Nr: 230, NrRunning: 4, IdleNS: 5, Task: event.SchedTask{Prio: 120, Allowed: 2, NrAllowed: 1, Group: 1 << 63},
 				Held: []event.SchedTask{{NS: 8, PID: 9, TID: 10, Comm: "hog", Cgroup: 77, Prio: 110, Policy: 1, Allowed: math.MaxUint64, NrAllowed: 128}, {TID: 11}}}}},
 		{"cpu wait summary", event.Event{Kind: event.KindCPUWait, Time: 17, TID: 6,
 			CPUWait: event.CPUWait{Summary: true, Nr: -1, Held: []event.SchedTask{}, Sum: event.CPUWaitSum{Run: 1, WaitWoken: 2, WaitPreempted: 3, WaitIdle: 4,

@@ -21,7 +21,8 @@ func appendSchedTask(v []byte, t *event.SchedTask, holder bool) []byte {
 	v = appendUvarint(v, uint64(t.Prio))
 	v = appendUvarint(v, uint64(t.Policy))
 	v = appendUvarint(v, t.Allowed)
-	return appendUvarint(v, uint64(t.NrAllowed))
+	v = appendUvarint(v, uint64(t.NrAllowed))
+	return appendUvarint(v, t.Group)
 }
 
 func appendCPUWait(v []byte, w *event.CPUWait) []byte {
@@ -68,6 +69,7 @@ func (y *blockDecoder) schedTask(t *event.SchedTask, holder bool) {
 	t.Policy = uint8(y.uvarint())
 	t.Allowed = y.uvarint()
 	t.NrAllowed = uint32(y.uvarint())
+	t.Group = y.uvarint()
 }
 
 func (y *blockDecoder) cpuWait(w *event.CPUWait) {

@@ -56,6 +56,7 @@ type cpuHolder struct {
 	pid, tid  uint32
 	comm      string
 	cgroup    uint64
+	group     uint64
 	prio      uint8
 	policy    uint8
 	allowed   uint64
@@ -75,12 +76,13 @@ type cpuWaiter struct {
 	longNS   uint64
 	longIdle uint64 // long waits while the CPU sat idle more than others ran
 	woken    uint64 // of long, the ones that began at a wake-up
-	outrank  uint64 // of long, the ones where tasks that outrank it ran at least half the time its cgroup's others did
+	outrank  uint64 // of long, the ones where tasks that outrank it ran at least half the time others of its scheduling group did
 	pinned   uint64 // of long, the ones where the waiter may run on fewer CPUs than the host has
 	queued   uint64 // sum of the run queue's length as each long wait ended
 	inCall   map[string]uint64
 	prio     uint8
 	policy   uint8
+	group    uint64
 	allowed  uint64
 	nrAllow  uint32
 	holders  map[uint32]*cpuHolder // by holder tid
@@ -129,20 +131,21 @@ func (c *cpuWaits) Observe(e *event.Event) {
 		return
 	}
 	p.threads[e.TID] = true
-	p.prio, p.policy, p.allowed, p.nrAllow = w.Task.Prio, w.Task.Policy, w.Task.Allowed, w.Task.NrAllowed
+	p.prio, p.policy, p.allowed, p.nrAllow, p.group = w.Task.Prio, w.Task.Policy, w.Task.Allowed, w.Task.NrAllowed, w.Task.Group
 	if w.Summary {
 		p.sum.Add(&w.Sum)
 		return
 	}
 	p.maxWait = max(p.maxWait, w.Wait)
-	// Nice decides only among the tasks of one cgroup (group scheduling:
-	// cgroups share a CPU by their weights first); a real-time task
-	// outranks every normal one wherever it is.
+	// Nice decides only among the tasks of one scheduling group (a
+	// cgroup's, or with autogroups a session's): groups share a CPU by
+	// their weights first. A real-time task outranks every normal one
+	// wherever it is.
 	var held, above, peers uint64
 	for i := range w.Held {
 		h := &w.Held[i]
 		held += h.NS
-		if h.Cgroup != e.Cgroup && !realtime(h.Policy) {
+		if h.Group != w.Task.Group && !realtime(h.Policy) {
 			continue
 		}
 		peers += h.NS
@@ -182,7 +185,7 @@ func (c *cpuWaits) Observe(e *event.Event) {
 			h = &cpuHolder{}
 			p.holders[t.TID] = h
 		}
-		h.pid, h.tid, h.comm, h.cgroup = t.PID, t.TID, t.Comm, t.Cgroup
+		h.pid, h.tid, h.comm, h.cgroup, h.group = t.PID, t.TID, t.Comm, t.Cgroup, t.Group
 		h.prio, h.policy, h.allowed, h.nrAllowed = t.Prio, t.Policy, t.Allowed, t.NrAllowed
 		h.waits++
 		h.ns += t.NS
@@ -437,12 +440,12 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 	if frac(g.outrank) >= cpuWaitUnfair {
 		top := sortedHolders(g.holders)[0]
 		for _, h := range sortedHolders(g.holders) {
-			if h.cgroup == p.cgroup && h.prio < p.prio || realtime(h.policy) {
+			if h.group == p.group && h.prio < p.prio || realtime(h.policy) {
 				top = h
 				break
 			}
 		}
-		text := fmt.Sprintf("the tasks of its cgroup that ran meanwhile outrank it: %s[%d] at %s against its %s", top.comm, top.pid, schedName(top.policy, top.prio), schedName(p.policy, p.prio))
+		text := fmt.Sprintf("the tasks of its scheduling group (cgroup, or session with autogroups) that ran meanwhile outrank it: %s[%d] at %s against its %s", top.comm, top.pid, schedName(top.policy, top.prio), schedName(p.policy, p.prio))
 		if !realtime(top.policy) && !realtime(p.policy) && top.prio < p.prio {
 			text += fmt.Sprintf(" (the scheduler gives each of them %.1f times its share of the CPU)", niceWeight(top.prio)/niceWeight(p.prio))
 		}

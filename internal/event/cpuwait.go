@@ -38,6 +38,11 @@ type SchedTask struct {
 	PID, TID uint32 // Held only: the waiter's are the event's
 	Comm     string // Held only
 	Cgroup   uint64 // Held only
+	// Group names the scheduling group the task is in (its cgroup's, or
+	// its session's autogroup): nice weighs tasks against those of their
+	// own group only; groups share a CPU by their weights. An opaque id,
+	// equal for tasks of one group.
+	Group uint64
 	// Prio is the kernel's priority: 0-99 real-time (lower runs first),
 	// 100-139 for the normal policies, 120 + nice.
 	Prio   uint8

@@ -24,7 +24,7 @@ const (
 	exitSize    = 56
 	recentSize  = 312
 	reclaimSize = 72
-	runqSize    = 344
+	runqSize    = 376
 	recentMax   = 8
 
 	dataSlot = 256

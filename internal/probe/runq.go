@@ -44,19 +44,20 @@ func decodeCPUWait(b []byte, w *event.CPUWait, cm *comms) {
 	w.Task.NrAllowed = le.Uint32(b[72:])
 	w.NrRunning = le.Uint32(b[76:])
 	w.IdleNS = le.Uint64(b[80:])
+	w.Task.Group = le.Uint64(b[88:])
 	if !w.Summary {
 		for i := 0; i < runqHolders; i++ {
-			h := b[88+runqHolderSize*i:]
-			if le.Uint32(h[28:]) == 0 {
+			h := b[runqHeld+runqHolderSize*i:]
+			if le.Uint32(h[36:]) == 0 {
 				break
 			}
 			w.Held = append(w.Held, event.SchedTask{NS: le.Uint64(h), Cgroup: le.Uint64(h[8:]), Allowed: le.Uint64(h[16:]),
-				PID: le.Uint32(h[24:]), TID: le.Uint32(h[28:]), NrAllowed: le.Uint32(h[32:]), Prio: h[36], Policy: h[37],
-				Comm: cm.get(h[40:56])})
+				Group: le.Uint64(h[24:]), PID: le.Uint32(h[32:]), TID: le.Uint32(h[36:]), NrAllowed: le.Uint32(h[40:]),
+				Prio: h[44], Policy: h[45], Comm: cm.get(h[48:64])})
 		}
 	}
 	s := &w.Sum
-	const o = 88 + runqHolders*runqHolderSize
+	const o = runqHeld + runqHolders*runqHolderSize
 	s.Run = le.Uint64(b[o:])
 	s.WaitWoken = le.Uint64(b[o+8:])
 	s.WaitPreempted = le.Uint64(b[o+16:])
@@ -70,6 +71,7 @@ func decodeCPUWait(b []byte, w *event.CPUWait, cm *comms) {
 }
 
 const (
+	runqHeld       = 96 // runq_rec.held
 	runqHolders    = 3
-	runqHolderSize = 56
+	runqHolderSize = 64
 )

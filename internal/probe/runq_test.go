@@ -20,7 +20,7 @@ func TestRunqLayout(t *testing.T) {
 		t.Errorf("bpf2go's runq_rec is %d bytes, decode.go says %d", got, runqSize)
 	}
 	offs := map[string]int{"wait": 48, "sum": 56, "woken": 57, "prio": 58, "policy": 59, "nr": 60, "allowed": 64,
-		"nr_allowed": 72, "nr_running": 76, "idle_ns": 80, "held": 88, "s": 88 + runqHolders*runqHolderSize}
+		"nr_allowed": 72, "nr_running": 76, "idle_ns": 80, "group": 88, "held": runqHeld, "s": runqHeld + runqHolders*runqHolderSize}
 	st := structOf(t, spec.Types, "runq_rec")
 	if st == nil {
 		return
@@ -40,7 +40,7 @@ func TestRunqLayout(t *testing.T) {
 		if int(h.Size) != runqHolderSize {
 			t.Errorf("sizeof(struct runq_holder) = %d, decode says %d", h.Size, runqHolderSize)
 		}
-		hoffs := map[string]int{"ns": 0, "cgroup": 8, "allowed": 16, "pid": 24, "tid": 28, "nr_allowed": 32, "prio": 36, "policy": 37, "comm": 40}
+		hoffs := map[string]int{"ns": 0, "cgroup": 8, "allowed": 16, "group": 24, "pid": 32, "tid": 36, "nr_allowed": 40, "prio": 44, "policy": 45, "comm": 48}
 		for _, m := range h.Members {
 			if want, ok := hoffs[m.Name]; ok && int(m.Offset.Bytes()) != want {
 				t.Errorf("runq_holder.%s at %d, decode reads %d", m.Name, m.Offset.Bytes(), want)
@@ -72,27 +72,29 @@ func TestDecodeCPUWait(t *testing.T) {
 	le.PutUint32(b[72:], 1)
 	le.PutUint32(b[76:], 3)
 	le.PutUint64(b[80:], 1000)
-	h := b[88:]
+	le.PutUint64(b[88:], 0xabc)
+	h := b[runqHeld:]
 	le.PutUint64(h, 8_000_000)
 	le.PutUint64(h[8:], 55)
 	le.PutUint64(h[16:], 2)
-	le.PutUint32(h[24:], 800)
-	le.PutUint32(h[28:], 801)
-	le.PutUint32(h[32:], 1)
-	h[36] = 110
-	copy(h[40:], "hog")
+	le.PutUint64(h[24:], 0xabc)
+	le.PutUint32(h[32:], 800)
+	le.PutUint32(h[36:], 801)
+	le.PutUint32(h[40:], 1)
+	h[44] = 110
+	copy(h[48:], "hog")
 	var e event.Event
 	if err := decode(b, &e, &comms{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	w := e.CPUWait
 	if e.Kind != event.KindCPUWait || e.CPU != 1 || e.TID != 701 || w.Summary || w.Wait != 9_000_000 || !w.Woken ||
-		w.Nr != 230 || w.Task.Prio != 120 || w.Task.Allowed != 2 || w.NrRunning != 3 || w.IdleNS != 1000 || len(w.Held) != 1 ||
-		w.Held[0] != (event.SchedTask{NS: 8_000_000, PID: 800, TID: 801, Comm: "hog", Cgroup: 55, Prio: 110, NrAllowed: 1, Allowed: 2}) {
+		w.Nr != 230 || w.Task.Prio != 120 || w.Task.Allowed != 2 || w.Task.Group != 0xabc || w.NrRunning != 3 || w.IdleNS != 1000 || len(w.Held) != 1 ||
+		w.Held[0] != (event.SchedTask{NS: 8_000_000, PID: 800, TID: 801, Comm: "hog", Cgroup: 55, Group: 0xabc, Prio: 110, NrAllowed: 1, Allowed: 2}) {
 		t.Errorf("decoded as %+v", w)
 	}
 	b[56] = 1 // a summary
-	const o = 88 + runqHolders*runqHolderSize
+	const o = runqHeld + runqHolders*runqHolderSize
 	le.PutUint64(b[o:], 10)
 	le.PutUint64(b[o+8:], 20)
 	le.PutUint64(b[o+16:], 30)

@@ -227,6 +227,7 @@ type sysrayRunqCpu struct {
 			Ns        uint64
 			Cgroup    uint64
 			Allowed   uint64
+			Group     uint64
 			Pid       uint32
 			Tid       uint32
 			NrAllowed uint32
@@ -251,11 +252,13 @@ type sysrayRunqRec struct {
 	NrAllowed uint32
 	NrRunning uint32
 	IdleNs    uint64
+	Group     uint64
 	Held      [3]struct {
 		_         structs.HostLayout
 		Ns        uint64
 		Cgroup    uint64
 		Allowed   uint64
+		Group     uint64
 		Pid       uint32
 		Tid       uint32
 		NrAllowed uint32

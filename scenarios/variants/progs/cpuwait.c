@@ -225,6 +225,12 @@ int main(int argc, char **argv)
 		}
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/*
+	 * A session of its own, as a service has: with autogroups on, nice
+	 * weighs tasks against others of the session only, and hogs at nice
+	 * -10 in the caller's session starve it too (sysray among them).
+	 */
+	setsid();
 	if (buildjobs) {
 		build();
 		return 0;
