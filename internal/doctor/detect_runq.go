@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -122,9 +123,13 @@ func (c *cpuWaits) Observe(e *event.Event) {
 		return
 	}
 	w := &e.CPUWait
-	c.cpus = max(c.cpus, w.Task.NrAllowed)
+	// The host's CPUs, as far as the events tell: an unpinned task may
+	// use them all, a mask names CPUs that exist, and so does the CPU an
+	// event came from (CPUs are numbered from 0, as good as always
+	// without gaps).
+	c.cpus = max(c.cpus, w.Task.NrAllowed, uint32(bits.Len64(w.Task.Allowed)), e.CPU+1)
 	for i := range w.Held {
-		c.cpus = max(c.cpus, w.Held[i].NrAllowed)
+		c.cpus = max(c.cpus, w.Held[i].NrAllowed, uint32(bits.Len64(w.Held[i].Allowed)))
 	}
 	p := c.proc(e)
 	if p == nil {
@@ -514,7 +519,7 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 	fix := cpuWaitFix(frac(g.pinned) >= cpuWaitUnfair, frac(g.outrank) >= cpuWaitUnfair)
 	f := Finding{
 		ID:       CPUWait,
-		Key:      keyOf(string(CPUWait), g.comm, g.verdict),
+		Key:      keyOf(g.comm, g.verdict),
 		Procs:    env.refs(refs...),
 		Syscalls: calls,
 		Severity: sev,
