@@ -291,15 +291,17 @@ static __always_inline void runq_switch(bool preempt, struct task_struct *prev, 
 	if (!cfg_runq)
 		return;
 	__u64 now = bpf_ktime_get_ns();
+	bool runnable = preempt || prev_state == 0;
 	struct runq_task *rt = bpf_task_storage_get(&runq_tasks, prev, 0, 0);
 	if (rt) {
 		if (rt->on)
 			rt->s.run += now - rt->on;
 		rt->on = 0;
-		rt->since = 0;
-	}
-	if (preempt || prev_state == 0)
+		rt->since = runnable ? now : 0;
+		rt->woken = 0;
+	} else if (runnable) {
 		runq_ready(prev, false, now);
+	}
 	rt = bpf_task_storage_get(&runq_tasks, next, 0, 0);
 	if (rt) {
 		rt->on = now;
