@@ -35,6 +35,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "stat.h"
 #include "fast.h"
 #include "faultwait.h"
+#include "runq.h"
 #include "sleep.h"
 #include "futex.h"
 #include "syscalls.h"

@@ -25,6 +25,7 @@ enum kind {
 	/* 9 is a drop, made in user space */
 	K_RECENT = 10, /* the doctor's mode: a thread's last syscalls, just before its exit record */
 	K_RECLAIM = 11, /* a task reclaimed memory from its memory cgroup */
+	K_RUNQ = 12,    /* a thread waited for a CPU: one long wait, or its totals (bpf/runq.h) */
 	K_FAULTWAIT = 13, /* a window of a thread's sleeps outside syscalls (faultwait.h) */
 };
 
@@ -222,6 +223,61 @@ struct reclaim_rec {
 	__u64 pages;    /* reclaimed */
 	__s32 nr;       /* the syscall in flight; -1: none (a fault in user mode, or on the way back to it) */
 	__s32 kstack;   /* stack id where it reclaimed (with stacks), < 0 if none */
+};
+
+#define RUNQ_BUCKETS 8 /* a power of two */
+
+/* A thread's time runnable without a CPU, and on one, over a span (bpf/runq.h). */
+struct runq_sum {
+	__u64 run;            /* ns on a CPU */
+	__u64 wait_woken;     /* ns runnable without a CPU after a wake-up */
+	__u64 wait_preempted; /* ns runnable without a CPU after a preemption */
+	__u64 wait_idle;      /* of the waits, ns of those that ended with the CPU coming from idle */
+	__u64 wait_sys;       /* of the waits, ns inside a syscall */
+	__u64 max;            /* longest wait, ns */
+	__u32 waits;
+	__u32 hist[RUNQ_BUCKETS]; /* waits by length: < 16 µs, then powers of 4 (64, 256 µs, 1, 4, 16, 64 ms, more) */
+	__u32 pad;
+};
+
+#define RUNQ_HOLDERS 3 /* the tasks a long wait names */
+
+/* A task that ran on the CPU while another waited for it. */
+struct runq_holder {
+	__u64 ns;       /* of the wait */
+	__u64 cgroup;
+	__u64 allowed;  /* CPUs it may run on (the first 64) */
+	__u64 group;    /* its scheduling group (task_group: a cgroup's, or its session's autogroup), as an opaque id */
+	__u32 pid;
+	__u32 tid;
+	__u32 nr_allowed;
+	__u8 prio;
+	__u8 policy;
+	__u8 pad[2];
+	char comm[TASK_COMM_LEN];
+};
+
+/*
+ * A thread waited for a CPU. sum 0: one wait of at least RUNQ_LONG_NS, with
+ * who ran on that CPU meanwhile; sum 1: the
+ * thread's totals since its last summary. hdr names the waiting thread;
+ * hdr.cpu is where it got the CPU, hdr.ts when.
+ */
+struct runq_rec {
+	struct hdr h;
+	__u64 wait;        /* this wait, ns (sum 0) */
+	__u8 sum;
+	__u8 woken;        /* the wait began at a wake-up, not a preemption */
+	__u8 prio;         /* the waiter's (kernel scale: 120 + nice for the normal policies) */
+	__u8 policy;
+	__s32 nr;          /* syscall in flight; -1: none, or not known (sum 1) */
+	__u64 allowed;     /* CPUs the waiter may run on (the first 64) */
+	__u32 nr_allowed;
+	__u32 nr_running;  /* tasks on this CPU's run queue as the wait ended */
+	__u64 idle_ns;     /* of the wait, ns this CPU was idle (sum 0) */
+	__u64 group;       /* the waiter's scheduling group, as runq_holder.group */
+	struct runq_holder held[RUNQ_HOLDERS]; /* who ran on this CPU during the wait, most first; pid 0 ends */
+	struct runq_sum s; /* sum 1 */
 };
 
 #define RECENT 8 /* a power of two */

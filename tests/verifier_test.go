@@ -42,6 +42,7 @@ func TestVerifierBudget(t *testing.T) {
 		{"trace"},
 		{"record", "-w", capFile},
 		{"record", "--stacks", "-w", capFile},
+		{"record", "--cpu-wait", "-w", capFile},
 	} {
 		c := startAttached(t, append(args, "-p", pid)...)
 		checkVerified(t, args, verified(t, c.Process.Pid))

@@ -34,7 +34,7 @@ func newRecord() *cobra.Command { return newRecordTo(nil) }
 func newRecordTo(cmdOut io.Writer) *cobra.Command {
 	var sel session.Selection
 	var path string
-	var allProcs bool
+	var allProcs, cpuWait bool
 	cmd := &cobra.Command{
 		Use:   "record -w FILE [flags] [-- COMMAND [ARG...]]",
 		Short: "Write events to a capture file for later reading",
@@ -53,6 +53,7 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 			if cmdOut != nil {
 				opts.Stdout = cmdOut
 			}
+			opts.Probe.RunQueue = cpuWait
 			if !opts.Probe.Stacks && opts.Probe.Poll == 0 {
 				opts.Probe.Poll = recordPoll
 			}
@@ -145,6 +146,7 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 	registerSelection(cmd, &sel)
 	durationHelp(cmd)
 	cmd.Flags().StringVarP(&path, "write", "w", "", "capture file to write (created 0600; - for stdout)")
+	cmd.Flags().BoolVar(&cpuWait, "cpu-wait", false, "also record time threads spent runnable without a CPU (long waits, who held the CPU, and each thread's totals); in syscalls with --stacks")
 	cmd.Flags().BoolVar(&allProcs, "all-procs", false, "write every running process, with its command line, in the capture's header (by default only those the selection traces)")
 	return cmd
 }

@@ -81,6 +81,12 @@ func TestRoundTripKinds(t *testing.T) {
 					Map: event.Mapping{Start: 0x7f0000000000, End: 0x7f0004000000, Offset: 4096, Inode: 12, Path: "/tmp/f\xe9"}}, {Addr: 1}},
 				Mem: event.MemFacts{Read: true, Cgroup: "/sysray.scen", Max: 32 << 20, High: event.NoLimit, Current: 1, RefaultFile: 99, RefaultAnon: 1}}}},
 		{"fault wait, host unread", event.Event{Kind: event.KindFaultWait, Time: 18, TID: 6, FaultWait: event.FaultWait{Duration: 1}}},
+		{"cpu wait", event.Event{Kind: event.KindCPUWait, Time: 16, PID: 5, TID: 6, CPU: 1,
+			CPUWait: event.CPUWait{Wait: 9_000_000, Woken: true, Nr: 230, NrRunning: 4, IdleNS: 5, Task: event.SchedTask{Prio: 120, Allowed: 2, NrAllowed: 1, Group: 1 << 63},
+				Held: []event.SchedTask{{NS: 8, PID: 9, TID: 10, Comm: "hog", Cgroup: 77, Prio: 110, Policy: 1, Allowed: math.MaxUint64, NrAllowed: 128}, {TID: 11}}}}},
+		{"cpu wait summary", event.Event{Kind: event.KindCPUWait, Time: 17, TID: 6,
+			CPUWait: event.CPUWait{Summary: true, Nr: -1, Held: []event.SchedTask{}, Sum: event.CPUWaitSum{Run: 1, WaitWoken: 2, WaitPreempted: 3, WaitIdle: 4,
+				WaitSyscall: 5, Max: math.MaxUint64, Waits: math.MaxUint32, Hist: [8]uint32{1, 2, 3, 4, 5, 6, 7, math.MaxUint32}}}}},
 		{"unknown kind", event.Event{Kind: 200, Time: 16, CPU: 1, PID: 2, TID: 3, Comm: "c", Cgroup: 4}},
 		{"zero kind", event.Event{}},
 		{"time backwards", event.Event{Kind: event.KindSyscall, Time: 3, TID: 101, PID: 100}},
@@ -207,6 +213,7 @@ var subStruct = map[event.Kind]string{
 	event.KindReclaim:        "Reclaim",
 	event.KindFutex:          "Futex",
 	event.KindFaultWait:      "FaultWait",
+	event.KindCPUWait:        "CPUWait",
 }
 
 // newerThanV1 names the event fields added after testdata/v1.sysray was

@@ -293,6 +293,12 @@ func (d *blockDecoder) next(e *event.Event) error {
 		if y.bad != "" {
 			d.fail("fault_wait: " + y.bad)
 		}
+	case event.KindCPUWait:
+		y := &blockDecoder{buf: d.bytes()}
+		y.cpuWait(&e.CPUWait)
+		if y.bad != "" {
+			d.fail("cpu_wait: " + y.bad)
+		}
 	default:
 		d.bytes() // a body only a newer reader understands
 	}

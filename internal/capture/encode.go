@@ -281,6 +281,10 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		v := appendFaultWait(s.extField[:0], &e.FaultWait)
 		b = appendBytes(b, v)
 		s.extField = v
+	case event.KindCPUWait:
+		v := appendCPUWait(s.extField[:0], &e.CPUWait)
+		b = appendBytes(b, v)
+		s.extField = v
 	default:
 		// Kinds this version does not know have an opaque, length-prefixed
 		// body so that readers can skip them; there is nothing to put in it.
@@ -443,6 +447,11 @@ func sizeBound(e *event.Event) int {
 		n += 13*binary.MaxVarintLen64 + framesBound(e.Futex.WaitStack) + framesBound(e.Futex.WakeStack)
 	case event.KindReclaim:
 		n += framesBound(e.Reclaim.Stack)
+	case event.KindCPUWait:
+		n += (24 + event.CPUWaitBuckets) * binary.MaxVarintLen64
+		for _, h := range e.CPUWait.Held {
+			n += 11*binary.MaxVarintLen64 + len(h.Comm)
+		}
 	case event.KindFaultWait:
 		fw := &e.FaultWait
 		n += 16*binary.MaxVarintLen64 + len(fw.Mem.Cgroup)

@@ -155,6 +155,8 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*Report, int
 	// Futex waits and wakes summed by address, for lock-convoy: a
 	// contended lock's waits are microseconds, under any slow bar.
 	opts.Probe.Futex = true
+	// Waits for a CPU, for cpu-wait (detect_cpuwait.go).
+	opts.Probe.RunQueue = true
 	opts.UserFrames = func() bool { return !sick() }
 	opts.Started = func(p *probe.Probe) error {
 		running.Store(p)

@@ -18,10 +18,11 @@ const (
 	// event: consumers never see one.
 	KindRecent  Kind = 10
 	KindReclaim Kind = 11 // a thread reclaimed memory to charge it to its memory cgroup
-	KindFutex   Kind = 14 // a thread's futex waits and wakes on one address, summed in the kernel
+	KindCPUWait Kind = 12 // a thread waited for a CPU: one long wait, or its totals (CPUWait)
 	// KindFaultWait is a window of a thread's sleeps outside syscalls
 	// (FaultWait): nearly all of them inside page faults.
 	KindFaultWait Kind = 13
+	KindFutex     Kind = 14 // a thread's futex waits and wakes on one address, summed in the kernel
 )
 
 var kindNames = [...]string{
@@ -37,6 +38,7 @@ var kindNames = [...]string{
 	KindReclaim:        "reclaim",
 	KindFutex:          "futex",
 	KindFaultWait:      "fault_wait",
+	KindCPUWait:        "cpu_wait",
 }
 
 func (k Kind) String() string {
@@ -79,6 +81,7 @@ type Event struct {
 	Futex    Futex
 	// FaultWait is set for KindFaultWait (faultwait.go).
 	FaultWait FaultWait
+	CPUWait   CPUWait
 }
 
 // Syscall is one completed (or unfinished) system call.

@@ -33,6 +33,7 @@ type Record struct {
 	Exit    *ExitJSON    `json:"exit,omitempty"`
 	Drop    *DropJSON    `json:"drop,omitempty"`
 	Reclaim *ReclaimJSON `json:"reclaim,omitempty"`
+	CPUWait *CPUWaitJSON `json:"cpu_wait,omitempty"`
 }
 
 type ArgJSON struct {
@@ -251,6 +252,8 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 		r.Exit = x
 	case event.KindDrop:
 		r.Drop = &DropJSON{Count: e.Drop.Count}
+	case event.KindCPUWait:
+		r.CPUWait = cpuWaitJSON(&e.CPUWait, arch)
 	case event.KindReclaim:
 		rj := &ReclaimJSON{DurationNS: e.Reclaim.Duration, Pages: e.Reclaim.Pages, Stack: frameTexts(e.Reclaim.Stack)}
 		if e.Reclaim.Nr >= 0 {

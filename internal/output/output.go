@@ -218,6 +218,8 @@ func Body(e *event.Event, arch event.Arch) string {
 			f.Addr, f.Waits, f.Slept, f.Woken, f.Timeouts, f.Wakes, f.Woke, f.WaitNS/1e9, f.WaitNS%1e9/1e3)
 	case event.KindFaultWait:
 		return faultWaitText(&e.FaultWait)
+	case event.KindCPUWait:
+		return cpuWaitText(&e.CPUWait, arch)
 	case event.KindDrop:
 		return fmt.Sprintf("drop cpu=%d lost=%d events (ring buffer full; try --buffer-size or a narrower selection)", e.CPU, e.Drop.Count)
 	}

@@ -24,6 +24,7 @@ const (
 	exitSize    = 56
 	recentSize  = 312
 	reclaimSize = 72
+	runqSize    = 376
 	recentMax   = 8
 
 	dataSlot = 256
@@ -52,6 +53,7 @@ var recSize = [...]int{
 	event.KindSignalGenerate: sigSize, event.KindSignalDeliver: sigSize, event.KindFork: forkSize,
 	event.KindExec: execSize, event.KindExit: exitSize, event.KindRecent: recentSize, event.KindReclaim: reclaimSize,
 	event.KindFaultWait: fwSize,
+	event.KindCPUWait:   runqSize,
 }
 
 // comms turns the kernel's fixed 16-byte comm into a string without
@@ -226,6 +228,8 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 			Stack: stackFrames(int32(le.Uint32(b[68:])), stacks)}
 	case event.KindFaultWait:
 		decodeFaultWait(b, &e.FaultWait, stacks)
+	case event.KindCPUWait:
+		decodeCPUWait(b, &e.CPUWait, cm)
 	}
 	return nil
 }
@@ -250,6 +254,8 @@ func clearKind(e *event.Event) {
 		e.Reclaim = event.Reclaim{}
 	case event.KindFaultWait:
 		e.FaultWait = event.FaultWait{}
+	case event.KindCPUWait:
+		e.CPUWait = event.CPUWait{}
 	}
 }
 

@@ -104,6 +104,7 @@ func TestLayoutsMatchBTF(t *testing.T) {
 		"K_EXEC": uint64(event.KindExec), "K_EXIT": uint64(event.KindExit),
 		"K_RECENT": uint64(event.KindRecent), "K_RECLAIM": uint64(event.KindReclaim),
 		"K_FAULTWAIT": uint64(event.KindFaultWait),
+		"K_RUNQ":      uint64(event.KindCPUWait),
 	})
 	sameEnum(t, spec.Types, "hdr_flag", map[string]uint64{
 		"F_UNFINISHED": fUnfinished, "F_THREAD": fThread, "F_GROUP_DEAD": fGroupDead, "F_GROUP": fGroup,

@@ -32,6 +32,9 @@ type Config struct {
 	// FastRows sizes the whole-host fast path's table (a power of two, at
 	// least 2); 0 sizes it from the host's thread count.
 	FastRows uint32
+	// RunQueue follows time threads spend runnable without a CPU
+	// (sched_wakeup, sched_wakeup_new, sched_switch): KindCPUWait events.
+	RunQueue bool
 	// LeanStacks, with Stacks, keeps only what the doctor reads: where
 	// calls slept (kernel stacks) and who woke them (pid, tid, name), not
 	// the waker's stack or the call's user stack. The waker's stack was
@@ -117,6 +120,7 @@ type Probe struct {
 	rings    []*ebpf.Map
 	arch     event.Arch
 	stacksOn bool
+	runqOn   bool
 	budget   bool // budgeted timing: threads keep counts pending (Stats)
 	fast     bool // the fast path (bpf/fast.h); in stat its rows keep counts pending too
 	poll     time.Duration
@@ -252,7 +256,8 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 
-	p := &Probe{arch: arch, stacksOn: cfg.Stacks, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll, futex: cfg.futexOn()}
+	p := &Probe{arch: arch, stacksOn: cfg.Stacks, runqOn: cfg.RunQueue, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll,
+		futex: cfg.futexOn()}
 	var opts ebpf.CollectionOptions
 	if cfg.SlowOpens {
 		// CO-RE then needs no listing of /sys/kernel/btf for modules
@@ -341,8 +346,11 @@ func (p *Probe) attach() error {
 		"memcg_reclaim_begin":   p.objs.MemcgReclaimBegin,
 		"memcg_reclaim_end":     p.objs.MemcgReclaimEnd,
 	}
+	if err := p.attachRunq(); err != nil {
+		return err
+	}
 	for _, f := range features {
-		if f.stacks && !p.stacksOn {
+		if f.stacks && !p.stacksOn && !(f.prog == "sched_switch" && p.runqOn) {
 			continue
 		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: progs[f.prog]})
@@ -616,6 +624,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgAllFaults, b(cfg.AllFaults)},
 		{vars.CfgMinLatency, cfg.MinLatency},
 		{vars.CfgStacks, b(cfg.Stacks)},
+		{vars.CfgRunq, b(cfg.RunQueue)},
 		{vars.CfgLeanStacks, b(cfg.LeanStacks)},
 		{vars.CfgStat, b(cfg.Stat)},
 		{vars.CfgSample, cfg.Sample},

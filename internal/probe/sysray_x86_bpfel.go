@@ -225,6 +225,7 @@ const (
 	sysrayKindK_EXIT        sysrayKind = 8
 	sysrayKindK_RECENT      sysrayKind = 10
 	sysrayKindK_RECLAIM     sysrayKind = 11
+	sysrayKindK_RUNQ        sysrayKind = 12
 	sysrayKindK_FAULTWAIT   sysrayKind = 13
 )
 
@@ -271,6 +272,93 @@ type sysrayReclaimRec struct {
 	Pages  uint64
 	Nr     int32
 	Kstack int32
+}
+
+type sysrayRunqCpu struct {
+	_    structs.HostLayout
+	Head uint32
+	Pad  uint32
+	S    [16]struct {
+		_  structs.HostLayout
+		Ts uint64
+		H  struct {
+			_         structs.HostLayout
+			Ns        uint64
+			Cgroup    uint64
+			Allowed   uint64
+			Group     uint64
+			Pid       uint32
+			Tid       uint32
+			NrAllowed uint32
+			Prio      uint8
+			Policy    uint8
+			Pad       [2]uint8
+			Comm      [16]int8
+		}
+	}
+}
+
+type sysrayRunqRec struct {
+	_         structs.HostLayout
+	H         sysrayHdr
+	Wait      uint64
+	Sum       uint8
+	Woken     uint8
+	Prio      uint8
+	Policy    uint8
+	Nr        int32
+	Allowed   uint64
+	NrAllowed uint32
+	NrRunning uint32
+	IdleNs    uint64
+	Group     uint64
+	Held      [3]struct {
+		_         structs.HostLayout
+		Ns        uint64
+		Cgroup    uint64
+		Allowed   uint64
+		Group     uint64
+		Pid       uint32
+		Tid       uint32
+		NrAllowed uint32
+		Prio      uint8
+		Policy    uint8
+		Pad       [2]uint8
+		Comm      [16]int8
+	}
+	S struct {
+		_             structs.HostLayout
+		Run           uint64
+		WaitWoken     uint64
+		WaitPreempted uint64
+		WaitIdle      uint64
+		WaitSys       uint64
+		Max           uint64
+		Waits         uint32
+		Hist          [8]uint32
+		Pad           uint32
+	}
+}
+
+type sysrayRunqTask struct {
+	_     structs.HostLayout
+	Since uint64
+	On    uint64
+	SumAt uint64
+	Woken uint8
+	Pad   [7]uint8
+	S     struct {
+		_             structs.HostLayout
+		Run           uint64
+		WaitWoken     uint64
+		WaitPreempted uint64
+		WaitIdle      uint64
+		WaitSys       uint64
+		Max           uint64
+		Waits         uint32
+		Hist          [8]uint32
+		Pad           uint32
+	}
 }
 
 type sysraySigRec struct {
@@ -473,6 +561,8 @@ const (
 	sysrayMapProfLost             = "prof_lost"
 	sysrayMapProfile              = "profile"
 	sysrayMapRings                = "rings"
+	sysrayMapRunqCpus             = "runq_cpus"
+	sysrayMapRunqTasks            = "runq_tasks"
 	sysrayMapScratch              = "scratch"
 	sysrayMapSpill                = "spill"
 	sysrayMapStackIds             = "stack_ids"
@@ -496,6 +586,9 @@ const (
 	sysrayProgMemcgReclaimEnd     = "memcg_reclaim_end"
 	sysrayProgOnCpu               = "on_cpu"
 	sysrayProgPageFaultUser       = "page_fault_user"
+	sysrayProgRunqExit            = "runq_exit"
+	sysrayProgRunqWakeup          = "runq_wakeup"
+	sysrayProgRunqWakeupNew       = "runq_wakeup_new"
 	sysrayProgSchedProcessExec    = "sched_process_exec"
 	sysrayProgSchedProcessExit    = "sched_process_exit"
 	sysrayProgSchedProcessFork    = "sched_process_fork"
@@ -528,6 +621,7 @@ const (
 	sysrayVarCfgNrFutexWake       = "cfg_nr_futex_wake"
 	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
 	sysrayVarCfgPids              = "cfg_pids"
+	sysrayVarCfgRunq              = "cfg_runq"
 	sysrayVarCfgSample            = "cfg_sample"
 	sysrayVarCfgSampleGap         = "cfg_sample_gap"
 	sysrayVarCfgSelf              = "cfg_self"
@@ -551,6 +645,7 @@ const (
 	sysrayVarRecKind              = "rec_kind"
 	sysrayVarRecRecent            = "rec_recent"
 	sysrayVarRecReclaim           = "rec_reclaim"
+	sysrayVarRecRunq              = "rec_runq"
 	sysrayVarRecSig               = "rec_sig"
 	sysrayVarRecVsys              = "rec_vsys"
 	sysrayVarRenamer              = "renamer"
@@ -615,6 +710,9 @@ type sysrayProgramSpecs struct {
 	MemcgReclaimEnd     *ebpf.ProgramSpec `ebpf:"memcg_reclaim_end"`
 	OnCpu               *ebpf.ProgramSpec `ebpf:"on_cpu"`
 	PageFaultUser       *ebpf.ProgramSpec `ebpf:"page_fault_user"`
+	RunqExit            *ebpf.ProgramSpec `ebpf:"runq_exit"`
+	RunqWakeup          *ebpf.ProgramSpec `ebpf:"runq_wakeup"`
+	RunqWakeupNew       *ebpf.ProgramSpec `ebpf:"runq_wakeup_new"`
 	SchedProcessExec    *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
 	SchedProcessExit    *ebpf.ProgramSpec `ebpf:"sched_process_exit"`
 	SchedProcessFork    *ebpf.ProgramSpec `ebpf:"sched_process_fork"`
@@ -643,6 +741,8 @@ type sysrayMapSpecs struct {
 	ProfLost       *ebpf.MapSpec `ebpf:"prof_lost"`
 	Profile        *ebpf.MapSpec `ebpf:"profile"`
 	Rings          *ebpf.MapSpec `ebpf:"rings"`
+	RunqCpus       *ebpf.MapSpec `ebpf:"runq_cpus"`
+	RunqTasks      *ebpf.MapSpec `ebpf:"runq_tasks"`
 	Scratch        *ebpf.MapSpec `ebpf:"scratch"`
 	Spill          *ebpf.MapSpec `ebpf:"spill"`
 	StackIds       *ebpf.MapSpec `ebpf:"stack_ids"`
@@ -681,6 +781,7 @@ type sysrayVariableSpecs struct {
 	CfgNrFutexWake   *ebpf.VariableSpec `ebpf:"cfg_nr_futex_wake"`
 	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
+	CfgRunq          *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSample        *ebpf.VariableSpec `ebpf:"cfg_sample"`
 	CfgSampleGap     *ebpf.VariableSpec `ebpf:"cfg_sample_gap"`
 	CfgSelf          *ebpf.VariableSpec `ebpf:"cfg_self"`
@@ -704,6 +805,7 @@ type sysrayVariableSpecs struct {
 	RecKind          *ebpf.VariableSpec `ebpf:"rec_kind"`
 	RecRecent        *ebpf.VariableSpec `ebpf:"rec_recent"`
 	RecReclaim       *ebpf.VariableSpec `ebpf:"rec_reclaim"`
+	RecRunq          *ebpf.VariableSpec `ebpf:"rec_runq"`
 	RecSig           *ebpf.VariableSpec `ebpf:"rec_sig"`
 	RecVsys          *ebpf.VariableSpec `ebpf:"rec_vsys"`
 	Renamer          *ebpf.VariableSpec `ebpf:"renamer"`
@@ -745,6 +847,8 @@ type sysrayMaps struct {
 	ProfLost       *ebpf.Map `ebpf:"prof_lost"`
 	Profile        *ebpf.Map `ebpf:"profile"`
 	Rings          *ebpf.Map `ebpf:"rings"`
+	RunqCpus       *ebpf.Map `ebpf:"runq_cpus"`
+	RunqTasks      *ebpf.Map `ebpf:"runq_tasks"`
 	Scratch        *ebpf.Map `ebpf:"scratch"`
 	Spill          *ebpf.Map `ebpf:"spill"`
 	StackIds       *ebpf.Map `ebpf:"stack_ids"`
@@ -771,6 +875,8 @@ func (m *sysrayMaps) Close() error {
 		m.ProfLost,
 		m.Profile,
 		m.Rings,
+		m.RunqCpus,
+		m.RunqTasks,
 		m.Scratch,
 		m.Spill,
 		m.StackIds,
@@ -810,6 +916,7 @@ type sysrayVariables struct {
 	CfgNrFutexWake   *ebpf.Variable `ebpf:"cfg_nr_futex_wake"`
 	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
+	CfgRunq          *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSample        *ebpf.Variable `ebpf:"cfg_sample"`
 	CfgSampleGap     *ebpf.Variable `ebpf:"cfg_sample_gap"`
 	CfgSelf          *ebpf.Variable `ebpf:"cfg_self"`
@@ -833,6 +940,7 @@ type sysrayVariables struct {
 	RecKind          *ebpf.Variable `ebpf:"rec_kind"`
 	RecRecent        *ebpf.Variable `ebpf:"rec_recent"`
 	RecReclaim       *ebpf.Variable `ebpf:"rec_reclaim"`
+	RecRunq          *ebpf.Variable `ebpf:"rec_runq"`
 	RecSig           *ebpf.Variable `ebpf:"rec_sig"`
 	RecVsys          *ebpf.Variable `ebpf:"rec_vsys"`
 	Renamer          *ebpf.Variable `ebpf:"renamer"`
@@ -859,6 +967,9 @@ type sysrayPrograms struct {
 	MemcgReclaimEnd     *ebpf.Program `ebpf:"memcg_reclaim_end"`
 	OnCpu               *ebpf.Program `ebpf:"on_cpu"`
 	PageFaultUser       *ebpf.Program `ebpf:"page_fault_user"`
+	RunqExit            *ebpf.Program `ebpf:"runq_exit"`
+	RunqWakeup          *ebpf.Program `ebpf:"runq_wakeup"`
+	RunqWakeupNew       *ebpf.Program `ebpf:"runq_wakeup_new"`
 	SchedProcessExec    *ebpf.Program `ebpf:"sched_process_exec"`
 	SchedProcessExit    *ebpf.Program `ebpf:"sched_process_exit"`
 	SchedProcessFork    *ebpf.Program `ebpf:"sched_process_fork"`
@@ -886,6 +997,9 @@ func (p *sysrayPrograms) Close() error {
 		p.MemcgReclaimEnd,
 		p.OnCpu,
 		p.PageFaultUser,
+		p.RunqExit,
+		p.RunqWakeup,
+		p.RunqWakeupNew,
 		p.SchedProcessExec,
 		p.SchedProcessExit,
 		p.SchedProcessFork,

@@ -29,4 +29,5 @@ var All = slices.Concat(
 	resolverVariants,
 	lockConvoyVariants,
 	thrashVariants,
+	cpuWaitVariants,
 )
