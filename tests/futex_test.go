@@ -70,14 +70,17 @@ func TestLockConvoyGroundTruth(t *testing.T) {
 		}
 	}
 	// Every wait that slept ended by a wake (the program sets no timeout),
-	// and the sleeps are the waits that did not find the word changed, but
-	// for a wait the kernel returned from before it slept (the word
-	// changed under it) or one only preempted.
+	// and only a wait that did not find the word changed can sleep. How
+	// many of those did is the machine's: a wake that comes between the
+	// waiter's queueing and its switch-out returns it without a sleep,
+	// which a quiet host with fast hand-offs sees more (a fifth of the
+	// waits in one CI run) than a loaded one.
 	slept, _ := f.Evidence["waits_slept"].(float64)
 	woken, _ := f.Evidence["waits_woken"].(float64)
 	waits, _ := f.Evidence["waits"].(float64)
-	if slept != woken || slept > waits || slept < 0.9*waits {
-		t.Errorf("slept %v, woken %v, of %v waits", slept, woken, waits)
+	again, _ := f.Evidence["waits_word_changed"].(float64)
+	if slept != woken || slept > waits-again || slept == 0 {
+		t.Errorf("slept %v, woken %v, of %v waits, %v of which found the word changed", slept, woken, waits, again)
 	}
 	if n, _ := f.Evidence["threads_waiting"].(float64); n != 6 {
 		t.Errorf("threads waiting %v, want 6", n)
