@@ -87,7 +87,6 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	runq_switch(preempt, prev, next, prev_state);
 	__u64 now = 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, prev, 0, 0);
 	if (st && st->call.active) {

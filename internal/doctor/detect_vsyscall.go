@@ -204,7 +204,9 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 			byCall[event.VsyscallName(uint32(i))] = c
 		}
 	}
-	ev := map[string]any{"calls": n, "by_call": byCall, "calls_per_second": int64(rate), "processes": procs,
+	// One rounding for the text and the evidence, so they say the same.
+	perSec := int64(math.Round(rate))
+	ev := map[string]any{"calls": n, "by_call": byCall, "calls_per_second": perSec, "processes": procs,
 		"vsyscall_mode": mode, "kernel": env.Host.Kernel}
 	var libcs []string
 	for _, p := range ps {
@@ -237,10 +239,10 @@ func (v *vsyscall) emulatedFinding(env *Env, ps []*vsysProc, mode string) Findin
 		Key:      keyOf("emulated"),
 		Procs:    env.refs(vsysPIDs(ps)...),
 		Title:    fmt.Sprintf("%d calls through the legacy vsyscall page, emulated by the kernel", n),
-		Summary: fmt.Sprintf("%d process(es) call %s through the legacy vsyscall page (%.0f calls/s). "+
+		Summary: fmt.Sprintf("%d process(es) call %s through the legacy vsyscall page (%d calls/s). "+
 			"This kernel (vsyscall=%s) emulates each call in a page fault instead of answering it in user space through the vDSO.%s "+
 			"The calls come from an old C library or static binary (glibc before 2.14).",
-			len(ps), joinKeys(byCall), rate, mode, cost),
+			len(ps), joinKeys(byCall), perSec, mode, cost),
 		Evidence: ev,
 		Fix: "Rebuild the program or its container image on a current base (glibc 2.14 or newer) so time() and " +
 			"gettimeofday() use the vDSO.",

@@ -350,7 +350,7 @@ func (p *Probe) attach() error {
 		return err
 	}
 	for _, f := range features {
-		if f.stacks && !p.stacksOn && !(f.prog == "sched_switch" && p.runqOn) {
+		if f.stacks && !p.stacksOn {
 			continue
 		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: progs[f.prog]})

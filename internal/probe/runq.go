@@ -11,8 +11,8 @@ import (
 
 // attachRunq attaches what follows waits for a CPU (bpf/runq.h), with
 // Config.RunQueue: sched_wakeup fires for every wake-up on the host, so it
-// costs nothing unless asked for. sched_switch, which ends the waits, is
-// attached with the features. The exit program goes first, before the
+// costs nothing unless asked for. sched_switch, which ends the waits, has
+// a program of its own here. The exit program goes first, before the
 // lifecycle's: a thread's last totals then come before its exit record.
 func (p *Probe) attachRunq() error {
 	if !p.runqOn {
@@ -21,7 +21,8 @@ func (p *Probe) attachRunq() error {
 	for _, pr := range []struct {
 		name string
 		prog *ebpf.Program
-	}{{"sched_process_exit", p.objs.RunqExit}, {"sched_wakeup", p.objs.RunqWakeup}, {"sched_wakeup_new", p.objs.RunqWakeupNew}} {
+	}{{"sched_process_exit", p.objs.RunqExit}, {"sched_switch", p.objs.RunqSchedSwitch}, {"sched_wakeup", p.objs.RunqWakeup},
+		{"sched_wakeup_new", p.objs.RunqWakeupNew}} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: pr.prog})
 		if err != nil {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("waits for a CPU are not traced: tracepoint %s: %v", pr.name, err))

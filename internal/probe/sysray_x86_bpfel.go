@@ -587,6 +587,7 @@ const (
 	sysrayProgOnCpu               = "on_cpu"
 	sysrayProgPageFaultUser       = "page_fault_user"
 	sysrayProgRunqExit            = "runq_exit"
+	sysrayProgRunqSchedSwitch     = "runq_sched_switch"
 	sysrayProgRunqWakeup          = "runq_wakeup"
 	sysrayProgRunqWakeupNew       = "runq_wakeup_new"
 	sysrayProgSchedProcessExec    = "sched_process_exec"
@@ -711,6 +712,7 @@ type sysrayProgramSpecs struct {
 	OnCpu               *ebpf.ProgramSpec `ebpf:"on_cpu"`
 	PageFaultUser       *ebpf.ProgramSpec `ebpf:"page_fault_user"`
 	RunqExit            *ebpf.ProgramSpec `ebpf:"runq_exit"`
+	RunqSchedSwitch     *ebpf.ProgramSpec `ebpf:"runq_sched_switch"`
 	RunqWakeup          *ebpf.ProgramSpec `ebpf:"runq_wakeup"`
 	RunqWakeupNew       *ebpf.ProgramSpec `ebpf:"runq_wakeup_new"`
 	SchedProcessExec    *ebpf.ProgramSpec `ebpf:"sched_process_exec"`
@@ -968,6 +970,7 @@ type sysrayPrograms struct {
 	OnCpu               *ebpf.Program `ebpf:"on_cpu"`
 	PageFaultUser       *ebpf.Program `ebpf:"page_fault_user"`
 	RunqExit            *ebpf.Program `ebpf:"runq_exit"`
+	RunqSchedSwitch     *ebpf.Program `ebpf:"runq_sched_switch"`
 	RunqWakeup          *ebpf.Program `ebpf:"runq_wakeup"`
 	RunqWakeupNew       *ebpf.Program `ebpf:"runq_wakeup_new"`
 	SchedProcessExec    *ebpf.Program `ebpf:"sched_process_exec"`
@@ -998,6 +1001,7 @@ func (p *sysrayPrograms) Close() error {
 		p.OnCpu,
 		p.PageFaultUser,
 		p.RunqExit,
+		p.RunqSchedSwitch,
 		p.RunqWakeup,
 		p.RunqWakeupNew,
 		p.SchedProcessExec,
