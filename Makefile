@@ -6,7 +6,7 @@ BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
-.PHONY: all build deps generate test unit test-long lint demo bench clean check-generated
+.PHONY: all build deps generate test unit test-long soak lint demo bench clean check-generated
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The release a build says it is (sysray --version): the nearest tag, or
 # the commit when there is none.
@@ -38,8 +38,12 @@ deps:
 # live tests must run (SYSRAY_REQUIRE_BPF=1, as CI sets), a skip fails.
 TESTSUM = bin/testsum $(if $(filter 1,$(SYSRAY_REQUIRE_BPF)),-skips-fail)
 
+# Tests that belong to the long tier (make test-long) only: the agent's
+# ten-minute soak.
+LONG_TESTS = ^TestAgentSoak$$
+
 test: deps build lint bin/testsum
-	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 60m -json ./... | $(TESTSUM)
+	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 60m -json -skip '$(LONG_TESTS)' ./... | $(TESTSUM)
 	set -o pipefail; cd deploy/check && $(GO) test -count=1 -json ./... | ../../$(TESTSUM)
 
 bin/testsum: scripts/testsum/main.go
@@ -62,8 +66,12 @@ FUZZ_TARGETS = \
 	internal/proc:FuzzParseStat internal/proc:FuzzSplitNul \
 	internal/container:FuzzParseCgroupFile internal/container:FuzzDockerInspect internal/container:FuzzLibcFiles
 
-test-long:
+test-long: soak
 	FUZZTIME=$(FUZZTIME) bash scripts/test-long.sh $(FUZZ_TARGETS)
+
+# The long tier's live tests (LONG_TESTS), which CI runs after make test.
+soak: build bin/testsum
+	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '$(LONG_TESTS)' ./tests | $(TESTSUM)
 
 # The main job: every bundled incident (scenarios/) reproduced live and
 # diagnosed by the doctor.
