@@ -140,7 +140,7 @@ func TestStatLetsEndedGo(t *testing.T) {
 	requireBPF(t)
 	const children = 1500
 	out := statByProcess(t, prog("cells"), strconv.Itoa(children), "3000")
-	var calls, whole, summed uint64
+	var calls, whole, kept, summed uint64
 	for _, row := range out.Rows {
 		switch {
 		case row.Name == "(ended, summed)":
@@ -149,8 +149,13 @@ func TestStatLetsEndedGo(t *testing.T) {
 			continue // the parent
 		case row.Calls > cellsPerChild:
 			t.Errorf("%s: %d calls, want at most %d", row.Name, row.Calls, cellsPerChild)
-		case row.Calls == cellsPerChild:
-			whole++
+		default:
+			// A child makes one call of each of its syscalls: its calls
+			// are its cells.
+			kept += row.Calls
+			if row.Calls == cellsPerChild {
+				whole++
+			}
 		}
 		calls += row.Calls
 	}
@@ -160,7 +165,11 @@ func TestStatLetsEndedGo(t *testing.T) {
 			out.Drops, out.Full, out.NoMem, calls, children*cellsPerChild)
 	}
 	// The kept cells reached the bound only if more than KeptMax went.
-	if whole < 32768/cellsPerChild || summed == 0 {
-		t.Errorf("%d children whole and %d calls summed: want at least %d whole, and some summed", whole, summed, 32768/cellsPerChild)
+	// Counted in cells, not whole children: a child whose cells were let
+	// go in two reads can have some kept and the rest summed (on a loaded
+	// host 900-967 of the 992 children the bound holds were whole).
+	if kept < 32768-cellsPerChild || summed == 0 {
+		t.Errorf("%d cells kept (%d children whole) and %d calls summed: want at least %d kept, and some summed", kept, whole, summed, 32768-cellsPerChild)
 	}
+	t.Logf("%d cells kept, %d children whole, %d calls summed", kept, whole, summed)
 }
