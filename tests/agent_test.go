@@ -650,19 +650,8 @@ func TestAgentNamesContainerdContainer(t *testing.T) {
 	time.Sleep(8 * time.Second)
 	before = a.scrape(t)
 	root := filepath.Join("/proc", pid, "root")
-	for _, p := range []string{"mmapfail", "getppid"} { // getppid last: the loop waits for it
-		b, err := os.ReadFile(prog(p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmp := filepath.Join(root, ".sysray-"+p)
-		if err := os.WriteFile(tmp, b, 0o755); err != nil {
-			t.Fatalf("copying %s into the container: %v", p, err)
-		}
-		if err := os.Rename(tmp, filepath.Join(root, "sysray-"+p)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// getppid last: the loop in the container waits for it.
+	copyIntoContainer(t, root, "mmapfail", "getppid")
 	want := map[string]float64{ppid: before[ppid] + 4000, ebadf: before[ebadf] + 1}
 	var got map[string]float64
 	for deadline := time.Now().Add(20 * time.Second); ; {
@@ -690,6 +679,26 @@ func TestAgentNamesContainerdContainer(t *testing.T) {
 			if strings.Contains(k, `pod="`+pod+`"`) && strings.Contains(k, "_count") {
 				t.Logf("%s %v", k, v)
 			}
+		}
+	}
+}
+
+// copyIntoContainer puts test programs into a running container's root as
+// sysray-NAME, each renamed into place whole, in the order given: a
+// container that waits for the last one finds every one before it.
+func copyIntoContainer(t *testing.T, root string, names ...string) {
+	t.Helper()
+	for _, p := range names {
+		b, err := os.ReadFile(prog(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(root, ".sysray-"+p)
+		if err := os.WriteFile(tmp, b, 0o755); err != nil {
+			t.Fatalf("copying %s into the container: %v", p, err)
+		}
+		if err := os.Rename(tmp, filepath.Join(root, "sysray-"+p)); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

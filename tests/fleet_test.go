@@ -134,19 +134,8 @@ rule_files:
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	for _, p := range []string{"mmapfail", "segv"} { // segv last: the container waits for it
-		b, err := os.ReadFile(prog(p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmp := filepath.Join(root, ".sysray-"+p)
-		if err := os.WriteFile(tmp, b, 0o755); err != nil {
-			t.Fatalf("copying %s into the container: %v", p, err)
-		}
-		if err := os.Rename(tmp, filepath.Join(root, "sysray-"+p)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// segv last: the container waits for it.
+	copyIntoContainer(t, root, "mmapfail", "segv")
 
 	// The crash's alert, firing, naming the pod.
 	var firing *promAlert
