@@ -183,6 +183,27 @@ static __always_inline struct stat_val *stat_cell(struct stat_key *k, __u64 n)
 	return NULL;
 }
 
+/*
+ * A selected thread entered call id and no memory was found for its state
+ * (task storage comes from the same per-CPU allocator as the stats map's
+ * cells, and a burst of new threads empties both): the call cannot be
+ * counted or emitted, so it is counted as lost, as stat_cell counts a cell
+ * it could not make. exit and exit_group never return, and are neither.
+ */
+static __always_inline void lost_call(long id)
+{
+	if (id == cfg_nr_exit || id == cfg_nr_exit_group)
+		return;
+	if (!cfg_stat) {
+		count_drop();
+		return;
+	}
+	__u32 z = 0;
+	struct lost *lost = bpf_map_lookup_elem(&stat_lost, &z);
+	if (lost)
+		lost->nomem++;
+}
+
 /* Adds a pending slot's calls (w, taken from it) to the stats map, under the thread's key. */
 static __noinline void pend_add(struct ids *ids, __u64 w)
 {

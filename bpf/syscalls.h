@@ -26,8 +26,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		if (!selected())
 			return 0;
 		st = bpf_task_storage_get(&tstate, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (!st)
+		if (!st) {
+			lost_call(id);
 			return 0;
+		}
 	}
 	if (st->call.held) {
 		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */

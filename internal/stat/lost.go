@@ -9,7 +9,7 @@ import "fmt"
 // allocator refills, and passes with the burst.
 type Lost struct {
 	Full  uint64 // the table held as many cells as it may
-	NoMem uint64 // no memory for a new cell, and the spill was full too
+	NoMem uint64 // no memory for a new cell (the spill full too) or for a new thread's state
 }
 
 // Total is every call lost.
@@ -21,7 +21,7 @@ func (l Lost) Total() uint64 { return l.Full + l.NoMem }
 // want of memory passes with the burst of new processes that made it.
 func (l Lost) Why() string {
 	const full = "the kernel's table of (process, syscall) cells was full: select fewer processes (-p, --cgroup, --container) or syscalls (-e)"
-	const nomem = "a burst of new processes needed cells faster than the kernel could allocate them"
+	const nomem = "a burst of new processes needed kernel memory (count cells, thread state) faster than the kernel could allocate it"
 	switch {
 	case l.NoMem == 0:
 		return full
