@@ -83,8 +83,8 @@ type ftWord struct {
 
 type lockConvoy struct {
 	words map[[2]uint64]*ftWord
-	born  map[uint32]uint64 // tid: when its fork was seen
-	ended map[uint32]uint64 // tid: when its exit was seen
+	born  map[uint32]tidAt // tid: when its fork was seen
+	ended map[uint32]tidAt // tid: when its exit was seen
 	comms map[uint32]string // pid: the name its events carried
 	first uint64            // the first event of the trace
 	last  uint64
@@ -92,7 +92,7 @@ type lockConvoy struct {
 }
 
 func newLockConvoy() *lockConvoy {
-	return &lockConvoy{words: map[[2]uint64]*ftWord{}, born: map[uint32]uint64{}, ended: map[uint32]uint64{}, comms: map[uint32]string{}}
+	return &lockConvoy{words: map[[2]uint64]*ftWord{}, born: map[uint32]tidAt{}, ended: map[uint32]tidAt{}, comms: map[uint32]string{}}
 }
 
 func (c *lockConvoy) Observe(e *event.Event) {
@@ -103,11 +103,11 @@ func (c *lockConvoy) Observe(e *event.Event) {
 	switch e.Kind {
 	case event.KindFork:
 		if e.Proc.Thread {
-			c.born[e.Proc.ChildTID] = e.Time
+			c.born[e.Proc.ChildTID] = tidAt{e.PID, e.Time}
 		}
 		return
 	case event.KindExit:
-		c.ended[e.TID] = e.Time
+		c.ended[e.TID] = tidAt{e.PID, e.Time}
 		return
 	case event.KindFutex:
 	default:
@@ -162,10 +162,24 @@ func (c *lockConvoy) forget(pids, tids map[uint32]bool) {
 			delete(c.words, k)
 		}
 	}
-	for tid := range tids {
-		delete(c.born, tid)
-		delete(c.ended, tid)
+	// A forgotten process's threads go with it: its exit names its
+	// main thread alone, and a thread's own forgetting may never come.
+	for _, m := range []map[uint32]tidAt{c.born, c.ended} {
+		for tid, at := range m {
+			if pids[at.pid] || tids[tid] {
+				delete(m, tid)
+			}
+		}
 	}
+	for pid := range pids {
+		delete(c.comms, pid)
+	}
+}
+
+// tidAt is when a thread of process pid was born or ended.
+type tidAt struct {
+	pid uint32
+	at  uint64
 }
 
 // threadNS is a thread's time in the trace: from its birth, or the trace's
@@ -174,11 +188,11 @@ func (c *lockConvoy) forget(pids, tids map[uint32]bool) {
 // denominator.
 func (c *lockConvoy) threadNS(tid uint32) uint64 {
 	from, to := c.first, c.last
-	if b, ok := c.born[tid]; ok && b > from {
-		from = b
+	if b, ok := c.born[tid]; ok && b.at > from {
+		from = b.at
 	}
-	if x, ok := c.ended[tid]; ok && x < to {
-		to = x
+	if x, ok := c.ended[tid]; ok && x.at < to {
+		to = x.at
 	}
 	if to > from {
 		return to - from

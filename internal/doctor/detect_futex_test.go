@@ -167,3 +167,24 @@ func TestLockConvoyNear(t *testing.T) {
 		t.Errorf("near %+v", n)
 	}
 }
+
+// A forgotten process takes its threads' births and exits and its name
+// with it: an exec storm must not grow the detector (TestExecStormForgetsEndedProcesses).
+func TestLockConvoyForgets(t *testing.T) {
+	c := newLockConvoy()
+	for _, e := range []event.Event{
+		{Kind: event.KindFork, Time: 1, PID: 10, TID: 10, Proc: event.Proc{Thread: true, ChildTID: 11}},
+		sys(10, 2, nrOpenat, 3, 1000),
+		{Kind: event.KindExit, Time: 3, PID: 10, TID: 11},
+		{Kind: event.KindExit, Time: 4, PID: 10, TID: 10, Proc: event.Proc{GroupDead: true}},
+	} {
+		c.Observe(&e)
+	}
+	if len(c.born) != 1 || len(c.ended) != 2 || len(c.comms) != 1 {
+		t.Fatalf("before: %d births, %d exits, %d names; want 1, 2, 1", len(c.born), len(c.ended), len(c.comms))
+	}
+	c.forget(map[uint32]bool{10: true}, nil)
+	if len(c.born) != 0 || len(c.ended) != 0 || len(c.comms) != 0 {
+		t.Errorf("after forgetting pid 10: %d births, %d exits, %d names kept", len(c.born), len(c.ended), len(c.comms))
+	}
+}
