@@ -83,8 +83,8 @@ type ftWord struct {
 
 type lockConvoy struct {
 	words map[[2]uint64]*ftWord
-	born  map[uint32]tidAt // tid: when its fork was seen
-	ended map[uint32]tidAt // tid: when its exit was seen
+	born  map[uint32]tidAt  // tid: when its fork was seen
+	ended map[uint32]tidAt  // tid: when its exit was seen
 	comms map[uint32]string // pid: the name its events carried
 	first uint64            // the first event of the trace
 	last  uint64
