@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,12 +30,18 @@ type doctorReport struct {
 // builds scenarios/ itself) and returns its report.
 func demo(t *testing.T, name string) doctorReport {
 	t.Helper()
+	rep, _ := demoOut(t, name)
+	return rep
+}
+
+// demoOut is demo, and what the scenario said on stderr (its ground truth).
+func demoOut(t *testing.T, name string) (doctorReport, string) {
+	t.Helper()
 	cmd := exec.Command(sysray, "demo", name, "--json", "--scenarios", "../scenarios")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
 	out, err := cmd.Output()
-	var stderr string
-	if ee, ok := err.(*exec.ExitError); ok {
-		stderr = string(ee.Stderr)
-	}
+	stderr := errb.String()
 	var all map[string]doctorReport
 	if jerr := json.Unmarshal(out, &all); jerr != nil {
 		t.Fatalf("demo %s: %v; %v\n%s\n%s", name, err, jerr, out, stderr)
@@ -46,7 +53,7 @@ func demo(t *testing.T, name string) doctorReport {
 	if len(rep.Findings) == 0 {
 		t.Fatalf("demo %s: no findings", name)
 	}
-	return rep
+	return rep, stderr
 }
 
 // doctorCmd runs the doctor on a command that must exit with code, and

@@ -1,0 +1,110 @@
+package tests
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// resultLine parses the scenario's "RESULT k=v ..." line (scenarios/errno).
+func resultLine(t *testing.T, stderr string) map[string]string {
+	t.Helper()
+	for _, line := range strings.Split(stderr, "\n") {
+		if rest, ok := strings.CutPrefix(line, "RESULT "); ok {
+			m := map[string]string{}
+			for _, kv := range strings.Fields(rest) {
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					m[k] = v
+				}
+			}
+			return m
+		}
+	}
+	t.Fatalf("no RESULT line from the scenario:\n%s", stderr)
+	return nil
+}
+
+// evInt is an evidence field as an integer, and whether it was one.
+func evInt(ev map[string]any, key string) (int64, bool) {
+	v, ok := ev[key].(float64)
+	return int64(v), ok
+}
+
+// resultInt is a RESULT field as an integer.
+func resultInt(t *testing.T, m map[string]string, key string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(m[key], 10, 64)
+	if err != nil {
+		t.Fatalf("RESULT %s=%q: %v", key, m[key], err)
+	}
+	return n
+}
+
+// The mapcount demo: ENOMEM with gigabytes free. The finding gives the
+// kernel's limit as /proc/sys/vm/max_map_count says it, the count the
+// program measured, and every refusal: the retries it counted plus the
+// fill's last mmap.
+func TestStoryMapCount(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "mapcount")
+	f := top(t, rep, "map-count-limit", "critical")
+	r := resultLine(t, stderr)
+	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if n, _ := evInt(f.Evidence, "max_map_count"); n != limit || resultInt(t, r, "max_map_count") != limit {
+		t.Errorf("max_map_count %v in the finding, %s said by the program, want %d", f.Evidence["max_map_count"], r["max_map_count"], limit)
+	}
+	want := resultInt(t, r, "enomem_mmap") + resultInt(t, r, "enomem_mprotect") + 1
+	if n, _ := evInt(f.Evidence, "failures"); n != want {
+		t.Errorf("%v failures in the finding, want %d (the program's retries and its fill's last mmap)", f.Evidence["failures"], want)
+	}
+	procs, _ := f.Evidence["processes"].([]any)
+	if len(procs) != 1 {
+		t.Fatalf("%d processes in the finding, want 1", len(procs))
+	}
+	p, _ := procs[0].(map[string]any)
+	if n, _ := evInt(p, "map_count"); n != resultInt(t, r, "maps") {
+		t.Errorf("map_count %v in the finding, the program measured %s", p["map_count"], r["maps"])
+	}
+}
+
+// The inotify demo: ENOSPC from inotify_add_watch with the disk far from
+// full. The program holds its watches in a user namespace whose limit it
+// lowered; the finding says how many it held, the limit, and each refusal.
+func TestStoryInotify(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "inotify")
+	f := top(t, rep, "inotify-watch-limit", "warning")
+	r := resultLine(t, stderr)
+	for key, field := range map[string]string{"user_watches": "held", "namespace_limit": "limit", "refusals": "refused"} {
+		if n, _ := evInt(f.Evidence, key); n != resultInt(t, r, field) {
+			t.Errorf("%s %v in the finding, the program said %s=%s", key, f.Evidence[key], field, r[field])
+		}
+	}
+	if f.Evidence["errno"] != "ENOSPC" {
+		t.Errorf("errno %v, want ENOSPC", f.Evidence["errno"])
+	}
+}
+
+// The ports demo: EADDRNOTAVAIL with every port of the client's range in
+// TIME_WAIT, in the network namespace the program made: its range, not the
+// host's.
+func TestStoryPorts(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "ports")
+	f := top(t, rep, "port-range-exhausted", "warning")
+	r := resultLine(t, stderr)
+	if got, want := f.Evidence["port_range"], r["range"]; got != want {
+		t.Errorf("port range %v in the finding, the program's namespace has %s", got, want)
+	}
+	if n, _ := evInt(f.Evidence, "refusals"); n != resultInt(t, r, "eaddrnotavail") {
+		t.Errorf("%v refusals in the finding, the program counted %s", f.Evidence["refusals"], r["eaddrnotavail"])
+	}
+	if n, _ := evInt(f.Evidence, "time_wait"); n != resultInt(t, r, "ports") {
+		t.Errorf("%v sockets in TIME_WAIT, want the range's %s ports", f.Evidence["time_wait"], r["ports"])
+	}
+}
