@@ -6,7 +6,7 @@ BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
-.PHONY: all build deps generate test unit test-long soak lint demo bench clean check-generated
+.PHONY: all build deps generate test unit test-long soak variants-long lint demo bench clean check-generated
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The release a build says it is (sysray --version): the nearest tag, or
 # the commit when there is none.
@@ -66,12 +66,17 @@ FUZZ_TARGETS = \
 	internal/proc:FuzzParseStat internal/proc:FuzzSplitNul \
 	internal/container:FuzzParseCgroupFile internal/container:FuzzDockerInspect internal/container:FuzzLibcFiles
 
-test-long: soak
+test-long: soak variants-long
 	FUZZTIME=$(FUZZTIME) bash scripts/test-long.sh $(FUZZ_TARGETS)
 
 # The long tier's live tests (LONG_TESTS), which CI runs after make test.
 soak: build bin/testsum
 	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '$(LONG_TESTS)' ./tests | $(TESTSUM)
+
+# Every variant but each detector's main one (make test runs those): the
+# long tier's shapes of each mechanism, which CI runs after make test.
+variants-long: build bin/testsum
+	set -o pipefail; SYSRAY_VARIANTS=rest $(GO) test -count=1 -p 1 -timeout 40m -json -run '^TestVariants$$' ./tests | $(TESTSUM)
 
 # The main job: every bundled incident (scenarios/) reproduced live and
 # diagnosed by the doctor.

@@ -36,16 +36,27 @@ import (
 // fails, but a passing `go test ./...` does not: so each miss is also
 // appended to the file $SYSRAY_MISSES names, which .ci/run prints, and a
 // CI log tells how often a live variant needed its second run.
+//
+// SYSRAY_VARIANTS picks the tier: "main" (the default, in `make test`) runs
+// each detector's main variant, "rest" (the long tier, `make
+// variants-long`) the others, "all" both.
 func TestVariants(t *testing.T) {
 	requireBPF(t)
+	tier := os.Getenv("SYSRAY_VARIANTS")
+	switch tier {
+	case "":
+		tier = "main"
+	case "main", "rest", "all":
+	default:
+		t.Fatalf("SYSRAY_VARIANTS=%q: want main, rest or all", tier)
+	}
 	var again []variants.Variant
-	long := os.Getenv("SYSRAY_LONG_VARIANTS") == "1"
-	var left []string
+	left := 0
 	for _, v := range variants.All {
-		// The long ones belong to a longer tier: not run is not a skip here,
-		// where a skip would be a check that could not run.
-		if v.Long && !long {
-			left = append(left, v.Name)
+		// Not run here is not a skip, where a skip would be a check that
+		// could not run: the other tier runs it.
+		if (tier == "main" && !v.Main()) || (tier == "rest" && v.Main()) {
+			left++
 			continue
 		}
 		t.Run(v.Name, func(t *testing.T) {
@@ -62,8 +73,8 @@ func TestVariants(t *testing.T) {
 			runVariant(t, v, true)
 		})
 	}
-	if len(left) > 0 {
-		t.Logf("%d long variants not run (SYSRAY_LONG_VARIANTS=1 runs them): %s", len(left), strings.Join(left, ", "))
+	if left > 0 {
+		t.Logf("SYSRAY_VARIANTS=%s: %d variants of the other tier not run", tier, left)
 	}
 }
 

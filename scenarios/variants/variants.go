@@ -50,9 +50,6 @@ type Variant struct {
 	Lead    time.Duration // PID and Host: how long the workload runs before sysray starts
 	For     time.Duration // PID and Host: how long sysray traces
 	Expect  Expect
-	// Long variants take more than ~20 s; tests run them only with
-	// SYSRAY_LONG_VARIANTS=1.
-	Long bool
 	// Without names capabilities sysray gives up before it starts
 	// (PID and Host modes, once the workload runs with them all): a
 	// user's sysray may have fewer than the root that set the trouble up.
@@ -65,6 +62,19 @@ type Variant struct {
 
 // Detector is the detector a variant is about: its name up to the slash.
 func (v Variant) Detector() string { d, _, _ := strings.Cut(v.Name, "/"); return d }
+
+// Main reports whether v is its detector's main variant: the first listed,
+// the shape nearest the bundled demo. `make test` runs the main variants
+// and the long tier the rest (tests/variants_test.go): every detector is
+// proven live in minutes, and every shape of it before a change lands.
+func (v Variant) Main() bool {
+	for _, w := range All {
+		if w.Detector() == v.Detector() {
+			return w.Name == v.Name
+		}
+	}
+	return false
+}
 
 // Match returns the variants whose name matches pattern (a path.Match
 // glob, or "all").
