@@ -199,10 +199,11 @@ func letGo(p *probe.Probe, ended *stat.Ended, every time.Duration, stop <-chan s
 			return
 		case <-t.C:
 		}
+		at := hostfacts.Mono() // when the read began (Ended.Due)
 		cells, _, err := p.Stats()
 		if err != nil {
 			continue
 		}
-		ended.LetGo(cells, hostfacts.Mono(), p.ForgetCells)
+		ended.LetGo(cells, at, p.ForgetCells)
 	}
 }

@@ -90,6 +90,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			src := &top.Source{
 				Arch: event.HostArch(),
 				Read: func() (top.Sample, error) {
+					began := hostfacts.Mono() // when the read began (stat.Ended.Due)
 					cells, _, err := p.Stats()
 					if err != nil {
 						return top.Sample{}, err
@@ -101,7 +102,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 						counts[pid] = top.ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
 					}
 					if err == nil {
-						_, err = p.ForgetCells(ended.Due(cells, hostfacts.Mono()))
+						_, err = p.ForgetCells(ended.Due(cells, began))
 					}
 					return top.Sample{At: at, Cells: cells, Counts: counts}, err
 				},

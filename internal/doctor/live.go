@@ -394,11 +394,11 @@ func readSeries(stats func() ([]stat.Cell, stat.Lost, error), forget func([]stat
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		began := hostfacts.Mono() // when the read began (stat.Ended.Due)
 		if cells, _, err := stats(); err == nil {
-			at := hostfacts.Mono()
-			s.Add(at, cells)
+			s.Add(hostfacts.Mono(), cells)
 			// Nothing goes without pr (LetGo, as Due, is nil-safe).
-			gone, _ := pr.LetGo(cells, at, forget)
+			gone, _ := pr.LetGo(cells, began, forget)
 			s.restart(gone)
 		}
 		select {

@@ -48,9 +48,13 @@ func (p *Ended) End(pid uint32, at uint64) {
 	p.ended[pid] = at
 }
 
-// Due returns those of cells, read at at, whose processes ended at least
-// the settle time before: their counts are final. Their processes are then no
-// longer ended here: a pid used again is a process of its own.
+// Due returns those of cells, whose read began at at, whose processes ended
+// at least the settle time before: their counts are final, and were before
+// the read began, so the cells hold them whole. (Taken after a read, at
+// would let a read slower than the settle time hand over a cell read before
+// its process's last calls, which would then go uncounted with the cell.)
+// Their processes are then no longer ended here: a pid used again is a
+// process of its own.
 //
 // A pid comes back only once the kernel has handed out every other one
 // (pid_max, 32,768 here) since: at 2,000 processes a second that is 16 s,
@@ -82,7 +86,7 @@ func (p *Ended) Due(cells []Cell, at uint64) []Cell {
 	return out
 }
 
-// LetGo takes cells, read at at, of processes ended long enough (Due) out
+// LetGo takes cells, whose read began at at, of processes ended long enough (Due) out
 // of the kernel with forget (a probe's ForgetCells, which returns the cells
 // it deleted), keeps their counts, and returns the cells that went.
 func (p *Ended) LetGo(cells []Cell, at uint64, forget func([]Cell) ([]Cell, error)) ([]Cell, error) {
