@@ -245,3 +245,40 @@ func TestHotSyscallTracedPart(t *testing.T) {
 		t.Errorf("share over the whole window %.2f, want under a tenth", s)
 	}
 }
+
+// Three processes spending 40% of their time in rename, most of it asleep
+// while the device discards the blocks a rename over a file freed (ext4
+// mounted with discard): the device's time, which blocked-in-kernel-io
+// explains, so kernel-hotspot stays at info. The same calls spent on the
+// CPU warn, as TestHotspotOneCgroup's.
+func TestHotspotAsleepForDevice(t *testing.T) {
+	const nrRename = 82
+	discard := []event.Frame{{Name: "__schedule+0x2f"}, {Name: "io_schedule_timeout+0x19"},
+		{Name: "wait_for_completion_io_timeout+0x7e"}, {Name: "submit_bio_wait+0x5f"}, {Name: "blkdev_issue_discard+0x5a"}}
+	for _, asleep := range []bool{true, false} {
+		d := New(host, nil)
+		tm := uint64(1e9)
+		var cells []stat.Cell
+		for pid := range uint32(3) {
+			for range 1000 {
+				e := sys(4+pid, tm, nrRename, 0, 400_000)
+				if asleep {
+					e.Syscall.Sleeps = []event.Sleep{{Duration: 300_000, Count: 1, Stack: discard}}
+				}
+				d.Observe(&e)
+				tm += 1_000_000
+			}
+			tm -= 1_000_000_000
+			cells = append(cells, stat.Cell{Key: stat.Key{PID: 4 + pid, Nr: nrRename}, Count: 1000, Total: 400_000_000})
+		}
+		d.Counts(cells)
+		f := byID(checked(d.Report()).Findings, "kernel-hotspot")
+		want := map[bool]Severity{true: Info, false: Warning}[asleep]
+		if f == nil || f.Severity != want {
+			t.Fatalf("asleep for the device %v: finding %+v, want %s", asleep, f, want)
+		}
+		if asleep && !strings.Contains(f.Summary, "asleep waiting for the storage device") {
+			t.Errorf("the summary does not say the time was the device's: %s", f.Summary)
+		}
+	}
+}
