@@ -159,8 +159,18 @@ func (b *blockedIO) file(pid uint32, sc *event.Syscall, name string) string {
 		if len(sc.Data[i]) > 0 {
 			p := string(sc.Data[i])
 			if !filepath.IsAbs(p) && b.reads() {
-				if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil {
-					p = filepath.Join(cwd, p)
+				// Relative to the directory descriptor before it (the
+				// *at calls: rm -rf unlinks each entry relative to its
+				// directory), unless that is AT_FDCWD; else to the cwd.
+				// A directory that cannot be read leaves the name as
+				// the call gave it: joined to the cwd it would name
+				// another file.
+				at := fmt.Sprintf("/proc/%d/cwd", pid)
+				if i > 0 && spec.Args[i-1].Kind == event.ArgDirFd && int32(sc.Args[i-1]) != -100 /* AT_FDCWD */ {
+					at = fmt.Sprintf("/proc/%d/fd/%d", pid, int32(sc.Args[i-1]))
+				}
+				if dir, err := os.Readlink(at); err == nil && strings.HasPrefix(dir, "/") {
+					p = filepath.Join(dir, p)
 				}
 			}
 			return p

@@ -1,6 +1,8 @@
 package doctor
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -180,5 +182,31 @@ func TestBlockedIOMergesUnresolved(t *testing.T) {
 			t.Log(f.Title)
 		}
 		t.Fatalf("%d findings, want one for both calls on /scratch", len(fs))
+	}
+}
+
+// An *at call's relative name is resolved against its directory
+// descriptor, not the cwd: rm -rf unlinks each entry relative to the
+// directory it holds open, and its files were once named in rm's cwd.
+func TestBlockedIOFileAtDirfd(t *testing.T) {
+	const nrUnlinkat = 263
+	dir := t.TempDir()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	b := newBlockedIO(event.ArchAMD64, true, nil)
+	pid := uint32(os.Getpid())
+	sc := event.Syscall{Nr: nrUnlinkat}
+	sc.Args[0] = uint64(d.Fd())
+	sc.Data[1] = []byte("libLLVM.so.1")
+	if got, want := b.file(pid, &sc, "unlinkat"), filepath.Join(dir, "libLLVM.so.1"); got != want {
+		t.Errorf("unlinkat(%d, %q) names %q, want %q", d.Fd(), sc.Data[1], got, want)
+	}
+	sc.Args[0] = uint64(0xffffff9c) // AT_FDCWD
+	cwd, _ := os.Getwd()
+	if got, want := b.file(pid, &sc, "unlinkat"), filepath.Join(cwd, "libLLVM.so.1"); got != want {
+		t.Errorf("unlinkat(AT_FDCWD, %q) names %q, want %q", sc.Data[1], got, want)
 	}
 }
