@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,6 +282,16 @@ func TestBenignCorpus(t *testing.T) {
 			}
 			t.Logf("%s: %v, %d findings, %d events dropped", w.name, took.Round(time.Millisecond), len(rep.Findings), rep.Drops)
 			for _, f := range rep.Findings {
+				if hostDiscard(f) {
+					// True of this host, whatever runs on it: / is
+					// mounted with discard, and a deletion's share of
+					// time waiting for it grows with the device's
+					// load (rm -rf of the copied libraries: 43% on a
+					// busy CI host). A finding about the host, with the
+					// host's fix, not a false alarm about the program.
+					t.Logf("%s %s, of the host's discard mount: %s", f.Severity, f.ID, f.Title)
+					continue
+				}
 				if f.Severity == "info" {
 					ev, _ := json.Marshal(f.Evidence)
 					t.Logf("info %s: %s\n\t%s\n\tevidence: %s", f.ID, f.Title, f.Summary, clip(string(ev), 1500))
@@ -291,6 +302,17 @@ func TestBenignCorpus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hostDiscard reports a blocked-in-kernel-io finding of calls that waited
+// for discards on a mount the host mounted with `discard`.
+func hostDiscard(f finding) bool {
+	if f.ID != "blocked-in-kernel-io" || f.Evidence["cause"] != "discard" {
+		return false
+	}
+	m, _ := f.Evidence["mount"].(map[string]any)
+	opts, _ := m["options"].(string)
+	return slices.Contains(strings.Split(opts, ","), "discard")
 }
 
 // haveTools skips a workload whose tools are missing, or fails it when CI
