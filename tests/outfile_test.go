@@ -508,7 +508,14 @@ func TestRecordKilledLeavesCapture(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second) // record flushes about once a second
+	// Traced once the command has exec'd (sysray starts it then); a
+	// busy host took over 3 s to get there. Then record flushes about
+	// once a second.
+	if !waitFor(60*time.Second, func() bool { return len(pidsOf(cmd.Process.Pid, "getppid")) == 1 }) {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatal("the command did not start under record in 60 s")
+	}
+	time.Sleep(2500 * time.Millisecond)
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	cmd.Wait()
 	r := run(t, "read", file)
