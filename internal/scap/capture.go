@@ -19,7 +19,7 @@ import (
 // page_faults and signal_delivery join it when the file has none of
 // those events (the tracer records them only when asked).
 var Absent = []string{"stacks", "vsyscall", "cgroups", "containers", "signal_generation",
-	"hostname", "kernel", "drops", "queued", "maps"}
+	"hostname", "kernel", "drops"}
 
 // Stats describes one import.
 type Stats struct {

@@ -144,7 +144,9 @@ func syscallNr(en, x *Event) (uint32, string, bool) {
 				continue
 			}
 			if id, ok := e.IntNamed("ID"); ok {
-				if n, ok := scNames[uint16(id)]; ok {
+				// Code 0 is the tracer's "unknown": a syscall its table
+				// lacked when it wrote the file.
+				if n, ok := scNames[uint16(id)]; ok && id != 0 {
 					name = n
 					break
 				}

@@ -1,0 +1,275 @@
+package scap
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sysray/sysray/internal/event"
+)
+
+var fixtures = []string{"cat_write.scap", "curl_google.scap", "open-multiple-files.scap", "single_ipv6_conn.scap"}
+
+// raw is a fixture decompressed.
+func raw(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readAll(t *testing.T, b []byte) ([]event.Event, *Stats, error) {
+	t.Helper()
+	var evs []event.Event
+	st, err := Read(bytes.NewReader(b), func(e *event.Event) error {
+		evs = append(evs, *e)
+		return nil
+	})
+	return evs, st, err
+}
+
+func calls(evs []event.Event) []event.Event {
+	var out []event.Event
+	for _, e := range evs {
+		if e.Kind == event.KindSyscall {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func name(nr uint32) string { return event.SyscallName(event.ArchAMD64, nr) }
+
+// The calls of single_ipv6_conn.scap, as sysdig 0.29 prints them
+// (sysdig -r FILE -p '%thread.tid %evt.type %evt.latency %evt.rawres'):
+// v2 event blocks and a v9 process list.
+func TestSingleIPv6Calls(t *testing.T) {
+	want := []string{
+		"25886 socket 7188 3", "25886 bind 2766 0", "25886 listen 1592 0",
+		"25888 socket 6624 3", "25888 connect 7387 -2", "25888 socket 1120 3", "25888 connect 2127 -2",
+		"25888 socket 5262 3", "25888 bind 53005 0", "25886 accept 3117403965 4", "25888 connect 84825 -115",
+		"25888 write 82529 15", "25886 read 3318 15", "25886 read 2840 0",
+	}
+	evs, st, err := readAll(t, raw(t, "single_ipv6_conn.scap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range calls(evs) {
+		got = append(got, fmt.Sprintf("%d %s %d %d", e.TID, name(e.Syscall.Nr), e.Syscall.Latency, e.Syscall.Ret))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("calls:\n got %q\nwant %q", got, want)
+	}
+	if st.Version != "1.2" || st.Blocks[blockProcV9] != 1 || st.Blocks[blockEvV2] == 0 {
+		t.Errorf("version %s, blocks %v", st.Version, st.Blocks)
+	}
+	// The descriptor argument of read and write, from the events' fd.
+	for _, e := range calls(evs) {
+		if n := name(e.Syscall.Nr); (n == "read" || n == "write") && e.Syscall.Args[0] != 4 && e.Syscall.Args[0] != 3 {
+			t.Errorf("%s fd %d", n, e.Syscall.Args[0])
+		}
+	}
+}
+
+// open-multiple-files.scap: v1 event blocks (no parameter count), a v6
+// process list naming the thread, paths from the open events.
+func TestOpenPaths(t *testing.T) {
+	evs, st, err := readAll(t, raw(t, "open-multiple-files.scap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat := []uint64{21432, 2681, 2149, 2373, 1915, 1985, 1883, 1427, 2935, 3484, 2503, 1927, 3184}
+	var opens []event.Event
+	for _, e := range calls(evs) {
+		if name(e.Syscall.Nr) == "open" {
+			opens = append(opens, e)
+		}
+	}
+	if len(opens) != 13 {
+		t.Fatalf("%d opens, want 13", len(opens))
+	}
+	for i, e := range opens {
+		path := fmt.Sprintf("/tmp/file-%d", i+1)
+		ret := int64(3 + i%2)
+		if string(e.Syscall.Data[0]) != path || e.Syscall.Ret != ret || e.Syscall.Latency != lat[i] ||
+			e.TID != 16569 || e.PID != 16569 || e.Comm != "python" {
+			t.Errorf("open %d: %q = %d in %d ns by %d/%d %q; want %q = %d in %d by 16569/16569 python",
+				i, e.Syscall.Data[0], e.Syscall.Ret, e.Syscall.Latency, e.PID, e.TID, e.Comm, path, ret, lat[i])
+		}
+	}
+	if st.Other["procinfo"] != 1183 || st.Skipped != 0 {
+		t.Errorf("other %v, skipped %d", st.Other, st.Skipped)
+	}
+}
+
+// curl_google.scap: execve, a thread made by clone, both threads' exits.
+func TestCurlLifecycle(t *testing.T) {
+	evs, _, err := readAll(t, raw(t, "curl_google.scap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		switch e.Kind {
+		case event.KindExec:
+			got = append(got, fmt.Sprintf("exec %d %s %s %q", e.TID, e.Comm, e.Proc.Filename, e.Proc.Argv))
+		case event.KindFork:
+			got = append(got, fmt.Sprintf("fork %d child %d/%d thread=%v", e.TID, e.Proc.ChildPID, e.Proc.ChildTID, e.Proc.Thread))
+		case event.KindExit:
+			got = append(got, fmt.Sprintf("exit %d/%d %s status=%d group_dead=%v", e.PID, e.TID, e.Comm, e.Proc.ExitCode, e.Proc.GroupDead))
+		}
+	}
+	want := []string{
+		`exec 17497 curl curl ["curl" "-6" "http://www.google.com"]`,
+		"fork 17497 child 17497/17498 thread=true",
+		"exit 17497/17498 curl status=0 group_dead=false",
+		"exit 17497/17497 curl status=0 group_dead=true",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("lifecycle:\n got %q\nwant %q", got, want)
+	}
+}
+
+// Cutting a file anywhere gives the events before the cut and says where
+// the cut is; it never fails or panics.
+func TestTruncated(t *testing.T) {
+	for _, f := range fixtures {
+		b := raw(t, f)
+		full, _, err := readAll(t, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cut := range []int{len(b) - 1, len(b) / 2, len(b) / 3, 100} {
+			evs, st, err := readAll(t, b[:cut])
+			if err != nil {
+				t.Errorf("%s cut at %d: %v", f, cut, err)
+				continue
+			}
+			if st.Truncated == "" || len(evs) > len(full) {
+				t.Errorf("%s cut at %d: truncated %q, %d events of %d", f, cut, st.Truncated, len(evs), len(full))
+			}
+			if w := st.Warnings(); len(w) == 0 || !strings.Contains(w[0], "ends inside a block") {
+				t.Errorf("%s cut at %d: warnings %q", f, cut, w)
+			}
+		}
+	}
+}
+
+// A block whose two lengths disagree, or whose length is absurd, is an
+// error naming its offset; a malformed event inside a sound block is
+// skipped and counted.
+func TestCorrupted(t *testing.T) {
+	b := raw(t, "single_ipv6_conn.scap")
+	first := binary.LittleEndian.Uint32(b[4:])
+	// The second block's leading length.
+	bad := slices.Clone(b)
+	binary.LittleEndian.PutUint32(bad[first+4:], 0xfffffff0)
+	if _, _, err := readAll(t, bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("byte %d", first)) {
+		t.Errorf("absurd length: %v", err)
+	}
+	bad = slices.Clone(b)
+	binary.LittleEndian.PutUint32(bad[first+4:], binary.LittleEndian.Uint32(bad[first+4:])+4)
+	if _, _, err := readAll(t, bad); err == nil || !strings.Contains(err.Error(), "corrupted") {
+		t.Errorf("lengths differ: %v", err)
+	}
+	// An event's own length beyond its block.
+	bad = slices.Clone(b)
+	off, n := 0, 0
+	for off < len(bad) {
+		l := int(binary.LittleEndian.Uint32(bad[off+4:]))
+		if IsEvent(binary.LittleEndian.Uint32(bad[off:])) {
+			// block header 8, cpu 2, flags 4, ts 8, tid 8: the event length
+			binary.LittleEndian.PutUint32(bad[off+8+2+4+16:], 1<<20)
+			n++
+			if n == 3 {
+				break
+			}
+		}
+		off += l
+	}
+	_, st, err := readAll(t, bad)
+	if err != nil || st.Skipped != 3 || len(st.BadEvents) != 3 {
+		t.Errorf("bad events: err %v, skipped %d %q", err, st.Skipped, st.BadEvents)
+	}
+	if _, _, err := readAll(t, []byte("not a scap file at all")); err == nil {
+		t.Error("text read as scap")
+	}
+	if _, _, err := readAll(t, nil); err == nil {
+		t.Error("empty file read as scap")
+	}
+}
+
+// A block length far beyond the file costs no more than the file.
+func TestNoAllocationBeyondFile(t *testing.T) {
+	b := raw(t, "cat_write.scap")
+	first := binary.LittleEndian.Uint32(b[4:])
+	bad := slices.Clone(b[:first+8])
+	binary.LittleEndian.PutUint32(bad[first+4:], maxBlock)
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	_, st, err := readAll(t, bad)
+	runtime.ReadMemStats(&ms1)
+	if err != nil || st.Truncated == "" {
+		t.Errorf("err %v, truncated %q", err, st.Truncated)
+	}
+	// The reader's own buffers (64 KiB each) and a first 1 MiB chunk.
+	if d := ms1.TotalAlloc - ms0.TotalAlloc; d > 8<<20 {
+		t.Errorf("read of a %d-byte file claiming a %d-byte block allocated %d bytes", len(bad), maxBlock, d)
+	}
+}
+
+// The v1 event schema's parameter count is found from the lengths, as
+// sysdig finds it: every event of the v1 fixtures parses.
+func TestV1Events(t *testing.T) {
+	for _, f := range []string{"cat_write.scap", "curl_google.scap", "open-multiple-files.scap"} {
+		_, st, err := readAll(t, raw(t, f))
+		if err != nil || st.Skipped != 0 || st.Blocks[blockEvV1] == 0 || st.Read != st.Blocks[blockEvV1] {
+			t.Errorf("%s: err %v, skipped %d %q, blocks %v, read %d", f, err, st.Skipped, st.BadEvents, st.Blocks, st.Read)
+		}
+	}
+}
+
+// Reading the gzip file as published and its decompressed bytes gives
+// the same events.
+func TestGzip(t *testing.T) {
+	for _, f := range fixtures {
+		z, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _, err1 := readAll(t, z)
+		b, _, err2 := readAll(t, raw(t, f))
+		if err1 != nil || err2 != nil || len(a) != len(b) || len(a) == 0 {
+			t.Errorf("%s: %v %v, %d and %d events", f, err1, err2, len(a), len(b))
+		}
+	}
+}
+
+func TestEventTable(t *testing.T) {
+	// Enter and exit events come in pairs of one name.
+	for i := 0; i+1 < len(eventTypes); i += 2 {
+		e, x := eventTypes[i], eventTypes[i+1]
+		if e.name != "" && x.name != "" && e.name != x.name && e.name != "NA" && x.name != "NA" {
+			t.Errorf("events %d and %d: %q and %q", i, i+1, e.name, x.name)
+		}
+	}
+}
