@@ -317,7 +317,12 @@ func (c *Converter) effects(name string, en, x *Event, e *event.Event) error {
 				continue
 			}
 			if s, ok := ev.StrNamed("filename"); ok && s != "" {
+				// Newer tracers record execve's path argument; older
+				// ones only argv[0] (exe), which is not the path.
 				f.Proc.Filename = s
+				if len(e.Syscall.Data[0]) == 0 {
+					e.Syscall.Data[0] = []byte(s)
+				}
 			}
 		}
 		if exe != "" {
