@@ -19,7 +19,9 @@ import (
 // (internal/scap/testdata/README.md).
 var scapFixtures = []string{"cat_write.scap", "curl_google.scap", "open-multiple-files.scap", "single_ipv6_conn.scap"}
 
-func scapFixture(name string) string { return filepath.Join("..", "internal", "scap", "testdata", name) }
+func scapFixture(name string) string {
+	return filepath.Join("..", "internal", "scap", "testdata", name)
+}
 
 // needTool fails when CI demands the peers (.ci/run installs them through
 // scripts/deps.sh), and skips otherwise.
