@@ -148,6 +148,9 @@ func appendProcs(out []proc.Info, ts []Thread) []proc.Info {
 // The file is read twice: first for the header's times and what the file
 // lacks, then for the events.
 func Import(in, path string, command []string) (*Stats, error) {
+	if in == "-" {
+		return nil, fmt.Errorf("import --from scap reads a file, twice (for the header, then the events), not standard input")
+	}
 	if in == path {
 		return nil, fmt.Errorf("import: -w %s would overwrite its input", path)
 	}

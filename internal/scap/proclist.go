@@ -116,9 +116,9 @@ func ParseProcList(version int, body []byte) ([]Thread, error) {
 				t.Exe = p
 			}
 		}
-		args := c.take(int(c.u16()))
+		args := bytes.TrimRight(c.take(int(c.u16())), "\x00")
 		if len(args) > 0 {
-			for _, a := range bytes.Split(bytes.TrimRight(args, "\x00"), []byte{0}) {
+			for _, a := range bytes.Split(args, []byte{0}) {
 				t.Args = append(t.Args, string(a))
 			}
 		}

@@ -273,3 +273,83 @@ func TestEventTable(t *testing.T) {
 		}
 	}
 }
+
+// The process lists (v5, v6, v9) parse whole: the processes sysdig names
+// from them, with their parents and command lines.
+func TestProcLists(t *testing.T) {
+	want := map[string]string{
+		"curl_google.scap":         `3200 3199 bash ["-bash"]`,
+		"open-multiple-files.scap": `16569 2089 python ["python" "open.py"]`,
+		"cat_write.scap":           `237 1 lvmetad ["/sbin/lvmetad" "-f"]`,
+		"single_ipv6_conn.scap":    `403 1 systemd-journal ["/lib/systemd/systemd-journald"]`,
+	}
+	for f, w := range want {
+		_, st, err := readAll(t, raw(t, f))
+		if err != nil || st.Skipped != 0 {
+			t.Fatalf("%s: %v, %d skipped %q", f, err, st.Skipped, st.BadEvents)
+		}
+		found := false
+		for _, p := range st.Procs {
+			if s := fmt.Sprintf("%d %d %s %q", p.PID, p.PPID, p.Comm, p.Cmdline); s == w {
+				found = true
+			}
+		}
+		if !found || len(st.Procs) < 30 {
+			t.Errorf("%s: %d processes, none %s", f, len(st.Procs), w)
+		}
+	}
+}
+
+// rewrite re-frames every event block of a file as another event block
+// type: flags inserted after the CPU id when the new type has them.
+func rewrite(b []byte, from, to uint32, flags bool) []byte {
+	var out []byte
+	for off := 0; off+8 <= len(b); {
+		typ := binary.LittleEndian.Uint32(b[off:])
+		l := int(binary.LittleEndian.Uint32(b[off+4:]))
+		blk := b[off : off+l]
+		off += l
+		if typ != from {
+			out = append(out, blk...)
+			continue
+		}
+		body := slices.Clone(blk[8 : l-4])
+		if flags {
+			body = slices.Concat(body[:2], []byte{7, 0, 0, 0}, body[2:])
+		}
+		n := uint32(12 + len(body))
+		out = binary.LittleEndian.AppendUint32(out, to)
+		out = binary.LittleEndian.AppendUint32(out, n)
+		out = append(out, body...)
+		out = binary.LittleEndian.AppendUint32(out, n)
+	}
+	return out
+}
+
+// The block types with flags and with large payloads hold the same events
+// as the plain ones.
+func TestEventBlockTypes(t *testing.T) {
+	for _, c := range []struct {
+		file     string
+		from, to uint32
+		flags    bool
+	}{
+		{"single_ipv6_conn.scap", blockEvV2, blockEvFV2, true},
+		{"single_ipv6_conn.scap", blockEvV2, blockEvV2L, false},
+		{"single_ipv6_conn.scap", blockEvV2, blockEvFV2L, true},
+		{"open-multiple-files.scap", blockEvV1, blockEvFV1, true},
+	} {
+		b := raw(t, c.file)
+		want, _, err := readAll(t, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, st, err := readAll(t, rewrite(b, c.from, c.to, c.flags))
+		if err != nil || st.Blocks[c.to] == 0 || st.Skipped != 0 {
+			t.Fatalf("%s as %#x: %v, blocks %v, skipped %q", c.file, c.to, err, st.Blocks, st.BadEvents)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s as %#x: events differ", c.file, c.to)
+		}
+	}
+}
