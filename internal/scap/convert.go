@@ -127,10 +127,11 @@ func (x *Event) clone() *Event {
 }
 
 // aliases maps the event table's names that differ from the x86-64
-// syscall table's.
+// syscall table's. The table's 32-bit names (stat64, mmap2, llseek, ...)
+// have no x86-64 number: such calls are skipped and named.
 var aliases = map[string]string{
-	"pread": "pread64", "pwrite": "pwrite64", "eventfd": "eventfd2", "signalfd": "signalfd4",
-	"umount": "umount2", "getrlimit": "getrlimit", "fstatat": "newfstatat",
+	"pread": "pread64", "pwrite": "pwrite64", "umount": "umount2", "prlimit": "prlimit64",
+	"fstatat": "newfstatat",
 }
 
 // syscallNr names the call of an event pair: the event's name, or for

@@ -353,3 +353,24 @@ func TestEventBlockTypes(t *testing.T) {
 		}
 	}
 }
+
+// Every syscall event of the table that x86-64 has is named as x86-64
+// names it; only the 32-bit calls and socketcall's send and recv are left.
+func TestSyscallNames(t *testing.T) {
+	var missing []string
+	for i := range eventTypes {
+		e := &eventTypes[i]
+		if e.flags&efSyscall == 0 || e.name == "syscall" || slices.Contains(missing, e.name) {
+			continue
+		}
+		x := &Event{Type: uint16(i)}
+		if _, _, ok := syscallNr(nil, x); !ok {
+			missing = append(missing, e.name)
+		}
+	}
+	slices.Sort(missing)
+	want := []string{"fstat64", "llseek", "lstat64", "mmap2", "recv", "send", "stat64"}
+	if !slices.Equal(missing, want) {
+		t.Errorf("event names without an x86-64 number: %q, want %q", missing, want)
+	}
+}
