@@ -185,7 +185,20 @@ func integral(t uint8) bool {
 // argNames maps sysray's argument names to the event table's.
 var argNames = map[string]string{"count": "size", "protocol": "proto", "len": "length"}
 
-func isPath(t uint8) bool { return t == ptFSPath || t == ptFSRelPath }
+// isPath says a parameter is a path: typed so, or, in older events that
+// typed paths as plain strings, named so.
+func isPath(name string, t uint8) bool {
+	switch t {
+	case ptFSPath, ptFSRelPath:
+		return true
+	case ptCharbuf:
+		switch name {
+		case "name", "path", "pathname", "filename", "oldpath", "newpath", "target", "linkpath":
+			return true
+		}
+	}
+	return false
+}
 
 // decode fills a call's arguments from its two events: descriptors,
 // sizes and other plain numbers by name, and paths in order.
@@ -200,7 +213,7 @@ func decode(nr uint32, en, x *Event, sc *event.Syscall) {
 			continue
 		}
 		for i := range e.Params {
-			if isPath(e.paramType(i)) {
+			if p := eventTypes[e.Type].params; i < len(p) && isPath(p[i].name, p[i].typ) {
 				paths = append(paths, e.Str(i))
 			}
 		}
