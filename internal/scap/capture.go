@@ -12,6 +12,7 @@ import (
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/proc"
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // Absent lists what a capture made from a scap file never holds: what
@@ -137,7 +138,7 @@ func appendProcs(out []proc.Info, ts []Thread) []proc.Info {
 		p.Threads = append(p.Threads, uint32(t.TID))
 		if t.TID == t.PID {
 			p.PPID, p.Comm, p.Exe = uint32(t.PTID), t.Comm, t.Exe
-			p.Cmdline = append([]string{t.Exe}, t.Args...)
+			p.Cmdline = redact.Argv(append([]string{t.Exe}, t.Args...))
 		}
 	}
 	return out

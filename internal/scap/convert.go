@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/redact"
 )
 
 // Converter turns scap events into sysray events: it pairs each thread's
@@ -188,6 +189,9 @@ var argNames = map[string]string{"count": "size", "protocol": "proto", "len": "l
 // isPath says a parameter is a path: typed so, or, in older events that
 // typed paths as plain strings, named so.
 func isPath(name string, t uint8) bool {
+	if name == "trusted_exepath" {
+		return false // execve's resolved executable, not an argument
+	}
 	switch t {
 	case ptFSPath, ptFSRelPath:
 		return true
@@ -349,6 +353,7 @@ func (c *Converter) effects(name string, en, x *Event, e *event.Event) error {
 				}
 			}
 		}
+		f.Proc.Argv = redact.Argv(f.Proc.Argv)
 		f.Proc.OldTID = uint32(x.TID)
 		comm, _ := x.StrNamed("comm")
 		if comm == "" && f.Proc.Filename != "" {

@@ -460,3 +460,30 @@ func TestBuiltEvents(t *testing.T) {
 		t.Errorf("absent %q though the file has faults and signals", a)
 	}
 }
+
+// An execve of the newest schema: the path argument, the new name, and
+// the command line with its secrets redacted, as every command line that
+// enters sysray is.
+func TestBuiltExecve(t *testing.T) {
+	shb := block(blockSection, slices.Concat(u32(sectionMagic), u16(1), u16(2), u64(-1)))
+	x := [][]byte{u64(0), []byte("app\x00"), []byte("--password=hunter2\x00-v\x00"), u64(200), u64(200), u64(1),
+		[]byte("/\x00"), u64(1024), u64(0), u64(0), u32(0), u32(0), u32(0), []byte("app\x00"), nil, nil, u32(0),
+		u64(200), u32(0), u32(0), u64(0), u64(0), u64(0), u64(0), u64(0), u64(0), u32(0),
+		[]byte("/usr/bin/app\x00"), u64(200), u32(0), []byte("/usr/local/bin/app\x00")}
+	file := slices.Concat(shb,
+		evBlock(292, 200, 1000, []byte("/usr/local/bin/app\x00")),
+		evBlock(293, 200, 3000, x...),
+	)
+	evs, st, err := readAll(t, file)
+	if err != nil || st.Skipped != 0 || len(evs) != 2 {
+		t.Fatalf("%v, %q, %d events", err, st.BadEvents, len(evs))
+	}
+	ex, sc := evs[0], evs[1]
+	if ex.Kind != event.KindExec || ex.Proc.Filename != "/usr/local/bin/app" || ex.Comm != "app" ||
+		!slices.Equal(ex.Proc.Argv, []string{"app", "--password=<redacted>", "-v"}) {
+		t.Errorf("exec %s %q %q", ex.Comm, ex.Proc.Filename, ex.Proc.Argv)
+	}
+	if name(sc.Syscall.Nr) != "execve" || string(sc.Syscall.Data[0]) != "/usr/local/bin/app" || sc.Syscall.Latency != 2000 || sc.Comm != "app" {
+		t.Errorf("call %s(%q) in %d by %s", name(sc.Syscall.Nr), sc.Syscall.Data[0], sc.Syscall.Latency, sc.Comm)
+	}
+}
