@@ -487,3 +487,16 @@ func TestBuiltExecve(t *testing.T) {
 		t.Errorf("call %s(%q) in %d by %s", name(sc.Syscall.Nr), sc.Syscall.Data[0], sc.Syscall.Latency, sc.Comm)
 	}
 }
+
+// A .scap.gz cut short (a copy interrupted) imports up to the cut too.
+func TestTruncatedGzip(t *testing.T) {
+	z, err := os.ReadFile(filepath.Join("testdata", "curl_google.scap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, _, _ := readAll(t, z)
+	evs, st, err := readAll(t, z[:len(z)/2])
+	if err != nil || st.Truncated == "" || len(evs) == 0 || len(evs) >= len(full) {
+		t.Errorf("err %v, truncated %q, %d of %d events", err, st.Truncated, len(evs), len(full))
+	}
+}
