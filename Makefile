@@ -54,14 +54,14 @@ bin/testsum: scripts/testsum/main.go
 unit: bin/testsum
 	set -o pipefail; $(GO) test -count=1 -json $$($(GO) list ./... | grep -v '^github.com/sysray/sysray/tests') | $(TESTSUM)
 
-# Every parser of outside input (captures, filters, strace logs, kallsyms,
+# Every parser of outside input (captures, filters, strace logs, scap files, kallsyms,
 # ELF files, perf maps, /proc and cgroup files, container metadata) fed
 # FUZZTIME of generated input each; not part of `make test`.
 FUZZTIME ?= 30s
 FUZZ_TARGETS = \
 	internal/capture:FuzzReader \
 	internal/filter:FuzzParse \
-	internal/strace:FuzzConvert \
+	internal/strace:FuzzConvert internal/scap:FuzzRead \
 	internal/symbol:FuzzKallsyms internal/symbol:FuzzELF internal/symbol:FuzzMaps internal/symbol:FuzzPerfMap \
 	internal/proc:FuzzParseStat internal/proc:FuzzSplitNul \
 	internal/container:FuzzParseCgroupFile internal/container:FuzzDockerInspect internal/container:FuzzLibcFiles

@@ -11,6 +11,14 @@ want() { # want CHECK PACKAGE...: the packages when CHECK fails
 	shift
 	eval "$check" >/dev/null 2>&1 || need+=("$@")
 }
+# want_lean CHECK PACKAGE...: the same, installed without their recommended
+# packages (sysdig recommends sysdig-dkms, which would build a kernel module).
+lean=()
+want_lean() {
+	local check=$1
+	shift
+	eval "$check" >/dev/null 2>&1 || lean+=("$@")
+}
 
 # The committed BPF objects are checked against bpf/*.c (make check-generated).
 want 'command -v clang-19' clang-19 llvm-19
@@ -22,6 +30,8 @@ want 'command -v g++' g++
 want 'command -v rustc' rustc-web
 # Peers the tests compare against or drive.
 want 'command -v strace' strace                     # tests/import_test.go, bench
+want_lean 'command -v sysdig' sysdig                # tests/importscap_test.go: sysdig's own reading of scap files
+want_lean 'command -v tshark' tshark                # tests/importscap_test.go: Wireshark's reading of their blocks
 want 'command -v tmux' tmux                         # tests/top_test.go: the TUI in a real terminal
 want 'command -v curl' curl                         # tests/agentweb_test.go: the agent over TLS
 want 'command -v ip' iproute2                       # network namespaces and veth pairs
@@ -42,18 +52,23 @@ want '/usr/bin/python3 -c "import test.test_json"' python3 libpython3.11-testsui
 missing_helm=
 command -v helm >/dev/null || missing_helm=1 # deploy/check renders the chart
 
-if [ ${#need[@]} -eq 0 ] && [ -z "$missing_helm" ]; then
+if [ ${#need[@]} -eq 0 ] && [ ${#lean[@]} -eq 0 ] && [ -z "$missing_helm" ]; then
 	exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-	echo "scripts/deps.sh: missing ${need[*]}${missing_helm:+ helm}; run as root (make deps) to install" >&2
+	echo "scripts/deps.sh: missing ${need[*]} ${lean[*]}${missing_helm:+ helm}; run as root (make deps) to install" >&2
 	exit 1
 fi
-if [ ${#need[@]} -gt 0 ]; then
-	echo "scripts/deps.sh: installing ${need[*]}" >&2
+if [ ${#need[@]} -gt 0 ] || [ ${#lean[@]} -gt 0 ]; then
+	echo "scripts/deps.sh: installing ${need[*]} ${lean[*]}" >&2
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq "${need[@]}" >/dev/null
+	if [ ${#need[@]} -gt 0 ]; then
+		apt-get install -y -qq "${need[@]}" >/dev/null
+	fi
+	if [ ${#lean[@]} -gt 0 ]; then
+		apt-get install -y -qq --no-install-recommends "${lean[@]}" >/dev/null
+	fi
 fi
 if [ -n "$missing_helm" ]; then
 	echo "scripts/deps.sh: installing helm" >&2
