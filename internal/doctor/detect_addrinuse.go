@@ -301,7 +301,11 @@ func (x *addrInUse) finding(env *Env, pid uint32, p *inUseProc) Finding {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d %s call(s) failed with EADDRINUSE (\"Address already in use\")", name, n, strings.Join(calls, "/"))
-	fmt.Fprintf(&b, ", %d of them on %s", main.fails, where)
+	if main.fails == n && len(addrs) == 1 {
+		fmt.Fprintf(&b, ", on %s", where)
+	} else {
+		fmt.Fprintf(&b, ", %d of them on %s", main.fails, where)
+	}
 	if len(addrs) > 1 {
 		fmt.Fprintf(&b, " (addresses tried: %s)", strings.Join(addrs, ", "))
 	}
@@ -332,6 +336,11 @@ func (x *addrInUse) finding(env *Env, pid uint32, p *inUseProc) Finding {
 		}
 		ev["exit_after_ns"] = ex.at - p.last
 		outcome = fmt.Sprintf("it gave up: it exited (%s) %s after its last failure", how, units.Duration(ex.at-p.last))
+		if retried {
+			outcome = fmt.Sprintf("it retried (%d failures on %s over %s) and gave up: it exited (%s) %s after the last",
+				main.fails, where, units.Duration(main.last-main.first), how, units.Duration(ex.at-p.last))
+			ev["retry_span_ns"] = main.last - main.first
+		}
 	case retried:
 		sev = Warning
 		outcome = fmt.Sprintf("it kept retrying: %d failures on %s over %s", main.fails, where, units.Duration(main.last-main.first))
