@@ -57,7 +57,10 @@ type addrInUse struct {
 	// inference.
 	binders map[uint16][]inUseBinder
 	exits   map[uint32]inUseExit
-	reads   int
+	// accepted counts each process's accepted connections (a capture's
+	// inference: an earlier run's connections are what TIME_WAIT holds).
+	accepted map[uint32]uint64
+	reads    int
 }
 
 type inUseBinder struct {
@@ -132,7 +135,7 @@ const eaddrinuse = 98
 
 func newAddrInUse(h *Host) *addrInUse {
 	x := &addrInUse{arch: h.Arch, procs: map[uint32]*inUseProc{}, bound: map[uint32]map[uint64]string{},
-		binders: map[uint16][]inUseBinder{}, exits: map[uint32]inUseExit{}}
+		binders: map[uint16][]inUseBinder{}, exits: map[uint32]inUseExit{}, accepted: map[uint32]uint64{}}
 	if h.Live {
 		x.read = func(pid uint32, port uint16) *inUseFacts {
 			if !h.canRead() {
@@ -164,6 +167,10 @@ func (x *addrInUse) Observe(e *event.Event) {
 		return
 	}
 	name := event.SyscallName(x.arch, s.Nr)
+	if (name == "accept" || name == "accept4") && !s.Failed() {
+		x.accepted[e.PID]++
+		return
+	}
 	if name != "bind" && name != "listen" {
 		return
 	}
@@ -256,6 +263,7 @@ func (x *addrInUse) forget(pids, _ map[uint32]bool) {
 		delete(x.procs, pid)
 		delete(x.bound, pid)
 		delete(x.exits, pid)
+		delete(x.accepted, pid)
 	}
 }
 
@@ -454,6 +462,7 @@ func (x *addrInUse) holders(env *Env, pid uint32, p *inUseProc, ad *inUseAddr, e
 	ev["read"] = "inferred from the capture's calls; a capture holds no socket tables"
 	b.WriteString("A capture holds calls, not the kernel's socket tables, so who held the port is inferred from the calls only: ")
 	var alive, ended []string
+	var acc uint64
 	for _, bd := range x.binders[ad.port] {
 		if bd.pid == pid || bd.at > ad.first {
 			continue
@@ -464,6 +473,7 @@ func (x *addrInUse) holders(env *Env, pid uint32, p *inUseProc, ad *inUseAddr, e
 			alive = append(alive, fmt.Sprintf("%s[%d]", bd.comm, bd.pid))
 		case ad.first-ex.at < inUseTimeWait:
 			ended = append(ended, fmt.Sprintf("%s[%d]", bd.comm, bd.pid))
+			acc += x.accepted[bd.pid]
 		}
 	}
 	switch {
@@ -472,9 +482,10 @@ func (x *addrInUse) holders(env *Env, pid uint32, p *inUseProc, ad *inUseAddr, e
 		fmt.Fprintf(b, "%s bound port %d earlier in the capture and had not exited: it likely holds it. ", strings.Join(alive, ", "), ad.port)
 		return "listen", "likely held by " + alive[0] + " (inferred)", otherFix
 	case len(ended) > 0:
-		ev["bound_before_by_ended"] = ended
-		fmt.Fprintf(b, "%s bound port %d and exited less than 60 s before the first failure; the connections it closed first "+
-			"stay in TIME_WAIT that long and hold the port against a bind without SO_REUSEADDR. ", strings.Join(ended, ", "), ad.port)
+		ev["bound_before_by_ended"], ev["accepted_by_ended"] = ended, acc
+		fmt.Fprintf(b, "%s bound port %d, accepted %d connection(s) and exited less than 60 s before the first failure; the "+
+			"connections it closed first stay in TIME_WAIT that long and hold the port against a bind without SO_REUSEADDR. ",
+			strings.Join(ended, ", "), ad.port, acc)
 		return "time-wait", "likely held by an earlier run's TIME_WAIT connections (inferred)", reuseFix
 	}
 	b.WriteString("no other process bound the port in the capture; it was held from before it began. ")
