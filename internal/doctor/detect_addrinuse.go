@@ -129,6 +129,10 @@ const (
 	// TIME_WAIT's length in Linux (TCP_TIMEWAIT_LEN): how long a closed
 	// connection of a previous run can hold the port.
 	inUseTimeWait = 60e9
+	// The last binds of each port kept for a capture's inference: the
+	// holder is among the latest binders; a host that binds one port over
+	// and over (a restarting service) would otherwise grow without end.
+	inUseBinders = 16
 )
 
 const eaddrinuse = 98
@@ -154,7 +158,7 @@ func newAddrInUse(h *Host) *addrInUse {
 }
 
 func (x *addrInUse) Observe(e *event.Event) {
-	if e.Kind == event.KindExit && e.Proc.GroupDead {
+	if e.Kind == event.KindExit && e.Proc.GroupDead && (x.procs[e.PID] != nil || x.bound[e.PID] != nil) {
 		code, sig, _ := e.Proc.Status()
 		x.exits[e.PID] = inUseExit{at: e.Time, code: code, sig: sig}
 		return
@@ -167,7 +171,7 @@ func (x *addrInUse) Observe(e *event.Event) {
 		return
 	}
 	name := event.SyscallName(x.arch, s.Nr)
-	if (name == "accept" || name == "accept4") && !s.Failed() {
+	if (name == "accept" || name == "accept4") && !s.Failed() && x.bound[e.PID] != nil {
 		x.accepted[e.PID]++
 		return
 	}
@@ -189,7 +193,11 @@ func (x *addrInUse) Observe(e *event.Event) {
 		x.bound[e.PID][fd] = a
 		port := addrPort(a)
 		if port != 0 {
-			x.binders[port] = append(x.binders[port], inUseBinder{pid: e.PID, comm: e.Comm, at: e.Time})
+			bs := append(x.binders[port], inUseBinder{pid: e.PID, comm: e.Comm, at: e.Time})
+			if len(bs) > inUseBinders {
+				bs = bs[len(bs)-inUseBinders:]
+			}
+			x.binders[port] = bs
 		}
 		if p := x.procs[e.PID]; p != nil && e.Time >= p.last {
 			if _, failed := p.addrs[a]; failed {
