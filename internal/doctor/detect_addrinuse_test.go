@@ -1,8 +1,12 @@
 package doctor
 
 import (
+	"bufio"
+	"io"
 	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -212,4 +216,62 @@ func fdOfListener(t *testing.T, l net.Listener) int {
 		t.Fatal(err)
 	}
 	return fd
+}
+
+// readInUse on scenarios/errno/addrinuse, whose port is held in a network
+// namespace of its own: the listener and its process, or the earlier run's
+// 16 TIME_WAIT connections, are read in the failing process's namespace,
+// and said not to be the host's.
+func TestReadInUseScenario(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if out, err := exec.Command("make", "-s", "-C", "../../scenarios", "bin/addrinuse").CombinedOutput(); err != nil {
+		t.Fatalf("building addrinuse: %v\n%s", err, out)
+	}
+	for _, mode := range []string{"listener", "timewait"} {
+		t.Run(mode, func(t *testing.T) {
+			cmd := exec.Command("../../scenarios/bin/addrinuse", "-m", mode, "-r", "300", "-b", "100")
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			sc := bufio.NewScanner(stderr)
+			kv := map[string]string{}
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "addrinuse: held ") {
+					for _, f := range strings.Fields(sc.Text()) {
+						if k, v, ok := strings.Cut(f, "="); ok {
+							kv[k] = v
+						}
+					}
+					break
+				}
+			}
+			go io.Copy(io.Discard, stderr)
+			if kv["pid"] == "" {
+				t.Fatal("addrinuse ended before holding the port")
+			}
+			pid := uint32(cmd.Process.Pid)
+			f := readInUse(pid, 8080)
+			if f.Err != "" || f.HostNS || f.NetNS == "" || f.NetNS == netNSOf(uint32(os.Getpid())) {
+				t.Fatalf("%+v", f)
+			}
+			switch mode {
+			case "listener":
+				if len(f.Listen) != 1 || strconv.Itoa(int(f.Listen[0].PID)) != kv["pid"] || f.Listen[0].Comm != "addrinuse-hold" ||
+					f.Listen[0].Local != "127.0.0.1:8080" || len(f.States) != 0 {
+					t.Errorf("holder pid=%s: %+v", kv["pid"], f)
+				}
+			case "timewait":
+				if len(f.Listen) != 0 || f.Orphans != 0 || strconv.Itoa(f.States[proc.TCPTimeWait]) != kv["conns"] || len(f.States) != 1 {
+					t.Errorf("conns=%s: %+v", kv["conns"], f)
+				}
+			}
+		})
+	}
 }
