@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // sockaddrString turns a struct sockaddr as a call copied it into
@@ -121,4 +124,119 @@ func hexAddr(s string) string {
 		return fmt.Sprintf("[%s]:%d", strings.Join(parts, ":"), port)
 	}
 	return s
+}
+
+// tcpSocket is one line of a network namespace's /proc/net/tcp or tcp6.
+type tcpSocket struct {
+	Local, Remote string // "127.0.0.1:8080"
+	State         int    // as proc.TCPListen etc. number them
+	Inode         string // "0" for TIME_WAIT sockets, which no descriptor holds
+}
+
+// tcpOnPort reads the TCP sockets whose local port is port in the network
+// namespace process pid is in: /proc/PID/net/tcp and tcp6 show that
+// process's namespace, not the reader's. A socket only bound (not
+// listening, not connected) is in neither file.
+func tcpOnPort(pid uint32, port uint16) ([]tcpSocket, error) {
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/net/"
+	if _, err := os.Stat(dir + "tcp"); err != nil {
+		return nil, err
+	}
+	suffix := fmt.Sprintf(":%04X", port)
+	var out []tcpSocket
+	for _, t := range []string{"tcp", "tcp6"} {
+		scanTable(dir+t, func(fs []string) {
+			if len(fs) < 10 || !strings.HasSuffix(fs[1], suffix) {
+				return
+			}
+			st, err := strconv.ParseUint(fs[3], 16, 8)
+			if err != nil {
+				return
+			}
+			out = append(out, tcpSocket{Local: hexAddr(fs[1]), Remote: hexAddr(fs[2]), State: int(st), Inode: fs[9]})
+		})
+	}
+	return out, nil
+}
+
+// netNSOf names the network namespace process pid is in ("net:[4026531840]");
+// "" when it cannot be read.
+func netNSOf(pid uint32) string {
+	s, _ := os.Readlink("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/ns/net")
+	return s
+}
+
+// socketOwners finds, among the processes in network namespace ns (all of
+// them when ns is ""), those holding a descriptor on each socket inode
+// asked for: /proc/PID/fd links read "socket:[INODE]". Processes in other
+// namespaces cannot hold a socket of this one's tables, so their
+// descriptors are not read.
+func socketOwners(inodes map[string]bool, ns string) map[string][]uint32 {
+	out := map[string][]uint32{}
+	if len(inodes) == 0 {
+		return out
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range ents {
+		pid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		if ns != "" && netNSOf(uint32(pid)) != ns {
+			continue
+		}
+		dir := "/proc/" + e.Name() + "/fd/"
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink(dir + fd.Name())
+			if err != nil || !strings.HasPrefix(link, "socket:[") {
+				continue
+			}
+			ino := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+			if inodes[ino] && !slices.Contains(out[ino], uint32(pid)) {
+				out[ino] = append(out[ino], uint32(pid))
+			}
+		}
+	}
+	return out
+}
+
+// boundAddr reads, live, the local address of the socket process pid holds
+// at fd ("127.0.0.1:8080"): a copy of the descriptor (pidfd_getfd, which
+// needs the right to ptrace pid) and getsockname on it. A socket bound but
+// not listening is in no /proc/net table, so this is how its port is known.
+func boundAddr(pid uint32, fd int) string {
+	pfd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(pfd)
+	nfd, err := unix.PidfdGetfd(pfd, fd, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(nfd)
+	sa, err := unix.Getsockname(nfd)
+	if err != nil {
+		return ""
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port)).String()
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port)).String()
+	}
+	return ""
+}
+
+// commOf reads a live process's name; "" when it is gone.
+func commOf(pid uint32) string {
+	b, _ := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/comm")
+	return strings.TrimSpace(string(b))
 }

@@ -22,6 +22,7 @@ var All = slices.Concat(
 	fdVariants,
 	inotifyVariants,
 	portVariants,
+	addrInUseVariants,
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,
