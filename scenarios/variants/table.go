@@ -25,6 +25,7 @@ var All = slices.Concat(
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,
+	memlockVariants,
 	nagleVariants,
 	resolverVariants,
 	lockConvoyVariants,
