@@ -70,6 +70,7 @@ type mlProc struct {
 	asked   uint64
 	entries uint64 // the largest io_uring_setup entries refused
 	all     bool   // an mlockall(MCL_CURRENT) failed
+	unread  string // why the doctor did not read it, live
 	exited  bool
 	code    int // exit status, or 128+signal
 	reads   int
@@ -197,13 +198,19 @@ func (x *memlock) Observe(e *event.Event) {
 	}
 	if p.reads == 0 {
 		if x.reads >= mlReadProcs {
+			p.unread = "it was past the first " + strconv.Itoa(mlReadProcs) + " processes the doctor reads"
 			return
 		}
 		x.reads++
 	}
 	p.reads++
 	p.last = e.Time
-	if f := x.read(e.PID); f != nil && (p.facts == nil || !p.facts.atLimit(p)) {
+	f := x.read(e.PID)
+	if f == nil {
+		p.unread = "reads of /proc would stall on this host then"
+		return
+	}
+	if p.facts == nil || !p.facts.atLimit(p) {
 		p.facts = f
 	}
 }
@@ -402,16 +409,22 @@ func (x *memlock) finding(env *Env, exe string, vs []*mlVerdict) Finding {
 	} else {
 		ev["basis"] = "inferred"
 		f.Title = fmt.Sprintf("%s failed %d %s call(s) with %s: inferred to be RLIMIT_MEMLOCK", who, total, names, errs)
-		why := "The process was gone before the doctor could read its limits"
-		if x.read == nil {
+		why, cannot := "The process was gone before the doctor could read its limits", "which the doctor could not rule out"
+		switch {
+		case x.read == nil:
 			why = "Read from a capture: the process's RLIMIT_MEMLOCK and what it held locked at the time cannot be known"
+			cannot = "which a capture cannot rule out"
+		case w.p.unread != "":
+			why = "The doctor did not read the process's limits (" + w.p.unread + ")"
 		}
 		fmt.Fprintf(&sum, "%s, so the limit is inferred from the calls, not measured: ", why)
 		if w.p.asked > 0 {
 			fmt.Fprintf(&sum, "the refused call asked to lock %s; ", units.Bytes(w.p.asked))
 		}
-		sum.WriteString("mlock refuses past the limit with ENOMEM, mmap with EAGAIN, and with a limit of zero both with EPERM. " +
-			"mlock's ENOMEM also means a range not mapped, which the capture cannot rule out. ")
+		sum.WriteString("mlock refuses past the limit with ENOMEM, mmap with EAGAIN, and with a limit of zero both with EPERM. ")
+		if errnos["ENOMEM"] > 0 && calls["mlock"]+calls["mlock2"] > 0 {
+			sum.WriteString("mlock's ENOMEM also means a range not mapped, " + cannot + ". ")
+		}
 	}
 	switch {
 	case gaveUp > 0:

@@ -224,3 +224,21 @@ func TestParseMemlockStatus(t *testing.T) {
 		t.Error("CAP_IPC_LOCK not seen in a full set")
 	}
 }
+
+// Live, on a host whose /proc reads would stall (a full audit backlog),
+// the doctor reads nothing: the finding is inferred and says why, not
+// that the process was gone.
+func TestMemlockReadsStall(t *testing.T) {
+	fs := mlRun(t, nil, mlockLoop(7, 20), func(uint32) *memlockFacts { return nil })
+	f := byID(fs, MemlockLimit)
+	if f == nil {
+		t.Fatalf("no finding: %+v", fs)
+	}
+	if f.Evidence["basis"] != "inferred" {
+		t.Errorf("evidence %+v", f.Evidence)
+	}
+	wantWords(t, f, "did not read", "stall", "inferred", "range not mapped")
+	if strings.Contains(f.Summary, "gone") || strings.Contains(f.Summary, "capture") {
+		t.Errorf("says the process was gone, or a capture: %s", f.Summary)
+	}
+}
