@@ -242,3 +242,23 @@ func TestMemlockReadsStall(t *testing.T) {
 		t.Errorf("says the process was gone, or a capture: %s", f.Summary)
 	}
 }
+
+// malloc after mlockall(MCL_FUTURE), from a capture: brk refuses to move
+// the break, glibc falls back to mmap, which fails with EAGAIN (measured:
+// 21 of each, scenarios/errno/README.md). One cause, one finding: the
+// limit on locked memory, not a map count inferred from the failed brk.
+func TestMemlockMallocAfterMlockall(t *testing.T) {
+	var evs []event.Event
+	for i := range uint64(21) {
+		tm := 1e9 + i*1e6
+		evs = append(evs, sys(7, tm, mcNrBrk, 0x13c8d000, 1000, 0x13cb1000),
+			sys(7, tm+1000, nrMmap, mlEAGAIN, 3000, 0, 1<<20, protRW, mapPrivAnon, ^uint64(0), 0))
+	}
+	fs := mlRun(t, hostMeta(), evs, nil)
+	if byID(fs, MemlockLimit) == nil {
+		t.Errorf("no memlock-limit finding: %+v", fs)
+	}
+	if f := byID(fs, MapCountLimit); f != nil {
+		t.Errorf("the failed brk also inferred to be the map count: %s", f.Title)
+	}
+}
