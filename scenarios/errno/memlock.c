@@ -20,6 +20,8 @@
 //   mlockall  mlockall(MCL_CURRENT|MCL_FUTURE), then 64 KiB mmaps, each
 //             locked as made, until one is refused; -l defaults to the
 //             address space it holds plus 256 KiB, so mlockall itself passes
+//   malloc    as mlockall, then malloc of 16 KiB: brk refuses to move the
+//             break, and glibc's fallback mmap fails with EAGAIN
 //   maplocked mmap(MAP_LOCKED) of 64 KiB chunks
 //   iouring   io_uring_setup of 256-entry rings, kept open
 // -l KIB sets RLIMIT_MEMLOCK (soft and hard; default 64 KiB, mlockall's
@@ -130,6 +132,10 @@ static int lock_one(void)
 		long fd = syscall(SYS_io_uring_setup, 256, &p);
 		return fd < 0 ? errno : 0; // kept open: its rings stay counted
 	}
+	if (!strcmp(mode, "malloc")) {
+		void *m = malloc(16 << 10); // kept: locked, as every new mapping
+		return m ? 0 : (errno ? errno : ENOMEM);
+	}
 	int flags = MAP_PRIVATE | MAP_ANONYMOUS;
 	if (!strcmp(mode, "maplocked"))
 		flags |= MAP_LOCKED;
@@ -146,7 +152,7 @@ static int run(void)
 			perror("memlock: mmap");
 			return 1;
 		}
-	} else if (!strcmp(mode, "mlockall")) {
+	} else if (!strcmp(mode, "mlockall") || !strcmp(mode, "malloc")) {
 		if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
 			fprintf(stderr, "memlock: mlockall: %s (limit_kb=%ld vmsize_kb=%ld)\n", strerror(errno), limit_kb,
 				status_kb("VmSize"));
@@ -212,14 +218,15 @@ int main(int argc, char **argv)
 		case 'o': handle = 1; break;
 		default:
 		usage:
-			fprintf(stderr, "usage: memlock [-m mlock|mlockall|maplocked|iouring] [-l KIB] [-p PROCS] [-d SECONDS] [-b BACKOFF_US] [-x] [-o]\n");
+			fprintf(stderr, "usage: memlock [-m mlock|mlockall|malloc|maplocked|iouring] [-l KIB] [-p PROCS] [-d SECONDS] [-b BACKOFF_US] [-x] [-o]\n");
 			return 2;
 		}
 	}
-	if (strcmp(mode, "mlock") && strcmp(mode, "mlockall") && strcmp(mode, "maplocked") && strcmp(mode, "iouring"))
+	if (strcmp(mode, "mlock") && strcmp(mode, "mlockall") && strcmp(mode, "malloc") && strcmp(mode, "maplocked") &&
+	    strcmp(mode, "iouring"))
 		goto usage;
 	if (limit_kb < 0)
-		limit_kb = strcmp(mode, "mlockall") ? 64 : status_kb("VmSize") + 256;
+		limit_kb = strcmp(mode, "mlockall") && strcmp(mode, "malloc") ? 64 : status_kb("VmSize") + 256;
 	struct rlimit rl = {.rlim_cur = (rlim_t)limit_kb << 10, .rlim_max = (rlim_t)limit_kb << 10};
 	if (setrlimit(RLIMIT_MEMLOCK, &rl) != 0) {
 		perror("memlock: setrlimit RLIMIT_MEMLOCK");

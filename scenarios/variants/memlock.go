@@ -17,6 +17,8 @@ var memlockVariants = []Variant{
 		Mode: Cmd, Argv: []string{"memlock", "-m", "mlock", "-d", "1"}, Expect: memlockAt("mlock", "ENOMEM", "64 KiB", "VmLck")},
 	{Name: "memlock-limit/mlockall", Differs: "mlockall(MCL_CURRENT|MCL_FUTURE), then plain 64 KiB mmaps until EAGAIN: the refused call asks for no lock",
 		Mode: Cmd, Argv: []string{"memlock", "-m", "mlockall", "-d", "1"}, Expect: memlockAt("mmap", "EAGAIN", "VmLck")},
+	{Name: "memlock-limit/malloc", Differs: "mlockall(MCL_CURRENT|MCL_FUTURE), then malloc: brk refused and glibc's fallback mmap EAGAIN, one cause",
+		Mode: Cmd, Argv: []string{"memlock", "-m", "malloc", "-d", "1"}, Expect: memlockAt("mmap", "EAGAIN", "VmLck")},
 	{Name: "memlock-limit/maplocked", Differs: "mmap(MAP_LOCKED) of 64 KiB chunks: EAGAIN, not ENOMEM",
 		Mode: Cmd, Argv: []string{"memlock", "-m", "maplocked", "-d", "1"}, Expect: memlockAt("mmap", "EAGAIN", "64 KiB more")},
 	{Name: "memlock-limit/iouring", Differs: "io_uring_setup of 256-entry rings until ENOMEM: counted against the user's locked pages, VmLck stays 0",
