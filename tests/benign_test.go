@@ -132,6 +132,17 @@ var benignCorpus = []benignWorkload{
 		script: `ls "$2"/scenarios/variants/progs/*.c | xargs -P 4 -I{} sh -c 'cc -O2 -pthread -c "$2" -o "$1/$(basename "$2" .c).o"' sh "$1" {} && ls "$1"/*.o | wc -l`,
 	},
 	{
+		// gpg under a 32 KiB RLIMIT_MEMLOCK without CAP_IPC_LOCK (a
+		// container's): its one mlock of 64 KiB for secure memory fails
+		// with ENOMEM, it warns "using insecure memory" and goes on, exit 0.
+		// A probe handled, not a program stuck on the limit (memlock-limit
+		// must stay silent).
+		name:  "gpg-insecure-memory",
+		tools: []string{"gpg", "prlimit", "setpriv", "od"},
+		script: `mkdir -m 700 "$1/gnupg" && prlimit --memlock=32768:32768 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock ` +
+			`gpg --homedir "$1/gnupg" --batch --gen-random 1 16 | od -An -tx1`,
+	},
+	{
 		// 64 MiB of shared libraries and other files from /usr/lib,
 		// compressed, tested and decompressed by both.
 		name:  "xz-gzip",

@@ -57,8 +57,12 @@ type mapCount struct {
 	// made counts, by process, the mmap and munmap calls that succeeded
 	// before its first failure: in a capture, where the count is not
 	// known, the mappings the process was seen making.
-	made  map[uint32]*[2]uint64
-	reads int // processes read
+	made map[uint32]*[2]uint64
+	// locked marks processes whose mmap failed with EAGAIN: the limit on
+	// locked memory (memlock-limit's), which after mlockall(MCL_FUTURE)
+	// refuses brk too. Their failed brk says nothing of the map count.
+	locked map[uint32]bool
+	reads  int // processes read
 	// closest is the process Findings found nearest a finding (near).
 	closest *Near
 }
@@ -129,7 +133,7 @@ const (
 )
 
 func newMapCount(arch event.Arch, live bool, canRead func() bool) *mapCount {
-	x := &mapCount{arch: arch, procs: map[uint32]*mapProc{}, made: map[uint32]*[2]uint64{}}
+	x := &mapCount{arch: arch, procs: map[uint32]*mapProc{}, made: map[uint32]*[2]uint64{}, locked: map[uint32]bool{}}
 	if live {
 		x.read = func(pid uint32) *mapFacts {
 			if canRead != nil && !canRead() {
@@ -165,6 +169,9 @@ func (x *mapCount) Observe(e *event.Event) {
 	s := &e.Syscall
 	name := event.SyscallName(x.arch, s.Nr)
 	if !mmFailure(name, s) {
+		if (name == "mmap" || name == "mmap2") && s.Ret == -11 { // EAGAIN
+			x.locked[e.PID] = true
+		}
 		// Live, successes reach the doctor sampled: counted from captures only.
 		if x.read == nil && (name == "mmap" || name == "mmap2" || name == "munmap") && !s.Failed() && x.procs[e.PID] == nil {
 			m := x.made[e.PID]
@@ -298,7 +305,11 @@ func (x *mapCount) verdict(env *Env, pid uint32, p *mapProc) *mapVerdict {
 	if mode, ok := hostfacts.MetaUint(v.meta, hostfacts.MetaOvercommitMemory); ok && mode == 2 {
 		strict = true
 	}
-	if p.munmap || v.n >= mapInferMin && !strict {
+	inferN := v.n
+	if x.locked[pid] {
+		inferN -= p.fails["brk"]
+	}
+	if p.munmap || inferN >= mapInferMin && !strict {
 		v.cause = causeInferred
 		return v
 	}
@@ -308,8 +319,11 @@ func (x *mapCount) verdict(env *Env, pid uint32, p *mapProc) *mapVerdict {
 			"map-count-limit infers the map count then only from a failed munmap, which commits nothing", v.n)
 		return v
 	}
-	v.close = float64(v.n) / mapInferMin
-	v.why = fmt.Sprintf("%d failure(s), the map count unknown; map-count-limit infers it from %d failures, or from one failed munmap", v.n, mapInferMin)
+	v.close = float64(inferN) / mapInferMin
+	v.why = fmt.Sprintf("%d failure(s), the map count unknown; map-count-limit infers it from %d failures, or from one failed munmap", inferN, mapInferMin)
+	if inferN < v.n {
+		v.why += fmt.Sprintf("; %d failed brk left out: its mmap failed with EAGAIN, the limit on locked memory, which refuses brk too", v.n-inferN)
+	}
 	return v
 }
 
@@ -538,6 +552,7 @@ func (x *mapCount) forget(pids, _ map[uint32]bool) {
 	for pid := range pids {
 		delete(x.procs, pid)
 		delete(x.made, pid)
+		delete(x.locked, pid)
 	}
 }
 

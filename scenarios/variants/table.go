@@ -26,6 +26,7 @@ var All = slices.Concat(
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,
+	memlockVariants,
 	nagleVariants,
 	resolverVariants,
 	lockConvoyVariants,
