@@ -60,12 +60,6 @@ func mlockLoop(pid uint32, n int) []event.Event {
 	return evs
 }
 
-func exitOf(pid uint32, t uint64, code int) event.Event {
-	e := event.Event{Kind: event.KindExit, Time: t, PID: pid, TID: pid, Comm: "prog"}
-	e.Proc.GroupDead, e.Proc.ExitCode = true, int32(code<<8)
-	return e
-}
-
 // A process retrying a 256 KiB mlock with 48 KiB locked against a 64 KiB
 // limit: a warning that names the limit, what it held, what it asked,
 // that memory is free, and the fix; read once, since the read found it at
