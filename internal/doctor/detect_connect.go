@@ -139,6 +139,24 @@ type crNS struct {
 	ino         string
 	pid         uint32 // a process in it, to read it through
 	first, last map[string]uint64
+	read        uint64 // event time of the last read
+}
+
+// crReadGap: a namespace's counters are read again after a connect held
+// up at most this often (event time): the processes in it may be gone
+// when the report is made, and a host's many slow connects must not
+// each cost two file reads.
+const crReadGap = 100_000_000
+
+// refresh reads a namespace's counters again, live, after a held-up
+// connect: the last read the report's deltas end at.
+func (c *connRetx) refresh(n *crNS, now uint64) {
+	if n == nil || !c.host.canRead() || n.last != nil && now < n.read+crReadGap {
+		return
+	}
+	if m := tcpCounters(n.pid); m != nil {
+		n.last, n.read = m, now
+	}
 }
 
 type connRetx struct {
@@ -271,6 +289,8 @@ func (c *connRetx) waitedOut(e *event.Event, peer, call string, s *event.Syscall
 		g.clientNS = c.nsOf[e.PID]
 	}
 	c.scan(g, e.PID)
+	c.refresh(c.ns[g.clientNS], e.Time)
+	c.refresh(g.server, e.Time)
 }
 
 // netns reads, live, a process's network namespace and its TCP counters,
@@ -470,7 +490,9 @@ func (c *connRetx) Findings(env *Env) []Finding {
 	threadNS, _ := env.threadTime()
 	if env.Host.Live && c.host.canRead() {
 		for _, n := range c.ns {
-			n.last = tcpCounters(n.pid)
+			if m := tcpCounters(n.pid); m != nil {
+				n.last = m
+			}
 		}
 	}
 	var out []Finding
@@ -614,11 +636,11 @@ func (c *connRetx) cause(env *Env, g *crPeer, ev map[string]any, b *strings.Buil
 	synRetx, ok3 := client.delta("TCPSynRetrans")
 	switch {
 	case (ok1 || ok2) && overflows+drops > 0:
-		fmt.Fprintf(b, "Its listener is on this host (network namespace %s), and there ListenOverflows grew by %d and ListenDrops by %d "+
-			"over the trace: its accept queue was full, and the kernel dropped the SYNs it could not queue.", server.ino, overflows, drops)
+		fmt.Fprintf(b, "Its listener is on this host (network namespace %s), and there ListenOverflows grew by %d and ListenDrops by %d between the doctor's reads "+
+			"(while traced): its accept queue was full, and the kernel dropped the SYNs it could not queue.", server.ino, overflows, drops)
 		return "accept queue full", queueFix + clientFix
 	case ok3 && synRetx > 0:
-		fmt.Fprintf(b, "TCPSynRetrans grew by %d in the client's network namespace over the trace", synRetx)
+		fmt.Fprintf(b, "TCPSynRetrans grew by %d in the client's network namespace between the doctor's first and last reads of it", synRetx)
 		if server != nil && ok1 {
 			fmt.Fprintf(b, ", and the listener's namespace on this host (%s) counted no accept-queue overflow: ", server.ino)
 		} else {

@@ -30,4 +30,5 @@ var All = slices.Concat(
 	lockConvoyVariants,
 	thrashVariants,
 	cpuWaitVariants,
+	connectVariants,
 )
