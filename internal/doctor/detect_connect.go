@@ -172,8 +172,42 @@ type connRetx struct {
 }
 
 func newConnRetx(h *Host) *connRetx {
-	return &connRetx{host: h, arch: h.Arch, pending: map[uint32]*crPending{}, peers: map[string]*crPeer{},
+	c := &connRetx{host: h, arch: h.Arch, pending: map[uint32]*crPending{}, peers: map[string]*crPeer{},
 		nsOf: map[uint32]string{}, ns: map[string]*crNS{}, exact: map[uint32]uint64{}}
+	if h.canRead() {
+		c.baseline()
+	}
+	return c
+}
+
+// crStartNS bounds the namespaces read when the trace starts: each costs
+// two file reads.
+const crStartNS = 256
+
+// baseline reads, as the trace starts, the counters of the network
+// namespaces the host's processes are in: a process whose trouble began
+// before sysray (-p, the whole host) has its deltas from the trace's
+// start, not from its first connect seen (events reach the doctor in
+// batches, so that read may come as late as the report's). A namespace
+// made after the start is read at its first connect seen.
+func (c *connRetx) baseline() {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil || len(c.ns) >= crStartNS {
+			continue
+		}
+		ino := netnsOf(uint32(pid))
+		if ino == "" || c.ns[ino] != nil {
+			continue
+		}
+		if m := tcpCounters(uint32(pid)); m != nil {
+			c.ns[ino] = &crNS{ino: ino, pid: uint32(pid), first: m}
+		}
+	}
 }
 
 func (c *connRetx) group(peer string) *crPeer {
@@ -302,7 +336,9 @@ func (c *connRetx) netns(pid uint32) {
 	}
 	ino := netnsOf(pid)
 	c.nsOf[pid] = ino
-	if ino != "" && c.ns[ino] == nil && len(c.ns) < crKept {
+	if n := c.ns[ino]; n != nil {
+		n.pid = pid // read it through the client from now on
+	} else if ino != "" && len(c.ns) < crKept {
 		c.ns[ino] = &crNS{ino: ino, pid: pid, first: tcpCounters(pid)}
 	}
 }
@@ -325,6 +361,8 @@ func (c *connRetx) scan(g *crPeer, pid uint32) {
 	if n == nil {
 		n = &crNS{ino: ino, pid: spid, first: tcpCounters(spid)}
 		c.ns[ino] = n
+	} else if c.nsOf[pid] != ino {
+		n.pid = spid
 	}
 	g.server = n
 }
