@@ -226,8 +226,8 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		close(s);
 	}
+	/* The server exits when it reads EOF here (or dies with us). */
 	close(life[1]);
-	kill(srv, SIGKILL);
 	waitpid(srv, NULL, 0);
 	qsort(ms, n, sizeof ms[0], cmpd);
 	printf("RESULT connects=%d slow=%d timedout=%d refused=%d other=%d median_ms=%.1f max_ms=%.1f\n",
