@@ -268,11 +268,11 @@ func (c *connRetx) connect(e *event.Event, s *event.Syscall) {
 	c.netns(e.PID)
 	switch {
 	case s.Ret == -einprogress:
+		// The listener is looked for only once a connect to the peer is
+		// held up: a host's event loops connect to many peers, and each
+		// look reads every process's namespace link.
 		if len(c.pending) < crKept {
 			c.pending[e.TID] = &crPending{pid: e.PID, fd: uint32(s.Args[0]), peer: peer}
-		}
-		if g := c.group(peer); g != nil {
-			c.scan(g, e.PID)
 		}
 	case s.Ret == -etimedout && s.Latency+crEarly >= crRTO:
 		c.waitedOut(e, peer, "connect", s, true)
