@@ -293,3 +293,39 @@ func TestCaptureMapCount(t *testing.T) {
 		t.Errorf("key %q", f.Key)
 	}
 }
+
+// synloss's captures: the connects held up against its own RESULT line
+// (synloss-queue: 3 ETIMEDOUT of 5 connects; synloss-poll: 3 connects, each
+// losing 2 SYNs, waited in poll), and what a capture cannot tell.
+func TestCaptureSynloss(t *testing.T) {
+	for _, c := range []struct {
+		file            string
+		held, timedOut  uint64
+		sums            map[string]uint64
+		blocking, polls uint64
+	}{
+		{"golden/synloss-queue.sysray", 3, 3, map[string]uint64{}, 3, 0},
+		{"golden/synloss-poll.sysray", 3, 0, map[string]uint64{"2": 3}, 0, 3},
+	} {
+		rep := diagnose(t, c.file)
+		var f *doctor.Finding
+		for i := range rep.Findings {
+			if rep.Findings[i].ID == doctor.ConnectRetransmit {
+				f = &rep.Findings[i]
+			}
+		}
+		if f == nil {
+			t.Fatalf("%s: no connect-retransmit: %+v", c.file, rep.Findings)
+		}
+		ev := f.Evidence
+		if f.Severity != doctor.Warning || ev["connects_held_up"] != c.held || ev["timed_out"] != c.timedOut ||
+			!reflect.DeepEqual(ev["by_backoff_sum_s"], c.sums) || ev["blocking_connects"] != c.blocking ||
+			ev["wait_calls"].(map[string]uint64)["poll"] != c.polls || ev["peer"] != "10.221.0.2:8080" ||
+			ev["cause"] != "unknown from a capture" {
+			t.Errorf("%s: severity %v, evidence %+v", c.file, f.Severity, ev)
+		}
+		if !strings.Contains(f.Summary, "cannot be known from a capture") {
+			t.Errorf("%s: %s", c.file, f.Summary)
+		}
+	}
+}

@@ -32,4 +32,5 @@ var All = slices.Concat(
 	lockConvoyVariants,
 	thrashVariants,
 	cpuWaitVariants,
+	connectVariants,
 )
