@@ -188,16 +188,17 @@ static __always_inline struct stat_val *stat_cell(struct stat_key *k, __u64 n)
  * (task storage comes from the same per-CPU allocator as the stats map's
  * cells, and a burst of new threads empties both): the call cannot be
  * counted or emitted, so it is counted as lost, as stat_cell counts a cell
- * it could not make. exit and exit_group never return, and are neither.
+ * it could not make. exit and exit_group never return: recorded, they are
+ * events (unfinished) that are lost; stat counts calls that return only.
  */
 static __always_inline void lost_call(long id)
 {
-	if (id == cfg_nr_exit || id == cfg_nr_exit_group)
-		return;
 	if (!cfg_stat) {
 		count_drop();
 		return;
 	}
+	if (id == cfg_nr_exit || id == cfg_nr_exit_group)
+		return;
 	__u32 z = 0;
 	struct lost *lost = bpf_map_lookup_elem(&stat_lost, &z);
 	if (lost)
