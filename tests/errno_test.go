@@ -108,3 +108,69 @@ func TestStoryPorts(t *testing.T) {
 		t.Errorf("%v sockets in TIME_WAIT, want the range's %s ports", f.Evidence["time_wait"], r["ports"])
 	}
 }
+
+// The addrinuse demo: bind's EADDRINUSE while another process of the
+// program's own network namespace listens on the port. The finding names
+// the port, the listener's state, every failure the program counted, and
+// that it gave up with its exit status.
+func TestStoryAddrInUse(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "addrinuse")
+	f := top(t, rep, "port-in-use", "warning")
+	r := resultLine(t, stderr)
+	if n, _ := evInt(f.Evidence, "port"); strconv.FormatInt(n, 10) != r["port"] {
+		t.Errorf("port %v in the finding, the program bound %s", f.Evidence["port"], r["port"])
+	}
+	if n, _ := evInt(f.Evidence, "failures"); n != resultInt(t, r, "eaddrinuse") {
+		t.Errorf("%v failures in the finding, the program counted %s", f.Evidence["failures"], r["eaddrinuse"])
+	}
+	if f.Evidence["holder_state"] != "LISTEN" || f.Evidence["netns_host"] != false {
+		t.Errorf("holder %v in the host's namespace %v, want a listener in the program's own", f.Evidence["holder_state"], f.Evidence["netns_host"])
+	}
+	if n, _ := evInt(f.Evidence, "exit_status"); n != 1 {
+		t.Errorf("exit status %v, want the program's 1", f.Evidence["exit_status"])
+	}
+}
+
+// The memlock demo: mlock's ENOMEM at RLIMIT_MEMLOCK. The finding gives
+// the limit and what the process held locked as the program measured
+// them, and every refusal.
+func TestStoryMemlock(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "memlock")
+	f := top(t, rep, "memlock-limit", "warning")
+	r := resultLine(t, stderr)
+	if n, _ := evInt(f.Evidence, "rlimit_memlock_soft"); n != resultInt(t, r, "limit_kb")<<10 {
+		t.Errorf("RLIMIT_MEMLOCK %v in the finding, the program set %s KiB", f.Evidence["rlimit_memlock_soft"], r["limit_kb"])
+	}
+	if n, _ := evInt(f.Evidence, "vm_lck"); n != resultInt(t, r, "vmlck_kb")<<10 {
+		t.Errorf("VmLck %v in the finding, the program held %s KiB", f.Evidence["vm_lck"], r["vmlck_kb"])
+	}
+	if n, _ := evInt(f.Evidence, "failures"); n != resultInt(t, r, "enomem") {
+		t.Errorf("%v failures in the finding, the program counted %s ENOMEM", f.Evidence["failures"], r["enomem"])
+	}
+}
+
+// The synloss demo: each connect's first SYN dropped, so each waits out
+// the kernel's first retransmission timeout. The finding counts the
+// connects the program measured as slow, and their median wait.
+func TestStorySynLoss(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "synloss")
+	f := top(t, rep, "connect-retransmit", "warning")
+	r := resultLine(t, stderr)
+	if n, _ := evInt(f.Evidence, "connects_held_up"); n != resultInt(t, r, "slow") {
+		t.Errorf("%v connects held up in the finding, the program measured %s slow", f.Evidence["connects_held_up"], r["slow"])
+	}
+	med, err := strconv.ParseFloat(r["median_ms"], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The program times connect from user space: a few hundred µs more.
+	if n, _ := evInt(f.Evidence, "median_wait_ns"); float64(n) > med*1e6 || float64(n) < med*1e6-5e6 {
+		t.Errorf("median wait %v ns in the finding, the program measured %s ms", f.Evidence["median_wait_ns"], r["median_ms"])
+	}
+	if f.Evidence["cause"] != "SYNs dropped on the way" {
+		t.Errorf("cause %v, want the dropped SYNs", f.Evidence["cause"])
+	}
+}
