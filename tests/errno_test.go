@@ -166,8 +166,9 @@ func TestStorySynLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The program times connect from user space: a few hundred µs more.
-	if n, _ := evInt(f.Evidence, "median_wait_ns"); float64(n) > med*1e6 || float64(n) < med*1e6-5e6 {
+	// The program times connect from user space, a few hundred µs more,
+	// and prints it to 0.1 ms: the kernel's may be up to 0.05 ms over.
+	if n, _ := evInt(f.Evidence, "median_wait_ns"); float64(n) > med*1e6+0.05e6 || float64(n) < med*1e6-5e6 {
 		t.Errorf("median wait %v ns in the finding, the program measured %s ms", f.Evidence["median_wait_ns"], r["median_ms"])
 	}
 	if f.Evidence["cause"] != "SYNs dropped on the way" {
