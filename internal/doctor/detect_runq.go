@@ -490,8 +490,17 @@ func (c *cpuWaits) finding(env *Env, g *cpuWaitGroup) (Finding, bool) {
 			}
 		}
 		held = append(held, fmt.Sprintf("%s, %s, CPUs %s%s: ran %s of them", name, schedName(h.policy, h.prio), cpuList(h.allowed), cg, units.Duration(h.ns)))
-		heldEv = append(heldEv, map[string]any{"pid": h.pid, "comm": h.comm, "prio": h.prio, "policy": h.policy,
-			"nice": int(h.prio) - 120, "cpus": cpuList(h.allowed), "cgroup": h.cgroup, "long_waits": h.waits, "long_wait_ns": h.ns})
+		hv := map[string]any{"pid": h.pid, "comm": h.comm, "prio": h.prio, "policy": h.policy,
+			"cpus": cpuList(h.allowed), "cgroup": h.cgroup, "long_waits": h.waits, "long_wait_ns": h.ns}
+		// A realtime task has a priority as chrt says it (schedName's
+		// words), and no nice value: migration/1 at prio 0 is SCHED_FIFO
+		// priority 99, not nice -120.
+		if h.policy == schedFIFO || h.policy == schedRR {
+			hv["rt_priority"] = 99 - int(h.prio)
+		} else if !realtime(h.policy) {
+			hv["nice"] = int(h.prio) - 120
+		}
+		heldEv = append(heldEv, hv)
 		refs = append(refs, h.pid)
 	}
 	how := fmt.Sprintf("%d of the %d long waits began at a wake-up (the thread had work to start and no CPU to start it on), %d at a preemption",

@@ -184,3 +184,26 @@ func TestCPUWaitHelpers(t *testing.T) {
 		t.Errorf("nice -10 weighs %.2f times nice 0, want the kernel's 9548/1024 = 9.3", w)
 	}
 }
+
+// A realtime task among those who ran during the waits (a CPU's migration
+// thread, SCHED_FIFO at kernel priority 0) is named with its priority as
+// chrt says it, 99, and the evidence holds that number, not a nice value.
+func TestCPUWaitRealtimeHolder(t *testing.T) {
+	migration := event.SchedTask{PID: 21, TID: 21, Comm: "migration/1", Prio: 0, Policy: 1, Allowed: cpu1, NrAllowed: 1, Group: grpOther}
+	r := report(cpuWaitRun(50, 10e6, true, victimTask, []event.SchedTask{hogTask, migration}, 5e6))
+	f := byID(r.Findings, CPUWait)
+	if f == nil || !strings.Contains(f.Summary, "SCHED_FIFO priority 99") {
+		t.Fatalf("want the migration thread named SCHED_FIFO priority 99; got %+v", f)
+	}
+	holders, _ := f.Evidence["holders"].([]map[string]any)
+	for _, h := range holders {
+		if h["comm"] != "migration/1" {
+			continue
+		}
+		if h["rt_priority"] != 99 || h["nice"] != nil {
+			t.Errorf("migration/1's evidence %v: want rt_priority 99 and no nice", h)
+		}
+		return
+	}
+	t.Errorf("migration/1 not among the holders: %v", f.Evidence["holders"])
+}
