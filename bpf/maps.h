@@ -210,8 +210,10 @@ struct {
 /*
  * Calls the stats map, and the spill after it, had no cell for, by why:
  * those the full table refused and those refused for want of memory once
- * the spill was full too (or, nomem, the thread's own state: lost_call). The two have different cures (a smaller
- * selection; fewer new processes at once), so the reader tells them apart.
+ * the spill was full too (nomem counts, too, calls whose thread had no
+ * memory for its state: lost_call). The two have different cures (a
+ * smaller selection; fewer new processes at once), so the reader tells
+ * them apart.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
