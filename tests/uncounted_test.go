@@ -139,7 +139,7 @@ func TestDoctorLetsEndedGo(t *testing.T) {
 }
 
 // stat, too, lets ended processes' cells go during a run and keeps their
-// counts (cmd/sysray/stat.go, letGo): 1,500 children one after the other,
+// counts (stat.Drain): 1,500 children one after the other,
 // 3 ms apart, make 49,500 cells, half again the table, and every call is
 // in the rows. Past stat.KeptMax cells kept (the table's size), ended
 // processes' counts are summed in one row.

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/doctor/render"
-	"github.com/sysray/sysray/internal/probe"
+	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/session"
 )
 
@@ -119,9 +121,9 @@ func newDemo() *cobra.Command {
 						return err
 					}
 				}
-				sel := session.Selection{Stacks: true, Slow: probe.DefaultSlow}
+				sel := session.Selection{Stacks: true, Slow: time.Duration(event.DefaultSlow)}
 				// The reports own stdout; the scenarios' own output goes to stderr.
-				rep, _, err := doctor.Live(&sel, argv, os.Stderr)
+				rep, _, err := checkup.Live(&sel, argv, os.Stderr)
 				if err != nil {
 					return fmt.Errorf("demo %s: %w", d.name, err)
 				}

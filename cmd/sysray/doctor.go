@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/doctor/render"
 	"github.com/sysray/sysray/internal/outfile"
@@ -37,9 +38,9 @@ func newDoctor() *cobra.Command {
 				if len(args) > 0 {
 					return errors.New("doctor -r reads a capture; it does not run a command")
 				}
-				rep, err = doctor.ReadCapture(file)
+				rep, err = checkup.Capture(file)
 			} else {
-				rep, code, err = doctor.Live(&sel, args, nil)
+				rep, code, err = checkup.Live(&sel, args, nil)
 			}
 			if err != nil {
 				return err

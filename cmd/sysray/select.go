@@ -1,9 +1,11 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 
-	"github.com/sysray/sysray/internal/probe"
+	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/session"
 )
 
@@ -20,7 +22,7 @@ func registerSelection(cmd *cobra.Command, s *session.Selection) {
 	f.DurationVar(&s.MinLatency, "min-latency", 0, "only syscalls slower than this, e.g. 10ms")
 	f.BoolVar(&s.PageFaults, "page-faults", false, "record every user page fault (default: only vsyscall-page faults and faults that raise a signal)")
 	f.BoolVar(&s.Stacks, "stacks", false, "show where slow syscalls slept: kernel stacks, time, and who woke them")
-	f.DurationVar(&s.Slow, "slow", probe.DefaultSlow, "with --stacks: syscalls at least this slow carry their stacks")
+	f.DurationVar(&s.Slow, "slow", time.Duration(event.DefaultSlow), "with --stacks: syscalls at least this slow carry their stacks")
 	f.StringVarP(&s.Filter, "filter", "f", "", "filter expression, e.g. 'evt.type = openat and evt.failed' (see docs/filter.md)")
 	f.DurationVar(&s.Duration, "duration", 0, "stop after this long, e.g. 10s")
 	f.StringSliceVar(&s.Containers, "container", nil, "only this container, by id (or 12-char prefix) or name; enforced in the kernel by cgroup")

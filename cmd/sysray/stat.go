@@ -121,23 +121,23 @@ of a capture exactly.`,
 				// A long run on a host whose processes come and go would
 				// fill the kernel's table with the dead: their cells go
 				// once read, and their counts are kept here.
-				ended := stat.NewEnded(stat.Settle)
+				drain := stat.NewDrain(stat.Settle, true, hostfacts.Mono)
 				stop, done := make(chan struct{}), make(chan struct{})
 				opts.Started = func(p *probe.Probe) error {
-					go letGo(p, ended, letGoEvery, stop, done)
+					go drain.Run(p, letGoEvery, stop, done, nil)
 					return nil
 				}
 				opts.Finished = func(p *probe.Probe) error {
 					close(stop)
 					<-done
-					cells, l, err := p.Stats()
-					t.Set(ended.Merge(cells))
-					lost = l
+					last, whole, err := drain.Last(p)
+					t.Set(whole)
+					lost = last.Lost
 					return err
 				}
 				res, err := live.Run(opts, func(e *event.Event) error {
 					if e.Kind == event.KindExit && e.Proc.GroupDead {
-						ended.End(e.PID, hostfacts.Mono())
+						drain.End(e.PID, hostfacts.Mono())
 					}
 					s.Pass(e)
 					return nil
@@ -185,25 +185,3 @@ of a capture exactly.`,
 // let ended processes' cells go: each read walks the host's threads for
 // their pending counts (docs/stat.md), a few milliseconds on a busy host.
 const letGoEvery = time.Second
-
-// letGo reads p's counts every every until stop closes, and lets the cells
-// of processes that ended go from the kernel, keeping their counts in
-// ended. It closes done when it returns.
-func letGo(p *probe.Probe, ended *stat.Ended, every time.Duration, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		at := hostfacts.Mono() // when the read began (Ended.Due)
-		cells, _, err := p.Stats()
-		if err != nil {
-			continue
-		}
-		ended.LetGo(cells, at, p.ForgetCells)
-	}
-}

@@ -63,7 +63,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			// The cells of processes that ended go from the kernel once a
 			// read has shown their last interval: a host's table holds the
 			// living, however long top runs (internal/stat/ended.go).
-			ended := stat.NewEnded(stat.Settle)
+			drain := stat.NewDrain(stat.Settle, false, hostfacts.Mono)
 			ready := make(chan *probe.Probe, 1)
 			stop := make(chan struct{})
 			opts.Stop = stop
@@ -75,7 +75,7 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 				defer wg.Done()
 				_, runErr = live.Run(opts, func(e *event.Event) error {
 					if e.Kind == event.KindExit && e.Proc.GroupDead {
-						ended.End(e.PID, hostfacts.Mono())
+						drain.End(e.PID, hostfacts.Mono())
 					}
 					s.Pass(e)
 					return nil
@@ -90,21 +90,21 @@ emulations/s and page faults/s. --once prints one snapshot for scripts.`,
 			src := &top.Source{
 				Arch: event.HostArch(),
 				Read: func() (top.Sample, error) {
-					began := hostfacts.Mono() // when the read began (stat.Ended.Due)
-					cells, _, err := p.Stats()
+					// The fault counts before the cells: letting an ended
+					// process's cells go takes its fault counts with them.
+					pc, err := p.ProcCounts()
 					if err != nil {
 						return top.Sample{}, err
 					}
-					at := time.Now()
-					pc, err := p.ProcCounts()
+					r, err := drain.Read(p)
+					if err != nil {
+						return top.Sample{}, err
+					}
 					counts := map[uint32]top.ProcCounts{}
 					for pid, c := range pc {
 						counts[pid] = top.ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
 					}
-					if err == nil {
-						_, err = p.ForgetCells(ended.Due(cells, began))
-					}
-					return top.Sample{At: at, Cells: cells, Counts: counts}, err
+					return top.Sample{At: time.Now(), Cells: r.Cells, Counts: counts}, nil
 				},
 				Process: func(pid uint32) string {
 					if info, ok := s.Procs.Get(pid); ok {

@@ -10,9 +10,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/doctor/render"
-	"github.com/sysray/sysray/internal/probe"
+	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/session"
 	"github.com/sysray/sysray/scenarios/variants"
 )
@@ -115,12 +116,12 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		}
 		defer stop()
 	}
-	sel := session.Selection{Stacks: true, Slow: probe.DefaultSlow}
+	sel := session.Selection{Stacks: true, Slow: time.Duration(event.DefaultSlow)}
 	if v.Mode == variants.Cmd {
 		if len(v.Without) > 0 {
 			return nil, fmt.Errorf("variant %s: only a workload started before sysray can keep the capabilities sysray goes without", v.Name)
 		}
-		rep, _, err := doctor.Live(&sel, argv, os.Stderr)
+		rep, _, err := checkup.Live(&sel, argv, os.Stderr)
 		return rep, err
 	}
 	w := exec.Command(argv[0], argv[1:]...)
@@ -149,7 +150,7 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 	}
 	var rep *doctor.Report
 	err = withoutCaps(v.Without, func() (err error) {
-		rep, _, err = doctor.Live(&sel, nil, os.Stderr)
+		rep, _, err = checkup.Live(&sel, nil, os.Stderr)
 		return err
 	})
 	return rep, err

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sysray/sysray/internal/audit"
-	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/probe"
 )
@@ -38,7 +38,7 @@ func newAuditWatch(log *slog.Logger, looks bool) *auditWatch {
 	}
 	var sleepers func() []audit.Sleeper
 	if looks {
-		sleepers = func() []audit.Sleeper { return doctor.AuditSleepers(w.probe()) }
+		sleepers = func() []audit.Sleeper { return checkup.AuditSleepers(w.probe()) }
 	}
 	w.Watcher = audit.NewWatcher(first, host.Mono, sleepers)
 	// Walk the tasks only while the backlog is full, or unknown.

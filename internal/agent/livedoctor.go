@@ -11,6 +11,7 @@ import (
 
 	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/flight"
@@ -106,7 +107,7 @@ func (a *liveDoctor) host() doctor.Host {
 		// wait there with every audited call while the backlog is full:
 		// the agent would stop reading events.
 		ReadsStall: a.audit.Stalling,
-		Libc:       doctor.Libc}
+		Libc:       checkup.Libc}
 }
 
 // oomKills is the kernel's count of OOM kills: read now, unless reading a
@@ -148,7 +149,7 @@ func (a *liveDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 	if p != nil {
 		cells, _, _ = p.Stats()
 		if s, _, err := p.Samples(); err == nil {
-			samples = doctor.KernelSamples(s)
+			samples = checkup.KernelSamples(s)
 		}
 	}
 	a.auditWin.Store(a.audit.Cut(a.hz))
@@ -215,7 +216,7 @@ func (a *liveDoctor) save(at time.Time, finding, ctr, reason string) (flight.Ent
 // doctor traces with sleeps and kernel stacks on, at the probe's default
 // threshold (go).
 func (a *liveDoctor) header() *capture.Header {
-	return session.Header(a.arch, a.procs.All(), a.lc.Snapshot(), true, true, uint64(probe.DefaultSlow))
+	return session.Header(a.arch, a.procs.All(), a.lc.Snapshot(), true, true, uint64(event.DefaultSlow))
 }
 
 // flightCaptures serves the flight recorder to the HTTP API.

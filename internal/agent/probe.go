@@ -10,11 +10,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
 	"github.com/sysray/sysray/internal/session"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 // readerPoll is how long the event reader sleeps on an idle ring: the
@@ -116,10 +119,7 @@ type probeSource struct {
 	mu   sync.Mutex
 	gen  uint64
 	load *load
-	// gone: processes of the current load's cells found exited, and when.
-	gone    map[uint32]time.Time
-	goneGen uint64
-	off     bool // duty cycling has the syscall programs off now
+	off  bool // duty cycling has the syscall programs off now
 }
 
 // current is the probe loaded now; nil between loads.
@@ -142,11 +142,15 @@ type load struct {
 	final    Snapshot // read after the last event, before the programs went
 	finalErr error
 	sampling *probe.Sampling // the doctor's on-CPU samples
+	// drain reads the count table and lets the cells of processes that
+	// ended forgetAfter ago go (stat/drain.go).
+	drain *stat.Drain
 }
 
 // open loads and attaches a probe; callers hold mu, or own s alone.
 func (s *probeSource) open() error {
-	ld := &load{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{})}
+	ld := &load{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{}),
+		drain: stat.NewDrain(uint64(forgetAfter), false, host.Mono)}
 	ready := make(chan *probe.Probe, 1)
 	opts := live.Options{
 		// Nothing the agent does needs events within milliseconds.
@@ -167,7 +171,7 @@ func (s *probeSource) open() error {
 			if ld.sampling != nil {
 				ld.sampling.Close()
 			}
-			ld.final, ld.finalErr = s.snapshot(p, ld.gen)
+			ld.final, ld.finalErr = s.snapshot(ld, p)
 			ld.final.Final = true
 			return nil
 		},
@@ -180,20 +184,12 @@ func (s *probeSource) open() error {
 		opts.Probe.UseBudget()
 	}
 	if s.doc != nil {
-		// The doctor's mode, as `sysray doctor` runs it: every call
+		// The doctor's mode for the agent (checkup.Configure): every call
 		// counted in the kernel, failures, slow calls with their sleep
-		// stacks and one call in 64 (at most one a millisecond per thread)
-		// crossing over as events (docs/doctor.md), timed as stat times
-		// them, so the histograms stand for every call, as /metrics' must.
-		opts.Probe.Sample = 64
-		// Ten times the doctor's gap: on a server of 50 busy threads the
-		// doctor's 1 ms let 50,000 sampled calls a second cross over,
-		// which the agent then decoded, diagnosed and recorded on the
-		// server's own CPUs. Failures and slow calls still all cross.
-		opts.Probe.SampleGap = uint64(10 * time.Millisecond)
-		opts.Probe.Stacks = true
-		opts.Probe.LeanStacks = true // as the doctor: no detector reads the others
-		opts.Probe.WaitCalls = doctor.WaitCalls(event.HostArch())
+		// stacks and a sample of the others crossing over as events,
+		// timed as stat times them, so the histograms stand for every
+		// call, as /metrics' must.
+		checkup.Configure(&opts.Probe, event.HostArch(), checkup.Agent)
 		// User frames would mean reading every process's maps on a busy
 		// host, all the time; the kernel's frames say where calls waited.
 		opts.UserFrames = func() bool { return false }
@@ -234,16 +230,35 @@ func (s *probeSource) event(e *event.Event) error {
 	return nil
 }
 
-func (s *probeSource) snapshot(p *probe.Probe, gen uint64) (Snapshot, error) {
-	cells, lost, err := p.Stats()
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("reading the syscall counts: %w", err)
-	}
+// snapshot reads ld's probe p: the fault counts first, then the syscall
+// counts, after which the cells (and fault counts) of processes that
+// ended long enough ago go from the kernel: this snapshot has their last
+// counts.
+func (s *probeSource) snapshot(ld *load, p *probe.Probe) (Snapshot, error) {
 	pc, err := p.ProcCounts()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("reading the fault counts: %w", err)
 	}
-	snap := Snapshot{Gen: gen, Cells: cells, Lost: lost, Procs: make(map[uint32]ProcCounts, len(pc)), Scale: s.scale}
+	r, err := ld.drain.Read(p)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("reading the syscall counts: %w", err)
+	}
+	if len(r.Ended) > 0 {
+		// Processes seen only by their faults have no cells to go with.
+		bare := map[uint32]bool{}
+		for pid := range r.Ended {
+			if _, ok := pc[pid]; ok {
+				bare[pid] = true
+			}
+		}
+		for i := range r.Cells {
+			delete(bare, r.Cells[i].PID)
+		}
+		if _, err := p.Forget(bare); err != nil {
+			s.log.Warn("forgetting exited processes' counts", "error", err.Error())
+		}
+	}
+	snap := Snapshot{Gen: ld.gen, Cells: r.Cells, Lost: r.Lost, Procs: make(map[uint32]ProcCounts, len(pc)), Scale: s.scale}
 	for pid, c := range pc {
 		snap.Procs[pid] = ProcCounts{Faults: c.Faults, Vsyscalls: c.Vsyscalls}
 	}
@@ -297,9 +312,9 @@ func (s *probeSource) Read() (Snapshot, error) {
 		return ld.final, nil
 	default:
 	}
-	snap, err := s.snapshot(ld.p, ld.gen)
+	snap, err := s.snapshot(ld, ld.p)
 	if err == nil {
-		s.forget(ld, snap, time.Now())
+		s.ended(ld, snap)
 	}
 	if err != nil || !s.filling(snap) {
 		return snap, err
@@ -330,39 +345,22 @@ func (s *probeSource) Read() (Snapshot, error) {
 // spare at the default --interval of 5 s.
 const forgetAfter = 30 * time.Second
 
-// forget deletes from the kernel the counts of processes that exited at
-// least forgetAfter ago, so the tables hold the living rather than
-// filling with the dead until a reload (and every read, window and
-// delta carries fewer cells). A pid that came back (reused) is kept.
-func (s *probeSource) forget(ld *load, snap Snapshot, now time.Time) {
-	if s.gone == nil || s.goneGen != ld.gen {
-		s.gone, s.goneGen = map[uint32]time.Time{}, ld.gen
-	}
-	alive := func(pid uint32) bool {
-		_, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10))
-		return err == nil
-	}
-	due := map[uint32]bool{}
-	for pid, t := range s.gone {
-		switch {
-		case alive(pid):
-			delete(s.gone, pid)
-		case now.Sub(t) >= forgetAfter:
-			due[pid] = true
-			delete(s.gone, pid)
-		}
-	}
-	if _, err := ld.p.Forget(due); err != nil {
-		s.log.Warn("forgetting exited processes' counts", "error", err.Error())
-	}
+// ended tells ld's drain which processes of snap have exited, and which
+// run again (a reused pid): their cells go forgetAfter after the first read
+// that found them gone. Looking in /proc, rather than waiting for exit
+// events, also catches an end whose event was dropped.
+func (s *probeSource) ended(ld *load, snap Snapshot) {
+	now := host.Mono()
 	seen := map[uint32]bool{}
 	check := func(pid uint32) {
-		if seen[pid] || due[pid] {
+		if seen[pid] {
 			return
 		}
 		seen[pid] = true
-		if _, ok := s.gone[pid]; !ok && !alive(pid) {
-			s.gone[pid] = now
+		if _, err := os.Stat("/proc/" + strconv.FormatUint(uint64(pid), 10)); err == nil {
+			ld.drain.Alive(pid)
+		} else {
+			ld.drain.End(pid, now)
 		}
 	}
 	for i := range snap.Cells {

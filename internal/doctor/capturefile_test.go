@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/checkup"
 )
 
-// ReadCapture, which doctor -r calls, finds what the test helper that reads
+// checkup.Capture, which doctor -r calls, finds what the test helper that reads
 // each event by hand finds, finding for finding.
 func TestReadCaptureMatchesDiagnose(t *testing.T) {
 	names, err := filepath.Glob("testdata/*.sysray")
@@ -19,7 +19,7 @@ func TestReadCaptureMatchesDiagnose(t *testing.T) {
 	for _, path := range names {
 		name := filepath.Base(path)
 		t.Run(name, func(t *testing.T) {
-			got, err := doctor.ReadCapture(path)
+			got, err := checkup.Capture(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -27,7 +27,7 @@ func TestReadCaptureMatchesDiagnose(t *testing.T) {
 			g, _ := json.Marshal(got)
 			w, _ := json.Marshal(want)
 			if string(g) != string(w) {
-				t.Errorf("ReadCapture:\n%s\ndiagnose:\n%s", g, w)
+				t.Errorf("checkup.Capture:\n%s\ndiagnose:\n%s", g, w)
 			}
 			if len(got.Findings) == 0 {
 				t.Errorf("no findings in %s", name)
@@ -37,14 +37,14 @@ func TestReadCaptureMatchesDiagnose(t *testing.T) {
 }
 
 func TestReadCaptureErrors(t *testing.T) {
-	if _, err := doctor.ReadCapture(filepath.Join(t.TempDir(), "none.sysray")); err == nil {
+	if _, err := checkup.Capture(filepath.Join(t.TempDir(), "none.sysray")); err == nil {
 		t.Error("diagnosed a file that does not exist")
 	}
 	junk := filepath.Join(t.TempDir(), "junk.sysray")
 	if err := os.WriteFile(junk, []byte("SYSRAY? no"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := doctor.ReadCapture(junk); err == nil {
+	if _, err := checkup.Capture(junk); err == nil {
 		t.Error("diagnosed a file that is not a capture")
 	}
 }

@@ -20,7 +20,7 @@ import (
 // doctor -r` reads a capture, and check the findings against what each
 // program is known to have done: no root, no BPF.
 
-// diagnose reads a capture the way ReadCapture (doctor -r) does, by hand:
+// diagnose reads a capture the way checkup.Capture (doctor -r) does, by hand:
 // the header's process table, the host facts from the header, then every
 // event through the process table and the doctor. The container table is
 // left out: these captures were recorded on the host, outside any

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"sort"
 
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
-	"github.com/sysray/sysray/internal/strace"
 )
 
 // Which slow calls of an imported capture a full audit backlog explains
@@ -14,7 +14,7 @@ import (
 
 // auditFacts is the audit traffic an imported capture recorded, in time
 // order.
-type auditFacts []strace.AuditFact
+type auditFacts []audit.Fact
 
 func readAuditFacts(meta map[string]string) auditFacts {
 	s := meta["strace_audit"]

@@ -1,6 +1,6 @@
 package doctor
 
-import "github.com/sysray/sysray/internal/probe"
+import "github.com/sysray/sysray/internal/event"
 
 // The bars several detectors share. A detector's own thresholds live in
 // its file; these are here because they mean the same thing wherever they
@@ -8,9 +8,8 @@ import "github.com/sysray/sysray/internal/probe"
 
 // slowMin: below this a syscall is not slow enough to report at all, and
 // the probe keeps no sleep for it: `--slow`'s default, when Host.Slow does
-// not say (probe.DefaultSlow: 10 ms is a frame at 100 Hz, the smallest
-// stall a person or a request's latency budget notices).
-const slowMin = uint64(probe.DefaultSlow)
+// not say (event.DefaultSlow).
+const slowMin = uint64(event.DefaultSlow)
 
 // slowWarn: at this a single call is a visible stall (a request, a frame,
 // a tick).

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
-	"github.com/sysray/sysray/internal/strace"
 )
 
 const (
@@ -21,7 +21,7 @@ const (
 
 // imported is a strace import's host: no stacks, and the audit traffic
 // the traced processes sent.
-func imported(t *testing.T, facts ...strace.AuditFact) Host {
+func imported(t *testing.T, facts ...audit.Fact) Host {
 	t.Helper()
 	h := host
 	h.Meta = map[string]string{"source": "strace", "absent": "stacks,page_faults,cgroups,cpu"}
@@ -35,13 +35,13 @@ func imported(t *testing.T, facts ...strace.AuditFact) Host {
 	return h
 }
 
-func auditSet(at uint64, enabled, limit, wait uint32) strace.AuditFact {
-	return strace.AuditFact{Time: at, Message: "AUDIT_SET",
+func auditSet(at uint64, enabled, limit, wait uint32) audit.Fact {
+	return audit.Fact{Time: at, Message: "AUDIT_SET",
 		Fields: map[string]uint32{"enabled": enabled, "backlog_limit": limit, "backlog_wait_time": wait}}
 }
 
-func auditRule(at uint64, syscalls ...string) strace.AuditFact {
-	return strace.AuditFact{Time: at, Message: "AUDIT_ADD_RULE", Syscalls: syscalls}
+func auditRule(at uint64, syscalls ...string) audit.Fact {
+	return audit.Fact{Time: at, Message: "AUDIT_ADD_RULE", Syscalls: syscalls}
 }
 
 // acceptor is a libuv-like server: non-blocking accept4 calls every 10 ms
@@ -109,8 +109,8 @@ func TestAuditStallInferred(t *testing.T) {
 
 	// The status the processes read back shows records lost while audit
 	// was on: the detector's own rule, critical from one 100 ms stall.
-	get := func(at uint64, lost, waited uint32) strace.AuditFact {
-		return strace.AuditFact{Time: at, Message: "AUDIT_GET", Fields: map[string]uint32{"enabled": 1, "backlog_limit": 16,
+	get := func(at uint64, lost, waited uint32) audit.Fact {
+		return audit.Fact{Time: at, Message: "AUDIT_GET", Fields: map[string]uint32{"enabled": 1, "backlog_limit": 16,
 			"backlog": 3, "lost": lost, "backlog_wait_time": 250, "backlog_wait_time_actual": waited}}
 	}
 	h = imported(t, auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "accept4"), get(1.2e9, 700, 10), get(5e9, 706, 1000))
@@ -131,18 +131,18 @@ func TestAuditStallNotInferred(t *testing.T) {
 	cases := []struct {
 		name  string
 		evs   []event.Event
-		facts []strace.AuditFact
+		facts []audit.Fact
 	}{
 		{"audit never mentioned", nonblock, nil},
-		{"audit disabled", nonblock, []strace.AuditFact{auditSet(1e9, 0, 16, 250), auditRule(ruleAt, "accept4")}},
-		{"no rule on the call", nonblock, []strace.AuditFact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "openat", "connect")}},
-		{"no backlog limit", nonblock, []strace.AuditFact{auditSet(1e9, 1, 0, 250), auditRule(ruleAt, "accept4")}},
-		{"records dropped, not waited for", nonblock, []strace.AuditFact{auditSet(1e9, 1, 16, 0), auditRule(ruleAt, "accept4")}},
-		{"audit turned off before the calls", nonblock, []strace.AuditFact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "accept4"),
+		{"audit disabled", nonblock, []audit.Fact{auditSet(1e9, 0, 16, 250), auditRule(ruleAt, "accept4")}},
+		{"no rule on the call", nonblock, []audit.Fact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "openat", "connect")}},
+		{"no backlog limit", nonblock, []audit.Fact{auditSet(1e9, 1, 0, 250), auditRule(ruleAt, "accept4")}},
+		{"records dropped, not waited for", nonblock, []audit.Fact{auditSet(1e9, 1, 16, 0), auditRule(ruleAt, "accept4")}},
+		{"audit turned off before the calls", nonblock, []audit.Fact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "accept4"),
 			auditSet(1.5e9, 0, 16, 250)}},
-		{"rule added after the calls", nonblock, []strace.AuditFact{auditSet(1e9, 1, 16, 250), auditRule(60e9, "accept4")}},
-		{"blocking accept4 waits for a client", blocking, []strace.AuditFact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "accept4")}},
-		{"every kind of call slow alike", loaded, []strace.AuditFact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "accept4")}},
+		{"rule added after the calls", nonblock, []audit.Fact{auditSet(1e9, 1, 16, 250), auditRule(60e9, "accept4")}},
+		{"blocking accept4 waits for a client", blocking, []audit.Fact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "accept4")}},
+		{"every kind of call slow alike", loaded, []audit.Fact{auditSet(1e9, 1, 16, 250), auditRule(ruleAt, "accept4")}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -73,7 +73,7 @@ func TestSlowBarFollowsSlowFlag(t *testing.T) {
 	if n == nil || !strings.Contains(n.Short, "from 50.00ms") {
 		t.Errorf("the near miss does not give --slow's bar: %+v", n)
 	}
-	// The capture's header says the same (stacks_slow): ReadCapture sets
+	// The capture's header says the same (stacks_slow): checkup.Capture sets
 	// Host.Slow from it, as golden.json shows for testdata/golden/fifo-slow50.sysray.
 }
 

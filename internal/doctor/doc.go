@@ -9,6 +9,7 @@
 // named detect_*), never another detector; the core uses no detector.
 // TestDetectorsIndependent holds both rules.
 //
-// Live runs the doctor over a live trace, with its policy for a host too
-// sick to read much (live.go); ReadCapture runs it over a capture file.
+// The doctor is a library: events, the kernel's counts and host facts
+// in, findings out. Running it, live or over a capture file, is
+// internal/checkup's; TestDoctorIsALibrary holds the line.
 package doctor

@@ -306,11 +306,25 @@ type counter interface {
 // for runs where only failures, slow calls and a sample of the others were
 // recorded as events.
 func (d *Doctor) Counts(cells []stat.Cell) {
+	cells = attributed(cells)
 	for _, det := range d.detectors {
 		if c, ok := det.(counter); ok {
 			c.counts(cells)
 		}
 	}
+}
+
+// attributed drops the cells of ended processes summed under pid 0 past
+// stat.KeptMax: every detector that counts does so per process, and
+// would take them for one.
+func attributed(cells []stat.Cell) []stat.Cell {
+	out := cells[:0:0]
+	for _, c := range cells {
+		if c.PID != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Traced says syscalls were traced only from from to to (event time): a

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/stat"
 )
 
@@ -478,5 +479,31 @@ func TestSlowUnnamedStackIsNoStack(t *testing.T) {
 		if f.ID == "slow-syscall" {
 			t.Errorf("futex waits with unnamed stacks reported: %s", f.Title)
 		}
+	}
+}
+
+// A doctor whose caller keeps the process table (a session) only reads it.
+func TestProcsKeptByCaller(t *testing.T) {
+	exec := &event.Event{Kind: event.KindExec, PID: 40, TID: 40, Comm: "srv", Proc: event.Proc{Argv: []string{"srv", "-v"}}}
+	for _, kept := range []bool{false, true} {
+		procs := proc.NewTable(nil)
+		d := New(host, procs)
+		if kept {
+			d.ProcsKeptByCaller()
+		}
+		d.Observe(exec)
+		if _, ok := procs.Get(40); ok == kept {
+			t.Errorf("kept by caller %v: the doctor updated the table: %v", kept, ok)
+		}
+	}
+}
+
+// Ended processes' counts summed under pid 0 (stat.KeptMax) reach no
+// detector: each counts per process.
+func TestAttributed(t *testing.T) {
+	cells := []stat.Cell{{Key: stat.Key{PID: 0, Nr: 1}, Count: 9}, {Key: stat.Key{PID: 5, Nr: 1}, Count: 2}}
+	got := attributed(cells)
+	if len(got) != 1 || got[0].PID != 5 || len(cells) != 2 || cells[0].PID != 0 {
+		t.Errorf("attributed(%v) = %v, want pid 5's cell alone, the input intact", cells, got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/doctor"
 )
 
@@ -40,7 +41,7 @@ func goldenCaptures(t *testing.T) []string {
 func TestGolden(t *testing.T) {
 	got := map[string]*doctor.Report{}
 	for _, path := range goldenCaptures(t) {
-		rep, err := doctor.ReadCapture(path)
+		rep, err := checkup.Capture(path)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -95,7 +96,7 @@ func canonical(t *testing.T, rep *doctor.Report) {
 // formats it) or the text says it is a bound.
 func TestFindingNumbersAreEvidence(t *testing.T) {
 	for _, path := range goldenCaptures(t) {
-		rep, err := doctor.ReadCapture(path)
+		rep, err := checkup.Capture(path)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}

@@ -108,9 +108,9 @@ func (s *Series) forget(pids map[uint32]bool) {
 	}
 }
 
-// restart says the kernel let go of these cells after the last read: a
+// Restart says the kernel let go of these cells after the last read: a
 // later call under one of their keys counts from zero in a new cell.
-func (s *Series) restart(cells []stat.Cell) {
+func (s *Series) Restart(cells []stat.Cell) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range cells {

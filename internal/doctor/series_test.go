@@ -110,7 +110,7 @@ func TestSeriesRestart(t *testing.T) {
 	s.Add(0, []stat.Cell{restartCell(6, 0, 10)})
 	gone := []stat.Cell{restartCell(6, 0, 12)}
 	s.Add(1e6, gone)
-	s.restart(gone)
+	s.Restart(gone)
 	s.Add(2e6, []stat.Cell{restartCell(6, 0, 3)})
 	if len(s.windows) != 2 {
 		t.Fatalf("%d windows, want 2", len(s.windows))

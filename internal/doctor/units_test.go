@@ -97,3 +97,21 @@ func TestDetectorsIndependent(t *testing.T) {
 		t.Error(c)
 	}
 }
+
+// The doctor is a library: nothing it imports loads a probe, runs a
+// command or reads a capture (internal/checkup does). The allowed list
+// is the event, process, count and host-fact level; a new import is a
+// decision to make here, not by accident.
+func TestDoctorIsALibrary(t *testing.T) {
+	allowed := map[string]bool{"audit": true, "event": true, "host": true, "proc": true, "stat": true, "units": true}
+	pkg, err := build.ImportDir(".", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const own = "github.com/sysray/sysray/internal/"
+	for _, path := range pkg.Imports {
+		if rest, ok := strings.CutPrefix(path, own); ok && !allowed[rest] {
+			t.Errorf("the doctor imports %s: it reads events and facts; running it belongs in internal/checkup", path)
+		}
+	}
+}

@@ -114,3 +114,10 @@ func Names(c Class) []string {
 	}
 	return out
 }
+
+// DefaultSlow is the bar, in ns, from which a syscall is slow unless the
+// user says otherwise (--slow): the probe carries a slow call's sleeps from
+// it, and the doctor calls nothing under it slow. 10 ms is a frame at
+// 100 Hz, the smallest stall a person or a request's latency budget
+// notices.
+const DefaultSlow = 10_000_000

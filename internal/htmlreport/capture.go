@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sysray/sysray/internal/doctor"
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/outfile"
 	"github.com/sysray/sysray/internal/session"
@@ -38,7 +38,7 @@ func Capture(capPath, out, title string) (Summary, error) {
 // writes the page to out. title names the page; "" names it for the
 // capture file, which the page then cites.
 func CaptureTo(capPath string, out io.Writer, title string) (Summary, error) {
-	rep, err := doctor.ReadCapture(capPath)
+	rep, err := checkup.Capture(capPath)
 	if err != nil {
 		return Summary{}, err
 	}

@@ -101,14 +101,11 @@ type Config struct {
 // futexOn: the futex sums need the sleep tracking for the time asleep.
 func (c *Config) futexOn() bool { return c.Futex && c.Stacks }
 
-// DefaultSlow is the threshold Config.Slow stands for when 0.
-const DefaultSlow = 10 * time.Millisecond
-
 // SlowNS is the threshold in effect: calls at least this slow carry their
 // sleeps (with Stacks).
 func (c *Config) SlowNS() uint64 {
 	if c.Slow == 0 {
-		return uint64(DefaultSlow)
+		return event.DefaultSlow
 	}
 	return c.Slow
 }

@@ -42,10 +42,14 @@ func NewEnded(settle uint64) *Ended {
 }
 
 // End notes that process pid ended (its last thread exited), seen at at.
+// The first end noted counts: a reader that learns of ends by looking
+// (the agent, from /proc) notes the same end at every look.
 func (p *Ended) End(pid uint32, at uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.ended[pid] = at
+	if _, ok := p.ended[pid]; !ok {
+		p.ended[pid] = at
+	}
 }
 
 // Due returns those of cells, whose read began at at, whose processes ended
@@ -65,6 +69,12 @@ func (p *Ended) Due(cells []Cell, at uint64) []Cell {
 	if p == nil {
 		return nil
 	}
+	return cellsOf(cells, p.take(at))
+}
+
+// take returns the processes ended at least the settle time before at,
+// which are then no longer ended here.
+func (p *Ended) take(at uint64) map[uint32]bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.ended) == 0 {
@@ -77,6 +87,22 @@ func (p *Ended) Due(cells []Cell, at uint64) []Cell {
 			delete(p.ended, pid)
 		}
 	}
+	return pids
+}
+
+// Alive notes that pid is running again (a reused pid): an end noted
+// before is no longer due.
+func (p *Ended) Alive(pid uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.ended, pid)
+}
+
+// cellsOf returns those of cells of the processes in pids.
+func cellsOf(cells []Cell, pids map[uint32]bool) []Cell {
+	if len(pids) == 0 {
+		return nil
+	}
 	var out []Cell
 	for i := range cells {
 		if pids[cells[i].PID] {
@@ -84,21 +110,6 @@ func (p *Ended) Due(cells []Cell, at uint64) []Cell {
 		}
 	}
 	return out
-}
-
-// LetGo takes cells, whose read began at at, of processes ended long enough (Due) out
-// of the kernel with forget (a probe's ForgetCells, which returns the cells
-// it deleted), keeps their counts, and returns the cells that went.
-func (p *Ended) LetGo(cells []Cell, at uint64, forget func([]Cell) ([]Cell, error)) ([]Cell, error) {
-	due := p.Due(cells, at)
-	if len(due) == 0 {
-		return nil, nil
-	}
-	// What went is kept even on an error: the cells it names are no
-	// longer in the kernel.
-	gone, err := forget(due)
-	p.Keep(gone)
-	return gone, err
 }
 
 // KeptMax is how many cells Keep holds apart, as many as the kernel's

@@ -1,7 +1,6 @@
 package stat
 
 import (
-	"errors"
 	"testing"
 )
 
@@ -100,32 +99,5 @@ func TestEndedKeepsBounded(t *testing.T) {
 	}
 	if total != 2*(KeptMax+10)+1 || folded != 20 || pr.gone[Key{PID: 1, Nr: 7, Cgroup: 1}].Count != 3 {
 		t.Errorf("total %d, %d under pid 0: want %d and 20", total, folded, 2*(KeptMax+10)+1)
-	}
-}
-
-// LetGo keeps what forget says went, even when it fails part way, and
-// nothing else.
-func TestEndedLetGo(t *testing.T) {
-	pr := NewEnded(settle)
-	pr.End(6, 1000)
-	cells := []Cell{pcell(5, 0, 10, nil), pcell(6, 0, 4, nil), pcell(6, 1, 2, nil)}
-	var asked []Cell
-	failing := func(due []Cell) ([]Cell, error) {
-		asked = due
-		return due[:1], errors.New("one cell stayed")
-	}
-	gone, err := pr.LetGo(cells, 1000+settle, failing)
-	if err == nil || len(asked) != 2 || len(gone) != 1 || gone[0].Key != cells[1].Key {
-		t.Fatalf("asked to forget %v, gone %v, err %v: want pid 6's two cells asked, the first gone, the error", asked, gone, err)
-	}
-	total := map[Key]uint64{}
-	for _, c := range pr.Merge(nil) {
-		total[c.Key] = c.Count
-	}
-	if len(total) != 1 || total[cells[1].Key] != 4 {
-		t.Errorf("kept %v, want only pid 6's first cell (4 calls)", total)
-	}
-	if gone, err := pr.LetGo(cells, 1000+2*settle, failing); gone != nil || err != nil {
-		t.Errorf("nothing due, yet %v went (%v)", gone, err)
 	}
 }

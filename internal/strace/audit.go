@@ -4,24 +4,9 @@ import (
 	"encoding/binary"
 	"regexp"
 
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
 )
-
-// AuditFact is what one NETLINK_AUDIT message in the log says about the
-// kernel's audit settings: a status set (AUDIT_SET) or read back
-// (AUDIT_GET's reply), or a rule added (AUDIT_ADD_RULE). A live capture
-// reads these from the kernel; an imported one has only what the traced
-// processes said to it, as far as strace printed the bytes (-s).
-type AuditFact struct {
-	Time    uint64            `json:"time"`
-	TID     uint32            `json:"tid"`
-	Message string            `json:"message"`
-	Fields  map[string]uint32 `json:"fields,omitempty"`
-	// Rules: the syscalls the rule audits, as far as the printed bytes go
-	// (Partial when strace cut them before the end of the bitmap).
-	Syscalls []string `json:"syscalls,omitempty"`
-	Partial  bool     `json:"partial,omitempty"`
-}
 
 // maxAuditFacts bounds what a log full of audit traffic puts in a header.
 const maxAuditFacts = 64
@@ -54,7 +39,7 @@ func (c *Converter) auditFacts(tid uint32, at uint64, name, args string, ret int
 		if !ok {
 			continue
 		}
-		f := AuditFact{Time: at, TID: tid, Message: m[1]}
+		f := audit.Fact{Time: at, TID: tid, Message: m[1]}
 		switch {
 		case m[1] == "AUDIT_SET" && send:
 			f.Fields = statusFields(b, true)

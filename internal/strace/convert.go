@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/redact"
 )
@@ -27,7 +28,7 @@ type Converter struct {
 	Unknown  map[string]uint64       // syscall names the arch's table lacks
 	Unpaired uint64                  // "resumed" halves without their start
 	Undecode uint64                  // arguments not mapped back to a number
-	Audit    []AuditFact             // what the traced processes told the kernel's audit
+	Audit    []audit.Fact            // what the traced processes told the kernel's audit
 	Events   uint64
 }
 

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
 )
 
@@ -39,7 +40,7 @@ type Stats struct {
 	Unknown    map[string]uint64 // syscall names not in the arch's table
 	Unpaired   uint64
 	Undecoded  uint64
-	Audit      []AuditFact
+	Audit      []audit.Fact
 }
 
 // maxBadLines is how many unparsable lines are named.

@@ -1,17 +1,13 @@
-package doctor
+package checkup
 
 import (
 	"bytes"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sysray/sysray/internal/audit"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/probe"
-	"github.com/sysray/sysray/internal/proc"
-	"github.com/sysray/sysray/internal/stat"
 	"github.com/sysray/sysray/internal/symbol"
 )
 
@@ -107,42 +103,6 @@ func TestAuditGuardWithoutAudit(t *testing.T) {
 	}
 }
 
-// readSeries reads at once, then every tick, until stop.
-func TestReadSeries(t *testing.T) {
-	var reads atomic.Int32
-	stats := func() ([]stat.Cell, stat.Lost, error) {
-		n := reads.Add(1)
-		return []stat.Cell{{Key: stat.Key{PID: 5, Nr: 0}, Count: uint64(10 * n), Total: uint64(1000 * n)}}, stat.Lost{}, nil
-	}
-	s := NewSeries()
-	stop, done := make(chan struct{}), make(chan struct{})
-	go readSeries(stats, nil, nil, s, time.Millisecond, stop, done)
-	deadline := time.Now().Add(5 * time.Second)
-	for reads.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	close(stop)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("readSeries did not return after stop")
-	}
-	n := reads.Load()
-	if n < 3 {
-		t.Fatalf("%d reads in 5 s at 1 ms", n)
-	}
-	time.Sleep(5 * time.Millisecond)
-	if reads.Load() != n {
-		t.Error("read after stop")
-	}
-	s.mu.Lock()
-	windows := len(s.windows)
-	s.mu.Unlock()
-	if windows != int(n)-1 {
-		t.Errorf("%d windows from %d reads, want %d", windows, n, n-1)
-	}
-}
-
 func TestKernelSamplesNames(t *testing.T) {
 	names := map[uint64]string{0xffff1: "schedule", 0xffff2: "do_sys_openat2"}
 	got := kernelSamples([]probe.Sample{
@@ -184,31 +144,5 @@ func TestSleepersIn(t *testing.T) {
 	}
 	if g := got[1]; g.PID != 13 || g.Syscall != "" {
 		t.Errorf("a kernel thread %+v", g)
-	}
-}
-
-// A doctor whose caller keeps the process table (a session) only reads it.
-func TestProcsKeptByCaller(t *testing.T) {
-	exec := &event.Event{Kind: event.KindExec, PID: 40, TID: 40, Comm: "srv", Proc: event.Proc{Argv: []string{"srv", "-v"}}}
-	for _, kept := range []bool{false, true} {
-		procs := proc.NewTable(nil)
-		d := New(host, procs)
-		if kept {
-			d.ProcsKeptByCaller()
-		}
-		d.Observe(exec)
-		if _, ok := procs.Get(40); ok == kept {
-			t.Errorf("kept by caller %v: the doctor updated the table: %v", kept, ok)
-		}
-	}
-}
-
-// Ended processes' counts summed under pid 0 (stat.KeptMax) reach no
-// detector: each counts per process.
-func TestAttributed(t *testing.T) {
-	cells := []stat.Cell{{Key: stat.Key{PID: 0, Nr: 1}, Count: 9}, {Key: stat.Key{PID: 5, Nr: 1}, Count: 2}}
-	got := attributed(cells)
-	if len(got) != 1 || got[0].PID != 5 || len(cells) != 2 || cells[0].PID != 0 {
-		t.Errorf("attributed(%v) = %v, want pid 5's cell alone, the input intact", cells, got)
 	}
 }
