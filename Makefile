@@ -6,7 +6,7 @@ BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
-.PHONY: all build deps generate test unit test-long soak variants-long lint demo bench clean check-generated
+.PHONY: all build dist deps generate test unit test-long soak variants-long lint demo bench clean check-generated
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The release a build says it is (sysray --version): the nearest tag, or
 # the commit when there is none.
@@ -16,6 +16,15 @@ all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags "-X github.com/sysray/sysray/internal/version.Version=$(VERSION)" -o bin/sysray ./cmd/sysray
+
+# A release: the static binary named for its version and platform, and its
+# SHA-256 checksum beside it (sha256sum -c checks it), in dist/.
+DIST = sysray-$(VERSION)-linux-$(shell $(GO) env GOARCH)
+dist:
+	mkdir -p dist
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags "-X github.com/sysray/sysray/internal/version.Version=$(VERSION)" -o dist/$(DIST) ./cmd/sysray
+	cd dist && sha256sum $(DIST) > $(DIST).sha256
+	@echo "dist/$(DIST) and dist/$(DIST).sha256"
 
 generate:
 	cd internal/probe && $(GO) generate ./...
@@ -93,4 +102,4 @@ bench: build
 	bash bench/doctor-vs-stat.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
