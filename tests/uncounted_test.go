@@ -63,11 +63,13 @@ func TestStatUncountedExact(t *testing.T) {
 	requireBPF(t)
 	out := statByProcess(t, prog("cells"), strconv.Itoa(cellsChildren), "together")
 	// The parent forks and waits for every child: it alone makes more
-	// calls than there are children.
+	// calls than there are children. Children whose cells left the kernel
+	// during the run (stat.Drain) past stat.KeptMax kept are summed in one
+	// row, which may too.
 	var children uint64
 	parents := 0
 	for _, row := range out.Rows {
-		if row.Calls > cellsChildren {
+		if row.Name != "(ended, summed)" && row.Calls > cellsChildren {
 			parents++
 			continue
 		}
