@@ -30,7 +30,7 @@ type SyscallSeries struct {
 	// Native is the same calls by power of two of the nanosecond: index 0
 	// is 0 ns, index k is (2^(k-1), 2^k] ns (native.go); not cumulative.
 	Native [nativeBuckets]uint64
-	Errnos  map[string]uint64
+	Errnos map[string]uint64
 }
 
 // ContainerSeries is what one container did besides syscalls.
