@@ -145,7 +145,7 @@ func TestAgentNativeHistogram(t *testing.T) {
 	// A rate over the stored samples is a native histogram too: a second
 	// batch makes the series grow between samples.
 	inCgroup(t, dirs[0], prog("sleeper"), "5", strconv.Itoa(calls))
-	_, buckets, raw = wait(2 * calls)
+	_, buckets, _ = wait(2 * calls)
 	r, raw := promQuery(t, promAddr, "histogram_count(rate("+sel+"[1m]))")
 	if !(r > 0) {
 		t.Errorf("histogram_count(rate(...[1m])) = %v (%s), want a positive rate", r, raw)
