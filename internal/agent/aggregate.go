@@ -640,7 +640,11 @@ func spreadSlice(h []uint64, n uint64, all []uint32) {
 	if sum == n {
 		return
 	}
-	shape := append([]uint64(nil), h...)
+	// On the stack: this runs for most cells of most reads under budgeted
+	// timing. Both layouts fit in nativeBuckets.
+	var shapeBuf, remBuf [max(nativeBuckets, promBuckets)]uint64
+	shape := shapeBuf[:len(h)]
+	copy(shape, h)
 	if sum == 0 {
 		for j, x := range all {
 			shape[j] = uint64(x)
@@ -652,7 +656,7 @@ func spreadSlice(h []uint64, n uint64, all []uint32) {
 		h[len(h)-1] = n
 		return
 	}
-	rem := make([]uint64, len(h))
+	rem := remBuf[:len(h)]
 	var given uint64
 	for j, x := range shape {
 		v := x * n // n and the bucket counts of one read stay far below 2^32
