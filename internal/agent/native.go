@@ -12,12 +12,13 @@ import (
 
 // The kernel's latency histogram (stat.Hist, bpf/stat.h hist_bucket) is
 // log-linear: values 0 to 7 ns exactly, then four linear buckets per power
-// of two, [2^m, 2^(m+1)) split at 1.25, 1.5 and 1.75 times 2^m. The only
-// exponential native-histogram schema whose boundaries are all kernel
-// boundaries is schema 0 (boundaries 2^k), and only in a unit that is a
-// power of two of the nanosecond: in seconds the boundaries 2^k s fall
-// inside kernel buckets (log2(1e-9) is not an integer), and no schema's
-// 2^(k/2^n) lands on 1.25, 1.5 or 1.75. So the native series counts
+// of two, [2^m, 2^(m+1)) split at 1.25, 1.5 and 1.75 times 2^m. The finest
+// native-histogram schema whose boundaries are all kernel boundaries is
+// schema 0 (boundaries 2^k; the negative schemas are coarser), and only in
+// a unit that is a power of two of the nanosecond: in seconds the
+// boundaries 2^k s fall inside kernel buckets (log2(1e-9) is not an
+// integer), and no finer schema's 2^(j/2^n) lands on 1.25, 1.5 or 1.75
+// (between powers of two it is irrational). So the native series counts
 // nanoseconds, schema 0, and has a name of its own.
 //
 // Native bucket k of schema 0 is (2^(k-1), 2^k]; the kernel's octave
