@@ -415,9 +415,10 @@ func requirePrometheus(t *testing.T) {
 }
 
 // startPrometheus runs a real Prometheus on a free loopback port that
-// scrapes every second with the given scrape_configs entries. It returns
-// its address and its directory, where prometheus.log is.
-func startPrometheus(t *testing.T, scrapeConfigs string) (string, string) {
+// scrapes every second with the given scrape_configs entries, and flags
+// added to its command line. It returns its address and its directory,
+// where prometheus.log is.
+func startPrometheus(t *testing.T, scrapeConfigs string, flags ...string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")
@@ -431,8 +432,8 @@ scrape_configs:`+scrapeConfigs), 0o600)
 	}
 	promAddr := ln.Addr().String()
 	ln.Close()
-	pc := exec.Command("prometheus", "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
+	pc := exec.Command("prometheus", append([]string{"--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + promAddr, "--log.level=warn"}, flags...)...)
 	plog, _ := os.Create(filepath.Join(dir, "prometheus.log"))
 	pc.Stdout, pc.Stderr = plog, plog
 	if err := pc.Start(); err != nil {

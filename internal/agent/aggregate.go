@@ -69,6 +69,7 @@ type Aggregator struct {
 type cellPrev struct {
 	count, total, errors uint64
 	hist                 promHist
+	nat                  natHist
 }
 
 // sighting is when a cgroup was first and last seen, and whether Unnamed
@@ -110,6 +111,7 @@ func (m *mono) set(cur uint64) {
 type series struct {
 	count, sumNS uint64
 	buckets      [promBuckets]uint64
+	native       [nativeBuckets]uint64
 	errnos       map[string]uint64
 	last         time.Time
 }
@@ -151,6 +153,7 @@ type delta struct {
 type sysDelta struct {
 	count, total uint64
 	hist         [promBuckets]uint64
+	nat          [nativeBuckets]uint64
 	errnos       map[string]uint64
 }
 
@@ -240,7 +243,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 			// The kernel made the cell anew: all it holds is new.
 			p = cellPrev{}
 		}
-		cur := cellPrev{count: c.Count, total: c.Total, errors: c.Errors, hist: fold(&c.Hist)}
+		cur := cellPrev{count: c.Count, total: c.Total, errors: c.Errors, hist: fold(&c.Hist), nat: foldNative(&c.Hist)}
 		a.prev[c.Key] = cur
 		name := event.SyscallName(a.opts.Arch, c.Nr)
 		if cur.count != p.count {
@@ -256,9 +259,17 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 			// histogram's +Inf bucket must be.
 			cnt := cur.count - p.count
 			spread(&h, cnt, &cur.hist)
+			var nh [nativeBuckets]uint64
+			for j := range cur.nat {
+				nh[j] = uint64(cur.nat[j] - p.nat[j])
+			}
+			spreadSlice(nh[:], cnt, cur.nat[:])
 			n := cnt * a.scale
 			for j := range h {
 				sd.hist[j] += h[j] * a.scale
+			}
+			for j := range nh {
+				sd.nat[j] += nh[j] * a.scale
 			}
 			sd.count += n
 			t := cur.total - p.total
@@ -536,6 +547,9 @@ func (a *Aggregator) merge(now time.Time, c *ctr, d *delta) {
 		for j, x := range sd.hist {
 			s.buckets[j] += x
 		}
+		for j, x := range sd.nat {
+			s.native[j] += x
+		}
 		for e, x := range sd.errnos {
 			if s.errnos == nil {
 				s.errnos = map[string]uint64{}
@@ -615,7 +629,10 @@ func signalLabel(sig int) string {
 // the rounding). Calls none of which was timed take the shape of all the
 // cell's timed calls so far (all), or, with none, the last bucket: their
 // latency is unknown.
-func spread(h *[promBuckets]uint64, n uint64, all *promHist) {
+func spread(h *[promBuckets]uint64, n uint64, all *promHist) { spreadSlice(h[:], n, all[:]) }
+
+// spreadSlice is spread for any bucket layout; h and all have one length.
+func spreadSlice(h []uint64, n uint64, all []uint32) {
 	var sum uint64
 	for _, x := range h {
 		sum += x
@@ -623,19 +640,23 @@ func spread(h *[promBuckets]uint64, n uint64, all *promHist) {
 	if sum == n {
 		return
 	}
-	shape := *h
+	// On the stack: this runs for most cells of most reads under budgeted
+	// timing. Both layouts fit in nativeBuckets.
+	var shapeBuf, remBuf [max(nativeBuckets, promBuckets)]uint64
+	shape := shapeBuf[:len(h)]
+	copy(shape, h)
 	if sum == 0 {
 		for j, x := range all {
 			shape[j] = uint64(x)
 			sum += uint64(x)
 		}
 	}
-	*h = [promBuckets]uint64{}
+	clear(h)
 	if sum == 0 {
-		h[promBuckets-1] = n
+		h[len(h)-1] = n
 		return
 	}
-	var rem [promBuckets]uint64
+	rem := remBuf[:len(h)]
 	var given uint64
 	for j, x := range shape {
 		v := x * n // n and the bucket counts of one read stay far below 2^32

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/sysray/sysray/internal/version"
 )
@@ -128,7 +129,21 @@ func (a *Agent) handler(guard func(http.Handler) http.Handler) http.Handler {
 	}
 	mux := http.NewServeMux()
 	a.api(mux, guard)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}))
+	opts := promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
+	classic := promhttp.HandlerFor(reg, opts)
+	native := prometheus.NewRegistry()
+	native.MustRegister(nativeCollector{a.Agg})
+	withNative := promhttp.HandlerFor(prometheus.Gatherers{reg, native}, opts)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		// promhttp negotiates the same way (OpenMetrics off), so the
+		// format chosen here is the one it writes.
+		switch expfmt.Negotiate(r.Header).FormatType() {
+		case expfmt.TypeProtoDelim, expfmt.TypeProtoText, expfmt.TypeProtoCompact:
+			withNative.ServeHTTP(w, r)
+		default:
+			classic.ServeHTTP(w, r)
+		}
+	})
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
 		h, code := a.health()
 		w.Header().Set("Content-Type", "application/json")

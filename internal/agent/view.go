@@ -27,7 +27,10 @@ type SyscallSeries struct {
 	Count   uint64
 	SumNS   uint64
 	Buckets [promBuckets]uint64 // by Bounds, then +Inf; not cumulative
-	Errnos  map[string]uint64
+	// Native is the same calls by power of two of the nanosecond: index 0
+	// is 0 ns, index k is (2^(k-1), 2^k] ns (native.go); not cumulative.
+	Native [nativeBuckets]uint64
+	Errnos map[string]uint64
 }
 
 // ContainerSeries is what one container did besides syscalls.
@@ -55,7 +58,7 @@ func (a *Aggregator) publish(now time.Time) {
 		}
 		v.Containers = append(v.Containers, cs)
 		for name, s := range c.sys {
-			ss := SyscallSeries{Labels: c.labels, Syscall: name, Count: s.count, SumNS: s.sumNS, Buckets: s.buckets,
+			ss := SyscallSeries{Labels: c.labels, Syscall: name, Count: s.count, SumNS: s.sumNS, Buckets: s.buckets, Native: s.native,
 				Errnos: map[string]uint64{}}
 			for e, n := range s.errnos {
 				ss.Errnos[e] = n
