@@ -23,6 +23,7 @@ var All = slices.Concat(
 	inotifyVariants,
 	portVariants,
 	addrInUseVariants,
+	textBusyVariants,
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,
