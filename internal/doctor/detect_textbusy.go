@@ -65,7 +65,7 @@ type textBusy struct {
 	read  func(pid uint32, path string, exec bool) *tbFacts
 	abs   func(pid uint32, dirfd int32, path string) string
 	files map[string]*tbFile
-	exits map[uint32]tbExit
+	exits map[uint32]procExit
 	exact map[uint32]uint64
 	reads int
 	// A capture's inference: who executed each path (latest first kept),
@@ -73,11 +73,6 @@ type textBusy struct {
 	execs   map[string][]tbHolder
 	writers map[uint32]map[uint64]string
 	comms   map[uint32]string
-}
-
-type tbExit struct {
-	at   uint64
-	code int // exit status, or 128+signal
 }
 
 // tbFile is one file refused, in one direction.
@@ -139,7 +134,7 @@ const (
 const etxtbsy = 26
 
 func newTextBusy(h *Host) *textBusy {
-	x := &textBusy{arch: h.Arch, files: map[string]*tbFile{}, exits: map[uint32]tbExit{}, exact: map[uint32]uint64{},
+	x := &textBusy{arch: h.Arch, files: map[string]*tbFile{}, exits: map[uint32]procExit{}, exact: map[uint32]uint64{},
 		execs: map[string][]tbHolder{}, writers: map[uint32]map[uint64]string{}, comms: map[uint32]string{}}
 	if h.Live {
 		x.read = func(pid uint32, path string, exec bool) *tbFacts {
@@ -186,7 +181,7 @@ func (x *textBusy) Observe(e *event.Event) {
 			if sig != 0 {
 				code = 128 + sig
 			}
-			x.exits[e.PID] = tbExit{at: e.Time, code: code}
+			x.exits[e.PID] = procExit{at: e.Time, code: code}
 			delete(x.writers, e.PID)
 			delete(x.comms, e.PID)
 		}
@@ -664,18 +659,4 @@ func swapFile(same func(string) bool) bool {
 		}
 	}
 	return false
-}
-
-// absPath makes a relative path absolute, live: relative to the directory
-// descriptor the call named (the *at calls), else to the process's cwd.
-// A directory that cannot be read leaves the path as the call gave it.
-func absPath(pid uint32, dirfd int32, path string) string {
-	at := fmt.Sprintf("/proc/%d/cwd", pid)
-	if dirfd != -100 {
-		at = fmt.Sprintf("/proc/%d/fd/%d", pid, dirfd)
-	}
-	if dir, err := os.Readlink(at); err == nil && strings.HasPrefix(dir, "/") {
-		return filepath.Join(dir, path)
-	}
-	return path
 }
