@@ -143,6 +143,17 @@ var benignCorpus = []benignWorkload{
 			`gpg --homedir "$1/gnupg" --batch --gen-random 1 16 | od -An -tx1`,
 	},
 	{
+		// A running program replaced the ways that work: install(1)
+		// (unlinks, then writes a new file), cp --remove-destination, and
+		// a copy beside it renamed over. None opens the running inode for
+		// writing, so none is refused with ETXTBSY (text-busy's cousins).
+		name:  "replace-running-binary",
+		tools: []string{"cp", "install", "mv", "sleep"},
+		script: `cp "$(command -v sleep)" "$1/srv" && { "$1/srv" 30 & pid=$!; sleep 0.2; ` +
+			`install -m 755 "$(command -v cp)" "$1/srv" && cp --remove-destination "$(command -v mv)" "$1/srv" && ` +
+			`cp "$(command -v sleep)" "$1/new" && mv "$1/new" "$1/srv"; st=$?; kill $pid; wait $pid; exit $st; }`,
+	},
+	{
 		// 64 MiB of shared libraries and other files from /usr/lib,
 		// compressed, tested and decompressed by both.
 		name:  "xz-gzip",
