@@ -24,6 +24,7 @@ var All = slices.Concat(
 	portVariants,
 	addrInUseVariants,
 	textBusyVariants,
+	rofsVariants,
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,
