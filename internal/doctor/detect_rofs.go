@@ -459,7 +459,11 @@ func (x *rofs) mount(g *rofsGroup, ev map[string]any, b *strings.Builder) (strin
 	ev["read"] = "inferred from the capture's calls; a capture holds no mount table"
 	b.WriteString("A capture holds calls, not the mount table, so the mount is inferred from the calls only: ")
 	if m := g.inferred; m != nil {
-		ev["mount_point"], ev["fstype"], ev["mounted_by"] = m.target, m.fstype, m.pid
+		ev["mount_point"], ev["mounted_by"] = m.target, m.pid
+		fstype := "a filesystem (its type not in the capture)"
+		if m.fstype != "" {
+			ev["fstype"], fstype = m.fstype, m.fstype
+		}
 		ro := m.flags&msRdonly != 0
 		ev["mount_ro_flag"] = ro
 		switch {
@@ -467,10 +471,10 @@ func (x *rofs) mount(g *rofsGroup, ev map[string]any, b *strings.Builder) (strin
 			fmt.Fprintf(b, "%s[%d] remounted %q read-only (MS_REMOUNT|MS_RDONLY%s) earlier in the capture. ", m.comm, m.pid, m.target,
 				map[bool]string{true: "|MS_BIND: the mount only, not its filesystem", false: ""}[m.flags&msBind != 0])
 		case ro:
-			fmt.Fprintf(b, "%s[%d] mounted %q read-only (MS_RDONLY, %s) earlier in the capture. ", m.comm, m.pid, m.target, m.fstype)
+			fmt.Fprintf(b, "%s[%d] mounted %q read-only (MS_RDONLY, %s) earlier in the capture. ", m.comm, m.pid, m.target, fstype)
 		default:
 			fmt.Fprintf(b, "%s[%d] mounted %s at %q earlier in the capture, without MS_RDONLY: its type or options made it read-only "+
-				"(an overlay with no upper layer, an image format). ", m.comm, m.pid, m.fstype, m.target)
+				"(an overlay with no upper layer, an image format). ", m.comm, m.pid, fstype, m.target)
 		}
 		return fmt.Sprintf("%q (inferred from the capture's mount calls)", m.target), "inferred", elsewhere +
 			" `findmnt -T " + m.target + "` shows the mount and its options."
