@@ -154,6 +154,18 @@ var benignCorpus = []benignWorkload{
 			`cp "$(command -v sleep)" "$1/new" && mv "$1/new" "$1/srv"; st=$?; kill $pid; wait $pid; exit $st; }`,
 	},
 	{
+		// git reading a work tree on a read-only mount (a repository
+		// mounted :ro into a container): git status tries to refresh the
+		// index under index.lock, is refused with EROFS once a run, and
+		// goes on without it (read-only-fs's cousin: a probe it handles).
+		name:  "git-read-only-mount",
+		tools: []string{"git", "unshare", "mount"},
+		script: `cd "$1" && git init -q repo && cd repo && echo a > a && git add a && ` +
+			`git -c user.email=t@example.com -c user.name=t commit -qm a && touch a && ` +
+			`unshare -m --propagation private sh -c 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && cd "$1" && ` +
+			`git status --short && git log --oneline && git diff --stat && git status' sh "$1/repo"`,
+	},
+	{
 		// 64 MiB of shared libraries and other files from /usr/lib,
 		// compressed, tested and decompressed by both.
 		name:  "xz-gzip",

@@ -388,6 +388,12 @@ func (x *rofs) finding(env *Env, g *rofsGroup) Finding {
 func (x *rofs) mount(g *rofsGroup, ev map[string]any, b *strings.Builder) (string, string, string) {
 	elsewhere := "Write where the program may: point its data, cache or log path at a writable directory (a tmpfs, a volume), " +
 		"and keep read-only what should not change."
+	if f := g.facts; f != nil && f.Err != "" {
+		ev["read"], ev["read_error"] = "not read", f.Err
+		fmt.Fprintf(b, "The mount could not be read at the first failure (%s). ", f.Err)
+		return fmt.Sprintf("%q (mount not read)", g.dir), "unknown", elsewhere + " `findmnt -T " + g.dir + "` (in the process's mount " +
+			"namespace: `nsenter -t PID -m findmnt -T " + g.dir + "`) names the mount and why it is read-only."
+	}
 	if f := g.facts; f != nil {
 		ev["read"] = "live, at the first failure: the process's own /proc/PID/mountinfo"
 		ev["mount_point"], ev["fstype"], ev["source"] = f.Point, f.FSType, f.Source
@@ -520,7 +526,11 @@ func readROFS(pid uint32, path string) *rofsFacts {
 			break
 		}
 	}
-	mns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	mns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		f.Err = "the process had exited when read"
+		return f
+	}
 	own, _ := os.Readlink("/proc/self/ns/mnt")
 	f.MntNS, f.OwnNS = mns, mns != "" && mns != own
 	fh, err := os.Open(fmt.Sprintf("/proc/%d/mountinfo", pid))

@@ -189,3 +189,18 @@ func TestReadROFS(t *testing.T) {
 		t.Errorf("own namespace %+v", g)
 	}
 }
+
+// A process gone before its mountinfo was read: said so, not a mount
+// named "" nor the host's namespace.
+func TestROFSUnread(t *testing.T) {
+	read := func(uint32, string) *rofsFacts { return &rofsFacts{Err: "the process had exited when read"} }
+	evs := []event.Event{mkdirOf(7, 1e9, "/repo/.git/x", rfEROFS)}
+	f := byID(rofsRun(t, evs, true, read), ReadOnlyFS)
+	if f == nil || f.Severity != Info {
+		t.Fatalf("finding %+v", f)
+	}
+	wantWords(t, f, `"/repo/.git" (mount not read)`, "could not be read at the first failure (the process had exited when read)")
+	if strings.Contains(f.Summary, "host's") || f.Evidence["read_error"] == nil {
+		t.Errorf("summary %s evidence %v", f.Summary, f.Evidence)
+	}
+}
