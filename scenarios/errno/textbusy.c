@@ -257,8 +257,8 @@ int main(int argc, char **argv)
 				status = WEXITSTATUS(st);
 		}
 	}
-	fprintf(stderr, "RESULT pid=%d mode=%s file=%s holders=%d procs=%d etxtbsy=%d status=%d\n", getpid(), mode,
-		!strcmp(mode, "exec") ? script : server, nheld, procs, busy, status);
+	fprintf(stderr, "RESULT pid=%d mode=%s file=%s holder=%d holders=%d procs=%d etxtbsy=%d status=%d\n", getpid(), mode,
+		!strcmp(mode, "exec") ? script : server, nheld ? held[0] : 0, nheld, procs, busy, status);
 	close(life[1]);
 	for (int i = 0; i < nheld; i++)
 		waitpid(held[i], NULL, 0);
