@@ -143,6 +143,29 @@ var benignCorpus = []benignWorkload{
 			`gpg --homedir "$1/gnupg" --batch --gen-random 1 16 | od -An -tx1`,
 	},
 	{
+		// A running program replaced the ways that work: install(1)
+		// (unlinks, then writes a new file), cp --remove-destination, and
+		// a copy beside it renamed over. None opens the running inode for
+		// writing, so none is refused with ETXTBSY (text-busy's cousins).
+		name:  "replace-running-binary",
+		tools: []string{"cp", "install", "mv", "sleep"},
+		script: `cp "$(command -v sleep)" "$1/srv" && { "$1/srv" 30 & pid=$!; sleep 0.2; ` +
+			`install -m 755 "$(command -v cp)" "$1/srv" && cp --remove-destination "$(command -v mv)" "$1/srv" && ` +
+			`cp "$(command -v sleep)" "$1/new" && mv "$1/new" "$1/srv"; st=$?; kill $pid; wait $pid; exit $st; }`,
+	},
+	{
+		// git reading a work tree on a read-only mount (a repository
+		// mounted :ro into a container): git status tries to refresh the
+		// index under index.lock, is refused with EROFS once a run, and
+		// goes on without it (read-only-fs's cousin: a probe it handles).
+		name:  "git-read-only-mount",
+		tools: []string{"git", "unshare", "mount"},
+		script: `cd "$1" && git init -q repo && cd repo && echo a > a && git add a && ` +
+			`git -c user.email=t@example.com -c user.name=t commit -qm a && touch a && ` +
+			`unshare -m --propagation private sh -c 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && cd "$1" && ` +
+			`git status --short && git log --oneline && git diff --stat && git status' sh "$1/repo"`,
+	},
+	{
 		// 64 MiB of shared libraries and other files from /usr/lib,
 		// compressed, tested and decompressed by both.
 		name:  "xz-gzip",

@@ -132,6 +132,50 @@ func TestStoryAddrInUse(t *testing.T) {
 	}
 }
 
+// The textbusy demo: a write open of a running binary refused with
+// ETXTBSY. The finding names the file, the server that runs it (the pid
+// the program started), every refusal the program counted, and its exit.
+func TestStoryTextBusy(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "textbusy")
+	f := top(t, rep, "text-busy", "warning")
+	r := resultLine(t, stderr)
+	if f.Evidence["path"] != r["file"] || f.Evidence["refused"] != "write" {
+		t.Errorf("path %v (%v) in the finding, the program wrote %s", f.Evidence["path"], f.Evidence["refused"], r["file"])
+	}
+	if n, _ := evInt(f.Evidence, "failures"); n != resultInt(t, r, "etxtbsy") {
+		t.Errorf("%v failures in the finding, the program counted %s", f.Evidence["failures"], r["etxtbsy"])
+	}
+	if hs := anyStrings(f.Evidence["holders"]); len(hs) != 1 || hs[0] != r["holder"] {
+		t.Errorf("holders %v in the finding, the program started server %s", f.Evidence["holders"], r["holder"])
+	}
+	if n, _ := evInt(f.Evidence, "exit_status"); n != 1 {
+		t.Errorf("exit status %v, want the program's 1", f.Evidence["exit_status"])
+	}
+}
+
+// The rofs demo: creates refused with EROFS on a tmpfs remounted
+// read-only in the program's own mount namespace. The finding names that
+// mount, read-only at the superblock, in a namespace not the host's, and
+// every refusal the program counted.
+func TestStoryROFS(t *testing.T) {
+	requireBPF(t)
+	rep, stderr := demoOut(t, "rofs")
+	f := top(t, rep, "read-only-fs", "warning")
+	r := resultLine(t, stderr)
+	if f.Evidence["mount_point"] != r["dir"] || f.Evidence["fstype"] != "tmpfs" || f.Evidence["super_ro"] != true ||
+		f.Evidence["mount_namespace_own"] != true {
+		t.Errorf("mount %v %v super_ro %v own namespace %v, want the program's read-only tmpfs at %s in its own namespace",
+			f.Evidence["mount_point"], f.Evidence["fstype"], f.Evidence["super_ro"], f.Evidence["mount_namespace_own"], r["dir"])
+	}
+	if n, _ := evInt(f.Evidence, "failures"); n != resultInt(t, r, "erofs") {
+		t.Errorf("%v failures in the finding, the program counted %s", f.Evidence["failures"], r["erofs"])
+	}
+	if n, _ := evInt(f.Evidence, "exit_status"); n != 1 {
+		t.Errorf("exit status %v, want the program's 1", f.Evidence["exit_status"])
+	}
+}
+
 // The memlock demo: mlock's ENOMEM at RLIMIT_MEMLOCK. The finding gives
 // the limit and what the process held locked as the program measured
 // them, and every refusal.

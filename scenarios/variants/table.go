@@ -23,6 +23,8 @@ var All = slices.Concat(
 	inotifyVariants,
 	portVariants,
 	addrInUseVariants,
+	textBusyVariants,
+	rofsVariants,
 	blockedIOVariants,
 	mmapLockVariants,
 	mapCountVariants,
