@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/stat"
@@ -191,23 +193,60 @@ const crStartNS = 256
 // batches, so that read may come as late as the report's). A namespace
 // made after the start is read at its first connect seen.
 func (c *connRetx) baseline() {
+	for ino, pid := range namespaces() {
+		// The pid listed may have gone, or its number gone to a process
+		// elsewhere, since the list was made.
+		if netnsOf(pid) != ino {
+			continue
+		}
+		if m := tcpCounters(pid); m != nil {
+			c.ns[ino] = &crNS{ino: ino, pid: pid, first: m}
+		}
+	}
+}
+
+// crListAge is how long a list of the host's network namespaces serves:
+// making it walks every process (29 ms on a host of 3,163), and the agent
+// builds a doctor for every window (10 s). Namespaces are made far more
+// rarely than windows close, and one made since is read at its first
+// connect seen, as one made after the start of a trace is.
+const crListAge = time.Minute
+
+var nsList struct {
+	sync.Mutex
+	at   time.Time
+	pids map[string]uint32 // netns → a process in it
+}
+
+// namespaces lists up to crStartNS network namespaces with a process in
+// each, as of at most crListAge ago.
+func namespaces() map[string]uint32 {
+	nsList.Lock()
+	defer nsList.Unlock()
+	if nsList.pids != nil && time.Since(nsList.at) < crListAge {
+		return nsList.pids
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return
+		return nil
 	}
+	out := map[string]uint32{}
 	for _, e := range ents {
 		pid, err := strconv.ParseUint(e.Name(), 10, 32)
-		if err != nil || len(c.ns) >= crStartNS {
+		if err != nil {
 			continue
 		}
-		ino := netnsOf(uint32(pid))
-		if ino == "" || c.ns[ino] != nil {
-			continue
+		if len(out) >= crStartNS {
+			break
 		}
-		if m := tcpCounters(uint32(pid)); m != nil {
-			c.ns[ino] = &crNS{ino: ino, pid: uint32(pid), first: m}
+		if ino := netnsOf(uint32(pid)); ino != "" {
+			if _, ok := out[ino]; !ok {
+				out[ino] = uint32(pid)
+			}
 		}
 	}
+	nsList.at, nsList.pids = time.Now(), out
+	return out
 }
 
 func (c *connRetx) group(peer string) *crPeer {
