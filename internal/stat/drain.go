@@ -44,7 +44,7 @@ type Read struct {
 	// Ended are the processes whose end came due with this read, with
 	// cells or without (a process seen only by its page faults).
 	Ended map[uint32]bool
-	At   uint64 // when the read began (clock)
+	At    uint64 // when the read began (clock)
 }
 
 // Alive notes that pid runs again (its number reused) before its end came
