@@ -400,3 +400,26 @@ func (q *outQueue) Pop() any {
 	*q = old[:len(old)-1]
 	return it
 }
+
+// WrittenAs says how Export writes a call of the syscall name, and so how
+// readers of the file name it: the name sysdig 0.29 gives it (its event
+// pair's name, which is not always the syscall's: pread64 is "pread",
+// pipe2 "pipe"; a generic event's syscall name; "<unknown>" for a syscall
+// that libscap's table lacked), the name sysray's own import gives it
+// back, and whether the exit carries the return value (the generic exit
+// does not, so readers cannot tell a failed generic call).
+func WrittenAs(name string) (sysdig, imported string, ret bool) {
+	if typ, ok := writePairs[name]; ok {
+		ev := writeEvents[typ+1]
+		ret = len(ev.params) > 0 && (ev.params[0].name == "res" || ev.params[0].name == "fd")
+		sysdig, imported = ev.name, ev.name
+		if a, ok := aliases[imported]; ok {
+			imported = a
+		}
+		return sysdig, imported, ret
+	}
+	if code, ok := writeSC[name]; ok && code != 0 {
+		return name, name, false
+	}
+	return "<unknown>", name, false
+}
