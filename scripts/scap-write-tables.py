@@ -8,18 +8,21 @@ checkout of falcosecurity/libs at that version:
     git -C LIBS show COMMIT:driver/ppm_events_public.h > h
     git -C LIBS show COMMIT:driver/event_table.c > t
     git -C LIBS show COMMIT:driver/syscall_table.c > s
-    scripts/scap-write-tables.py h t s COMMIT > internal/scap/writetables.go && gofmt -w internal/scap/writetables.go
+    git -C LIBS show COMMIT:userspace/libscap/syscall_info_table.c > i
+    scripts/scap-write-tables.py h t s i COMMIT > internal/scap/writetables.go && gofmt -w internal/scap/writetables.go
 
 In that version the event table is positional (one entry per ppm_event_code,
 in order) and the syscall tables map __NR_name to an event pair and to a
-PPM_SC code. Only numbers and names are taken."""
+PPM_SC code, and the syscall info table names each PPM_SC code as sysdig
+prints it. Only numbers and names are taken."""
 import re
 import sys
 
 hdr = open(sys.argv[1]).read()
 tab = open(sys.argv[2]).read()
 st = open(sys.argv[3]).read()
-commit = sys.argv[4]
+info = open(sys.argv[4]).read()
+commit = sys.argv[5]
 
 codes = {}
 m = re.search(r"enum ppm_event_type \{(.*?)\};", hdr, re.S) or re.search(r"typedef enum \{(.*?)\} ppm_event_code;", hdr, re.S)
@@ -92,5 +95,13 @@ w("// events carry.")
 w("var writeSC = map[string]uint16{")
 for name in sorted(route):
     w('\t"%s": %d,' % (name, route[name]))
+w("}")
+w("")
+w("// writeSCNames is the name of each PPM_SC code, as the tracer's syscall")
+w("// table names it (not always the syscall's own: rt_sigreturn is sigreturn).")
+w("var writeSCNames = map[uint16]string{")
+info = info[info.index("g_syscall_info_table[PPM_SC_MAX] = {"):]
+for code, name in enumerate(re.findall(r'\{\s*EC_\w+\s*,[^"]*"([^"]*)"\s*\}', info)):
+    w('\t%d: "%s",' % (code, name))
 w("}")
 print("\n".join(out))

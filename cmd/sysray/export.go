@@ -112,8 +112,8 @@ func exportScap(in, out string) error {
 	if st.Truncated {
 		fmt.Fprintf(os.Stderr, "sysray: warning: %s is cut short; exported up to its last whole block\n", in)
 	}
-	fmt.Fprintf(os.Stderr, "sysray: %d scap events: %d calls (%d as generic syscall events), %d cut off, %d thread exits; %d threads in the process list",
-		st.Events, st.Calls, st.Generic, st.Unfinished, st.Exits, st.Threads)
+	fmt.Fprintf(os.Stderr, "sysray: %d scap events: %d calls (%d as generic syscall events), %d cut off, %d new threads' own returns from clone, %d thread exits; %d threads in the process list",
+		st.Events, st.Calls, st.Generic, st.Unfinished, st.ChildReturns, st.Exits, st.Threads)
 	if len(st.Left) > 0 {
 		kinds := slices.Sorted(maps.Keys(st.Left))
 		var parts []string

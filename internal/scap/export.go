@@ -12,14 +12,17 @@ import (
 
 // ExportStats counts what Export wrote.
 type ExportStats struct {
-	Events     uint64            // scap events written
-	Calls      uint64            // calls written with their exit
-	Unfinished uint64            // calls cut off: an enter event alone
-	Generic    uint64            // calls written as the generic pair
-	Exits      uint64            // procexit events
-	Threads    int               // process list entries
-	Left       map[string]uint64 // sysray events scap has no counterpart written for, by kind
-	Truncated  bool              // the capture ends inside a block: exported up to it
+	Events     uint64 // scap events written
+	Calls      uint64 // calls written with their exit
+	Unfinished uint64 // calls cut off: an enter event alone
+	Generic    uint64 // calls written as the generic pair
+	Exits      uint64 // procexit events
+	// ChildReturns are the new threads' own returns from clone: a call
+	// that made a thread returns twice in scap, as in the kernel.
+	ChildReturns uint64
+	Threads      int               // process list entries
+	Left         map[string]uint64 // sysray events scap has no counterpart written for, by kind
+	Truncated    bool              // the capture ends inside a block: exported up to it
 }
 
 // Export writes the sysray capture at path to w as a scap file: the
@@ -28,14 +31,16 @@ type ExportStats struct {
 // procexit. Events are written in time order.
 func Export(path string, w io.Writer) (*ExportStats, error) {
 	x := &exporter{threads: map[uint32]*Thread{}, forks: map[[2]uint32]bool{}, execs: map[uint32]*event.Proc{},
-		st: &ExportStats{Left: map[string]uint64{}}}
+		born: map[uint32]bool{}, cloneCall: map[uint32]string{}, st: &ExportStats{Left: map[string]uint64{}}}
 	cpus, err := x.learn(path)
 	if err != nil {
 		return nil, err
 	}
 	list := make([]Thread, 0, len(x.order))
 	for _, tid := range x.order {
-		list = append(list, *x.threads[tid])
+		if !x.born[tid] {
+			list = append(list, *x.threads[tid])
+		}
 	}
 	x.st.Threads = len(list)
 	x.w, err = NewWriter(w, MachineInfo{CPUs: cpus, Hostname: x.hdr.Hostname}, list)
@@ -54,12 +59,15 @@ type exporter struct {
 	hdr     *capture.Header
 	threads map[uint32]*Thread
 	order   []uint32
-	forks   map[[2]uint32]bool     // (parent tid, child tid) → a thread, not a process
-	execs   map[uint32]*event.Proc // a thread's exec, until its execve's event
-	w       *Writer
-	st      *ExportStats
-	q       outQueue
-	seq     uint64
+	forks   map[[2]uint32]bool // (parent tid, child tid) → a thread, not a process
+	born    map[uint32]bool    // threads the capture saw begin
+	// cloneCall is the call (clone, clone3, fork, vfork) that made a thread.
+	cloneCall map[uint32]string
+	execs     map[uint32]*event.Proc // a thread's exec, until its execve's event
+	w         *Writer
+	st        *ExportStats
+	q         outQueue
+	seq       uint64
 }
 
 // each reads the capture's events; a capture cut short is read to its
@@ -90,7 +98,10 @@ func (x *exporter) each(path string, fn func(*event.Event) error) error {
 }
 
 // learn is the first pass: every thread the capture saw, as it was when
-// first seen, and how many CPUs the events ran on.
+// first seen, which of them it saw begin (and by which call), and how
+// many CPUs the events ran on. The threads that began before the capture
+// make the process list; the others begin in the file with their own
+// return from clone, as in a file libscap writes.
 func (x *exporter) learn(path string) (uint32, error) {
 	var cpus uint32
 	add := func(tid, pid, ptid uint32, comm, exe string, args []string) {
@@ -118,18 +129,27 @@ func (x *exporter) learn(path string) (uint32, error) {
 			return nil
 		}
 		cpus = max(cpus, e.CPU+1)
-		add(e.TID, e.PID, 0, e.Comm, "", nil)
-		if e.Kind == event.KindFork {
-			ptid := e.TID
+		switch e.Kind {
+		case event.KindFork:
+			// Before add: the child's entry is made from its parent.
 			if parent := x.threads[e.TID]; parent != nil {
-				add(e.Proc.ChildTID, e.Proc.ChildPID, ptid, e.Proc.ChildComm, parent.Exe, parent.Args)
+				add(e.Proc.ChildTID, e.Proc.ChildPID, e.TID, e.Proc.ChildComm, parent.Exe, parent.Args)
 			} else {
-				add(e.Proc.ChildTID, e.Proc.ChildPID, ptid, e.Proc.ChildComm, "", nil)
+				add(e.Proc.ChildTID, e.Proc.ChildPID, e.TID, e.Proc.ChildComm, "", nil)
 			}
+			x.born[e.Proc.ChildTID] = true
 			if e.Proc.Thread {
 				x.forks[[2]uint32{e.TID, e.Proc.ChildTID}] = true
 			}
+		case event.KindSyscall:
+			if sc := &e.Syscall; sc.Ret > 0 && !sc.Unfinished {
+				switch name := x.syscallName(sc.Nr); name {
+				case "clone", "clone3", "fork", "vfork":
+					x.cloneCall[uint32(sc.Ret)] = name
+				}
+			}
 		}
+		add(e.TID, e.PID, 0, e.Comm, "", nil)
 		return nil
 	})
 	// A capture with no events still has its process table.
@@ -139,6 +159,57 @@ func (x *exporter) learn(path string) (uint32, error) {
 		}
 	}
 	return max(cpus, 1), err
+}
+
+// childReturn writes a new thread's own return from the call that made
+// it (0, in the child), before anything the thread does. sysdig takes the
+// thread from it; without it, the parent's return, which may come after
+// the child has run and exec'd, would make the child anew from the parent.
+func (x *exporter) childReturn(e *event.Event) error {
+	child := x.threads[e.Proc.ChildTID]
+	if child == nil {
+		return nil
+	}
+	name := x.cloneCall[e.Proc.ChildTID]
+	if name == "" {
+		name = "clone"
+	}
+	typ, ok := writePairs[name]
+	if !ok {
+		typ = writePairs["clone"]
+	}
+	typ++
+	ps := writeEvents[typ].params
+	params := make([][]byte, len(ps))
+	exe := child.Exe
+	if len(child.Args) > 0 {
+		exe = child.Args[0]
+	}
+	for i, p := range ps {
+		params[i] = emptyParam(p.typ)
+		switch p.name {
+		case "exe":
+			params[i] = strParam(exe)
+		case "args":
+			params[i] = []byte(argBytes(child.Args, 1))
+		case "comm":
+			params[i] = strParam(child.Comm)
+		case "tid", "vtid":
+			params[i] = intParam(p.typ, child.TID)
+		case "pid", "vpid":
+			params[i] = intParam(p.typ, child.PID)
+		case "ptid":
+			params[i] = intParam(p.typ, uint64(e.TID))
+		case "flags":
+			if e.Proc.Thread {
+				params[i] = intParam(p.typ, ppmCLThread)
+			}
+		}
+	}
+	x.st.ChildReturns++
+	ce := *e
+	ce.TID, ce.PID = e.Proc.ChildTID, e.Proc.ChildPID
+	return x.push(x.time(e.Time), &ce, typ, params)
 }
 
 func (x *exporter) time(t uint64) uint64 { return uint64(int64(t) + x.hdr.BootTime) }
@@ -157,6 +228,11 @@ func (x *exporter) event(e *event.Event) error {
 			return err
 		}
 		return x.call(e)
+	case event.KindFork:
+		if err := x.flush(x.time(e.Time)); err != nil {
+			return err
+		}
+		return x.childReturn(e)
 	case event.KindExec:
 		p := e.Proc
 		p.Argv = append([]string(nil), p.Argv...)
@@ -419,7 +495,7 @@ func WrittenAs(name string) (sysdig, imported string, ret bool) {
 		return sysdig, imported, ret
 	}
 	if code, ok := writeSC[name]; ok && code != 0 {
-		return name, name, false
+		return writeSCNames[code], name, false
 	}
 	return "<unknown>", name, false
 }
