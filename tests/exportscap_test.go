@@ -263,7 +263,7 @@ func TestExportScapLive(t *testing.T) {
 		t.Errorf("sysdig reads %d getppid calls of the getppid program, want 500", n)
 	}
 	opens := strings.Join(sysdigLines(t, out, "evt.type=openat and evt.dir=< and proc.name=openat", "%evt.rawres %evt.arg.name"), "\n")
-	if !regexp.MustCompile(`(?m)^[0-9]+ ` + regexp.QuoteMeta(created) + `$`).MatchString(opens) ||
+	if !regexp.MustCompile(`(?m)^[0-9]+ `+regexp.QuoteMeta(created)+`$`).MatchString(opens) ||
 		!strings.Contains(opens, "-2 /nonexistent/sysray") {
 		t.Errorf("sysdig's openat calls of the openat program:\n%s\nwant %s opened and /nonexistent/sysray failing with -2 (ENOENT)", opens, created)
 	}
