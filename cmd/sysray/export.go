@@ -114,6 +114,9 @@ func exportScap(in, out string) error {
 	}
 	fmt.Fprintf(os.Stderr, "sysray: %d scap events: %d calls (%d as generic syscall events), %d cut off, %d new threads' own returns from clone, %d thread exits; %d threads in the process list",
 		st.Events, st.Calls, st.Generic, st.Unfinished, st.ChildReturns, st.Exits, st.Threads)
+	if st.OutOfOrder > 0 {
+		fmt.Fprintf(os.Stderr, "; %d events out of time order (held back too many behind a long call)", st.OutOfOrder)
+	}
 	if len(st.Left) > 0 {
 		kinds := slices.Sorted(maps.Keys(st.Left))
 		var parts []string

@@ -23,12 +23,13 @@ type ExportStats struct {
 	Threads      int               // process list entries
 	Left         map[string]uint64 // sysray events scap has no counterpart written for, by kind
 	Truncated    bool              // the capture ends inside a block: exported up to it
+	OutOfOrder   uint64            // events written after a later one (past maxQueued held back)
 }
 
 // Export writes the sysray capture at path to w as a scap file: the
 // threads the capture saw as the process list, each call as its enter and
 // exit events (an enter alone for a call cut off), each thread's exit as
-// procexit. Events are written in time order.
+// procexit. Events are written in time order (see maxQueued).
 func Export(path string, w io.Writer) (*ExportStats, error) {
 	x := &exporter{threads: map[uint32]*Thread{}, forks: map[[2]uint32]bool{}, execs: map[uint32]*event.Proc{},
 		born: map[uint32]bool{}, cloneCall: map[uint32]string{}, st: &ExportStats{Left: map[string]uint64{}}}
@@ -68,6 +69,12 @@ type exporter struct {
 	st        *ExportStats
 	q         outQueue
 	seq       uint64
+	// lateness is how far before the latest event read so far an event
+	// of the capture can begin (the capture has a call when it returns,
+	// so a blocking call comes late): the first pass measures it, and
+	// the second writes an event once the capture is that far past it.
+	lateness, seen uint64
+	last           uint64 // time of the last event written
 }
 
 // each reads the capture's events; a capture cut short is read to its
@@ -112,7 +119,14 @@ func (x *exporter) learn(path string) (uint32, error) {
 		x.order = append(x.order, tid)
 	}
 	first := true
+	var seen uint64
 	err := x.each(path, func(e *event.Event) error {
+		if e.Kind != event.KindDrop {
+			if e.Time < seen {
+				x.lateness = max(x.lateness, seen-e.Time)
+			}
+			seen = max(seen, e.Time)
+		}
 		if first {
 			first = false
 			for _, p := range x.hdr.Procs {
@@ -221,17 +235,40 @@ func (x *exporter) syscallName(nr uint32) string {
 	return event.SyscallName(x.hdr.Arch, nr)
 }
 
+// event writes what an event of the capture becomes, and then every
+// queued event that nothing still to come can precede.
 func (x *exporter) event(e *event.Event) error {
+	if err := x.write(e); err != nil {
+		return err
+	}
+	if e.Kind == event.KindDrop {
+		return nil
+	}
+	x.seen = max(x.seen, e.Time)
+	if x.seen > x.lateness {
+		if err := x.flush(x.time(x.seen - x.lateness)); err != nil {
+			return err
+		}
+	}
+	// A capture with calls that blocked long holds many events back:
+	// past maxQueued, write the earliest anyway.
+	for len(x.q) > maxQueued {
+		if err := x.pop(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxQueued bounds the events held back for their time (about 100 bytes
+// each): a million calls made while another call blocked.
+const maxQueued = 1 << 20
+
+func (x *exporter) write(e *event.Event) error {
 	switch e.Kind {
 	case event.KindSyscall:
-		if err := x.flush(x.time(e.Time)); err != nil {
-			return err
-		}
 		return x.call(e)
 	case event.KindFork:
-		if err := x.flush(x.time(e.Time)); err != nil {
-			return err
-		}
 		return x.childReturn(e)
 	case event.KindExec:
 		p := e.Proc
@@ -239,9 +276,6 @@ func (x *exporter) event(e *event.Event) error {
 		x.execs[e.TID] = &p
 		return nil
 	case event.KindExit:
-		if err := x.flush(x.time(e.Time)); err != nil {
-			return err
-		}
 		code, sig, core := e.Proc.Status()
 		ps := writeEvents[evProcexit1E].params
 		params := make([][]byte, len(ps))
@@ -443,13 +477,21 @@ func (x *exporter) push(ts uint64, e *event.Event, typ uint16, params [][]byte) 
 // flush writes the queued events earlier than ts.
 func (x *exporter) flush(ts uint64) error {
 	for len(x.q) > 0 && (x.q[0].ts < ts || ts == ^uint64(0)) {
-		it := heap.Pop(&x.q).(queued)
-		if err := x.w.eventBody(it.body); err != nil {
+		if err := x.pop(); err != nil {
 			return err
 		}
-		x.st.Events++
 	}
 	return nil
+}
+
+func (x *exporter) pop() error {
+	it := heap.Pop(&x.q).(queued)
+	if it.ts < x.last {
+		x.st.OutOfOrder++
+	}
+	x.last = it.ts
+	x.st.Events++
+	return x.w.eventBody(it.body)
 }
 
 type queued struct {

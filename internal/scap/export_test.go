@@ -98,6 +98,7 @@ func TestExportLayout(t *testing.T) {
 			var types []uint32
 			var ev Event
 			events := 0
+			var lastTime uint64
 			for {
 				b, err := rd.Next()
 				if err == io.EOF {
@@ -124,6 +125,10 @@ func TestExportLayout(t *testing.T) {
 						t.Fatalf("event %d: %v", events, err)
 					}
 					events++
+					if ev.Time < lastTime {
+						t.Fatalf("event %d (%s) at %d, after one at %d: not in time order", events, ev.Name(), ev.Time, lastTime)
+					}
+					lastTime = ev.Time
 					ps := writeEvents[ev.Type].params
 					if len(ev.Params) != len(ps) {
 						t.Fatalf("%s (%d): %d parameters, the table has %d", ev.Name(), ev.Type, len(ev.Params), len(ps))
