@@ -23,6 +23,8 @@ type ExportStats struct {
 	Threads      int               // process list entries
 	Left         map[string]uint64 // sysray events scap has no counterpart written for, by kind
 	Truncated    bool              // the capture ends inside a block: exported up to it
+	Signals      uint64            // signal deliveries (signaldeliver)
+	Faults       uint64            // page faults (page_fault)
 	OutOfOrder   uint64            // events written after a later one (past maxQueued held back)
 }
 
@@ -270,6 +272,8 @@ func (x *exporter) write(e *event.Event) error {
 		return x.call(e)
 	case event.KindFork:
 		return x.childReturn(e)
+	case event.KindSignalDeliver, event.KindPageFault:
+		return x.other(e)
 	case event.KindExec:
 		p := e.Proc
 		p.Argv = append([]string(nil), p.Argv...)
@@ -302,6 +306,50 @@ func (x *exporter) write(e *event.Event) error {
 	}
 	x.st.Left[e.Kind.String()]++
 	return nil
+}
+
+// other writes a signal's delivery and a page fault as the tracer's own
+// events.
+func (x *exporter) other(e *event.Event) error {
+	typ := uint16(evSignalDeliverE)
+	if e.Kind == event.KindPageFault {
+		typ = evPageFaultE
+	}
+	ps := writeEvents[typ].params
+	params := make([][]byte, len(ps))
+	for i, p := range ps {
+		params[i] = emptyParam(p.typ)
+		switch p.name {
+		case "spid":
+			// Only a signal a process sent (si_code <= 0) has a sender;
+			// the kernel's own (a fault's) has si_addr in its place.
+			if e.Signal.Code <= 0 {
+				params[i] = intParam(p.typ, uint64(e.Signal.SenderPID))
+			}
+		case "dpid":
+			params[i] = intParam(p.typ, uint64(e.TID))
+		case "sig":
+			params[i] = intParam(p.typ, uint64(e.Signal.Sig))
+		case "addr":
+			params[i] = intParam(p.typ, e.Fault.Addr)
+		case "ip":
+			params[i] = intParam(p.typ, e.Fault.IP)
+		case "error":
+			var flags uint64
+			for _, f := range ppmFault {
+				if e.Fault.Error&f.x86 != 0 {
+					flags |= f.ppm
+				}
+			}
+			params[i] = intParam(p.typ, flags)
+		}
+	}
+	if e.Kind == event.KindPageFault {
+		x.st.Faults++
+	} else {
+		x.st.Signals++
+	}
+	return x.push(x.time(e.Time), e, typ, params)
 }
 
 // call writes a syscall's enter event now and queues its exit for its

@@ -43,7 +43,7 @@ func cutPrefix(s, p string) (string, bool) {
 }
 
 // captureCalls reads a capture's finished calls, and counts its exits.
-func captureCalls(t *testing.T, path string) (calls []event.Event, exits int, born map[uint32]bool, arch event.Arch, boot int64) {
+func captureCalls(t *testing.T, path string) (calls []event.Event, exits int, born map[uint32]bool, arch event.Arch, boot int64, other []string) {
 	t.Helper()
 	r, err := capture.Open(path)
 	if err != nil {
@@ -67,14 +67,20 @@ func captureCalls(t *testing.T, path string) (calls []event.Event, exits int, bo
 			exits++
 		case e.Kind == event.KindFork:
 			born[e.Proc.ChildTID] = true
+		case e.Kind == event.KindPageFault || e.Kind == event.KindSignalDeliver:
+			other = append(other, otherText(&e, boot))
 		}
 	}
-	return calls, exits, born, arch, boot
+	return calls, exits, born, arch, boot, other
 }
 
-type callKey struct {
-	tid  uint32
-	name string
+// otherText is what a signal delivery or a page fault keeps in scap.
+func otherText(e *event.Event, boot int64) string {
+	at := int64(e.Time) + boot
+	if e.Kind == event.KindPageFault {
+		return fmt.Sprintf("%d fault %d at %#x from %#x, error %#x", at, e.TID, e.Fault.Addr, e.Fault.IP, e.Fault.Error)
+	}
+	return fmt.Sprintf("%d signal %d to %d", at, e.Signal.Sig, e.TID)
 }
 
 // The export's blocks are the ones libscap e5c53d64 writes, and every
@@ -148,7 +154,7 @@ func TestExportLayout(t *testing.T) {
 			if got := fmt.Sprintf("%x", types); got != want {
 				t.Errorf("block types in order %s, want %s", got, want)
 			}
-			if uint64(events) != st.Events || st.Events != 2*st.Calls+st.Unfinished+st.Exits+st.ChildReturns {
+			if uint64(events) != st.Events || st.Events != 2*st.Calls+st.Unfinished+st.Exits+st.ChildReturns+st.Signals+st.Faults {
 				t.Errorf("%d events in the file, stats say %d (%d calls, %d cut off, %d exits, %d child returns)", events, st.Events, st.Calls, st.Unfinished, st.Exits, st.ChildReturns)
 			}
 		})
@@ -161,7 +167,8 @@ func TestExportReadBack(t *testing.T) {
 	for _, in := range exportInputs {
 		t.Run(filepath.Base(in), func(t *testing.T) {
 			path := exportInput(t, in)
-			calls, exits, born, arch, boot := captureCalls(t, path)
+			calls, exits, born, arch, boot, other := captureCalls(t, path)
+			var gotOther []string
 			var buf bytes.Buffer
 			est, err := Export(path, &buf)
 			if err != nil {
@@ -184,9 +191,14 @@ func TestExportReadBack(t *testing.T) {
 					perThread[e.TID] = append(perThread[e.TID], *e)
 				case e.Kind == event.KindExit:
 					gotExits++
+				case e.Kind == event.KindPageFault || e.Kind == event.KindSignalDeliver:
+					gotOther = append(gotOther, otherText(e, 0))
 				}
 				return nil
 			})
+			if fmt.Sprint(gotOther) != fmt.Sprint(other) {
+				t.Errorf("signals and faults read back:\n%q\nwant\n%q", gotOther, other)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +254,7 @@ func TestExportReadBack(t *testing.T) {
 			if rets == 0 {
 				t.Errorf("no return value compared")
 			}
-			t.Logf("%d calls, %d return values and %d paths compared, %d exits, %d child returns", len(calls), rets, paths, exits, childReturns)
+			t.Logf("%d calls, %d return values and %d paths compared, %d exits, %d child returns, %d signals and faults", len(calls), rets, paths, exits, childReturns, len(other))
 		})
 	}
 }

@@ -22,9 +22,11 @@ const (
 
 // Event types of the writer's table that the exporter names.
 const (
-	evGenericE   = 0
-	evProcexit1E = 186
-	ppmCLThread  = 1 << 13 // PPM_CL_CLONE_THREAD
+	evGenericE       = 0
+	evProcexit1E     = 186
+	evSignalDeliverE = 232
+	evPageFaultE     = 290
+	ppmCLThread      = 1 << 13 // PPM_CL_CLONE_THREAD
 )
 
 // MachineInfo is the machine info block's content (the rest is zero).
