@@ -1,7 +1,9 @@
 package scap
 
 import (
+	"bytes"
 	"container/heap"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -376,6 +378,38 @@ func (x *exporter) call(e *event.Event) error {
 	return x.push(x.time(e.Time+sc.Latency), e, typ+1, params)
 }
 
+// exportNames maps more of sysray's argument names to the event table's
+// (beyond argNames, which the import shares).
+var exportNames = map[string]string{"sockfd": "fd", "len": "size"}
+
+// sockaddrParam encodes a struct sockaddr as scap keeps one: its family
+// (PPM_AF_*, the Linux numbers for these three), then the address and the
+// port in host order, or a Unix socket's path and its NUL.
+func sockaddrParam(b []byte) []byte {
+	if len(b) < 2 {
+		return nil
+	}
+	switch fam := binary.LittleEndian.Uint16(b); fam {
+	case 2: // AF_INET
+		if len(b) >= 8 {
+			out := append([]byte{2}, b[4:8]...)
+			return binary.LittleEndian.AppendUint16(out, binary.BigEndian.Uint16(b[2:]))
+		}
+	case 10: // AF_INET6
+		if len(b) >= 24 {
+			out := append([]byte{10}, b[8:24]...)
+			return binary.LittleEndian.AppendUint16(out, binary.BigEndian.Uint16(b[2:]))
+		}
+	case 1: // AF_UNIX
+		path := b[2:]
+		if i := bytes.IndexByte(path, 0); i >= 0 {
+			path = path[:i]
+		}
+		return append(append([]byte{1}, path...), 0)
+	}
+	return nil
+}
+
 // specArg is the raw value of the call's argument that scap names name,
 // where sysray keeps it as a number.
 func specArg(spec *event.Spec, sc *event.Syscall, name string) (uint64, bool) {
@@ -390,7 +424,7 @@ func specArg(spec *event.Spec, sc *event.Syscall, name string) (uint64, bool) {
 		case event.ArgPath, event.ArgString, event.ArgSockaddr, event.ArgSockaddrOut:
 			continue
 		}
-		if a.Name == name || argNames[a.Name] == name || (name == "dirfd" && a.Kind == event.ArgDirFd) {
+		if a.Name == name || argNames[a.Name] == name || exportNames[a.Name] == name || (name == "dirfd" && a.Kind == event.ArgDirFd) {
 			v := sc.Args[i]
 			// A descriptor is a C int: AT_FDCWD and -1 arrive as 32
 			// bits, and scap keeps them as 64-bit negatives.
@@ -427,6 +461,20 @@ func (x *exporter) params(typ uint16, name string, spec *event.Spec, e *event.Ev
 			out[i] = intParam(p.typ, uint64(writeSC[name]))
 		case p.name == "nativeID":
 			out[i] = intParam(p.typ, uint64(sc.Nr))
+		case p.name == "domain" && p.typ == ptFlags32:
+			// scap's PPM_AF_* are the Linux address family numbers.
+			if v, ok := specArg(spec, sc, p.name); ok {
+				out[i] = intParam(p.typ, v)
+			}
+		case p.typ == ptSockaddr:
+			if spec != nil {
+				for j, a := range spec.Args {
+					if j < 6 && (a.Kind == event.ArgSockaddr || a.Kind == event.ArgSockaddrOut) && sc.Data[j] != nil {
+						out[i] = sockaddrParam(sc.Data[j])
+						break
+					}
+				}
+			}
 		case isPath(p.name, p.typ):
 			if len(paths) > 0 {
 				out[i] = strParam(paths[0])

@@ -304,3 +304,35 @@ func TestWrittenAs(t *testing.T) {
 		}
 	}
 }
+
+// A socket address goes out as scap's: family, address, port in host
+// order; a Unix socket's path with its NUL. sysdig shows them as
+// addr=127.0.0.1:9 and addr=/run/x.
+func TestExportSockaddr(t *testing.T) {
+	in4 := []byte{2, 0, 0, 9, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}
+	in6 := append([]byte{10, 0, 0x1f, 0x90, 0, 0, 0, 0}, append(make([]byte, 15), 1, 0, 0, 0, 0)...)
+	un := append([]byte{1, 0}, "/run/x\x00\x00\x00"...)
+	for _, c := range []struct {
+		in   []byte
+		want string
+	}{
+		{in4, "\x02\x7f\x00\x00\x01\x09\x00"},
+		{in6, "\x0a" + string(make([]byte, 15)) + "\x01\x90\x1f"},
+		{un, "\x01/run/x\x00"},
+		{[]byte{2, 0, 0}, ""}, // cut short: empty
+	} {
+		if got := string(sockaddrParam(c.in)); got != c.want {
+			t.Errorf("%x: %x, want %x", c.in, got, c.want)
+		}
+	}
+	nr, _ := event.SyscallByName(event.ArchAMD64, "connect")
+	e := &event.Event{Kind: event.KindSyscall, TID: 7, PID: 7}
+	e.Syscall = event.Syscall{Nr: nr, Ret: -111, Args: [6]uint64{3, 0, 16}}
+	e.Syscall.Data[1] = in4
+	x := &exporter{hdr: &capture.Header{Arch: event.ArchAMD64}}
+	en := x.params(writePairs["connect"], "connect", event.Lookup(event.ArchAMD64, nr), e, false)
+	// connect's enter: fd (sysray's sockfd), addr.
+	if binary.LittleEndian.Uint64(en[0]) != 3 || string(en[1]) != "\x02\x7f\x00\x00\x01\x09\x00" {
+		t.Errorf("connect enter %q", en)
+	}
+}
