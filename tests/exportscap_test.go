@@ -289,4 +289,17 @@ func TestExportScapBadInput(t *testing.T) {
 			t.Errorf("export of %s left %s behind", filepath.Base(in), out)
 		}
 	}
+	// -o naming the capture itself is refused, and the capture is intact.
+	capFile := filepath.Join(dir, "c.sysray")
+	orig, err := os.ReadFile(filepath.Join("..", "internal", "doctor", "testdata", "golden", "crasher.sysray"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(capFile, orig, 0o600)
+	if r := run(t, "export", "--format", "scap", "-r", capFile, "-o", capFile); r.code != 1 {
+		t.Errorf("export over its own capture: exit %d, %q; want 1", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(capFile); !bytes.Equal(b, orig) {
+		t.Errorf("export over its own capture changed it")
+	}
 }
