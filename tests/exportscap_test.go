@@ -236,7 +236,7 @@ func checkScapExport(t *testing.T, file string) (out string) {
 func TestExportScapGolden(t *testing.T) {
 	needTool(t, "sysdig")
 	needTool(t, "tshark")
-	for _, f := range []string{"forkgrow.sysray", "fdleak-pipe.sysray", "crasher.sysray"} {
+	for _, f := range []string{"forkgrow.sysray", "fdleak-pipe.sysray", "crasher.sysray", "lockconvoy.sysray", "nagle.sysray", "refused-eperm.sysray", "strace-fifo.sysray", "execfail.sysray", "synloss-poll.sysray"} {
 		t.Run(f, func(t *testing.T) {
 			checkScapExport(t, filepath.Join("..", "internal", "doctor", "testdata", "golden", f))
 		})

@@ -36,7 +36,7 @@ type ExportStats struct {
 // procexit. Events are written in time order (see maxQueued).
 func Export(path string, w io.Writer) (*ExportStats, error) {
 	x := &exporter{threads: map[uint32]*Thread{}, forks: map[[2]uint32]bool{}, execs: map[uint32]*event.Proc{},
-		born: map[uint32]bool{}, cloneCall: map[uint32]string{}, st: &ExportStats{Left: map[string]uint64{}}}
+		born: map[uint32]bool{}, cloneCall: map[uint32]string{}, firstAt: map[uint32]uint64{}, st: &ExportStats{Left: map[string]uint64{}}}
 	cpus, err := x.learn(path)
 	if err != nil {
 		return nil, err
@@ -68,6 +68,7 @@ type exporter struct {
 	born    map[uint32]bool    // threads the capture saw begin
 	// cloneCall is the call (clone, clone3, fork, vfork) that made a thread.
 	cloneCall map[uint32]string
+	firstAt   map[uint32]uint64      // each thread's earliest event
 	execs     map[uint32]*event.Proc // a thread's exec, until its execve's event
 	w         *Writer
 	st        *ExportStats
@@ -124,12 +125,19 @@ func (x *exporter) learn(path string) (uint32, error) {
 	}
 	first := true
 	var seen uint64
+	forkSeen := map[uint32]uint64{} // the latest time read when a thread's fork was
 	err := x.each(path, func(e *event.Event) error {
 		if e.Kind != event.KindDrop {
 			if e.Time < seen {
 				x.lateness = max(x.lateness, seen-e.Time)
 			}
 			seen = max(seen, e.Time)
+			if t, ok := x.firstAt[e.TID]; !ok || e.Time < t {
+				x.firstAt[e.TID] = e.Time
+			}
+		}
+		if e.Kind == event.KindFork {
+			forkSeen[e.Proc.ChildTID] = seen
 		}
 		if first {
 			first = false
@@ -174,6 +182,14 @@ func (x *exporter) learn(path string) (uint32, error) {
 	if first && x.hdr != nil {
 		for _, p := range x.hdr.Procs {
 			add(p.PID, p.PID, p.PPID, p.Comm, p.Exe, p.Cmdline)
+		}
+	}
+	// A child's own return goes before its first event, which may come
+	// before its fork (a capture imported from strace has the fork when
+	// the parent's clone returns).
+	for child, at := range forkSeen {
+		if t, ok := x.firstAt[child]; ok && t < at+1 {
+			x.lateness = max(x.lateness, at+1-t)
 		}
 	}
 	return max(cpus, 1), err
@@ -227,7 +243,13 @@ func (x *exporter) childReturn(e *event.Event) error {
 	x.st.ChildReturns++
 	ce := *e
 	ce.TID, ce.PID = e.Proc.ChildTID, e.Proc.ChildPID
-	return x.push(x.time(e.Time), &ce, typ, params)
+	// At the fork, or a nanosecond before the thread's first event if
+	// that came first: ahead of the event's enter at the same time.
+	at := e.Time
+	if t, ok := x.firstAt[e.Proc.ChildTID]; ok && t <= at && t > 0 {
+		at = t - 1
+	}
+	return x.push(x.time(at), &ce, typ, params)
 }
 
 func (x *exporter) time(t uint64) uint64 { return uint64(int64(t) + x.hdr.BootTime) }
