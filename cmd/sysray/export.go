@@ -31,7 +31,7 @@ func newExport() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export --format perfetto|chrome-json|scap -r FILE -o OUT",
 		Short: "Write a capture as a Perfetto trace, Chrome JSON or a scap file, for other tools",
-		Long: `Write a capture as a timeline: a track per thread under its process (and
+		Long: `Write a capture for other tools. perfetto and chrome-json are a timeline: a track per thread under its process (and
 container), a slice per syscall with its arguments, return value and errno,
 instants for page faults, signals, fork, exec and exit, flows from wakers to
 the calls they woke, and each process's syscall rate as a counter.
@@ -44,7 +44,8 @@ the calls they woke, and each process's syscall rate as a counter.
 
 See docs/export.md.`,
 		Example: `  sysray record -w run.sysray -- ./server
-  sysray export --format perfetto -r run.sysray -o run.pftrace`,
+  sysray export --format perfetto -r run.sysray -o run.pftrace
+  sysray export --format scap -r run.sysray -o run.scap && sysdig -r run.scap`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			newSink, ok := exportFormats[format]
