@@ -31,8 +31,9 @@ func newExport() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export --format perfetto|chrome-json|scap -r FILE -o OUT",
 		Short: "Write a capture as a Perfetto trace, Chrome JSON or a scap file, for other tools",
-		Long: `Write a capture for other tools. perfetto and chrome-json are a timeline: a track per thread under its process (and
-container), a slice per syscall with its arguments, return value and errno,
+		Long: `Write a capture for other tools. perfetto and chrome-json are a timeline:
+a track per thread under its process (and container), a slice per syscall
+with its arguments, return value and errno,
 instants for page faults, signals, fork, exec and exit, flows from wakers to
 the calls they woke, and each process's syscall rate as a counter.
 
