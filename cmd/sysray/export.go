@@ -33,9 +33,9 @@ func newExport() *cobra.Command {
 		Short: "Write a capture as a Perfetto trace, Chrome JSON or a scap file, for other tools",
 		Long: `Write a capture for other tools. perfetto and chrome-json are a timeline:
 a track per thread under its process (and container), a slice per syscall
-with its arguments, return value and errno,
-instants for page faults, signals, fork, exec and exit, flows from wakers to
-the calls they woke, and each process's syscall rate as a counter.
+with its arguments, return value and errno, instants for page faults,
+signals, fork, exec and exit, flows from wakers to the calls they woke, and
+each process's syscall rate as a counter.
 
   perfetto      Perfetto TrackEvent protobuf, for ui.perfetto.dev and trace_processor
   chrome-json   Trace Event Format JSON, for chrome://tracing and other viewers
