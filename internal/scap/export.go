@@ -287,8 +287,9 @@ func (x *exporter) event(e *event.Event) error {
 }
 
 // maxQueued bounds the events held back for their time (about 100 bytes
-// each): a million calls made while another call blocked.
-const maxQueued = 1 << 20
+// each, some 40 MB): the events of a quarter of a million calls made
+// while another call blocked.
+const maxQueued = 1 << 18
 
 func (x *exporter) write(e *event.Event) error {
 	switch e.Kind {
