@@ -286,8 +286,8 @@ func (x *exporter) event(e *event.Event) error {
 	return nil
 }
 
-// maxQueued bounds the events held back for their time (about 100 bytes
-// each, some 40 MB): the events of a quarter of a million calls made
+// maxQueued bounds the events held back for their time (about 150 bytes
+// each with their queue entry, some 40 MB): those of 130,000 calls made
 // while another call blocked.
 const maxQueued = 1 << 18
 
