@@ -203,6 +203,7 @@ const (
 	ptCharbuf   = 9
 	ptBytebuf   = 10
 	ptErrno     = 11
+	ptSockaddr  = 12
 	ptFD        = 14
 	ptPID       = 15
 	ptFSPath    = 17
