@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,9 +77,43 @@ func OTLPEndpoint(endpoint string) (string, error) {
 	return u.String(), nil
 }
 
-// NewOTLP returns an exporter posting to endpoint (see OTLPEndpoint) as
-// service sysray-agent on host hostname. Start it with Run.
-func NewOTLP(endpoint, hostname string, log *slog.Logger) (*OTLP, error) {
+// ResourceAttrs are the records' resource: host.name hostname,
+// service.name sysray-agent and the version, then what extra says, in the
+// format of OTEL_RESOURCE_ATTRIBUTES (key=value pairs separated by commas,
+// values percent-encoded), which wins: in a pod without the node's
+// network the host's name is the pod's, and the chart passes the node's.
+func ResourceAttrs(hostname, extra string) ([]*commonpb.KeyValue, error) {
+	kv := []*commonpb.KeyValue{
+		kvString("host.name", hostname),
+		kvString("service.name", "sysray-agent"),
+		kvString("service.version", version.Version),
+	}
+	for _, p := range strings.Split(extra, ",") {
+		if strings.TrimSpace(p) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(p, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q: want key=value", p)
+		}
+		v, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", p, err)
+		}
+		i := slices.IndexFunc(kv, func(x *commonpb.KeyValue) bool { return x.Key == k })
+		if i < 0 {
+			kv = append(kv, kvString(k, v))
+		} else {
+			kv[i] = kvString(k, v)
+		}
+	}
+	return kv, nil
+}
+
+// NewOTLP returns an exporter posting to endpoint (see OTLPEndpoint) with
+// resource res (ResourceAttrs). Start it with Run.
+func NewOTLP(endpoint string, res []*commonpb.KeyValue, log *slog.Logger) (*OTLP, error) {
 	u, err := OTLPEndpoint(endpoint)
 	if err != nil {
 		return nil, err
@@ -90,11 +126,7 @@ func NewOTLP(endpoint, hostname string, log *slog.Logger) (*OTLP, error) {
 		// restart or a dropped connection, short enough that one batch
 		// does not hold the queue for long.
 		backoff: []time.Duration{2 * time.Second, 4 * time.Second},
-		res: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{
-			kvString("host.name", hostname),
-			kvString("service.name", "sysray-agent"),
-			kvString("service.version", version.Version),
-		}},
+		res:     &resourcepb.Resource{Attributes: res},
 		dropped: map[string]uint64{}}, nil
 }
 

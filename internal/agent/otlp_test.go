@@ -236,7 +236,11 @@ func record(i int) *logspb.LogRecord {
 
 func newTestOTLP(t *testing.T, url string) (*OTLP, context.CancelFunc) {
 	t.Helper()
-	o, err := NewOTLP(url, "node-1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	res, err := ResourceAttrs("node-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewOTLP(url, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,4 +361,28 @@ func TestOTLPNeverBlocks(t *testing.T) {
 	waitFor(t, "three attempts, then a drop", func() bool {
 		return value(o2, "sysray_otlp_export_errors_total", "") == 3 && value(o2, "sysray_otlp_records_dropped_total", "export_failed") == 1
 	})
+}
+
+// OTEL_RESOURCE_ATTRIBUTES adds to the resource and wins over the
+// agent's own attributes.
+func TestResourceAttrs(t *testing.T) {
+	kv, err := ResourceAttrs("sysray-agent-x7k2p", "host.name=node-3, k8s.node.name=node-3,deployment.environment=prod%2Ceu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := attrs(kv)
+	for k, want := range map[string]string{"host.name": "node-3", "k8s.node.name": "node-3", "service.name": "sysray-agent",
+		"deployment.environment": "prod,eu"} {
+		if got := a[k].GetStringValue(); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if len(kv) != 5 {
+		t.Errorf("%d attributes: %v", len(kv), kv)
+	}
+	for _, bad := range []string{"host.name", "=x", "a=%zz"} {
+		if _, err := ResourceAttrs("h", bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
 }

@@ -163,7 +163,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	var otlp *OTLP
 	if c.OTLPEndpoint != "" {
 		hostname, _ := os.Hostname()
-		if otlp, err = NewOTLP(c.OTLPEndpoint, hostname, log); err != nil {
+		res, err := ResourceAttrs(hostname, os.Getenv("OTEL_RESOURCE_ATTRIBUTES"))
+		if err != nil {
+			return fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+		}
+		if otlp, err = NewOTLP(c.OTLPEndpoint, res, log); err != nil {
 			return fmt.Errorf("--otlp-endpoint %s: %w", c.OTLPEndpoint, err)
 		}
 		src.doc.otlp = otlp
