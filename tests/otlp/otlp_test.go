@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -235,6 +236,25 @@ func crash(t *testing.T, segv string) int {
 	return pid
 }
 
+// cgroup2 is where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup,
+// or /sys/fs/cgroup/unified on a hybrid host).
+func cgroup2(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		// "... mountpoint opts - fstype source superopts"
+		pre, post, ok := strings.Cut(l, " - ")
+		if f := strings.Fields(pre); ok && strings.HasPrefix(post, "cgroup2 ") && len(f) > 4 {
+			return f[4]
+		}
+	}
+	t.Fatal("no cgroup v2 hierarchy mounted")
+	return ""
+}
+
 // record is a log record the receiver got, with its resource.
 type record struct {
 	res pcommon.Map
@@ -269,7 +289,8 @@ func str(m pcommon.Map, k string) string {
 // receiver: severity ERROR ("critical"), the finding's summary as body,
 // its id, keys and evidence equal to what /api/findings says, the crashed
 // process's pid and comm, and the agent's host and service as resource.
-// The same crash again is the same finding: no second record. The agent's
+// The same crash again is the same finding: no second record; in a
+// container it is another, with the container's id and name. The agent's
 // counters agree with what the receiver holds.
 func TestFindingsOverOTLP(t *testing.T) {
 	requireBPF(t)
@@ -364,6 +385,59 @@ func TestFindingsOverOTLP(t *testing.T) {
 	if !twice {
 		t.Fatalf("the second crash (%d) is not the first finding seen again: %+v", pid2, a.findings(t))
 	}
+
+	// The same crash as the first process of a new container (a
+	// Docker-style cgroup scope, named by its id while no runtime
+	// answers): the same doctor key, another store key, so a record of its
+	// own, with the container's id and name.
+	id := fmt.Sprintf("c7%014x", time.Now().UnixNano()&(1<<56-1)) + strings.Repeat("6b", 24)
+	dir := filepath.Join(cgroup2(t), "sysray-otlp-test", "docker-"+id+".scope")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("creating cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		// segv and its child have exited: the scope is empty.
+		if err := errors.Join(os.Remove(dir), os.Remove(filepath.Dir(dir))); err != nil {
+			t.Errorf("removing the test's cgroup: %v", err)
+		}
+	})
+	script := fmt.Sprintf("echo 0 > %s/cgroup.procs && exec %s", dir, segv)
+	out, err := exec.Command("/bin/sh", "-c", script).Output()
+	var pid3, signaled, sig int
+	if _, serr := fmt.Sscanf(string(out), "child %d signaled=%d sig=%d", &pid3, &signaled, &sig); err != nil || serr != nil || sig != 11 {
+		t.Fatalf("segv in %s: %v %v %q", dir, err, serr, out)
+	}
+	var inCtr *record
+	for i := 0; i < 100 && inCtr == nil; i++ {
+		time.Sleep(200 * time.Millisecond)
+		for _, r := range records(sink) {
+			if str(r.Attributes(), "process.pid") == strconv.Itoa(pid3) {
+				inCtr = &r
+			}
+		}
+	}
+	if inCtr == nil {
+		for _, r := range records(sink) {
+			if str(r.Attributes(), "sysray.finding.id") == "fatal-signal" {
+				t.Logf("record: %v", r.Attributes().AsRaw())
+			}
+		}
+		for _, x := range a.findings(t) {
+			if x.ID == "fatal-signal" {
+				t.Logf("finding: %s %s %d", x.StoreKey, x.Title, x.Occurrences)
+			}
+		}
+		t.Fatalf("no record for the crash in container %s (pid %d) after 20 s", id[:12], pid3)
+	}
+	ca := inCtr.Attributes()
+	if str(ca, "container.id") != id || str(ca, "container.name") != id[:12] || str(ca, "sysray.finding.key") != f.Key ||
+		str(ca, "sysray.finding.store_key") == f.StoreKey || str(ca, "sysray.finding.id") != "fatal-signal" {
+		t.Errorf("the container's crash: %v; want container.id %s, name %s, key %s", ca.AsRaw(), id, id[:12], f.Key)
+	}
+	if _, ok := ca.Get("k8s.pod.name"); ok {
+		t.Errorf("k8s.pod.name for a container no runtime knows: %v", ca.AsRaw())
+	}
+
 	time.Sleep(2 * time.Second) // a window or two for a record that should not come
 	perKey := map[string]int{}
 	rs := records(sink)
