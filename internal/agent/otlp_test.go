@@ -386,3 +386,22 @@ func TestResourceAttrs(t *testing.T) {
 		}
 	}
 }
+
+// An https endpoint is posted to over TLS (the test's client trusts the
+// test server's certificate; the agent's trusts the system's CAs).
+func TestOTLPHTTPS(t *testing.T) {
+	rc := &receiver{}
+	srv := httptest.NewTLSServer(rc)
+	defer srv.Close()
+	res, _ := ResourceAttrs("node-1", "")
+	o, err := NewOTLP(srv.URL, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.client = srv.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	go o.Run(ctx)
+	defer func() { cancel(); <-o.Done() }()
+	o.Send(record(1))
+	waitFor(t, "the record over TLS", func() bool { _, n := rc.got(); return n == 1 })
+}
