@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,8 @@ type OTLP struct {
 	done   chan struct{}
 	// backoff between attempts at one batch: len(backoff)+1 attempts.
 	backoff []time.Duration
+
+	full atomic.Bool // the queue was full at the last Send
 
 	mu      sync.Mutex
 	sent    uint64
@@ -135,9 +138,13 @@ func NewOTLP(endpoint string, res []*commonpb.KeyValue, log *slog.Logger) (*OTLP
 func (o *OTLP) Send(r *logspb.LogRecord) {
 	select {
 	case o.queue <- r:
+		o.full.Store(false)
 	default:
 		o.drop("queue_full", 1)
-		o.log.Warn("OTLP queue full: dropped a finding's log record", "queue", otlpQueueLen)
+		// Once for each time it fills: the counter has the rest.
+		if !o.full.Swap(true) {
+			o.log.Warn("OTLP queue full: dropping findings' log records until it has room", "queue", otlpQueueLen)
+		}
 	}
 }
 
@@ -146,14 +153,16 @@ func (o *OTLP) Send(r *logspb.LogRecord) {
 func (o *OTLP) Run(ctx context.Context) {
 	defer close(o.done)
 	for {
-		var first *logspb.LogRecord
 		select {
 		case <-ctx.Done():
-			o.flush()
+			o.flush(nil)
 			return
-		case first = <-o.queue:
+		case first := <-o.queue:
+			if b := o.export(ctx, o.batch(first)); b != nil {
+				o.flush(b)
+				return
+			}
 		}
-		o.export(ctx, o.batch(first))
 	}
 }
 
@@ -162,7 +171,11 @@ func (o *OTLP) Done() <-chan struct{} { return o.done }
 
 // batch is first and what else is queued, up to otlpBatch records.
 func (o *OTLP) batch(first *logspb.LogRecord) []*logspb.LogRecord {
-	b := []*logspb.LogRecord{first}
+	return o.fill([]*logspb.LogRecord{first})
+}
+
+// fill adds what is queued to b, up to otlpBatch records.
+func (o *OTLP) fill(b []*logspb.LogRecord) []*logspb.LogRecord {
 	for len(b) < otlpBatch {
 		select {
 		case r := <-o.queue:
@@ -174,38 +187,41 @@ func (o *OTLP) batch(first *logspb.LogRecord) []*logspb.LogRecord {
 	return b
 }
 
-// flush posts what is queued once, with a short deadline: the agent is
-// stopping.
-func (o *OTLP) flush() {
+// flush posts b and what is queued once, with a short deadline: the
+// agent is stopping.
+func (o *OTLP) flush(b []*logspb.LogRecord) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	for {
-		select {
-		case r := <-o.queue:
-			o.post(ctx, o.batch(r))
-		default:
+		if b = o.fill(b); len(b) == 0 {
 			return
 		}
+		if o.post(ctx, b) {
+			o.drop("export_failed", len(b))
+		}
+		b = nil
 	}
 }
 
 // export posts b, again after a backoff while the failure may pass (the
 // collector unreachable, overloaded or restarting), and drops it after
-// the last attempt or a refusal that would not change.
-func (o *OTLP) export(ctx context.Context, b []*logspb.LogRecord) {
+// the last attempt or a refusal that would not change. It returns b if
+// ctx ended before b was through, for flush's last attempt.
+func (o *OTLP) export(ctx context.Context, b []*logspb.LogRecord) []*logspb.LogRecord {
 	for i := 0; ; i++ {
-		retry := o.post(ctx, b)
-		if !retry {
-			return
+		if !o.post(ctx, b) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return b
 		}
 		if i == len(o.backoff) {
 			o.drop("export_failed", len(b))
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			o.drop("export_failed", len(b))
-			return
+			return b
 		case <-time.After(o.backoff[i]):
 		}
 	}
@@ -239,7 +255,9 @@ func (o *OTLP) post(ctx context.Context, b []*logspb.LogRecord) (retry bool) {
 	req.Header.Set("User-Agent", "sysray-agent/"+version.Version)
 	resp, err := o.client.Do(req)
 	if err != nil {
-		o.fail("post", err)
+		if !errors.Is(err, context.Canceled) { // not the agent stopping
+			o.fail("post", err)
+		}
 		return true
 	}
 	defer resp.Body.Close()

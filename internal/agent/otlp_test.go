@@ -405,3 +405,35 @@ func TestOTLPHTTPS(t *testing.T) {
 	o.Send(record(1))
 	waitFor(t, "the record over TLS", func() bool { _, n := rc.got(); return n == 1 })
 }
+
+// Stopping while a batch waits to be tried again: the last attempt takes
+// it with what is queued, and the stop is not counted as a failure.
+func TestOTLPFlushOnStop(t *testing.T) {
+	rc := &receiver{codes: []int{503}}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	res, _ := ResourceAttrs("node-1", "")
+	o, err := NewOTLP(srv.URL, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.backoff = []time.Duration{time.Hour}
+	ctx, cancel := context.WithCancel(context.Background())
+	go o.Run(ctx)
+	o.Send(record(1))
+	waitFor(t, "the 503", func() bool { r, _ := rc.got(); return r == 1 })
+	o.Send(record(2))
+	cancel()
+	select {
+	case <-o.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5 s of the stop")
+	}
+	if r, n := rc.got(); r != 2 || n != 2 {
+		t.Errorf("%d requests, %d records: want the 503, then both records in one", r, n)
+	}
+	if e, d, s := value(o, "sysray_otlp_export_errors_total", ""), value(o, "sysray_otlp_records_dropped_total", "export_failed"),
+		value(o, "sysray_otlp_records_sent_total", ""); e != 1 || d != 0 || s != 2 {
+		t.Errorf("errors %v, dropped %v, sent %v: want 1, 0, 2", e, d, s)
+	}
+}
