@@ -33,11 +33,12 @@ import (
 // OTLP sends each new finding to an OpenTelemetry collector as a log
 // record, over OTLP/HTTP with protobuf bodies (docs/agent.md, "Findings
 // over OTLP"). The doctor's window hands it records through Send, which
-// never waits: a queue of QueueLen records takes them, a goroutine posts
+// never waits: a queue of otlpQueueLen records takes them, a goroutine posts
 // them in batches, and what cannot be queued or sent is counted, logged
 // and dropped.
 type OTLP struct {
 	url    string
+	shown  string // url for the logs, without a password
 	client *http.Client
 	log    *slog.Logger
 	res    *resourcepb.Resource
@@ -54,9 +55,10 @@ type OTLP struct {
 	dropped map[string]uint64 // by reason
 }
 
-// The queue's length: findings are rare (a few per window at worst), so
-// a thousand is minutes of a collector being away at the rate of an
-// incident, and a few hundred KiB of memory.
+// The queue's length: new findings are few (a busy host's first windows
+// make one or two dozen, mostly info; after that they come when something
+// changes), so a thousand outlasts a collector's restart even at the rate
+// of an incident, in a few MiB at most.
 const otlpQueueLen = 1000
 
 // otlpBatch bounds one request: the collector's default request limit is
@@ -121,7 +123,8 @@ func NewOTLP(endpoint string, res []*commonpb.KeyValue, log *slog.Logger) (*OTLP
 	if err != nil {
 		return nil, err
 	}
-	return &OTLP{url: u, log: log, queue: make(chan *logspb.LogRecord, otlpQueueLen), done: make(chan struct{}),
+	pu, _ := url.Parse(u)
+	return &OTLP{url: u, shown: pu.Redacted(), log: log, queue: make(chan *logspb.LogRecord, otlpQueueLen), done: make(chan struct{}),
 		// A collector's deadline is seconds; a request that takes longer
 		// than this is not coming back.
 		client: &http.Client{Timeout: 10 * time.Second},
@@ -342,7 +345,7 @@ func (o *OTLP) fail(what string, err error) {
 	o.mu.Lock()
 	o.errs++
 	o.mu.Unlock()
-	o.log.Warn("sending findings over OTLP failed", "endpoint", o.url, "step", what, "error", err.Error())
+	o.log.Warn("sending findings over OTLP failed", "endpoint", o.shown, "step", what, "error", err.Error())
 }
 
 func (o *OTLP) drop(reason string, n int) {
