@@ -37,6 +37,7 @@ lint:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt: $$bad"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd tests/otlp && $(GO) vet ./...
 
 # What the tests need that a fresh Debian 12 machine lacks (root installs it).
 deps:
@@ -54,6 +55,7 @@ LONG_TESTS = ^TestAgentSoak$$
 test: deps build lint bin/testsum
 	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 60m -json -skip '$(LONG_TESTS)' ./... | $(TESTSUM)
 	set -o pipefail; cd deploy/check && $(GO) test -count=1 -json ./... | ../../$(TESTSUM)
+	set -o pipefail; cd tests/otlp && $(GO) test -count=1 -json ./... | ../../$(TESTSUM)
 
 bin/testsum: scripts/testsum/main.go
 	$(GO) build -o $@ ./scripts/testsum

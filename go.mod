@@ -15,6 +15,7 @@ require (
 	github.com/prometheus/exporter-toolkit v0.20.0
 	github.com/spf13/cobra v1.10.2
 	github.com/ulikunitz/xz v0.5.17
+	go.opentelemetry.io/proto/otlp v1.6.0
 	go.yaml.in/yaml/v2 v2.4.4
 	golang.org/x/crypto v0.55.0
 	golang.org/x/sys v0.47.0
@@ -64,6 +65,6 @@ require (
 	github.com/xo/terminfo v0.0.0-20220910002029-abceb7e1c41e // indirect
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20250303144028-a0af3efb3deb // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20250428153025-10db94c68c34 // indirect
 	google.golang.org/protobuf v1.36.11
 )

@@ -66,5 +66,6 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f.DurationVar(&c.Cooldown, "cooldown", c.Cooldown, "write at most one capture per finding and container this often")
 	f.DurationVar(&c.FlightWindow, "flight-window", c.FlightWindow, "how far back a flight capture reaches")
 	f.Int64Var(&c.FlightBytes, "flight-bytes", c.FlightBytes, "memory for the flight recorder's compressed events (1 to 3 million events)")
+	f.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "send each new finding as an OpenTelemetry log record, OTLP/HTTP with protobuf, to this URL (http://HOST:4318/v1/logs; /v1/logs is added to a URL without a path; https for TLS)")
 	return cmd
 }

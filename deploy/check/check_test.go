@@ -367,6 +367,9 @@ func TestChartRenders(t *testing.T) {
 			if p := agentContainer(t, objs.DaemonSets[0]).SecurityContext.AppArmorProfile; p != nil {
 				t.Errorf("appArmorProfile %v by default", p)
 			}
+			if c := agentContainer(t, objs.DaemonSets[0]); len(c.Env) != 0 {
+				t.Errorf("env %v by default", c.Env)
+			}
 		}},
 		{"crio", []string{"runtime.type=crio"}, func(t *testing.T, objs Objects) {
 			if ms := mounts(t, objs.DaemonSets[0]); ms[socks["CRIOSocket"]].Path != "/var/run/crio/crio.sock" {
@@ -401,6 +404,18 @@ func TestChartRenders(t *testing.T) {
 			m, _ := flag(args, "--max-containers")
 			if _, duty := flag(args, "--duty-on"); w != "30s" || m != "50" || duty {
 				t.Errorf("args %v: want --window 30s, --max-containers 50, no --duty-on", args)
+			}
+		}},
+		{"otlp", []string{"agent.otlpEndpoint=http://otel-collector.monitoring:4318/v1/logs"}, func(t *testing.T, objs Objects) {
+			c := agentContainer(t, objs.DaemonSets[0])
+			if u, _ := flag(c.Args, "--otlp-endpoint"); u != "http://otel-collector.monitoring:4318/v1/logs" {
+				t.Errorf("args %v: want --otlp-endpoint http://otel-collector.monitoring:4318/v1/logs", c.Args)
+			}
+			// The node's name, set before the variable that refers to it.
+			if len(c.Env) != 2 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil ||
+				c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" ||
+				c.Env[1].Name != "OTEL_RESOURCE_ATTRIBUTES" || !strings.Contains(c.Env[1].Value, "host.name=$(NODE_NAME)") {
+				t.Errorf("env %+v: want NODE_NAME from spec.nodeName, then OTEL_RESOURCE_ATTRIBUTES with host.name=$(NODE_NAME)", c.Env)
 			}
 		}},
 		{"appArmor", []string{"appArmorUnconfined=true"}, func(t *testing.T, objs Objects) {

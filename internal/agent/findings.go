@@ -46,6 +46,11 @@ type FindingsOptions struct {
 	// series go (as the syscall series of a container gone for --grace).
 	// Its findings stay listed until Forget. Zero keeps slots for good.
 	Grace time.Duration
+	// New, if set, is told of each finding whose key the store did not
+	// hold, with its processes, as Merge adds it (under the store's lock:
+	// it must not wait). A finding forgotten (Forget, Max) and found again
+	// is new again.
+	New func(f *Finding, procs []doctor.ProcRef)
 }
 
 // Findings de-duplicates the doctor's findings from window to window.
@@ -93,7 +98,8 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 		}
 		seen[key] = true
 		old := s.byKey[key]
-		if old == nil {
+		isNew := old == nil
+		if isNew {
 			old = &Finding{Key: key, FirstSeen: now}
 			s.byKey[key] = old
 		}
@@ -105,6 +111,10 @@ func (s *Findings) Merge(fs []doctor.Finding, now time.Time) []Finding {
 		old.Labels = labels
 		old.LastSeen = now
 		old.Occurrences++
+		if isNew && s.opt.New != nil {
+			c := *old
+			s.opt.New(&c, f.Procs)
+		}
 		series := map[Labels]bool{}
 		for _, l := range ordered {
 			series[s.slot(l, now)] = true

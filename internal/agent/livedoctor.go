@@ -40,6 +40,7 @@ type liveDoctor struct {
 	cool   *flight.Cooldown
 	every  time.Duration
 	names  Namer
+	otlp   *OTLP // nil: findings not sent over OTLP
 
 	// The kernel's audit counters and the tasks asleep in audit_log_start,
 	// cut at each window (audit.go).
@@ -82,7 +83,7 @@ func newLiveDoctor(log *slog.Logger, lc *session.Live, aw *auditWatch, o Config)
 	// A finding stays active for three windows: one quiet window is not a
 	// recovery. It is forgotten after a day without a sign of it.
 	a.store = NewFindings(FindingsOptions{ActiveFor: 3 * o.Window, Forget: 24 * time.Hour,
-		Name: a.names, MaxContainers: o.MaxContainers, Grace: o.Grace})
+		Name: a.names, MaxContainers: o.MaxContainers, Grace: o.Grace, New: a.found})
 	// Growth over hours: one doctor that keeps its state from window to
 	// window (docs/agent.md).
 	a.win = &Windows{New: a.newDoctor, Store: a.store, Long: doctor.NewLong(a.host(), a.procs)}
@@ -118,6 +119,28 @@ func (a *liveDoctor) oomKills() uint64 {
 		a.oom.Store(host.OOMKills())
 	}
 	return a.oom.Load()
+}
+
+// found hands a finding new to the store to OTLP, if on (otlp.go).
+func (a *liveDoctor) found(f *Finding, procs []doctor.ProcRef) {
+	if a.otlp == nil {
+		return
+	}
+	ps := make([]FindingProc, 0, min(len(procs), otlpMaxProcs))
+	for _, p := range procs[:min(len(procs), otlpMaxProcs)] {
+		fp := FindingProc{PID: p.PID, Labels: Host}
+		// An exited process stays in the table for a few windows: the
+		// one a crash finding names is still there.
+		if in, ok := a.procs.Get(p.PID); ok {
+			fp.Comm = in.Comm
+		}
+		if c := a.lc.Container(p.PID, p.Cgroup); c.ID != "" {
+			fp.ContainerID = c.ID
+			fp.Labels, _ = a.names(p.PID, p.Cgroup)
+		}
+		ps = append(ps, fp)
+	}
+	a.otlp.Send(FindingRecord(f, ps, len(procs), time.Now()))
 }
 
 // observe takes one live event (the event reader's goroutine).

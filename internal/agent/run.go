@@ -45,6 +45,8 @@ type Config struct {
 	CaptureFiles int
 	FlightWindow time.Duration // how far back a flight capture reaches
 	FlightBytes  int64         // the flight recorder's memory
+
+	OTLPEndpoint string // "" for none: else each new finding goes there as an OTLP log record (otlp.go)
 }
 
 // Defaults are the agent's settings unless told otherwise.
@@ -85,6 +87,14 @@ func (c *Config) Check() error {
 		return fmt.Errorf("--capture-max-bytes %d, --capture-max-files %d: at least 1 MiB and 1", c.CaptureBytes, c.CaptureFiles)
 	case !c.Always && (c.DutyOn < 100*time.Millisecond || c.DutyPeriod < 2*c.DutyOn || c.DutyPeriod%c.DutyOn != 0):
 		return fmt.Errorf("--duty-on %s, --duty-period %s: on at least 100ms, the period a multiple of it, at least twice", c.DutyOn, c.DutyPeriod)
+	}
+	if c.OTLPEndpoint != "" {
+		if c.NoDoctor {
+			return fmt.Errorf("--otlp-endpoint sends the doctor's findings: not with --no-doctor")
+		}
+		if _, err := OTLPEndpoint(c.OTLPEndpoint); err != nil {
+			return fmt.Errorf("--otlp-endpoint %s: %w", c.OTLPEndpoint, err)
+		}
 	}
 	return nil
 }
@@ -150,6 +160,21 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 			return fmt.Errorf("--capture-dir %s: %w", c.CaptureDir, err)
 		}
 	}
+	var otlp *OTLP
+	if c.OTLPEndpoint != "" {
+		hostname, _ := os.Hostname()
+		res, err := ResourceAttrs(hostname, os.Getenv("OTEL_RESOURCE_ATTRIBUTES"))
+		if err != nil {
+			return fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+		}
+		if otlp, err = NewOTLP(c.OTLPEndpoint, res, log); err != nil {
+			return fmt.Errorf("--otlp-endpoint %s: %w", c.OTLPEndpoint, err)
+		}
+		src.doc.otlp = otlp
+		go otlp.Run(ctx)
+		// Its last attempt at what is queued: ctx ends first.
+		defer func() { stop(); <-otlp.Done() }()
+	}
 	if err := src.open(); err != nil {
 		return err
 	}
@@ -157,6 +182,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	ag := NewAgent(agg, src, c.Interval, log)
 	if src.doc != nil {
 		ag.Findings = src.doc.store
+		if otlp != nil {
+			ag.Collectors = append(ag.Collectors, otlp)
+		}
 		if src.doc.dir != nil {
 			ag.Captures = flightCaptures{src.doc}
 			usr1 := make(chan os.Signal, 1)

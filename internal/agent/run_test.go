@@ -30,7 +30,9 @@ func TestConfigCheck(t *testing.T) {
 		{"--flight-bytes", func(c *Config) { c.FlightBytes = 1000 }},
 		{"--capture-max-files", func(c *Config) { c.CaptureFiles = 0 }},
 		{"--duty-on", func(c *Config) { c.DutyOn = 50 * time.Millisecond }},
-		{"--duty-period", func(c *Config) { c.DutyOn, c.DutyPeriod = time.Second, 1500*time.Millisecond }}, // not a multiple
+		{"--duty-period", func(c *Config) { c.DutyOn, c.DutyPeriod = time.Second, 1500*time.Millisecond }},  // not a multiple
+		{"--otlp-endpoint", func(c *Config) { c.OTLPEndpoint = "127.0.0.1:4318" }},                          // no scheme
+		{"--otlp-endpoint", func(c *Config) { c.OTLPEndpoint, c.NoDoctor = "http://127.0.0.1:4318", true }}, // no findings
 	} {
 		cfg := Defaults
 		c.set(&cfg)

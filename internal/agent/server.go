@@ -29,6 +29,8 @@ type Agent struct {
 	// Captures, if set, serves the flight recorder's captures and takes
 	// snapshots on request.
 	Captures Captures
+	// Collectors are served in /metrics with the agent's own.
+	Collectors []prometheus.Collector
 
 	start    time.Time
 	mu       sync.Mutex
@@ -127,6 +129,7 @@ func (a *Agent) handler(guard func(http.Handler) http.Handler) http.Handler {
 	if a.Findings != nil {
 		reg.MustRegister(a.Findings)
 	}
+	reg.MustRegister(a.Collectors...)
 	mux := http.NewServeMux()
 	a.api(mux, guard)
 	opts := promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(a.Log.Handler(), slog.LevelWarn)}
