@@ -212,12 +212,7 @@ func socketOwners(inodes map[string]bool, ns string) map[string][]uint32 {
 // needs the right to ptrace pid) and getsockname on it. A socket bound but
 // not listening is in no /proc/net table, so this is how its port is known.
 func boundAddr(pid uint32, fd int) string {
-	pfd, err := unix.PidfdOpen(int(pid), 0)
-	if err != nil {
-		return ""
-	}
-	defer unix.Close(pfd)
-	nfd, err := unix.PidfdGetfd(pfd, fd, 0)
+	nfd, err := copyFD(pid, fd)
 	if err != nil {
 		return ""
 	}
@@ -233,6 +228,45 @@ func boundAddr(pid uint32, fd int) string {
 		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr).Unmap(), uint16(a.Port)).String()
 	}
 	return ""
+}
+
+// copyFD copies the descriptor a live process pid holds at fd into this
+// one (pidfd_getfd, which needs the right to ptrace pid): what the kernel
+// keeps of a socket and tells only its holder (its local address, its
+// options) can then be asked. The copy shares the socket; closing it
+// leaves pid's as it was.
+func copyFD(pid uint32, fd int) (int, error) {
+	pfd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	return unix.PidfdGetfd(pfd, fd, 0)
+}
+
+// tcpHoldOff reads, live, whether the TCP socket process pid holds at fd
+// has TCP_NODELAY or TCP_CORK set: the options that take small writes
+// out of Nagle's hold ("" when neither is). known is false when it cannot
+// be read (the process or descriptor gone, no right to ptrace it).
+func tcpHoldOff(pid uint32, fd int) (opt string, known bool) {
+	nfd, err := copyFD(pid, fd)
+	if err != nil {
+		return "", false
+	}
+	defer unix.Close(nfd)
+	for _, o := range []struct {
+		name string
+		opt  int
+	}{{"TCP_NODELAY", unix.TCP_NODELAY}, {"TCP_CORK", unix.TCP_CORK}} {
+		v, err := unix.GetsockoptInt(nfd, unix.IPPROTO_TCP, o.opt)
+		if err != nil {
+			return "", false
+		}
+		if v != 0 {
+			return o.name, true
+		}
+	}
+	return "", true
 }
 
 // commOf reads a live process's name; "" when it is gone.

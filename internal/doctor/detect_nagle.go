@@ -431,8 +431,10 @@ func (n *nagle) Findings(env *Env) []Finding {
 	n.closest = nil
 	groups := map[string]*naglePeer{}
 	conns := slices.Clone(n.closed)
+	open := map[*nagleConn]bool{}
 	for _, c := range n.conns {
 		conns = append(conns, c)
+		open[c] = true
 	}
 	sort.SliceStable(conns, func(i, j int) bool {
 		return conns[i].pid < conns[j].pid || conns[i].pid == conns[j].pid && conns[i].fd < conns[j].fd
@@ -496,6 +498,17 @@ func (n *nagle) Findings(env *Env) []Finding {
 		// the client's wait.
 		if !c.socket || c.accepted {
 			continue
+		}
+		// An option set before sysray started has no setsockopt in the
+		// events; live, the socket says (while it is open: a closed one's
+		// number may be another's now). Its replies that waited are then
+		// the server's time, not a timer's.
+		if c.fixed == "" && open[c] && env.Host.canRead() {
+			if opt, _ := tcpHoldOff(c.pid, int(c.fd)); opt != "" {
+				n.miss(c, 0, fmt.Sprintf("the socket has %s set (read from the socket: set before sysray started), so Nagle's algorithm holds nothing back; "+
+					"its replies that waited are the server's time", opt))
+				continue
+			}
 		}
 		peer := c.peer
 		if peer == "" {

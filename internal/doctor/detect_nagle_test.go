@@ -1,8 +1,12 @@
 package doctor
 
 import (
+	"net"
+	"os"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/stat"
@@ -410,5 +414,47 @@ func TestNagleLetsGo(t *testing.T) {
 	n.forget(map[uint32]bool{3: true}, map[uint32]bool{3: true})
 	if n.nBursts != 2 || n.conns[nagleKey{3, 3}] != nil || n.conns[nagleKey{1, 3}] == nil || len(n.closed) != 1 {
 		t.Fatalf("after forget: %d pending, conns %v, closed %d", n.nBursts, n.conns, len(n.closed))
+	}
+}
+
+// The options that take small writes out of Nagle's hold are read from a
+// live socket, whoever set them and when.
+func TestTCPHoldOff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(opt, v int) {
+		if err := raw.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, opt, v) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(want string) {
+		t.Helper()
+		var got string
+		var known bool
+		raw.Control(func(fd uintptr) { got, known = tcpHoldOff(uint32(os.Getpid()), int(fd)) })
+		if got != want || !known {
+			t.Errorf("tcpHoldOff = %q, %v; want %q, known", got, known, want)
+		}
+	}
+	// Go sets TCP_NODELAY on every connection it makes.
+	check("TCP_NODELAY")
+	set(unix.TCP_NODELAY, 0)
+	check("")
+	set(unix.TCP_CORK, 1)
+	check("TCP_CORK")
+	if _, known := tcpHoldOff(uint32(os.Getpid()), 1<<20); known {
+		t.Error("a descriptor that is not there was read")
 	}
 }
