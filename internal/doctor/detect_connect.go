@@ -196,7 +196,7 @@ func (c *connRetx) baseline() {
 	for ino, pid := range namespaces() {
 		// The pid listed may have gone, or its number gone to a process
 		// elsewhere, since the list was made.
-		if netnsOf(pid) != ino {
+		if netNSOf(pid) != ino {
 			continue
 		}
 		if m := tcpCounters(pid); m != nil {
@@ -239,7 +239,7 @@ func namespaces() map[string]uint32 {
 		if len(out) >= crStartNS {
 			break
 		}
-		if ino := netnsOf(uint32(pid)); ino != "" {
+		if ino := netNSOf(uint32(pid)); ino != "" {
 			if _, ok := out[ino]; !ok {
 				out[ino] = uint32(pid)
 			}
@@ -373,7 +373,7 @@ func (c *connRetx) netns(pid uint32) {
 	if _, ok := c.nsOf[pid]; ok || len(c.nsOf) >= crKept || !c.host.canRead() {
 		return
 	}
-	ino := netnsOf(pid)
+	ino := netNSOf(pid)
 	c.nsOf[pid] = ino
 	if n := c.ns[ino]; n != nil {
 		n.pid = pid // read it through the client from now on
@@ -421,16 +421,6 @@ func (c *connRetx) forget(pids, tids map[uint32]bool) {
 	for pid := range pids {
 		delete(c.nsOf, pid)
 	}
-}
-
-// netnsOf is the inode of a live process's network namespace ("" when
-// it cannot be read).
-func netnsOf(pid uint32) string {
-	l, err := os.Readlink("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/ns/net")
-	if err != nil {
-		return ""
-	}
-	return l
 }
 
 // crCounters are the TCP counters read: Tcp's from /proc/PID/net/snmp,
@@ -505,7 +495,7 @@ func listenerNS(peer string) (uint32, string) {
 		if err != nil {
 			continue
 		}
-		ino := netnsOf(uint32(pid))
+		ino := netNSOf(uint32(pid))
 		if ino == "" || done[ino] {
 			continue
 		}
