@@ -12,20 +12,6 @@ import (
 	"github.com/sysray/sysray/internal/event"
 )
 
-// WaitCalls are the numbers of the syscalls that wait by design (event.Waits),
-// whose brief interruptible sleeps the doctor's probe follows without their
-// stacks (probe.Config.WaitCalls): no detector looks at them but for an
-// audit backlog's wait, which is uninterruptible and keeps its stack.
-func WaitCalls(arch event.Arch) []uint32 {
-	var out []uint32
-	for _, name := range event.Names(event.Waits) {
-		if nr, ok := event.SyscallByName(arch, name); ok {
-			out = append(out, nr)
-		}
-	}
-	return out
-}
-
 // vforkCall reports a vfork, or a clone with CLONE_VFORK: the parent
 // waits for its child to exec or exit, by design (vforkWait, without a
 // stack to show it).
