@@ -3,7 +3,11 @@ package doctor
 // The sleeps whose cause one detector explains, so that no other reports
 // them as well: slow-syscall leaves these calls to the detector named.
 
-import "github.com/sysray/sysray/internal/event"
+import (
+	"strings"
+
+	"github.com/sysray/sysray/internal/event"
+)
 
 // memcgReclaim is a call's time asleep charging memory to its cgroup, and
 // whether that is at least half its time off the CPU: then the limit is
@@ -145,3 +149,32 @@ var mmapLockFrames = []string{"vm_mmap_pgoff", "do_mprotect_pkey", "__vm_munmap"
 	"__do_sys_mlockall", "__do_sys_munlockall", "__do_sys_remap_file_pages", "__do_sys_process_madvise"}
 
 var rwsemFrames = []string{"rwsem_down_write_slowpath", "rwsem_down_read_slowpath"}
+
+// faultMmapLock says a place a thread slept at outside syscalls was a page
+// fault waiting for its process's mmap lock: an rwsem slow path under
+// lock_mm_and_find_vma (6.4 and later: a fault that could not use its
+// mapping's own lock, because the mapping was being changed or needed an
+// anon_vma, takes the process's), or under the fault handler itself (older
+// kernels read-lock it in do_user_addr_fault).
+func faultMmapLock(pl *event.FaultPlace) bool {
+	if !hasFrame(pl.Stack, rwsemFrames) {
+		return false
+	}
+	return hasFrame(pl.Stack, []string{"lock_mm_and_find_vma"}) || nextAfterLock(pl.Stack, []string{"do_user_addr_fault", "exc_page_fault"})
+}
+
+// nextAfterLock says the first frame past the rwsem's own (the slow path,
+// down_read and its kin) is one of callers: the lock was taken there.
+func nextAfterLock(stack []event.Frame, callers []string) bool {
+	in := false
+	for _, f := range stack {
+		fn := funcOf(f.Name)
+		switch {
+		case contains(rwsemFrames, fn) || strings.HasPrefix(fn, "down_read") || strings.HasPrefix(fn, "__down_read"):
+			in = true
+		case in:
+			return contains(callers, fn)
+		}
+	}
+	return false
+}

@@ -30,6 +30,13 @@ func init() {
 // flipping permissions — stalls every sibling that needs it. The cousin of
 // the MAP_32BIT story: the cost is in the shape of the process's memory
 // management, not in any one call.
+//
+// Page faults wait too: a fault that cannot use its mapping's own lock
+// (the mapping is being changed, or its first fault needs an anon_vma)
+// takes the process's, outside any syscall. Those waits come as the
+// thread's sleeps outside syscalls (event.FaultWait, with --stacks), by
+// stack; the kernel sums them, so their count and total are known, not
+// each one's length.
 type mmapLock struct {
 	arch  event.Arch
 	bar   uint64 // ns: a call this long carries its sleeps (Host.slowBar)
@@ -50,6 +57,9 @@ type mmapProc struct {
 	stack   []string
 	holders map[uint32]uint64 // sibling tid that woke a waiter → times
 	threads map[uint32]bool   // waiting threads
+	// Page faults that waited: sleeps, and ns asleep (also in waitNS).
+	faults, faultNS uint64
+	faultStack      []string
 }
 
 // mmapCalls take the mmap lock themselves: a holder's slowest one is what
@@ -62,7 +72,20 @@ func newMmapLock(arch event.Arch) *mmapLock {
 	return &mmapLock{arch: arch, bar: slowMin, procs: map[uint32]*mmapProc{}, slowest: map[uint32]string{}, slowNS: map[uint32]uint64{}}
 }
 
+func (m *mmapLock) proc(e *event.Event) *mmapProc {
+	p := m.procs[e.PID]
+	if p == nil {
+		p = &mmapProc{comm: e.Comm, calls: map[string]uint64{}, holders: map[uint32]uint64{}, threads: map[uint32]bool{}}
+		m.procs[e.PID] = p
+	}
+	return p
+}
+
 func (m *mmapLock) Observe(e *event.Event) {
+	if e.Kind == event.KindFaultWait {
+		m.faultWait(e)
+		return
+	}
 	if e.Kind != event.KindSyscall || e.Syscall.Unfinished || e.Syscall.Latency < m.bar {
 		return
 	}
@@ -75,11 +98,7 @@ func (m *mmapLock) Observe(e *event.Event) {
 		return
 	}
 	ns, stack, wakers := mmapLockWait(sc)
-	p := m.procs[e.PID]
-	if p == nil {
-		p = &mmapProc{comm: e.Comm, calls: map[string]uint64{}, holders: map[uint32]uint64{}, threads: map[uint32]bool{}}
-		m.procs[e.PID] = p
-	}
+	p := m.proc(e)
 	name := event.SyscallName(m.arch, sc.Nr)
 	p.calls[name]++
 	p.n++
@@ -93,19 +112,48 @@ func (m *mmapLock) Observe(e *event.Event) {
 	if ns > p.maxNS {
 		p.maxNS = ns
 		p.example = event.FormatSyscall(m.arch, sc) + " <" + units.Duration(sc.Latency) + ">"
-		p.stack = nil
-		for _, f := range stack {
-			if fn := funcOf(f.Name); !contains(schedFrames, fn) && !tracingFrame(fn) {
-				p.stack = append(p.stack, f.Name)
-			}
+		p.stack = lockStack(stack)
+	}
+}
+
+// lockStack is a wait's stack without the scheduler's and the tracer's frames.
+func lockStack(stack []event.Frame) []string {
+	var out []string
+	for _, f := range stack {
+		if fn := funcOf(f.Name); !contains(schedFrames, fn) && !tracingFrame(fn) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// faultWait takes a thread's sleeps outside syscalls: those at a page
+// fault's wait for the mmap lock.
+func (m *mmapLock) faultWait(e *event.Event) {
+	var p *mmapProc
+	for i := range e.FaultWait.Places {
+		pl := &e.FaultWait.Places[i]
+		if !faultMmapLock(pl) {
+			continue
+		}
+		if p == nil {
+			p = m.proc(e)
+		}
+		p.faults += uint64(pl.Count)
+		p.faultNS += pl.Duration
+		p.waitNS += pl.Duration
+		p.threads[e.TID] = true
+		if p.faultStack == nil {
+			p.faultStack = lockStack(pl.Stack)
 		}
 	}
 }
 
 // The mmap-lock rule: a warning when a call waited ≥ slowWarn (100 ms, a
 // stall a user sees, as for slow-syscall, whose calls these were) or the
-// waits are ≥ 25% of the process's time and ≥ 100 ms in all (as for
-// kernel-hotspot); else info.
+// waits, in calls and in page faults, are ≥ 25% of the process's time and
+// ≥ 100 ms in all (as for kernel-hotspot); else info. A fault's single
+// wait is not known (the kernel sums them), so faults count by share.
 func (m *mmapLock) Findings(env *Env) []Finding {
 	tt, _ := env.threadTime()
 	var out []Finding
@@ -143,15 +191,43 @@ func (m *mmapLock) Findings(env *Env) []Finding {
 		calls := callList(p.calls)
 		ev := map[string]any{"pid": pid, "syscalls": p.calls, "count": p.n, "waiting_threads": len(p.threads),
 			"wait_ns": p.waitNS, "max_wait_ns": p.maxNS, "example": p.example, "stack": p.stack}
+		if p.faults > 0 {
+			ev["fault_waits"] = p.faults
+			ev["fault_wait_ns"] = p.faultNS
+			ev["fault_stack"] = p.faultStack
+		}
+		// What waited: the calls, and the page faults.
+		what := fmt.Sprintf("%d %s call(s)", p.n, calls)
+		short := fmt.Sprintf("%d %s", p.n, calls)
+		switch {
+		case p.faults > 0 && p.n == 0:
+			what = fmt.Sprintf("%d page fault(s) (%s)", p.faults, units.Duration(p.faultNS))
+			short = fmt.Sprintf("%d page fault(s)", p.faults)
+		case p.faults > 0:
+			what += fmt.Sprintf(" and %d page fault(s) (%s)", p.faults, units.Duration(p.faultNS))
+			short += fmt.Sprintf(" and %d page fault(s)", p.faults)
+		}
 		if len(held) > 0 {
 			ev["released_by"] = held
 		}
 		if share > 0 {
 			ev["share_of_process_time"] = fmt.Sprintf("%.0f%%", 100*share)
 		}
-		summary := fmt.Sprintf("In %s, %d thread(s) waited %s in all (up to %s at once) in %d %s call(s) for the process's "+
+		upTo := ""
+		switch {
+		case p.maxNS > 0 && p.faults > 0:
+			// A fault's own wait is not known: the kernel sums them.
+			upTo = " (a call up to " + units.Duration(p.maxNS) + " at once)"
+		case p.maxNS > 0:
+			upTo = " (up to " + units.Duration(p.maxNS) + " at once)"
+		}
+		summary := fmt.Sprintf("In %s, %d thread(s) waited %s in all%s in %s for the process's "+
 			"mmap lock, which every change to the address space takes, while another thread held it.",
-			proc, len(p.threads), units.Duration(p.waitNS), units.Duration(p.maxNS), p.n, calls)
+			proc, len(p.threads), units.Duration(p.waitNS), upTo, what)
+		if p.faults > 0 {
+			summary += " A page fault takes it when it cannot use its mapping's own lock: the mapping was being changed " +
+				"(an mprotect, madvise or munmap of it) or had its first fault."
+		}
 		if len(held) > 0 {
 			summary += " It was released by " + strings.Join(held, "; ") + "."
 		}
@@ -159,7 +235,7 @@ func (m *mmapLock) Findings(env *Env) []Finding {
 			summary += fmt.Sprintf(" That is %.0f%% of the process's thread time.", 100*share)
 		}
 		out = append(out, Finding{ID: MmapLockContention, Severity: sev, Key: keyOf(p.comm), Syscalls: byValue(p.calls), Procs: env.refs(pid),
-			Title:    fmt.Sprintf("threads of %s queue on its mmap lock: %d %s, up to %s", proc, p.n, calls, units.Duration(p.maxNS)),
+			Title:    mmapTitle(proc, short, p.maxNS),
 			Summary:  summary,
 			Evidence: ev,
 			Fix: "Make the holder's work shorter or rarer: populate or unmap large regions in smaller pieces or once at start-up " +
@@ -169,4 +245,12 @@ func (m *mmapLock) Findings(env *Env) []Finding {
 			Score: float64(p.waitNS)})
 	}
 	return out
+}
+
+func mmapTitle(proc, what string, maxNS uint64) string {
+	t := fmt.Sprintf("threads of %s queue on its mmap lock: %s", proc, what)
+	if maxNS > 0 {
+		t += ", up to " + units.Duration(maxNS)
+	}
+	return t
 }

@@ -73,3 +73,65 @@ func TestMmapLock(t *testing.T) {
 		})
 	}
 }
+
+// faultLockWait is a thread's window of sleeps outside syscalls, each at
+// stack (innermost first).
+func faultLockWait(tid uint32, t, d uint64, count uint32, stack ...string) event.Event {
+	pl := event.FaultPlace{Duration: d, Count: count}
+	for _, s := range stack {
+		pl.Stack = append(pl.Stack, event.Frame{Name: s})
+	}
+	return event.Event{Kind: event.KindFaultWait, Time: t, PID: 40, TID: tid, Comm: "prog",
+		FaultWait: event.FaultWait{Start: t - d, Duration: d, Count: count, Places: []event.FaultPlace{pl}}}
+}
+
+var mmapFaultStack = []string{"__schedule+0x618", "schedule+0x23", "schedule_preempt_disabled+0x11",
+	"rwsem_down_read_slowpath+0x253", "down_read_killable+0x44", "lock_mm_and_find_vma+0x9e",
+	"exc_page_fault+0x1d8", "asm_exc_page_fault+0x22"}
+
+// Page faults that wait for the mmap lock are the lock's waits, in no
+// syscall; a fault waiting on another rwsem (a file's) is not.
+func TestMmapLockFaults(t *testing.T) {
+	start, end := sys(42, 0, 0, 0, 1000), sys(42, 2_000_000_000, 0, 0, 1000)
+	start.PID, end.PID = 40, 40
+	older := []string{"rwsem_down_read_slowpath+0x253", "down_read+0x44", "do_user_addr_fault+0x1a0", "exc_page_fault+0x70"}
+	file := []string{"rwsem_down_read_slowpath+0x253", "down_read+0x44", "filemap_fault+0x90", "__do_fault+0x30",
+		"do_user_addr_fault+0x1a0", "exc_page_fault+0x70"}
+	tests := []struct {
+		name  string
+		evs   []event.Event
+		sev   Severity
+		words []string // nil: no finding
+	}{
+		{"faults waiting 1.2 s of 2", []event.Event{start, faultLockWait(42, 1e9, 600_000_000, 20, mmapFaultStack...),
+			faultLockWait(43, 1.5e9, 600_000_000, 15, mmapFaultStack...), end},
+			Warning, []string{"35 page fault(s)", "1.20s", "mmap lock", "2 thread(s)"}},
+		{"an older kernel's fault handler takes it itself", []event.Event{start, faultLockWait(42, 1e9, 900_000_000, 9, older...), end},
+			Warning, []string{"9 page fault(s)"}},
+		{"a few short waits", []event.Event{start, faultLockWait(42, 1e9, 2_000_000, 2, mmapFaultStack...), end},
+			Info, []string{"2 page fault(s)"}},
+		{"a file's lock in a fault", []event.Event{start, faultLockWait(42, 1e9, 900_000_000, 9, file...), end}, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := byID(findings(tt.evs), "mmap-lock-contention")
+			if tt.words == nil {
+				if f != nil {
+					t.Fatalf("unexpected finding: %s", f.Title)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatal("no mmap-lock-contention finding")
+			}
+			if f.Severity != tt.sev {
+				t.Errorf("severity %s, want %s", f.Severity, tt.sev)
+			}
+			for _, w := range tt.words {
+				if !strings.Contains(f.Title+" "+f.Summary, w) {
+					t.Errorf("%q missing from:\n%s\n%s", w, f.Title, f.Summary)
+				}
+			}
+		})
+	}
+}
