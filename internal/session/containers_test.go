@@ -188,7 +188,7 @@ func TestReportDrops(t *testing.T) {
 // answering when the report asks.
 type slowSource struct{ after time.Duration }
 
-func (slowSource) Name() string                { return "slow" }
+func (slowSource) Name() string               { return "slow" }
 func (slowSource) Handles(container.Ref) bool { return true }
 func (s slowSource) Fetch(ctx context.Context, r container.Ref) (container.Meta, error) {
 	select {
