@@ -37,7 +37,7 @@ var portVariants = []Variant{
 		Argv: []string{"/bin/sh", "-c", "ip link set lo up && ip addr add 10.200.0.1/32 dev lo && " +
 			"echo '40000 40063' >/proc/sys/net/ipv4/ip_local_port_range && exec {bin}/portexhaust -k -d 8"},
 		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
-		Expect: portWarns("EADDRNOTAVAIL", "10.200.0.1:8080", "TIME_WAIT", "range of 64 ports (40000–40063")},
+		Expect: portWarns("EADDRNOTAVAIL", "10.200.0.1:8080", "not the host's", "TIME_WAIT", "range of 64 ports (40000–40063")},
 }
 
 func portWarns(words ...string) Expect {
