@@ -37,7 +37,7 @@ var textBusyVariants = []Variant{
 	{Name: "text-busy/container", Differs: "a write to the running binary refused in a container (containerd, runc), retrying before sysray starts; --container for 1.5 s",
 		Mode: InContainer, Container: &Container{}, Argv: []string{"textbusy", "-r", "300", "-b", "100"},
 		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
-		Expect: tbWarns("openat", "of server[", "kept retrying")},
+		Expect: tbWarns("openat", "of server[", "not the host's", "/root/tmp/textbusy.", "kept retrying")},
 	{Name: "text-busy/rename", Differs: "benign: the new version written beside the old and renamed over it (as install does): no ETXTBSY",
 		Mode: Cmd, Argv: []string{"textbusy", "-m", "rename"},
 		Expect: Expect{IDs: []doctor.ID{doctor.TextBusy}, Silent: true}},
