@@ -37,7 +37,7 @@ var rofsVariants = []Variant{
 	{Name: "read-only-fs/container", Differs: "a container whose root filesystem is read-only (containerd, runc --read-only): a log created in /root, its own root, refused; the whole host for 1.5 s",
 		Mode: Host, Container: &Container{ReadOnly: true}, Argv: []string{"rofs", "-k", "as-is", "-D", "/root", "-r", "300", "-b", "100"},
 		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
-		Expect: rofsWarns("openat", `"/root/out.log"`, "kept retrying")},
+		Expect: rofsWarns("openat", `"/root/out.log"`, "the container's read-only root", "readOnlyRootFilesystem", "kept retrying")},
 	{Name: "read-only-fs/probe", Differs: "benign: one create refused, the same file written in a writable directory instead, exit 0",
 		Mode: Cmd, Argv: []string{"rofs", "-m", "probe"},
 		Expect: Expect{IDs: []doctor.ID{doctor.ReadOnlyFS}, Below: doctor.Warning}},
