@@ -32,7 +32,7 @@ var mapCountVariants = []Variant{
 		Mode: Host, Argv: []string{"mapcount", "-p", "2", "-t", "2", "-d", "12"}, Lead: 5 * time.Second, For: 1500 * time.Millisecond,
 		Expect: mapCountAt("mmap")},
 	{Name: "map-count-limit/container", Differs: "at the limit and retrying in a container (containerd, runc) before sysray starts; --container for 1.5 s",
-		Mode: InContainer, Container: &Container{}, Argv: []string{"mapcount", "-d", "8"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Mode: InContainer, Container: &Container{}, Argv: []string{"mapcount", "-d", "30"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: mapCountAt("mmap")},
 	// The same errno from the same program for another reason: an
 	// RLIMIT_AS of 195 MiB stops the fill below the map count. The doctor

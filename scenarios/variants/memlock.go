@@ -36,7 +36,7 @@ var memlockVariants = []Variant{
 		Mode: Host, Argv: []string{"memlock", "-m", "maplocked", "-p", "2", "-d", "8"}, Lead: 2 * time.Second, For: 1500 * time.Millisecond,
 		Expect: memlockAt("mmap", "2 processes")},
 	{Name: "memlock-limit/container", Differs: "mlock at the limit and retrying in a container (containerd, runc) before sysray starts; --container for 1.5 s",
-		Mode: InContainer, Container: &Container{}, Argv: []string{"memlock", "-d", "8"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Mode: InContainer, Container: &Container{}, Argv: []string{"memlock", "-d", "30"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: memlockAt("mlock", "VmLck")},
 	// The benign cousin: one mlock refused, and the program goes on
 	// unlocked, as one that only tries to pin its buffers does.

@@ -35,7 +35,7 @@ var portVariants = []Variant{
 	{Name: "port-range-exhausted/container", Differs: "in a container's own network namespace (containerd, runc; privileged only to set its namespace's range to 64 ports and lo's address); -p its pid for 1.5 s",
 		Mode: PID, Container: &Container{Privileged: true},
 		Argv: []string{"/bin/sh", "-c", "ip link set lo up && ip addr add 10.200.0.1/32 dev lo && " +
-			"echo '40000 40063' >/proc/sys/net/ipv4/ip_local_port_range && exec {bin}/portexhaust -k -d 8"},
+			"echo '40000 40063' >/proc/sys/net/ipv4/ip_local_port_range && exec {bin}/portexhaust -k -d 30"},
 		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: portWarns("EADDRNOTAVAIL", "10.200.0.1:8080", "not the host's", "TIME_WAIT", "range of 64 ports (40000–40063")},
 }

@@ -33,7 +33,7 @@ var refusedVariants = []Variant{
 		Mode: Host, Argv: []string{"seccomp-run", "--", "newlibc", "-d", "4", "-i", "100", "-t", "1", "-a", "1"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: refusedWarns("clone3")},
 	{Name: "syscall-refused/container", Differs: "a service refused by its own filter inside a container (containerd, runc, under the runtime's default seccomp profile too), retrying every 100 ms before sysray starts; --container for 1.5 s",
-		Mode: InContainer, Container: &Container{}, Argv: []string{"seccomp-run", "--", "{bin}/newlibc", "-d", "8", "-i", "100", "-t", "1", "-a", "1"},
+		Mode: InContainer, Container: &Container{}, Argv: []string{"seccomp-run", "--", "{bin}/newlibc", "-d", "30", "-i", "100", "-t", "1", "-a", "1"},
 		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: refusedWarns("faccessat2")},
 }
 

@@ -31,7 +31,10 @@ const (
 // and runc, through tests/containers/setup.sh): a mount, pid, network and
 // IPC namespace of its own, a busybox root, and the scenarios' binaries
 // bind-mounted read-only at BinDir ({tmp} is mounted read-write at TmpDir).
-// The finding must name the container.
+// The finding must name the container. Its workload runs for tens of
+// seconds: it must outlast the container's start and sysray's (seconds
+// each on a loaded host), and the container is removed, workload and all,
+// once the trace ends.
 type Container struct {
 	// ReadOnly makes the container's root filesystem read-only.
 	ReadOnly bool
