@@ -60,6 +60,9 @@ func TestVariants(t *testing.T) {
 			continue
 		}
 		t.Run(v.Name, func(t *testing.T) {
+			if v.Container != nil {
+				requireContainerd(t)
+			}
 			if missed := runVariant(t, v, false); missed != "" {
 				line := fmt.Sprintf("TestVariants/%s: run 1 missed: %s\n", v.Name, missed)
 				fmt.Fprint(os.Stderr, line)
@@ -75,6 +78,17 @@ func TestVariants(t *testing.T) {
 	}
 	if left > 0 {
 		t.Logf("SYSRAY_VARIANTS=%s: %d variants of the other tier not run", tier, left)
+	}
+}
+
+// requireContainerd skips a container variant on a host without
+// containerd, unless SYSRAY_REQUIRE_BPF=1: then the variant runs, and its
+// runner's tests/containers/setup.sh installs and starts containerd or
+// fails it.
+func requireContainerd(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("containerd"); err != nil && os.Getenv("SYSRAY_REQUIRE_BPF") != "1" {
+		t.Skip("skipping container variant: containerd not installed (run tests/containers/setup.sh, or set SYSRAY_REQUIRE_BPF=1 to have the variant do it)")
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +55,7 @@ func runVariants(pattern, dir string, asJSON bool) error {
 		}
 		res := &variantResult{Differs: v.Differs, Mode: v.Mode, Expect: v.Expect.String()}
 		results[v.Name] = res
-		rep, err := runVariant(v, bin)
+		rep, err := runVariant(v, bin, dir)
 		if err == nil {
 			res.Report = rep
 			_, err = v.Check(rep)
@@ -98,12 +100,18 @@ func runVariants(pattern, dir string, asJSON bool) error {
 
 // runVariant runs one variant's workload and the doctor the way the variant
 // says: around the command, or after the workload has started.
-func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
+func runVariant(v variants.Variant, bin, dir string) (*doctor.Report, error) {
 	tmp, err := os.MkdirTemp("", "sysray-variant-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
+	if v.Container != nil {
+		return runInContainer(v, bin, dir, tmp)
+	}
+	if v.Mode == variants.InContainer {
+		return nil, fmt.Errorf("variant %s: --container needs a container to trace", v.Name)
+	}
 	argv := make([]string, len(v.Argv))
 	for i, a := range v.Argv {
 		argv[i] = strings.ReplaceAll(a, "{tmp}", tmp)
@@ -153,6 +161,64 @@ func runVariant(v variants.Variant, bin string) (*doctor.Report, error) {
 		rep, _, err = checkup.Live(&sel, nil, os.Stderr)
 		return err
 	})
+	return rep, err
+}
+
+// runInContainer runs a variant's workload in a container that
+// tests/containers/setup.sh starts (a real containerd and runc), traces it
+// the way the variant's mode says, and removes the container however the
+// run ends.
+func runInContainer(v variants.Variant, bin, dir, tmp string) (*doctor.Report, error) {
+	if v.Mode == variants.Cmd || len(v.Without) > 0 || len(v.Neighbour) > 0 {
+		return nil, fmt.Errorf("variant %s: a container's workload is started before sysray, alone, with all its capabilities", v.Name)
+	}
+	scripts, err := filepath.Abs(filepath.Join(dir, "..", "tests", "containers"))
+	if err != nil {
+		return nil, err
+	}
+	name := v.ContainerName()
+	args := []string{filepath.Join(scripts, "setup.sh"), "run",
+		"--mount", bin + ":" + variants.BinDir + ":ro", "--mount", tmp + ":" + variants.TmpDir}
+	if v.Container.ReadOnly {
+		args = append(args, "--read-only")
+	}
+	if v.Container.Privileged {
+		args = append(args, "--privileged")
+	}
+	args = append(args, name, "variants", "sysray", name, "--")
+	for i, a := range v.Argv {
+		a = strings.ReplaceAll(a, "{tmp}", variants.TmpDir)
+		a = strings.ReplaceAll(a, "{bin}", variants.BinDir)
+		if i == 0 && !filepath.IsAbs(a) {
+			a = path.Join(variants.BinDir, a)
+		}
+		args = append(args, a)
+	}
+	defer func() {
+		if out, err := exec.Command("bash", filepath.Join(scripts, "teardown.sh"), name).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "variant %s: teardown.sh: %v\n%s", v.Name, err, out)
+		}
+	}()
+	start := exec.Command("bash", args...)
+	start.Stderr = os.Stderr
+	out, err := start.Output()
+	if err != nil {
+		return nil, fmt.Errorf("variant %s: starting its container (tests/containers/setup.sh): %w", v.Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return nil, fmt.Errorf("variant %s: setup.sh printed %q, want the container's pid", v.Name, out)
+	}
+	time.Sleep(v.Lead)
+	sel := session.Selection{Stacks: true, Slow: time.Duration(event.DefaultSlow), Duration: v.For}
+	switch v.Mode {
+	case variants.PID:
+		sel.PIDs = []int{pid}
+		sel.Children = true
+	case variants.InContainer:
+		sel.Containers = []string{name}
+	}
+	rep, _, err := checkup.Live(&sel, nil, os.Stderr)
 	return rep, err
 }
 

@@ -124,7 +124,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 	newDoctor := sync.OnceValue(func() *doctor.Doctor {
 		var oomRead atomic.Bool
 		d := doctor.New(doctor.Host{Arch: arch, Kernel: kernel, VsyscallMode: vsyscallMode(), Live: true, Slow: uint64(sel.Slow),
-			Container: func(pid uint32, cg uint64) string { return session.Describe(ctrsIf.Container(pid, cg)) },
+			Container: session.Describer(ctrsIf),
 			// The count at the start, read in the background; then the
 			// count now.
 			OOMKills: func() uint64 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"os"
 	"sort"
 	"strings"
 
@@ -68,7 +69,13 @@ type portFacts struct {
 	Addr             string
 	TimeWait, Other  int
 	MinPort, MaxPort uint16
-	Err              string
+	// NetNS is the process's network namespace ("net:[N]", "" unread);
+	// HostNS says it is the host's (sysray's). The range, tcp_tw_reuse and
+	// the sockets are each namespace's own, so a container's are changed
+	// and counted in it, not on the host.
+	NetNS  string
+	HostNS bool
+	Err    string
 }
 
 // Thresholds. See docs/detectors/port-range-exhausted.md.
@@ -212,6 +219,14 @@ func (x *portRange) finding(env *Env, pid uint32, p *portProc) Finding {
 	b.WriteString(". For a TCP client that means no local port was free: connect tries every port of " +
 		"net.ipv4.ip_local_port_range and each was held towards that server. ")
 	held := 0
+	ownNS := p.facts != nil && p.facts.NetNS != "" && !p.facts.HostNS
+	if f := p.facts; f != nil && f.NetNS != "" {
+		ev["netns"], ev["netns_host"] = f.NetNS, f.HostNS
+		if ownNS {
+			fmt.Fprintf(&b, "It runs in a network namespace of its own (%s, not the host's: a container's or a sandbox's), "+
+				"which has its own port range, tcp_tw_reuse and sockets. ", f.NetNS)
+		}
+	}
 	switch f := p.facts; {
 	case f != nil && f.Addr != "":
 		held = f.TimeWait + f.Other
@@ -254,6 +269,17 @@ func (x *portRange) finding(env *Env, pid uint32, p *portProc) Finding {
 		"and let outgoing connections reuse TIME_WAIT ports with timestamps on (`sysctl net.ipv4.tcp_tw_reuse=1`; " +
 		"the default 2 does so only on loopback). Having the server close first moves TIME_WAIT to the server. " +
 		"`ss -tan state time-wait | wc -l` counts them."
+	if ownNS {
+		// A sysctl or ss on the host reads and sets the host's namespace,
+		// which is not the one that ran out.
+		fix = fmt.Sprintf("Reuse connections (HTTP keep-alive, a connection pool) instead of one per request: that removes the "+
+			"TIME_WAIT sockets. The range and the sockets are its network namespace's, not the host's: a sysctl on the host "+
+			"changes neither. Widen the range in that namespace, now with `nsenter -t %d -n sysctl -w "+
+			"net.ipv4.ip_local_port_range=\"1024 65535\"` (and tcp_tw_reuse=1 there to reuse TIME_WAIT ports with timestamps "+
+			"on), and for good where the namespace is made: a Kubernetes pod's securityContext.sysctls (both are namespaced, "+
+			"\"safe\" sysctls), `docker run --sysctl`. Having the server close first moves TIME_WAIT to the server. "+
+			"`nsenter -t %d -n ss -tan state time-wait | wc -l` counts them.", pid, pid)
+	}
 	return Finding{ID: PortRangeExhausted, Severity: sev, Title: title, Summary: strings.TrimSpace(b.String()), Evidence: ev,
 		Fix: fix, Score: float64(n), Key: keyOf(p.comm, peer), Syscalls: []string{"connect"}, Procs: env.refs(pid)}
 }
@@ -304,6 +330,8 @@ func readPortFacts(pid uint32) *portFacts {
 	} else {
 		errs = append(errs, err.Error())
 	}
+	f.NetNS = netNSOf(pid)
+	f.HostNS = f.NetNS != "" && f.NetNS == netNSOf(uint32(os.Getpid()))
 	f.Err = strings.Join(errs, "; ")
 	return f
 }

@@ -120,3 +120,35 @@ func TestPortRangeBenign(t *testing.T) {
 		t.Errorf("%s", f.Title)
 	}
 }
+
+// In a network namespace of its own (a container's), the range and the
+// sockets are that namespace's: the finding says so, and the fix sets and
+// counts them there, not with a sysctl on the host.
+func TestPortRangeOwnNetNS(t *testing.T) {
+	var evs []event.Event
+	for i := range uint64(10) {
+		evs = append(evs, connectTo(7, 1e9+i*10e6, ptEADDRNOTAVAIL))
+	}
+	facts := portFacts{Lo: 40000, Hi: 40063, RangeRead: true, Addr: "10.200.0.1", TimeWait: 64, MinPort: 40000, MaxPort: 40063}
+	own, hostNS := facts, facts
+	own.NetNS = "net:[4026532250]"
+	hostNS.NetNS, hostNS.HostNS = "net:[4026531840]", true
+	f := byID(portsRun(t, evs, nil, func(uint32) *portFacts { return &own }, nil), PortRangeExhausted)
+	if f == nil || f.Severity != Warning {
+		t.Fatalf("finding %+v", f)
+	}
+	wantWords(t, f, "net:[4026532250], not the host's", "range of 64 ports (40000–40063")
+	for _, w := range []string{"nsenter -t 7 -n sysctl -w net.ipv4.ip_local_port_range", "securityContext.sysctls", "nsenter -t 7 -n ss -tan"} {
+		if !strings.Contains(f.Fix, w) {
+			t.Errorf("fix lacks %q: %s", w, f.Fix)
+		}
+	}
+	if strings.Contains(f.Fix, "`sysctl net.ipv4") || f.Evidence["netns_host"] != false {
+		t.Errorf("the host's sysctl for a namespace of its own: %s %v", f.Fix, f.Evidence)
+	}
+	g := byID(portsRun(t, evs, nil, func(uint32) *portFacts { return &hostNS }, nil), PortRangeExhausted)
+	if g == nil || strings.Contains(g.Summary, "not the host's") || strings.Contains(g.Fix, "nsenter") ||
+		!strings.Contains(g.Fix, "`sysctl net.ipv4.ip_local_port_range") {
+		t.Errorf("in the host's namespace: %+v", g)
+	}
+}

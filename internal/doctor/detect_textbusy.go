@@ -101,7 +101,13 @@ type tbFacts struct {
 	Holders []tbHolder
 	More    int  // holders past the ones kept
 	Swap    bool // an active swap file
-	Err     string
+	// MntNS is the failing process's mount namespace ("mnt:[N]"); OwnNS
+	// says it is not the host's (sysray's): the path is then the
+	// container's, and a command run on the host with it names another
+	// file, or none.
+	MntNS string
+	OwnNS bool
+	Err   string
 }
 
 type tbHolder struct {
@@ -396,6 +402,16 @@ func (x *textBusy) finding(env *Env, f *tbFile) Finding {
 	}
 
 	holderWords, holderKind, fix := x.holders(f, ev, &b)
+	if fc := f.facts; fc != nil && fc.MntNS != "" {
+		ev["mount_namespace_own"] = fc.OwnNS
+		if fc.OwnNS {
+			fmt.Fprintf(&b, "The path is as %s[%d] sees it, in a mount namespace of its own (%s, not the host's: a container's "+
+				"or a sandbox's); from the host it is /proc/%d/root%s. ", w.comm, pids[0], fc.MntNS, pids[0], f.path)
+			fix += fmt.Sprintf(" The path is the container's own: run these in it (`nsenter -t %d -m`, `kubectl exec`, "+
+				"`docker exec`), not on the host; for a container, ship the new version in a new image and restart it "+
+				"rather than writing into the running one.", pids[0])
+		}
+	}
 
 	// What the refusal cost.
 	var retried, gaveUp []uint32
@@ -563,6 +579,10 @@ func readTextBusy(pid uint32, path string, exec bool) *tbFacts {
 		}
 	}
 	f.Ino, f.Dev = st.Ino, fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	if mns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil {
+		own, _ := os.Readlink("/proc/self/ns/mnt")
+		f.MntNS, f.OwnNS = mns, own != "" && mns != own
+	}
 	same := func(p string) bool {
 		var s unix.Stat_t
 		return unix.Stat(p, &s) == nil && s.Dev == st.Dev && s.Ino == st.Ino

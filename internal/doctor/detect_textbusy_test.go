@@ -189,6 +189,9 @@ func TestReadTextBusy(t *testing.T) {
 	if f.Err != "" || len(f.Holders) != 1 || f.Holders[0].PID != pid || f.Holders[0].Comm != "sleeper" || f.Ino == 0 {
 		t.Fatalf("exe holders %+v (want pid %d)", f, pid)
 	}
+	if f.MntNS == "" || f.OwnNS {
+		t.Errorf("this process's mount namespace %q read as its own (not the host's): %v", f.MntNS, f.OwnNS)
+	}
 	// The same bytes at another inode are not held.
 	other := filepath.Join(dir, "copy")
 	if err := os.WriteFile(other, src, 0o755); err != nil {
@@ -212,5 +215,34 @@ func TestReadTextBusy(t *testing.T) {
 	g := readTextBusy(uint32(os.Getpid()), script, true)
 	if len(g.Holders) != 1 || g.Holders[0].PID != uint32(os.Getpid()) || g.Holders[0].FD != int(wf.Fd()) || g.Holders[0].Mode != "O_RDWR" {
 		t.Fatalf("writers %+v (want fd %d O_RDWR; the read-only fd %d is no writer)", g, wf.Fd(), rf.Fd())
+	}
+}
+
+// In a mount namespace of its own (a container's), the path is the
+// container's: the finding gives the host's way to it, and the fix says to
+// run its commands in the container, not on the host, where the same path
+// is another file or none.
+func TestTextBusyOwnMountNS(t *testing.T) {
+	var evs []event.Event
+	for i := range uint64(3) {
+		evs = append(evs, openatW(7, 1e9+i*100e6, "/srv/app/server", tbETXTBSY))
+	}
+	read := func(uint32, string, bool) *tbFacts {
+		return &tbFacts{Ino: 1234, Dev: "0:39", Holders: []tbHolder{{PID: 42, Comm: "server", FD: -1}}, MntNS: "mnt:[4026532177]", OwnNS: true}
+	}
+	f := byID(tbRun(t, evs, true, read), TextBusy)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	wantWords(t, f, "mnt:[4026532177], not the host's", "from the host it is /proc/7/root/srv/app/server")
+	if !strings.Contains(f.Fix, "nsenter -t 7 -m") || !strings.Contains(f.Fix, "not on the host") || f.Evidence["mount_namespace_own"] != true {
+		t.Errorf("fix %q evidence %v", f.Fix, f.Evidence)
+	}
+	host := func(uint32, string, bool) *tbFacts {
+		return &tbFacts{Ino: 1234, Dev: "254:0", Holders: []tbHolder{{PID: 42, Comm: "server", FD: -1}}, MntNS: "mnt:[4026531841]"}
+	}
+	g := byID(tbRun(t, evs, true, host), TextBusy)
+	if g == nil || strings.Contains(g.Summary, "not the host's") || strings.Contains(g.Fix, "nsenter") {
+		t.Errorf("in the host's namespace: %+v", g)
 	}
 }

@@ -48,8 +48,10 @@ func NewLive() *Live {
 	return l
 }
 
-func newLive() *Live {
-	return &Live{t: container.NewTable(container.Options{}), seen: map[uint64]container.Ref{}}
+func newLive() *Live { return newLiveWith(container.Options{}) }
+
+func newLiveWith(o container.Options) *Live {
+	return &Live{t: container.NewTable(o), seen: map[uint64]container.Ref{}}
 }
 
 func (l *Live) Close() { l.t.Close() }
@@ -107,6 +109,47 @@ func (l *Live) Container(pid uint32, cg uint64) filter.Container {
 		c.Name, c.Image, c.PodName, c.PodNamespace = m.Name, m.Image, m.PodName, m.PodNamespace
 	}
 	return c
+}
+
+// containerBy is Container, waiting until deadline for the runtime to name
+// a container it has not named yet.
+func (l *Live) containerBy(pid uint32, cg uint64, deadline time.Time) filter.Container {
+	c := l.Container(pid, cg)
+	if c.ID == "" || c.Name != "" || c.Image != "" {
+		return c
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if m, err := l.MetaWait(ctx, l.Ref(pid, cg)); err == nil {
+		c.Name, c.Image, c.PodName, c.PodNamespace = m.Name, m.Image, m.PodName, m.PodNamespace
+	}
+	return c
+}
+
+// reportWait bounds how long a report waits for runtimes to name the
+// containers its findings are about, all together. Metadata is fetched in
+// the background from a container's first sight, so on a short trace of
+// a container that ran before it (-p, the whole host) the report is often
+// the first to ask; containerd answers in milliseconds, and a runtime that
+// hangs costs the report no more than this.
+const reportWait = 2 * time.Second
+
+// Describer names the containers of a report's processes (Describe),
+// waiting, up to reportWait in all from its first call, for a runtime still
+// fetching a container's name. For reports, not the event path.
+func Describer(c Containers) func(pid uint32, cg uint64) string {
+	var deadline time.Time
+	var once sync.Once
+	return func(pid uint32, cg uint64) string {
+		w, ok := c.(interface {
+			containerBy(pid uint32, cg uint64, deadline time.Time) filter.Container
+		})
+		if !ok {
+			return Describe(c.Container(pid, cg))
+		}
+		once.Do(func() { deadline = time.Now().Add(reportWait) })
+		return Describe(w.containerBy(pid, cg, deadline))
+	}
 }
 
 // captured is one container of a capture's MetaContainers table.
@@ -307,6 +350,16 @@ func (c *Late) Container(pid uint32, cg uint64) filter.Container {
 		return filter.Container{}
 	}
 	return l.Container(pid, cg)
+}
+
+func (c *Late) containerBy(pid uint32, cg uint64, deadline time.Time) filter.Container {
+	if c.Container(pid, cg).ID == "" { // waits for the table, the first time
+		return filter.Container{}
+	}
+	c.mu.Lock()
+	l := c.l
+	c.mu.Unlock()
+	return l.containerBy(pid, cg, deadline)
 }
 
 func (c *Late) Close() {

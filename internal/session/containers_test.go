@@ -2,10 +2,12 @@ package session
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sysray/sysray/internal/container"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/live"
@@ -179,5 +181,49 @@ func TestReportDrops(t *testing.T) {
 	ReportDrops(&b, live.Result{Drops: 5, PerCPU: []uint64{2, 3}})
 	if want := "sysray: 5 events were lost in the kernel (per CPU: [2 3]); results are incomplete\n"; b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+// slowSource names every container, after a while: a runtime still
+// answering when the report asks.
+type slowSource struct{ after time.Duration }
+
+func (slowSource) Name() string               { return "slow" }
+func (slowSource) Handles(container.Ref) bool { return true }
+func (s slowSource) Fetch(ctx context.Context, r container.Ref) (container.Meta, error) {
+	select {
+	case <-time.After(s.after):
+		return container.Meta{Name: "web", Image: "nginx:1.25"}, nil
+	case <-ctx.Done():
+		return container.Meta{}, ctx.Err()
+	}
+}
+
+// A report names a container its runtime is still naming (a trace of a
+// container that ran before it, -p or the whole host, asks first at the
+// report), waiting up to reportWait, not its bare id.
+func TestDescriberWaitsForNames(t *testing.T) {
+	l := newLiveWith(container.Options{Sources: []container.Source{slowSource{300 * time.Millisecond}}})
+	defer l.Close()
+	const cg = 1<<40 + 11
+	l.Observe(execIn(80, cg, dockerPath, "web"))
+	if got := Describer(l)(80, cg); got != "web (image nginx:1.25)" {
+		t.Errorf("Describer = %q, want the runtime's name", got)
+	}
+	if got := Describer(l)(81, 1<<40+12); got != "" {
+		t.Errorf("Describer of a host process = %q", got)
+	}
+	// A runtime that never answers costs the report reportWait, once.
+	h := newLiveWith(container.Options{Sources: []container.Source{slowSource{time.Hour}}, MetaTimeout: time.Hour})
+	defer h.Close()
+	h.Observe(execIn(82, cg+2, dockerPath, "web"))
+	h.Observe(execIn(83, cg+3, "/system.slice/docker-"+id2+".scope", "db"))
+	d, start := Describer(h), time.Now()
+	if got := d(82, cg+2); got != id64[:12] {
+		t.Errorf("Describer without an answer = %q, want the id", got)
+	}
+	d(83, cg+3)
+	if el := time.Since(start); el < reportWait || el > reportWait+time.Second {
+		t.Errorf("two unnamed containers took %v, want about %v in all", el, reportWait)
 	}
 }

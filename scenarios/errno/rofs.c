@@ -2,7 +2,7 @@
 // system", and the question is which mount, why it is read-only, and where
 // the program should write instead.
 //
-// rofs [-m create|mkdir|unlink|rename|probe] [-k tmpfs|bind|overlay] [-p PROCS] [-r RETRIES] [-b BACKOFF_MS]
+// rofs [-m create|mkdir|unlink|rename|probe] [-k tmpfs|bind|overlay|as-is] [-D DIR] [-p PROCS] [-r RETRIES] [-b BACKOFF_MS]
 //
 // It runs in a mount namespace of its own (unshare(CLONE_NEWNS), / made
 // private), so every mount below is its own and goes away with it, however
@@ -19,6 +19,10 @@
 //            :ro is.
 //   overlay  an overlay with lower layers only (no upperdir), read-only
 //            by nature, as a container image's layers are.
+//   as-is    no namespace and no mounts: the data directory is -D DIR
+//            (default /root) as the process finds it, e.g. in a container
+//            whose root filesystem is read-only. DIR must exist; a
+//            rename or unlink needs DIR/old.log there.
 //
 // The main process (or each of PROCS forked workers, -p) then writes its
 // log into the data directory, as a program told to keep state there does:
@@ -56,6 +60,7 @@ static int retries = 5;
 static int backoff_ms = 200;
 
 #define DATA "/tmp/rofs/app/data"
+static const char *data = DATA;
 
 static void sleep_ms(int ms)
 {
@@ -136,7 +141,7 @@ static int work(int *refused)
 {
 	*refused = 0;
 	for (int i = 0; i <= retries; i++) {
-		int err = try(DATA);
+		int err = try(data);
 		if (err == 0)
 			return 0;
 		if (err != EROFS) {
@@ -155,15 +160,17 @@ static int work(int *refused)
 int main(int argc, char **argv)
 {
 	int opt;
-	while ((opt = getopt(argc, argv, "m:k:p:r:b:")) != -1) {
+	const char *dir = "/root";
+	while ((opt = getopt(argc, argv, "m:k:D:p:r:b:")) != -1) {
 		switch (opt) {
+		case 'D': dir = optarg; break;
 		case 'm': mode = optarg; break;
 		case 'k': kind = optarg; break;
 		case 'p': procs = atoi(optarg); break;
 		case 'r': retries = atoi(optarg); break;
 		case 'b': backoff_ms = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: rofs [-m create|mkdir|unlink|rename|probe] [-k tmpfs|bind|overlay] [-p PROCS] "
+			fprintf(stderr, "usage: rofs [-m create|mkdir|unlink|rename|probe] [-k tmpfs|bind|overlay|as-is] [-D DIR] [-p PROCS] "
 					"[-r RETRIES] [-b BACKOFF_MS]\n");
 			return 2;
 		}
@@ -172,12 +179,16 @@ int main(int argc, char **argv)
 	const char *modes[] = {"create", "mkdir", "unlink", "rename", "probe"};
 	for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
 		ok |= !strcmp(mode, modes[i]);
-	if (!ok || (strcmp(kind, "tmpfs") && strcmp(kind, "bind") && strcmp(kind, "overlay")) || procs < 1 || retries < 0) {
+	if (!ok || (strcmp(kind, "tmpfs") && strcmp(kind, "bind") && strcmp(kind, "overlay") && strcmp(kind, "as-is")) ||
+	    (!strcmp(kind, "as-is") && !strcmp(mode, "probe")) || procs < 1 || retries < 0) {
 		fprintf(stderr, "rofs: bad arguments\n");
 		return 2;
 	}
-	setup();
-	fprintf(stderr, "rofs: ready pid=%d dir=%s kind=%s\n", getpid(), DATA, kind);
+	if (!strcmp(kind, "as-is"))
+		data = dir;
+	else
+		setup();
+	fprintf(stderr, "rofs: ready pid=%d dir=%s kind=%s\n", getpid(), data, kind);
 	int refused = 0, status = 0;
 	if (procs == 1) {
 		status = work(&refused);
@@ -193,7 +204,7 @@ int main(int argc, char **argv)
 				status = WEXITSTATUS(st);
 		}
 	}
-	fprintf(stderr, "RESULT pid=%d mode=%s kind=%s dir=%s procs=%d erofs=%d status=%d\n", getpid(), mode, kind, DATA, procs,
+	fprintf(stderr, "RESULT pid=%d mode=%s kind=%s dir=%s procs=%d erofs=%d status=%d\n", getpid(), mode, kind, data, procs,
 		refused, status);
 	return status;
 }

@@ -26,6 +26,9 @@ var execVariants = []Variant{
 	{Name: "exec-failure/host", Differs: "a missing entrypoint in a restart loop every 200 ms, already running; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"execfail", "-e", "enoent", "-d", "4", "-i", "200"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: execFailed("ENOENT")},
+	{Name: "exec-failure/container", Differs: "a missing entrypoint in a restart loop every 200 ms in a container (containerd, runc), already running; --container for 1.5 s",
+		Mode: InContainer, Container: &Container{}, Argv: []string{"execfail", "-e", "enoent", "-d", "30", "-i", "200"},
+		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: execFailed("ENOENT")},
 }
 
 func execFailed(errno string) Expect {

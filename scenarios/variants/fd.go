@@ -29,6 +29,9 @@ var fdVariants = []Variant{
 	{Name: "fd-exhaustion/openat-host", Differs: "2 processes at their limit (soft 200 below a hard 4096) before sysray starts, retrying every 10 ms; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"fdleak", "-k", "file", "-p", "2", "-l", "200", "-H", "4096", "-i", "10000", "-d", "5"},
 		Lead: time.Second, For: 1500 * time.Millisecond, Expect: fdWarns("openat", "EMFILE", "could raise the soft limit")},
+	{Name: "fd-exhaustion/container", Differs: "2 processes at their limit (soft 200 below the container's hard 1024) in a container (containerd, runc) before sysray starts; -p its pid --children for 1.5 s",
+		Mode: PID, Container: &Container{}, Argv: []string{"fdleak", "-k", "file", "-p", "2", "-l", "200", "-H", "1024", "-i", "10000", "-d", "30"},
+		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: fdWarns("openat", "EMFILE", "could raise the soft limit")},
 }
 
 func fdWarns(words ...string) Expect {

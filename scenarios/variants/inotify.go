@@ -40,6 +40,14 @@ var inotifyVariants = []Variant{
 		Mode: PID, Argv: []string{"inotifyfill", "-N", "-m", "instances", "-r", "400"},
 		Lead: time.Second, For: 1500 * time.Millisecond,
 		Expect: inotifyWarns(doctor.InotifyInstanceLimit, "inotify_init1", "EMFILE", "instance limit")},
+	{Name: "inotify-watch-limit/container", Differs: "refused in a container (containerd, runc; privileged only to make the watcher's user namespace) before sysray starts; -p its pid --children for 1.5 s",
+		Mode: PID, Container: &Container{Privileged: true}, Argv: []string{"inotifyfill", "-N", "-r", "3000"},
+		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Expect: inotifyWarns(doctor.InotifyWatchLimit, "inotify_add_watch", "ENOSPC", "512 watches", "user namespace")},
+	{Name: "inotify-instance-limit/container", Differs: "refused in a container (containerd, runc; privileged only to make the watcher's user namespace) before sysray starts; --container for 1.5 s",
+		Mode: InContainer, Container: &Container{Privileged: true}, Argv: []string{"inotifyfill", "-N", "-m", "instances", "-r", "3000"},
+		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Expect: inotifyWarns(doctor.InotifyInstanceLimit, "inotify_init1", "EMFILE", "instance limit")},
 }
 
 func inotifyWarns(id doctor.ID, words ...string) Expect {

@@ -31,6 +31,9 @@ var mapCountVariants = []Variant{
 	{Name: "map-count-limit/host", Differs: "2 processes of 2 threads at the limit before sysray starts; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"mapcount", "-p", "2", "-t", "2", "-d", "12"}, Lead: 5 * time.Second, For: 1500 * time.Millisecond,
 		Expect: mapCountAt("mmap")},
+	{Name: "map-count-limit/container", Differs: "at the limit and retrying in a container (containerd, runc) before sysray starts; --container for 1.5 s",
+		Mode: InContainer, Container: &Container{}, Argv: []string{"mapcount", "-d", "30"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Expect: mapCountAt("mmap")},
 	// The same errno from the same program for another reason: an
 	// RLIMIT_AS of 195 MiB stops the fill below the map count. The doctor
 	// must name that limit, and not the map count.

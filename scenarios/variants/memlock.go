@@ -35,6 +35,9 @@ var memlockVariants = []Variant{
 	{Name: "memlock-limit/host", Differs: "2 processes at the limit (mmap(MAP_LOCKED)) before sysray starts; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"memlock", "-m", "maplocked", "-p", "2", "-d", "8"}, Lead: 2 * time.Second, For: 1500 * time.Millisecond,
 		Expect: memlockAt("mmap", "2 processes")},
+	{Name: "memlock-limit/container", Differs: "mlock at the limit and retrying in a container (containerd, runc) before sysray starts; --container for 1.5 s",
+		Mode: InContainer, Container: &Container{}, Argv: []string{"memlock", "-d", "30"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Expect: memlockAt("mlock", "VmLck")},
 	// The benign cousin: one mlock refused, and the program goes on
 	// unlocked, as one that only tries to pin its buffers does.
 	{Name: "memlock-limit/handled", Differs: "one refused mlock, then 1 s of work unlocked and exit 0: handled, not a finding",

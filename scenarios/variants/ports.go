@@ -28,6 +28,16 @@ var portVariants = []Variant{
 		Mode: Host, Argv: []string{"portexhaust", "-d", "5"},
 		Lead: time.Second, For: 1500 * time.Millisecond,
 		Expect: portWarns("EADDRNOTAVAIL", "TIME_WAIT", "range of 64 ports")},
+	// The container's own network namespace holds the narrow range and
+	// the TIME_WAIT sockets: the finding must give its numbers, not the
+	// host's (a range of 28,232 ports, and none of the container's
+	// sockets).
+	{Name: "port-range-exhausted/container", Differs: "in a container's own network namespace (containerd, runc; privileged only to set its namespace's range to 64 ports and lo's address); -p its pid for 1.5 s",
+		Mode: PID, Container: &Container{Privileged: true},
+		Argv: []string{"/bin/sh", "-c", "ip link set lo up && ip addr add 10.200.0.1/32 dev lo && " +
+			"echo '40000 40063' >/proc/sys/net/ipv4/ip_local_port_range && exec {bin}/portexhaust -k -d 30"},
+		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Expect: portWarns("EADDRNOTAVAIL", "10.200.0.1:8080", "not the host's", "TIME_WAIT", "range of 64 ports (40000–40063")},
 }
 
 func portWarns(words ...string) Expect {

@@ -32,6 +32,9 @@ var refusedVariants = []Variant{
 	{Name: "syscall-refused/host", Differs: "the same service; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"seccomp-run", "--", "newlibc", "-d", "4", "-i", "100", "-t", "1", "-a", "1"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: refusedWarns("clone3")},
+	{Name: "syscall-refused/container", Differs: "a service refused by its own filter inside a container (containerd, runc, under the runtime's default seccomp profile too), retrying every 100 ms before sysray starts; --container for 1.5 s",
+		Mode: InContainer, Container: &Container{}, Argv: []string{"seccomp-run", "--", "{bin}/newlibc", "-d", "30", "-i", "100", "-t", "1", "-a", "1"},
+		Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: refusedWarns("faccessat2")},
 }
 
 func refusedWarns(call string) Expect {

@@ -22,7 +22,40 @@ const (
 	// Host starts the workload first, then runs `sysray doctor --duration D`
 	// over the whole host.
 	Host Mode = "host"
+	// InContainer starts the workload first, in a container, then runs
+	// `sysray doctor --container NAME --duration D`.
+	InContainer Mode = "container"
 )
+
+// Container is a variant's workload run in a real container (containerd
+// and runc, through tests/containers/setup.sh): a mount, pid, network and
+// IPC namespace of its own, a busybox root, and the scenarios' binaries
+// bind-mounted read-only at BinDir ({tmp} is mounted read-write at TmpDir).
+// The finding must name the container. Its workload runs for tens of
+// seconds: it must outlast the container's start and sysray's (seconds
+// each on a loaded host), and the container is removed, workload and all,
+// once the trace ends.
+type Container struct {
+	// ReadOnly makes the container's root filesystem read-only.
+	ReadOnly bool
+	// Privileged gives the container every capability and no seccomp
+	// filter (its namespaces stay its own): for workloads that set their
+	// namespace's sysctls or make namespaces of their own.
+	Privileged bool
+}
+
+// Where a container variant's workload finds the scenarios' binaries and
+// its scratch directory.
+const (
+	BinDir = "/scenarios"
+	TmpDir = "/work"
+)
+
+// ContainerName is the name a variant's container runs under (its
+// containerd id and its Kubernetes container name label).
+func (v Variant) ContainerName() string {
+	return "sysray-variant-" + strings.NewReplacer("/", "-", ".", "-").Replace(v.Name)
+}
 
 // Expect is the finding a variant must produce.
 type Expect struct {
@@ -58,6 +91,9 @@ type Variant struct {
 	// starts until it stops, untraced: another tenant of the host (argv[0]
 	// relative to the bin directory, as Argv's).
 	Neighbour []string
+	// Container, when set, runs the workload in a container (Mode PID,
+	// Host or InContainer).
+	Container *Container
 }
 
 // Detector is the detector a variant is about: its name up to the slash.
@@ -131,6 +167,9 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 				break
 			}
 		}
+		if missing == "" && v.Container != nil && !namesContainer(f, v.ContainerName()) {
+			missing = "container " + v.ContainerName() + " (in its containers " + strings.Join(f.Containers, ", ") + ")"
+		}
 		if missing == "" {
 			// Its numbers must be exact or say they are bounds.
 			if bad := doctor.NumbersNotInEvidence(f); len(bad) > 0 {
@@ -155,6 +194,17 @@ func (v Variant) Check(r *doctor.Report) (*doctor.Finding, error) {
 	}
 	return nil, fmt.Errorf("%s: want %s at least %s with %q; got:\n  %s", v.Name,
 		joinIDs(v.Expect.IDs), v.Expect.Severity, v.Expect.Words, strings.Join(got, "\n  "))
+}
+
+// namesContainer reports whether f names the container (as
+// session.Describe does: the name, then what else is known in brackets).
+func namesContainer(f *doctor.Finding, name string) bool {
+	for _, c := range f.Containers {
+		if c == name || strings.HasPrefix(c, name+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // Want describes the expectation in a line, for docs and output.

@@ -8,7 +8,7 @@
 #                       no systemd needed) and import a tiny local OCI image
 #                       built from busybox-static (plus the host's glibc, so
 #                       sysray's libc probe has something to find).
-#   setup.sh run NAME POD NAMESPACE CONTAINER -- CMD [ARG...]
+#   setup.sh run [OPTION...] NAME POD NAMESPACE CONTAINER -- CMD [ARG...]
 #                       (re)start container NAME with Kubernetes-style labels
 #                       io.kubernetes.pod.name=POD,
 #                       io.kubernetes.pod.namespace=NAMESPACE,
@@ -18,6 +18,11 @@
 #                       cgroup path is containerd's default /<ns>/<NAME>
 #                       unless $SYSRAY_CTR_CGROUP gives one (e.g. a kubelet
 #                       style /kubepods/besteffort/pod<uid>/<id>).
+#                       Options: --mount SRC:DST[:ro] bind-mounts a host
+#                       directory (repeatable), --read-only makes the
+#                       container's root filesystem read-only, --privileged
+#                       gives it every capability and no seccomp filter (its
+#                       namespaces stay its own).
 #   setup.sh image      print the image reference.
 #
 # teardown.sh undoes what this script did (except installing packages).
@@ -166,14 +171,31 @@ task_pid() {
 }
 
 run_container() {
-	[ $# -ge 6 ] && [ "$5" = -- ] || die "usage: setup.sh run NAME POD NAMESPACE CONTAINER -- CMD [ARG...]"
+	local opts=() src dst ro
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--mount)
+			[ $# -ge 2 ] || die "--mount needs SRC:DST[:ro]"
+			IFS=: read -r src dst ro <<<"$2"
+			[ -n "$src" ] && [ -n "$dst" ] || die "--mount $2: want SRC:DST[:ro]"
+			opts+=(--mount "type=bind,src=$src,dst=$dst,options=rbind:${ro:-rw}")
+			shift 2
+			;;
+		--read-only | --privileged)
+			opts+=("$1")
+			shift
+			;;
+		*) break ;;
+		esac
+	done
+	[ $# -ge 6 ] && [ "$5" = -- ] || die "usage: setup.sh run [--mount SRC:DST[:ro]] [--read-only] [--privileged] NAME POD NAMESPACE CONTAINER -- CMD [ARG...]"
 	local name=$1 pod=$2 podns=$3 cname=$4
 	shift 5
 	remove_container "$name"
 	# ctr run -d returns once the task is started; containerd's shim keeps it.
 	local cg=()
 	[ -n "${SYSRAY_CTR_CGROUP:-}" ] && cg=(--cgroup "$SYSRAY_CTR_CGROUP")
-	ctr_ run -d "${cg[@]}" \
+	ctr_ run -d "${cg[@]}" "${opts[@]}" \
 		--label "io.kubernetes.pod.name=$pod" \
 		--label "io.kubernetes.pod.namespace=$podns" \
 		--label "io.kubernetes.container.name=$cname" \
