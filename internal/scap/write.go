@@ -118,7 +118,7 @@ func appendProcV9(b []byte, t *Thread) []byte {
 	b = appendStr16(b, "")                         // environment
 	b = binary.LittleEndian.AppendUint64(b, t.TID) // tid and pid in their namespace
 	b = binary.LittleEndian.AppendUint64(b, t.PID)
-	b = appendStr16(b, "")                              // cgroups
+	b = appendStr16(b, string(cgroupsBytes(t.Cgroups)))
 	b = appendStr16(b, "")                              // root
 	b = binary.LittleEndian.AppendUint32(b, ^uint32(0)) // login uid: unknown
 	b = append(b, 0)                                    // exe writable
