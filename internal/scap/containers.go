@@ -181,3 +181,122 @@ func trimNUL(b []byte) []byte {
 	}
 	return b
 }
+
+// cgroupContainer is the container libsinsp's engines find in a thread's
+// cgroups (the id as they report it), "" for none: a runtime's 64-hex id
+// ending a path after "/", "/docker-", "/crio-", "/cri-containerd-",
+// "/libpod-" (a ".scope" after it allowed) or ":cri-containerd:", or the
+// name after "/lxc/" or "/lxc.payload/".
+func cgroupContainer(cgroups []string) string {
+	for _, e := range cgroups {
+		_, path, ok := cutLast(e, "=")
+		if !ok {
+			continue
+		}
+		if id := runcID(path); id != "" {
+			return id
+		}
+	}
+	for _, e := range cgroups {
+		_, path, _ := cutLast(e, "=")
+		for _, p := range []string{"/lxc/", "/lxc.payload/"} {
+			if i := strings.Index(path, p); i >= 0 {
+				id := path[i+len(p):]
+				if j := strings.IndexByte(id, '/'); j >= 0 {
+					id = id[:j]
+				}
+				if id != "" {
+					return id
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func cutLast(s, sep string) (before, after string, ok bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
+// runcID is the 12-digit id of a path that ends in a runtime's layout.
+func runcID(path string) string {
+	last := path
+	if i := strings.LastIndexAny(path, "/:"); i >= 0 {
+		last = path[i+1:]
+	}
+	last = strings.TrimSuffix(last, ".scope")
+	for _, p := range []string{"docker-", "crio-", "cri-containerd-", "libpod-"} {
+		last = strings.TrimPrefix(last, p)
+	}
+	if hexID(last) {
+		return last[:12]
+	}
+	return ""
+}
+
+// container takes a container event: PPME_CONTAINER_JSON_E and _2_E
+// (one JSON parameter), or the older PPME_CONTAINER_E (id, type, name,
+// image).
+func (c *Converter) container(x *Event) {
+	var ctr filter.Container
+	if i, ok := x.param("json"); ok {
+		var found bool
+		if ctr, found = parseContainerJSON(x.Params[i]); !found {
+			return
+		}
+	} else {
+		id, _ := x.StrNamed("id")
+		if id == "" {
+			return
+		}
+		ctr.ID = id
+		ctr.Name, _ = x.StrNamed("name")
+		ctr.Image, _ = x.StrNamed("image")
+		if typ, ok := x.IntNamed("type"); ok {
+			ctr.Runtime = ctNames[int(typ)]
+		}
+	}
+	key := sinspID(ctr)
+	if i, ok := c.ctrIdx[key]; ok {
+		// A later event about the same container describes it anew.
+		c.St.Containers[i] = ctr
+		return
+	}
+	c.ctrIdx[key] = len(c.St.Containers)
+	c.St.Containers = append(c.St.Containers, ctr)
+}
+
+// cgroup is the number the import gives the events of a container's
+// threads (scap keeps cgroup paths, not the kernel's cgroup ids): its
+// place in Stats.Containers, plus one; 0 for the host. A container that
+// no event describes is listed by its id alone.
+func (c *Converter) cgroup(id string) uint64 {
+	if id == "" {
+		return 0
+	}
+	i, ok := c.ctrIdx[id]
+	if !ok {
+		i = len(c.St.Containers)
+		c.ctrIdx[id] = i
+		c.St.Containers = append(c.St.Containers, filter.Container{ID: id})
+	}
+	return uint64(i) + 1
+}
+
+// containersMeta is the capture header's table of the containers
+// (session.MetaContainers' format): each with its cgroup number.
+func containersMeta(cs []filter.Container) string {
+	type entry struct {
+		filter.Container
+		Cgroups []uint64 `json:"cgroups"`
+	}
+	out := make([]entry, len(cs))
+	for i, c := range cs {
+		out[i] = entry{c, []uint64{uint64(i) + 1}}
+	}
+	b, _ := json.Marshal(out)
+	return string(b)
+}
