@@ -212,10 +212,9 @@ func (x *exporter) learn(path string) (uint32, error) {
 			return nil
 		}
 		cpus = max(cpus, e.CPU+1)
-		if c := x.container(e); true {
-			if _, ok := x.ctrOf[e.TID]; !ok {
-				x.ctrOf[e.TID] = c
-			}
+		c := x.container(e)
+		if _, ok := x.ctrOf[e.TID]; !ok {
+			x.ctrOf[e.TID] = c
 		}
 		switch e.Kind {
 		case event.KindFork:
