@@ -199,7 +199,8 @@ func Import(in, path string, command []string) (*Stats, error) {
 	return st, nil
 }
 
-// AbsentFor is Absent and what this file's events lack.
+// AbsentFor is Absent (less containers, when the file names any) and
+// what this file's events lack.
 func (st *Stats) AbsentFor() []string {
 	var out []string
 	for _, a := range Absent {
