@@ -116,6 +116,9 @@ func exportScap(in, out string) error {
 	}
 	fmt.Fprintf(os.Stderr, "sysray: %d scap events: %d calls (%d as generic syscall events), %d cut off, %d new threads' own returns from clone, %d thread exits, %d signal deliveries, %d page faults; %d threads in the process list",
 		st.Events, st.Calls, st.Generic, st.Unfinished, st.ChildReturns, st.Exits, st.Signals, st.Faults, st.Threads)
+	if st.Containers > 0 {
+		fmt.Fprintf(os.Stderr, ", %d containers", st.Containers)
+	}
 	if st.OutOfOrder > 0 {
 		fmt.Fprintf(os.Stderr, "; %d events out of time order (held back too many behind a long call)", st.OutOfOrder)
 	}

@@ -11,8 +11,10 @@ import (
 
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/proc"
 	"github.com/sysray/sysray/internal/redact"
+	"github.com/sysray/sysray/internal/session"
 )
 
 // Absent lists what a capture made from a scap file never holds: what
@@ -46,6 +48,9 @@ type Stats struct {
 	Truncated    string            // where the file stops inside a block
 	First, Last  uint64
 	Procs        []proc.Info
+	// Containers are those the container events describe and those the
+	// threads' cgroups name (by id alone when no event describes them).
+	Containers []filter.Container
 }
 
 func newStats() *Stats {
@@ -194,9 +199,15 @@ func Import(in, path string, command []string) (*Stats, error) {
 	return st, nil
 }
 
-// AbsentFor is Absent and what this file's events lack.
+// AbsentFor is Absent (less containers, when the file names any) and
+// what this file's events lack.
 func (st *Stats) AbsentFor() []string {
-	out := append([]string(nil), Absent...)
+	var out []string
+	for _, a := range Absent {
+		if a != "containers" || len(st.Containers) == 0 {
+			out = append(out, a)
+		}
+	}
 	if st.PageFaults == 0 {
 		out = append(out, "page_faults")
 	}
@@ -225,6 +236,10 @@ func (st *Stats) Meta() map[string]string {
 	}
 	if st.Truncated != "" {
 		m["scap_truncated"] = st.Truncated
+	}
+	if len(st.Containers) > 0 {
+		m[session.MetaContainers] = containersMeta(st.Containers)
+		m["scap_cgroups"] = "the cgroup of an event is its container's place in the containers table (scap keeps cgroup paths, not cgroup ids); 0 for the host"
 	}
 	return m
 }

@@ -21,18 +21,20 @@ type Converter struct {
 	pending map[uint64]*Event // a call's enter event, per thread (a copy)
 	last    uint64
 	St      *Stats
+	ctrIdx  map[string]int // place in St.Containers, by libsinsp's id
 }
 
 type thread struct {
 	pid  uint32
 	comm string
+	ctr  string // the container's id as libsinsp names it; "" on the host
 }
 
 // NewConverter returns a converter that gives each event to emit (the
 // event is reused after emit returns; emit may be nil to only count).
 func NewConverter(emit func(*event.Event) error) *Converter {
 	return &Converter{emit: emit, threads: map[uint64]*thread{}, live: map[uint32]int{},
-		pending: map[uint64]*Event{}, St: newStats()}
+		pending: map[uint64]*Event{}, St: newStats(), ctrIdx: map[string]int{}}
 }
 
 // Learn takes the threads of a process list block.
@@ -41,7 +43,7 @@ func (c *Converter) Learn(ts []Thread) {
 		if _, ok := c.threads[t.TID]; ok {
 			continue
 		}
-		c.threads[t.TID] = &thread{pid: uint32(t.PID), comm: t.Comm}
+		c.threads[t.TID] = &thread{pid: uint32(t.PID), comm: t.Comm, ctr: cgroupContainer(t.Cgroups)}
 		c.live[uint32(t.PID)]++
 	}
 }
@@ -66,7 +68,7 @@ func (c *Converter) send(e *event.Event) error {
 
 func (c *Converter) base(kind event.Kind, x *Event, at uint64) event.Event {
 	t := c.thread(x.TID)
-	return event.Event{Kind: kind, Time: at, CPU: uint32(x.CPU), PID: t.pid, TID: uint32(x.TID), Comm: t.comm}
+	return event.Event{Kind: kind, Time: at, CPU: uint32(x.CPU), PID: t.pid, TID: uint32(x.TID), Comm: t.comm, Cgroup: c.cgroup(t.ctr)}
 }
 
 // Feed converts one event.
@@ -85,6 +87,8 @@ func (c *Converter) Feed(x *Event) error {
 			return c.signal(x)
 		case "page_fault":
 			return c.fault(x)
+		case "container":
+			c.container(x)
 		}
 		c.St.Other[info.name]++
 		return nil
@@ -368,7 +372,12 @@ func (c *Converter) effects(name string, en, x *Event, e *event.Event) error {
 		if comm != "" {
 			t.comm = comm
 		}
+		// libsinsp looks for the thread's container anew at an exec.
+		if i, ok := x.param("cgroups"); ok {
+			t.ctr = cgroupContainer(splitCgroups(x.Params[i]))
+		}
 		f.PID, f.Comm, e.PID, e.Comm = t.pid, t.comm, t.pid, t.comm
+		f.Cgroup, e.Cgroup = c.cgroup(t.ctr), c.cgroup(t.ctr)
 		return c.send(&f)
 	case "clone", "clone3", "fork", "vfork":
 		if e.Syscall.Ret == 0 {
@@ -379,7 +388,10 @@ func (c *Converter) effects(name string, en, x *Event, e *event.Event) error {
 			if comm, ok := x.StrNamed("comm"); ok && comm != "" {
 				t.comm = comm
 			}
-			e.PID, e.Comm = t.pid, t.comm
+			if i, ok := x.param("cgroups"); ok {
+				t.ctr = cgroupContainer(splitCgroups(x.Params[i]))
+			}
+			e.PID, e.Comm, e.Cgroup = t.pid, t.comm, c.cgroup(t.ctr)
 			return nil
 		}
 		child := uint64(e.Syscall.Ret)
@@ -387,7 +399,10 @@ func (c *Converter) effects(name string, en, x *Event, e *event.Event) error {
 		isThread := flags&ppmCloneThread != 0
 		ct := c.threads[child]
 		if ct == nil {
-			ct = &thread{pid: uint32(child), comm: t.comm}
+			ct = &thread{pid: uint32(child), comm: t.comm, ctr: t.ctr}
+			if i, ok := x.param("cgroups"); ok {
+				ct.ctr = cgroupContainer(splitCgroups(x.Params[i]))
+			}
 			if isThread {
 				ct.pid = t.pid
 			}

@@ -11,12 +11,16 @@
 //     version, recorded in the import's header);
 //   - the process list, versions 1 to 9 (0x202, 0x207, 0x209, 0x210 to
 //     0x215): tid, pid, parent, comm, executable, argv and cwd of the
-//     threads alive when the capture began;
+//     threads alive when the capture began, and their cgroups;
 //   - the event blocks, with and without flags, in both event schemas:
 //     v1 (0x204, 0x208: no parameter count in the event header, so it is
 //     the count whose lengths add up to the event's length) and v2 (0x216,
 //     0x217, and 0x221, 0x222 whose large-payload events have 32-bit
-//     parameter lengths).
+//     parameter lengths);
+//   - containers: the container events (JSON, and the older id, type,
+//     name, image form) and each thread's cgroups (process list v4 on,
+//     clone and execve exits), in the layouts libsinsp finds ids in
+//     (containers.go).
 //
 // Machine info, descriptor, interface and user lists are skipped. Event
 // numbers, names and parameter types come from the tracer's event table,

@@ -10,6 +10,8 @@ import (
 
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/filter"
+	"github.com/sysray/sysray/internal/session"
 )
 
 // ExportStats counts what Export wrote.
@@ -23,6 +25,7 @@ type ExportStats struct {
 	// that made a thread returns twice in scap, as in the kernel.
 	ChildReturns uint64
 	Threads      int               // process list entries
+	Containers   int               // containers described (those of the exported threads)
 	Left         map[string]uint64 // sysray events scap has no counterpart written for, by kind
 	Truncated    bool              // the capture ends inside a block: exported up to it
 	Signals      uint64            // signal deliveries (signaldeliver)
@@ -36,7 +39,8 @@ type ExportStats struct {
 // procexit. Events are written in time order (see maxQueued).
 func Export(path string, w io.Writer) (*ExportStats, error) {
 	x := &exporter{threads: map[uint32]*Thread{}, forks: map[[2]uint32]bool{}, execs: map[uint32]*event.Proc{},
-		born: map[uint32]bool{}, cloneCall: map[uint32]string{}, firstAt: map[uint32]uint64{}, st: &ExportStats{Left: map[string]uint64{}}}
+		born: map[uint32]bool{}, cloneCall: map[uint32]string{}, firstAt: map[uint32]uint64{}, st: &ExportStats{Left: map[string]uint64{}},
+		ctrOf: map[uint32]filter.Container{}, execCtr: map[uint32]filter.Container{}}
 	cpus, err := x.learn(path)
 	if err != nil {
 		return nil, err
@@ -52,6 +56,10 @@ func Export(path string, w io.Writer) (*ExportStats, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := x.containers(); err != nil {
+		return x.st, err
+	}
+	x.ctrs = nil // the second pass learns the containers anew, event by event
 	// The process list is the state when the capture began: from here on
 	// the exports' own execs and forks change it.
 	if err := x.each(path, x.event); err != nil {
@@ -80,6 +88,55 @@ type exporter struct {
 	// the second writes an event once the capture is that far past it.
 	lateness, seen uint64
 	last           uint64 // time of the last event written
+	// ctrs names the container of each event, as sysray's readers do;
+	// ctrOf is the container of each thread's first event, execCtr the
+	// container of a thread's exec until its execve's event.
+	ctrs    *session.Captured
+	ctrOf   map[uint32]filter.Container
+	execCtr map[uint32]filter.Container
+}
+
+// container is the container of an event, as sysray's readers name it
+// (session.Captured: the header's table, then the cgroup paths of execs).
+func (x *exporter) container(e *event.Event) filter.Container {
+	if x.ctrs == nil {
+		x.ctrs = session.NewCaptured(x.hdr.Meta[session.MetaContainers])
+	}
+	x.ctrs.Observe(e)
+	return x.ctrs.Container(e.PID, e.Cgroup)
+}
+
+// containers writes one container event (two for some, see
+// containerEvents) for each container a thread of the export is in,
+// before the events, at the time of the first one.
+func (x *exporter) containers() error {
+	seen := map[string]bool{}
+	var first uint64 = ^uint64(0)
+	for _, at := range x.firstAt {
+		first = min(first, at)
+	}
+	if first == ^uint64(0) {
+		first = 0
+	} else if first > 0 {
+		first-- // ahead of a thread's own return a nanosecond before its first event
+	}
+	for _, tid := range x.order {
+		c, ok := x.ctrOf[tid]
+		if !ok || seen[c.ID] || len(cgroupsOf(c)) == 0 {
+			continue
+		}
+		seen[c.ID] = true
+		x.st.Containers++
+		for _, j := range containerEvents(c) {
+			x.st.Events++
+			// tid -1, as libsinsp writes them: a container event is no
+			// thread's.
+			if err := x.w.Event(0, x.time(first), ^uint64(0), evContainerJSONE, [][]byte{strParam(string(j))}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // each reads the capture's events; a capture cut short is read to its
@@ -155,6 +212,10 @@ func (x *exporter) learn(path string) (uint32, error) {
 			return nil
 		}
 		cpus = max(cpus, e.CPU+1)
+		c := x.container(e)
+		if _, ok := x.ctrOf[e.TID]; !ok {
+			x.ctrOf[e.TID] = c
+		}
 		switch e.Kind {
 		case event.KindFork:
 			// Before add: the child's entry is made from its parent.
@@ -183,6 +244,20 @@ func (x *exporter) learn(path string) (uint32, error) {
 		for _, p := range x.hdr.Procs {
 			add(p.PID, p.PID, p.PPID, p.Comm, p.Exe, p.Cmdline)
 		}
+	}
+	// Threads of the header's table that did nothing are where the table
+	// puts their process.
+	for _, tid := range x.order {
+		t := x.threads[tid]
+		c, ok := x.ctrOf[tid]
+		if !ok && x.hdr != nil {
+			if x.ctrs == nil {
+				x.ctrs = session.NewCaptured(x.hdr.Meta[session.MetaContainers])
+			}
+			c = x.ctrs.Container(uint32(t.PID), x.procCgroup(uint32(t.PID)))
+			x.ctrOf[tid] = c
+		}
+		t.Cgroups = cgroupsOf(c)
 	}
 	// A child's own return goes before its first event, which may come
 	// before its fork (a capture imported from strace has the fork when
@@ -228,6 +303,8 @@ func (x *exporter) childReturn(e *event.Event) error {
 			params[i] = []byte(argBytes(child.Args, 1))
 		case "comm":
 			params[i] = strParam(child.Comm)
+		case "cgroups":
+			params[i] = cgroupsBytes(child.Cgroups)
 		case "tid", "vtid":
 			params[i] = intParam(p.typ, child.TID)
 		case "pid", "vpid":
@@ -292,6 +369,9 @@ func (x *exporter) event(e *event.Event) error {
 const maxQueued = 1 << 18
 
 func (x *exporter) write(e *event.Event) error {
+	if e.Kind != event.KindExec && e.Kind != event.KindDrop {
+		x.container(e) // the table learns from every event, as a reader's does
+	}
 	switch e.Kind {
 	case event.KindSyscall:
 		return x.call(e)
@@ -303,6 +383,7 @@ func (x *exporter) write(e *event.Event) error {
 		p := e.Proc
 		p.Argv = append([]string(nil), p.Argv...)
 		x.execs[e.TID] = &p
+		x.execCtr[e.TID] = x.container(e)
 		return nil
 	case event.KindExit:
 		code, sig, core := e.Proc.Status()
@@ -553,6 +634,13 @@ func (x *exporter) effects(typ uint16, name string, e *event.Event, params [][]b
 		if t != nil {
 			t.Exe, t.Args, t.Comm = ex.Filename, args, e.Comm
 		}
+		// libsinsp looks for the thread's container anew at an exec.
+		cg := cgroupsOf(x.execCtr[e.TID])
+		delete(x.execCtr, e.TID)
+		set("cgroups", cgroupsBytes(cg))
+		if t != nil {
+			t.Cgroups = cg
+		}
 	case "clone", "clone3", "fork", "vfork":
 		if sc.Ret <= 0 {
 			return
@@ -565,6 +653,13 @@ func (x *exporter) effects(typ uint16, name string, e *event.Event, params [][]b
 		}
 		if x.forks[[2]uint32{e.TID, uint32(sc.Ret)}] {
 			num("flags", ppmCLThread)
+		}
+		// The child's: libsinsp makes the child from the parent's return
+		// when that comes first.
+		if child := x.threads[uint32(sc.Ret)]; child != nil {
+			set("cgroups", cgroupsBytes(child.Cgroups))
+		} else if t != nil {
+			set("cgroups", cgroupsBytes(t.Cgroups))
 		}
 		num("vtid", uint64(e.TID))
 		num("vpid", uint64(e.PID))
@@ -659,4 +754,14 @@ func WrittenAs(name string) (sysdig, imported string, ret bool) {
 		return writeSCNames[code], name, false
 	}
 	return "<unknown>", name, false
+}
+
+// procCgroup is the cgroup of a process of the header's table.
+func (x *exporter) procCgroup(pid uint32) uint64 {
+	for i := range x.hdr.Procs {
+		if x.hdr.Procs[i].PID == pid {
+			return x.hdr.Procs[i].Cgroup
+		}
+	}
+	return 0
 }

@@ -14,6 +14,8 @@ type Thread struct {
 	Exe            string // argv[0], or the executable's path where the block has it (v7 on)
 	Args           []string
 	Cwd            string
+	// Cgroups are the thread's cgroups as "subsys=path" (v4 on).
+	Cgroups []string
 }
 
 // IsProcList says whether a block type is a process list, and its version.
@@ -124,8 +126,18 @@ func ParseProcList(version int, body []byte) ([]Thread, error) {
 		}
 		t.Cwd = c.str()
 		if version >= 9 {
-			// The rest (limits, ids, memory, env, cgroups, root, ...) by
-			// the entry's length.
+			// The fields up to the cgroups, then the rest (root, login
+			// uid, ...) by the entry's length.
+			at := c.pos
+			c.take(8 + 4 + 4 + 4 + 4 + 4 + 4 + 8 + 8)
+			c.take(int(c.u16())) // environment
+			c.take(8 + 8)
+			cg := c.take(int(c.u16()))
+			if c.bad || c.pos > start+int(sub) {
+				// An entry too short for them still has what came before.
+				c.bad, c.pos, cg = false, at, nil
+			}
+			t.Cgroups = splitCgroups(cg)
 			if c.bad {
 				return out, fmt.Errorf("scap: process list entry at %d: fields overrun its length", start)
 			}
@@ -145,8 +157,8 @@ func ParseProcList(version int, body []byte) ([]Thread, error) {
 			c.take(int(c.u16())) // environment
 		}
 		if version >= 4 {
-			c.take(8 + 8)        // tid and pid in their namespace
-			c.take(int(c.u16())) // cgroups
+			c.take(8 + 8) // tid and pid in their namespace
+			t.Cgroups = splitCgroups(c.take(int(c.u16())))
 		}
 		if version >= 5 {
 			c.take(int(c.u16())) // root
@@ -157,4 +169,16 @@ func ParseProcList(version int, body []byte) ([]Thread, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// splitCgroups splits a cgroups field: NUL-terminated "subsys=path"
+// strings.
+func splitCgroups(b []byte) []string {
+	var out []string
+	for _, s := range bytes.Split(bytes.TrimRight(b, "\x00"), []byte{0}) {
+		if len(s) > 0 {
+			out = append(out, string(s))
+		}
+	}
+	return out
 }

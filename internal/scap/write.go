@@ -108,7 +108,7 @@ func appendProcV9(b []byte, t *Thread) []byte {
 	}
 	b = appendStr16(b, clip(exe))   // argv[0]
 	b = appendStr16(b, clip(t.Exe)) // the executable's path
-	b = appendStr16(b, argBytes(t.Args, 1))
+	b = appendStr16(b, argBytesMax(t.Args, 1, maxProcArgs))
 	b = appendStr16(b, clip(t.Cwd))
 	b = binary.LittleEndian.AppendUint64(b, 0)     // fd limit
 	b = binary.LittleEndian.AppendUint32(b, 0)     // flags
@@ -118,7 +118,7 @@ func appendProcV9(b []byte, t *Thread) []byte {
 	b = appendStr16(b, "")                         // environment
 	b = binary.LittleEndian.AppendUint64(b, t.TID) // tid and pid in their namespace
 	b = binary.LittleEndian.AppendUint64(b, t.PID)
-	b = appendStr16(b, "")                              // cgroups
+	b = appendStr16(b, string(cgroupsBytes(t.Cgroups)))
 	b = appendStr16(b, "")                              // root
 	b = binary.LittleEndian.AppendUint32(b, ^uint32(0)) // login uid: unknown
 	b = append(b, 0)                                    // exe writable
@@ -126,15 +126,26 @@ func appendProcV9(b []byte, t *Thread) []byte {
 	return b
 }
 
+// maxProcArgs is libscap's SCAP_MAX_ARGS_SIZE less one: its reader
+// refuses the whole file over a process list entry whose arguments are
+// longer than SCAP_MAX_ARGS_SIZE ("invalid argslen").
+const maxProcArgs = 4095
+
 // argBytes is args[from:] as scap keeps a command line: each argument
 // followed by its NUL, at most 64 KiB less one (a 16-bit length).
 func argBytes(args []string, from int) string {
+	return argBytesMax(args, from, 0xffff)
+}
+
+// argBytesMax is argBytes of at most limit bytes: the arguments that fit
+// whole.
+func argBytesMax(args []string, from, limit int) string {
 	if from >= len(args) {
 		return ""
 	}
 	var sb strings.Builder
 	for _, a := range args[from:] {
-		if sb.Len()+len(a)+1 > 0xffff {
+		if sb.Len()+len(a)+1 > limit {
 			break
 		}
 		sb.WriteString(a)
