@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -87,8 +88,29 @@ func TestFleetDashboardAndAlerts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kube-state-metrics' DaemonSet series, which the coverage panels and
+	// SysrayNodesNotCovered read, for the one node of this test: desired
+	// 1, ready as the kubelet's readiness probe would find the agent (its
+	// /healthz), the names and labels kube-state-metrics writes. There is
+	// no cluster here for the real kube-state-metrics to watch.
+	ksm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		ready := 0
+		if resp, err := http.Get(a.base + "/healthz"); err == nil {
+			if resp.StatusCode == http.StatusOK {
+				ready = 1
+			}
+			resp.Body.Close()
+		}
+		l := `{namespace="sysray",daemonset="sysray-agent"}`
+		fmt.Fprintf(w, "kube_daemonset_status_desired_number_scheduled%s 1\nkube_daemonset_status_number_ready%s %d\nkube_daemonset_status_updated_number_scheduled%s 1\n", l, l, ready, l)
+	}))
+	defer ksm.Close()
 	// The job is named as the ServiceMonitor's would be; cluster is a
-	// target label, as external or relabelled labels give it. Scrapes
+	// target label, as external or relabelled labels give it, and node
+	// the one the chart's ServiceMonitor sets. Native histograms on, so
+	// that Prometheus scrapes over protobuf and stores the native series
+	// the dashboard's native p99 reads (without, Prometheus asks for text
+	// and that panel is empty, its noValue saying why). Scrapes
 	// every 2 s, each given 2 s: on this 2-CPU machine under a load of 20
 	// (other tests), 1 s scrapes timed out, and a failed scrape is up == 0
 	// and every series of the agent stale.
@@ -100,9 +122,18 @@ func TestFleetDashboardAndAlerts(t *testing.T) {
       - targets: [%q]
         labels:
           cluster: fleet-test
+          node: fleet-node
+  - job_name: kube-state-metrics
+    scrape_interval: 2s
+    scrape_timeout: 2s
+    honor_labels: true
+    static_configs:
+      - targets: [%q]
+        labels:
+          cluster: fleet-test
 rule_files:
   - %q
-`, strings.TrimPrefix(a.base, "http://"), rules))
+`, strings.TrimPrefix(a.base, "http://"), strings.TrimPrefix(ksm.URL, "http://"), rules), "--enable-feature=native-histograms")
 	promLog := func() string { b, _ := os.ReadFile(filepath.Join(dir, "prometheus.log")); return string(b) }
 
 	name := fmt.Sprintf("sysray-fleet-%d", time.Now().UnixNano())
@@ -158,8 +189,15 @@ rule_files:
 		time.Sleep(500 * time.Millisecond)
 	}
 	fired := time.Since(start)
-	if s := firing.Annotations["summary"]; !strings.Contains(s, ns+"/"+pod) || !strings.Contains(s, cname) {
-		t.Errorf("the alert's summary %q does not name the pod %s/%s and container %s", s, ns, pod, cname)
+	if s := firing.Annotations["summary"]; !strings.Contains(s, ns+"/"+pod) || !strings.Contains(s, cname) || !strings.Contains(s, "node fleet-node") {
+		t.Errorf("the alert's summary %q does not name the pod %s/%s, container %s and node fleet-node", s, ns, pod, cname)
+	}
+	// The runbook is the finding's page in this repository.
+	const docs = "https://github.com/sysray/sysray/blob/main/"
+	if u := firing.Annotations["runbook_url"]; u != docs+"docs/detectors/fatal-signal.md" {
+		t.Errorf("the alert's runbook_url %q: want %sdocs/detectors/fatal-signal.md", u, docs)
+	} else if _, err := os.Stat(filepath.Join("..", strings.TrimPrefix(u, docs))); err != nil {
+		t.Errorf("the alert's runbook %s: %v", u, err)
 	}
 
 	// Every dashboard query, its variables set as Grafana would: each
@@ -264,7 +302,8 @@ rule_files:
 		t.Fatal(err)
 	}
 	quiet := map[string]bool{"SysrayAgentDown": true, "SysrayAgentAbsent": true, "SysrayAgentRestarting": true,
-		"SysrayAgentMemoryHigh": true, "SysrayAgentMemoryNearLimit": true, "SysrayAgentReadsStale": true}
+		"SysrayAgentMemoryHigh": true, "SysrayAgentMemoryNearLimit": true, "SysrayAgentReadsStale": true,
+		"SysrayNodesNotCovered": true}
 	alerts := 0
 	for _, g := range file.Groups {
 		for _, rule := range g.Rules {

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -388,6 +389,29 @@ func TestChartRenders(t *testing.T) {
 			sm := objs.ServiceMonitors[0]
 			if sm.Labels["release"] != "prometheus" || sm.Spec.Endpoints[0].Interval != "15s" {
 				t.Errorf("labels %v, interval %q: want release=prometheus and 15s", sm.Labels, sm.Spec.Endpoints[0].Interval)
+			}
+			// Prometheus's own protocols by default: text, no native histograms.
+			if sm.Spec.ScrapeProtocols != nil || sm.Spec.ScrapeNativeHistograms != nil || sm.Spec.ScrapeClassicHistograms != nil {
+				t.Errorf("scrapeProtocols %v, scrapeNativeHistograms %v, scrapeClassicHistograms %v by default: want none set",
+					sm.Spec.ScrapeProtocols, sm.Spec.ScrapeNativeHistograms, sm.Spec.ScrapeClassicHistograms)
+			}
+		}},
+		// Native histograms come only in protobuf scrapes: PrometheusProto
+		// first, then the text formats for a Prometheus without it; the
+		// classic _bucket series the dashboard reads are kept.
+		{"native histograms", []string{"serviceMonitor.enabled=true", "serviceMonitor.nativeHistograms=true"}, func(t *testing.T, objs Objects) {
+			sm := objs.ServiceMonitors[0].Spec
+			isTrue := func(b *bool) bool { return b != nil && *b }
+			if len(sm.ScrapeProtocols) < 2 || sm.ScrapeProtocols[0] != monitoringv1.PrometheusProto ||
+				!slices.Contains(sm.ScrapeProtocols, monitoringv1.PrometheusText0_0_4) ||
+				!isTrue(sm.ScrapeNativeHistograms) || !isTrue(sm.ScrapeClassicHistograms) {
+				t.Errorf("scrapeProtocols %v, scrapeNativeHistograms %v, scrapeClassicHistograms %v: want PrometheusProto first and the 0.0.4 text format among them, both true",
+					sm.ScrapeProtocols, sm.ScrapeNativeHistograms, sm.ScrapeClassicHistograms)
+			}
+		}},
+		{"native histograms without classic", []string{"serviceMonitor.enabled=true", "serviceMonitor.nativeHistograms=true", "serviceMonitor.scrapeClassicHistograms=false"}, func(t *testing.T, objs Objects) {
+			if c := objs.ServiceMonitors[0].Spec.ScrapeClassicHistograms; c == nil || *c {
+				t.Errorf("scrapeClassicHistograms %v: want false, as set", c)
 			}
 		}},
 		{"no captures", []string{"captureDir="}, func(t *testing.T, objs Objects) {

@@ -141,6 +141,29 @@ func TestChartMonitoring(t *testing.T) {
 		t.Errorf("promtool check rules on the chart's PrometheusRule: %v\n%s", err, out)
 	}
 
+	// The rules select the agent's scrape job and its DaemonSet by name,
+	// job=~".*sysray-agent" and daemonset=~".*sysray-agent": the names the
+	// chart gives them, whatever the release is called.
+	agentName := regexp.MustCompile(`^.*sysray-agent$`)
+	for _, release := range []string{"sysray-agent", "prod", "sysray"} {
+		out, err := helm(t, "template", release, chart, "--namespace", "sysray")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o Objects
+		if err := Decode("helm template "+release, out, &o); err != nil {
+			t.Fatal(err)
+		}
+		if !agentName.MatchString(o.DaemonSets[0].Name) || !agentName.MatchString(o.Services[0].Name) {
+			t.Errorf("release %s: DaemonSet %q, Service %q; the rules select .*sysray-agent", release, o.DaemonSets[0].Name, o.Services[0].Name)
+		}
+	}
+	for _, sel := range []string{`job=~".*sysray-agent"`, `daemonset=~".*sysray-agent"`} {
+		if !strings.Contains(string(b), sel) {
+			t.Errorf("%s: no rule selects %s", rulesFile, sel)
+		}
+	}
+
 	cm := objs.ConfigMaps[0]
 	if cm.Labels["grafana_dashboard"] != "1" || cm.Annotations["grafana_folder"] != "sysray" || cm.Namespace != "monitoring" {
 		t.Errorf("ConfigMap labels %v, annotations %v, namespace %q: want grafana_dashboard=1, grafana_folder=sysray, monitoring", cm.Labels, cm.Annotations, cm.Namespace)
@@ -185,6 +208,11 @@ type panel struct {
 		Expr   string `json:"expr"`
 		Format string `json:"format"`
 	} `json:"targets"`
+	FieldConfig struct {
+		Defaults struct {
+			NoValue string `json:"noValue"`
+		} `json:"defaults"`
+	} `json:"fieldConfig"`
 }
 
 var dashVar = regexp.MustCompile(`\$(\w+)`)
@@ -249,6 +277,20 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if !slices.Contains(types, "heatmap") {
 		t.Error("no heatmap panel")
+	}
+	// The fleet's coverage, and the native histogram's p99, which says why
+	// it is empty where Prometheus stores no native histograms.
+	for _, want := range []struct{ title, query string }{
+		{"Nodes covered", "kube_daemonset_status_desired_number_scheduled"},
+		{"Agents up", `up{job=~".*sysray-agent"`},
+		{"p99 latency by container (native histogram)", "sysray_syscall_duration_nanoseconds"},
+	} {
+		i := slices.IndexFunc(d.Panels, func(p panel) bool { return p.Title == want.title })
+		if i < 0 || len(d.Panels[i].Targets) == 0 || !strings.Contains(d.Panels[i].Targets[0].Expr, want.query) {
+			t.Errorf("no panel %q querying %s", want.title, want.query)
+		} else if d.Panels[i].FieldConfig.Defaults.NoValue == "" {
+			t.Errorf("panel %q: no noValue text to say why it may be empty", want.title)
+		}
 	}
 	// promtool parses each query as a recording rule's expression.
 	var rules strings.Builder
