@@ -141,7 +141,7 @@ type thrashProc struct {
 	// The read calls' time in the kernel (less waiting for a CPU), as the
 	// events carry it: on files, and on anything else (pipes, sockets).
 	evFileNS, evOtherNS uint64
-	factsAt            uint64 // event time of the last read of the memory cgroup
+	factsAt             uint64 // event time of the last read of the memory cgroup
 	// The memory cgroup's facts as first and last read for the process:
 	// the refault counter is cumulative.
 	first, last event.MemFacts
@@ -198,10 +198,9 @@ func (t *thrash) Observe(e *event.Event) {
 		// Inside a read call, reclaim is the page cache's charge for the
 		// page the read brings in, as it is a fault's outside one.
 		if e.Reclaim.Nr >= 0 && readFamily[event.SyscallName(t.arch, uint32(e.Reclaim.Nr))] {
-			if p := t.procs[e.PID]; p != nil {
-				p.readReclaimNS += e.Reclaim.Duration
-				p.reclaimPages += e.Reclaim.Pages
-			}
+			p := t.proc(e.PID, e.Comm)
+			p.readReclaimNS += e.Reclaim.Duration
+			p.reclaimPages += e.Reclaim.Pages
 		}
 		// Outside a syscall, reclaim is a fault's charge for the page it
 		// brings in: at the limit, every new page evicts an old one first.
@@ -426,7 +425,9 @@ func (g *thrashGroup) proven() uint64 { return g.ns + g.reclaimNS + g.readNS + g
 // calls' whole time. Under refaults a read call's time is the wait for the
 // disk: copying a cached page out is memory speed (about a microsecond a
 // page), reading it in is the device's.
-func (g *thrashGroup) lost() uint64 { return g.ns + g.reclaimNS + max(g.readTimeNS, g.readNS+g.readReclaimNS) }
+func (g *thrashGroup) lost() uint64 {
+	return g.ns + g.reclaimNS + max(g.readTimeNS, g.readNS+g.readReclaimNS)
+}
 
 // viaRead says the time was mostly in read calls rather than faults.
 func (g *thrashGroup) viaRead() bool { return g.readNS+g.readReclaimNS > g.ns+g.reclaimNS }
