@@ -91,3 +91,55 @@ func readReport(t *testing.T, path string) doctorReport {
 	}
 	return rep
 }
+
+var readsLine = regexp.MustCompile(`thrash\[\d+\]: passes=(\d+) majflt=\d+ minflt=\d+ reads=(\d+)`)
+
+// Ground truth for the read path: the reader counts its own read calls;
+// the doctor's read_calls is the kernel's exact count of them, and the
+// refaults cover the passes after the first (each re-reads at least the
+// 64 MiB the 32 MiB limit cannot hold: 16,384 pages). 4 s of passes: the
+// reader's first seconds write the file, and a few passes after them are
+// not a quarter of its time.
+func TestThrashReadGroundTruth(t *testing.T) {
+	requireBPF(t)
+	bin := scenario(t, "thrash")
+	for _, how := range []string{"read", "pread", "readv"} {
+		t.Run(how, func(t *testing.T) {
+			out := t.TempDir() + "/report.json"
+			r := run(t, "doctor", "--json", "-o", out, "--", bin, "-m", how, "-d", "4")
+			m := readsLine.FindStringSubmatch(r.stdout + r.stderr)
+			if m == nil {
+				t.Fatalf("the reader printed no counts:\n%s\n%s", r.stdout, r.stderr)
+			}
+			passes, _ := strconv.ParseUint(m[1], 10, 64)
+			want, _ := strconv.ParseUint(m[2], 10, 64)
+			if passes < 6 || want != passes*768 {
+				t.Fatalf("the reader made %d read calls in %d passes, want at least 6 passes of 768", want, passes)
+			}
+			f := findingOf(t, readReport(t, out), "page-cache-thrash")
+			if f.Severity != "warning" {
+				t.Errorf("severity %s, want warning: %s", f.Severity, f.Title)
+			}
+			if got, _ := f.Evidence["read_calls"].(float64); uint64(got) != want {
+				t.Errorf("read_calls %v, the reader made %d", f.Evidence["read_calls"], want)
+			}
+			if n, _ := f.Evidence["refaulted_pages"].(float64); n < float64(passes-2)*16384 {
+				t.Errorf("%v pages refaulted in %d passes, want at least %d passes' worth", f.Evidence["refaulted_pages"], passes, passes-2)
+			}
+			if n, _ := f.Evidence["file_bytes"].(float64); n != 96<<20 {
+				t.Errorf("file_bytes %v, want 96 MiB", f.Evidence["file_bytes"])
+			}
+		})
+	}
+}
+
+func findingOf(t *testing.T, rep doctorReport, id string) finding {
+	t.Helper()
+	for _, f := range rep.Findings {
+		if f.ID == id {
+			return f
+		}
+	}
+	t.Fatalf("no %s finding:\n%s", id, titles(rep))
+	return finding{}
+}
