@@ -474,13 +474,17 @@ func (t *thrash) Findings(env *Env) []Finding {
 		// The exact time is the process's read calls on every fd: taken
 		// only when its traced read calls spent more time on files than on
 		// anything else (a server blocked reading a socket is not waiting
-		// for a file).
-		rt := p.evFileNS
-		if r := t.reads[p.pid]; t.exact && r != nil && p.evOtherNS <= p.evFileNS {
-			rt, g.readExact = r.ns, true
-			g.readN += r.n
+		// for a file). A process never seen waiting for a page in a read
+		// (a reader of a mapping that also reads cached files) lost
+		// nothing in its reads.
+		if p.readNS > 0 {
+			rt := p.evFileNS
+			if r := t.reads[p.pid]; t.exact && r != nil && p.evOtherNS <= p.evFileNS {
+				rt, g.readExact = r.ns, true
+				g.readN += r.n
+			}
+			g.readTimeNS += max(rt, p.readNS+p.readReclaimNS)
 		}
-		g.readTimeNS += max(rt, p.readNS+p.readReclaimNS)
 		for c, n := range p.readCalls {
 			g.readCalls[c] += n
 		}

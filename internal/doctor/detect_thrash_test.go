@@ -308,3 +308,25 @@ func TestPageCacheThrashReadEvidence(t *testing.T) {
 		t.Errorf("fix: %s", f.Fix)
 	}
 }
+
+// A reader of a mapping that also reads files from the cache: its reads
+// never waited for a page, and their time is not the mapping's loss.
+func TestPageCacheThrashMappingWithCachedReads(t *testing.T) {
+	evs := thrashRun(7, 8, 100*ms, fileFaultStack, 4000, limited)
+	for i := range 8 {
+		e := sys(7, uint64(1e9)+uint64(i)*250*ms+ms, nrPread, 128<<10, 50*ms, fileFd, 0x7f0000000000, 128<<10, 0)
+		e.Comm = "reader"
+		evs = append(evs, e)
+	}
+	exact := []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 6144, Total: 1600 * ms}}
+	f := readFindings(t, &fakeReads{mem: limited, refaults: 4000}, evs, exact)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	if got := f.Evidence["time_lost_ns"]; got != uint64(800*ms) {
+		t.Errorf("time_lost_ns %v, want the faults' 800 ms", got)
+	}
+	if !strings.Contains(f.Title, "lost in page faults") {
+		t.Errorf("title %s", f.Title)
+	}
+}
