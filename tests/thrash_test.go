@@ -33,6 +33,31 @@ func TestStoryThrash(t *testing.T) {
 	}
 }
 
+// The same file read() pass after pass instead of mapped: no faults, the
+// time is in the read calls, and the finding says so, with the kernel's
+// exact count of them.
+func TestStoryThrashRead(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "thrashread"), "page-cache-thrash", "warning")
+	has(t, f, "file", "file_bytes", "limit_bytes", "refaulted_pages", "read_time_ns", "read_wait_ns", "read_calls", "time_lost_ns", "cgroup")
+	if p, _ := f.Evidence["file"].(string); !strings.HasPrefix(p, "/var/tmp/sysray-thrash-") {
+		t.Errorf("file %q, want the reader's /var/tmp/sysray-thrash-PID", p)
+	}
+	if n, _ := f.Evidence["file_bytes"].(float64); n != 96<<20 {
+		t.Errorf("file of %v bytes, want 96 MiB", f.Evidence["file_bytes"])
+	}
+	if n, _ := f.Evidence["limit_bytes"].(float64); n != 32<<20 {
+		t.Errorf("limit of %v bytes, want 32 MiB", f.Evidence["limit_bytes"])
+	}
+	if !strings.Contains(f.Title, "in read") {
+		t.Errorf("title %q, want the read calls named", f.Title)
+	}
+	// Whole passes of 768 calls of 128 KiB.
+	if n, _ := f.Evidence["read_calls"].(float64); n < 768 || int(n)%768 != 0 {
+		t.Errorf("read_calls %v, want whole passes of 768", f.Evidence["read_calls"])
+	}
+}
+
 var majfltLine = regexp.MustCompile(`thrash\[\d+\]: passes=(\d+) majflt=(\d+) minflt=(\d+)`)
 
 // Ground truth: the reader's own getrusage count of major faults against
