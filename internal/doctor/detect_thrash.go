@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,6 +38,16 @@ var readFamily = map[string]bool{"read": true, "pread64": true, "readv": true, "
 var readPageFrames = []string{"filemap_read", "filemap_get_pages", "filemap_readahead", "page_cache_sync_ra",
 	"page_cache_async_ra", "page_cache_ra_order", "ondemand_readahead", "filemap_update_page"}
 
+// thrashRereadShare: the part of what the readers had read from storage
+// that the cgroup's refaults must make up. Re-reading a file larger than
+// the limit, every page a pass after the first reads from disk is one the
+// kernel evicted and counts as a refault (the read scenario, one process or
+// four: 0.98); a first read of many files has none, and what else the
+// cgroup refaults meanwhile (the reader's binary and libraries, pushed out
+// by the scan) is a few percent of it (sha256sum over 20,000 files of /usr
+// in 32 MiB, cold: 3%). Half is far from both.
+const thrashRereadShare = 0.5
+
 // thrashFactsEvery: how often (event time) a reading process's memory
 // cgroup is read again while it waits for file pages in read calls. The
 // refault counter is cumulative, so only the first and the last read
@@ -51,6 +62,10 @@ type thrashReads interface {
 	memFacts(pid uint32) (event.MemFacts, bool)
 	fdPath(pid uint32, fd int32) string
 	size(path string) uint64
+	// diskRead is the bytes the process has had read from storage for it
+	// (/proc/PID/io read_bytes: read-ahead and reads it caused, counted
+	// when submitted).
+	diskRead(pid uint32) (uint64, bool)
 }
 
 type liveThrashReads struct{ h *Host }
@@ -72,6 +87,14 @@ func (liveThrashReads) size(path string) uint64 {
 		return 0
 	}
 	return uint64(st.Size())
+}
+
+func (liveThrashReads) diskRead(pid uint32) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/io", proc.Root, pid))
+	if err != nil {
+		return 0, false
+	}
+	return proc.StatValue(bytes.ReplaceAll(b, []byte(":"), nil), "read_bytes"), true
 }
 
 var thrashHostReads = func(h *Host) thrashReads { return liveThrashReads{h} }
@@ -142,6 +165,10 @@ type thrashProc struct {
 	// events carry it: on files, and on anything else (pipes, sockets).
 	evFileNS, evOtherNS uint64
 	factsAt             uint64 // event time of the last read of the memory cgroup
+	// read_bytes of /proc/PID/io at the first and last reads of the
+	// memory cgroup; ioRead: read at least once.
+	ioFirst, ioLast uint64
+	ioRead          bool
 	// The memory cgroup's facts as first and last read for the process:
 	// the refault counter is cumulative.
 	first, last event.MemFacts
@@ -347,6 +374,12 @@ func (t *thrash) observeCall(e *event.Event) {
 		if m, ok := t.host.memFacts(e.PID); ok {
 			p.note(m)
 		}
+		if n, ok := t.host.diskRead(e.PID); ok {
+			if !p.ioRead {
+				p.ioFirst, p.ioRead = n, true
+			}
+			p.ioLast = n
+		}
 	}
 }
 
@@ -415,6 +448,19 @@ type thrashGroup struct {
 	readTimeNS uint64
 	readExact  bool
 	readN      uint64 // the kernel's count of the read calls, when exact
+	// diskBytes: what the processes had read from storage between the
+	// first and last reads of their memory cgroup (ioKnown: read live).
+	diskBytes uint64
+	ioKnown   bool
+}
+
+// rereads says whether what the readers read from the device was mostly
+// pages read before and evicted: the cgroup's refaults against the bytes
+// the processes had read from storage over the same span. Unknown (no
+// /proc/PID/io: a capture, the fault path) counts as yes, the refaults
+// alone deciding.
+func (g *thrashGroup) rereads() bool {
+	return !g.ioKnown || g.diskBytes == 0 || float64(g.refaults)*4096 >= thrashRereadShare*float64(g.diskBytes)
 }
 
 // proven is the time the group's processes were seen waiting for the
@@ -470,6 +516,10 @@ func (t *thrash) Findings(env *Env) []Finding {
 		g.reclaimNS += p.reclaimNS
 		g.readNS += p.readNS
 		g.readSleeps += p.readSleeps
+		if p.ioRead {
+			g.ioKnown = true
+			g.diskBytes += p.ioLast - p.ioFirst
+		}
 		g.readReclaimNS += p.readReclaimNS
 		// The exact time is the process's read calls on every fd: taken
 		// only when its traced read calls spent more time on files than on
@@ -531,7 +581,7 @@ func (t *thrash) Findings(env *Env) []Finding {
 		}
 		limited := !g.host && g.last.Read
 		sev := Info
-		if limited && g.refaults >= thrashRefaultMin && share >= warnShare && g.proven() >= warnWaitNS {
+		if limited && g.refaults >= thrashRefaultMin && g.rereads() && share >= warnShare && g.proven() >= warnWaitNS {
 			sev = Warning
 		} else if g.proven() < warnWaitNS {
 			continue // a few waits: felt by no one
@@ -585,6 +635,13 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		ev["read_wait_ns"], ev["read_waits"], ev["reclaim_in_reads_ns"] = g.readNS, g.readSleeps, g.readReclaimNS
 		ev["read_wait_ns_are"] = "sleeps waiting for the file's pages in the read calls slow enough to carry their sleeps (at least: a faster call's wait is not seen)"
 		ev["read_time_ns"] = g.readTimeNS
+		if g.ioKnown {
+			ev["read_from_disk_bytes"] = g.diskBytes
+			ev["read_from_disk_bytes_are"] = "read_bytes of the processes' /proc/PID/io between their first and last reads of the memory cgroup"
+			if g.diskBytes > 0 {
+				ev["refaulted_share_of_read_from_disk"] = float64(g.refaults) * 4096 / float64(g.diskBytes)
+			}
+		}
 		ev["read_time_is"] = "the traced read calls on the file, in the kernel less waiting for a CPU"
 		if g.readExact {
 			ev["read_time_is"] = "the kernel's sum over every read call of the processes, in the kernel less waiting for a CPU"
@@ -633,11 +690,16 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 			"in before they are touched, so many waits are minor faults waiting for a read in flight. Where they slept: %s.",
 			who, file, size, where, thrashBytes(limit), limitName, thrashBytes(g.last.Current), g.refaults, faults,
 			g.majflt, g.minflt, strings.Join(firstN(g.stack, 6), " ← "))
-	case g.refaults < thrashRefaultMin && !g.host:
+	case (g.refaults < thrashRefaultMin || !g.rereads()) && !g.host:
 		title = fmt.Sprintf("%s waited %s reading %s (a first read: nothing was read twice)", who, units.Duration(lost), file)
+		fewer := fmt.Sprintf("fewer than %d", thrashRefaultMin)
+		if g.refaults >= thrashRefaultMin {
+			fewer = fmt.Sprintf("%.0f%% of the %s the processes had read from storage meanwhile (under %.0f%%)",
+				100*float64(g.refaults)*4096/float64(g.diskBytes), thrashBytes(g.diskBytes), 100*thrashRereadShare)
+		}
 		summary = fmt.Sprintf("%s %s: %s. The kernel read back %d evicted pages of %s while sysray watched, "+
-			"fewer than %d: the pages were read for the first time (a cold start, a single pass), not evicted and read again. "+
-			"page-cache-thrash warns when they are.", who, how, faults, g.refaults, where, thrashRefaultMin)
+			"%s: the pages were read for the first time (a cold start, a single pass), not evicted and read again. "+
+			"page-cache-thrash warns when they are.", who, how, faults, g.refaults, where, fewer)
 	default:
 		title = fmt.Sprintf("%s waited %s reading %s", who, units.Duration(lost), file)
 		summary = fmt.Sprintf("%s %s: %s. The kernel read back %d evicted file pages on %s while sysray watched. "+

@@ -162,6 +162,19 @@ type fakeReads struct {
 	mem      event.MemFacts
 	refaults uint64
 	n        uint64
+	// disk: bytes read from storage between reads of /proc/PID/io; 0: as
+	// many as the refaults (every page read from disk a refault).
+	disk, nio uint64
+}
+
+func (f *fakeReads) diskRead(uint32) (uint64, bool) {
+	step := f.disk
+	if step == 0 {
+		step = f.refaults * 4096
+	}
+	n := 5000 + f.nio*step
+	f.nio++
+	return n, true
 }
 
 func (*fakeReads) can() bool { return true }
@@ -254,12 +267,18 @@ func TestPageCacheThrashRead(t *testing.T) {
 		{"a socket's reads are not the file's", sock, limited, 4000, []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 100,
 			Total: 200 * ms}, {Key: stat.Key{PID: 7, Nr: nrReadT}, Count: 8, Total: 1600 * ms}}, Info, []string{dataPath}},
 		{"felt by no one", readRun(nrPread, fileFd, 10*ms, 0, readWaitStack), limited, 4000, exact, Info, nil},
+		{"refaults a few percent of what was read from disk: files read once", readRun(nrPread, fileFd, 60*ms, 0, readWaitStack),
+			limited, 4000, exact, Info, []string{"a first read", "28000 evicted pages", "3% of the"}},
 		{"reclaim alone is cgroup-limit's", readRun(nrPread, fileFd, 0, 60*ms, readWaitStack), limited, 4000, exact, Info, nil},
 		{"a socket's waits", readRun(nrReadT, sockFd, 200*ms, 0, sockReadStack), limited, 4000, exact, Info, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := readFindings(t, &fakeReads{mem: tt.mem, refaults: tt.refaults}, tt.evs, tt.cells)
+			fake := &fakeReads{mem: tt.mem, refaults: tt.refaults}
+			if strings.HasPrefix(tt.name, "refaults a few percent") {
+				fake.disk = 32 * tt.refaults * 4096
+			}
+			f := readFindings(t, fake, tt.evs, tt.cells)
 			if tt.words == nil {
 				if f != nil {
 					t.Fatalf("want none, got %s %s: %s", f.Severity, f.Title, f.Summary)
