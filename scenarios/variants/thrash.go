@@ -51,6 +51,8 @@ var thrashVariants = []Variant{
 	{Name: "page-cache-thrash/pread-host", Differs: "2 pread() readers running before sysray; the whole host for 2.5 s",
 		Mode: Host, Argv: []string{"thrash", "-m", "pread", "-p", "2", "-d", "60"},
 		Lead: time.Second, For: 2500 * time.Millisecond, Expect: thrashWarns("2 processes", "sysray-thrash", "in pread64")},
+	{Name: "page-cache-thrash/read-runtime-cgroup", Differs: "read() under a limit set the way a container runtime sets it (cgrun: memory.high on cgroup v2, memory.limit_in_bytes on v1), a 64 MiB file under 24 MiB",
+		Mode: Cmd, Argv: []string{"cgrun", "-m", "24", "--", "thrash", "-m", "read", "-l", "0", "-s", "64", "-d", "4"}, Expect: thrashWarns("sysray-thrash", "24.0 MiB", "64.0 MiB", "in read")},
 	{Name: "page-cache-thrash/read-once-under-limit", Differs: "benign: one read() pass over the file under the 32 MiB limit: pages evicted, none read again",
 		Mode: Cmd, Argv: []string{"thrash", "-m", "read", "-n", "1"}, Expect: thrashQuiet()},
 	{Name: "page-cache-thrash/read-fits", Differs: "benign: a 16 MiB file read() 40 times under a 64 MiB limit: from disk once, then from the cache",
