@@ -33,6 +33,31 @@ func TestStoryThrash(t *testing.T) {
 	}
 }
 
+// The same file read() pass after pass instead of mapped: no faults, the
+// time is in the read calls, and the finding says so, with the kernel's
+// exact count of them.
+func TestStoryThrashRead(t *testing.T) {
+	requireBPF(t)
+	f := top(t, demo(t, "thrashread"), "page-cache-thrash", "warning")
+	has(t, f, "file", "file_bytes", "limit_bytes", "refaulted_pages", "read_time_ns", "read_wait_ns", "read_calls", "time_lost_ns", "cgroup")
+	if p, _ := f.Evidence["file"].(string); !strings.HasPrefix(p, "/var/tmp/sysray-thrash-") {
+		t.Errorf("file %q, want the reader's /var/tmp/sysray-thrash-PID", p)
+	}
+	if n, _ := f.Evidence["file_bytes"].(float64); n != 96<<20 {
+		t.Errorf("file of %v bytes, want 96 MiB", f.Evidence["file_bytes"])
+	}
+	if n, _ := f.Evidence["limit_bytes"].(float64); n != 32<<20 {
+		t.Errorf("limit of %v bytes, want 32 MiB", f.Evidence["limit_bytes"])
+	}
+	if !strings.Contains(f.Title, "in read") {
+		t.Errorf("title %q, want the read calls named", f.Title)
+	}
+	// Whole passes of 768 calls of 128 KiB.
+	if n, _ := f.Evidence["read_calls"].(float64); n < 768 || int(n)%768 != 0 {
+		t.Errorf("read_calls %v, want whole passes of 768", f.Evidence["read_calls"])
+	}
+}
+
 var majfltLine = regexp.MustCompile(`thrash\[\d+\]: passes=(\d+) majflt=(\d+) minflt=(\d+)`)
 
 // Ground truth: the reader's own getrusage count of major faults against
@@ -90,4 +115,56 @@ func readReport(t *testing.T, path string) doctorReport {
 		t.Fatalf("bad report: %v\n%s", err, b)
 	}
 	return rep
+}
+
+var readsLine = regexp.MustCompile(`thrash\[\d+\]: passes=(\d+) majflt=\d+ minflt=\d+ reads=(\d+)`)
+
+// Ground truth for the read path: the reader counts its own read calls;
+// the doctor's read_calls is the kernel's exact count of them, and the
+// refaults cover the passes after the first (each re-reads at least the
+// 64 MiB the 32 MiB limit cannot hold: 16,384 pages). 4 s of passes: the
+// reader's first seconds write the file, and a few passes after them are
+// not a quarter of its time.
+func TestThrashReadGroundTruth(t *testing.T) {
+	requireBPF(t)
+	bin := scenario(t, "thrash")
+	for _, how := range []string{"read", "pread", "readv"} {
+		t.Run(how, func(t *testing.T) {
+			out := t.TempDir() + "/report.json"
+			r := run(t, "doctor", "--json", "-o", out, "--", bin, "-m", how, "-d", "4")
+			m := readsLine.FindStringSubmatch(r.stdout + r.stderr)
+			if m == nil {
+				t.Fatalf("the reader printed no counts:\n%s\n%s", r.stdout, r.stderr)
+			}
+			passes, _ := strconv.ParseUint(m[1], 10, 64)
+			want, _ := strconv.ParseUint(m[2], 10, 64)
+			if passes < 6 || want != passes*768 {
+				t.Fatalf("the reader made %d read calls in %d passes, want at least 6 passes of 768", want, passes)
+			}
+			f := findingOf(t, readReport(t, out), "page-cache-thrash")
+			if f.Severity != "warning" {
+				t.Errorf("severity %s, want warning: %s", f.Severity, f.Title)
+			}
+			if got, _ := f.Evidence["read_calls"].(float64); uint64(got) != want {
+				t.Errorf("read_calls %v, the reader made %d", f.Evidence["read_calls"], want)
+			}
+			if n, _ := f.Evidence["refaulted_pages"].(float64); n < float64(passes-2)*16384 {
+				t.Errorf("%v pages refaulted in %d passes, want at least %d passes' worth", f.Evidence["refaulted_pages"], passes, passes-2)
+			}
+			if n, _ := f.Evidence["file_bytes"].(float64); n != 96<<20 {
+				t.Errorf("file_bytes %v, want 96 MiB", f.Evidence["file_bytes"])
+			}
+		})
+	}
+}
+
+func findingOf(t *testing.T, rep doctorReport, id string) finding {
+	t.Helper()
+	for _, f := range rep.Findings {
+		if f.ID == id {
+			return f
+		}
+	}
+	t.Fatalf("no %s finding:\n%s", id, titles(rep))
+	return finding{}
 }

@@ -79,6 +79,8 @@ var demos = []demo{
 		[]string{"lockconvoy", "-t", "8", "-d", "3"}, []doctor.ID{doctor.LockConvoy}},
 	{"thrash", "A reader maps a 96 MiB file and reads it pass after pass in a memory cgroup of 32 MiB: every pass reads the file from disk again.",
 		[]string{"thrash", "-n", "8"}, []doctor.ID{doctor.PageCacheThrash}},
+	{"thrashread", "A log scanner read()s a 96 MiB file from start to end again and again in a memory cgroup of 32 MiB: no page faults, but every read waits for the disk.",
+		[]string{"thrash", "-m", "read", "-d", "5"}, []doctor.ID{doctor.PageCacheThrash}},
 	{"cpuwait", "A loop that sleeps 1 ms and measures how late it wakes shares its CPU with three busier processes at nice -10: it waits milliseconds for the CPU at every wake-up.",
 		[]string{"cpuwait", "-d", "3"}, []doctor.ID{doctor.CPUWait}},
 }

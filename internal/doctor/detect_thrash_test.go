@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/stat"
 )
 
 // The kernel stacks of a reader's fault waits, as the kernel took them.
@@ -127,5 +128,224 @@ func TestPageCacheThrashEvidence(t *testing.T) {
 	}
 	if len(f.Procs) != 1 || f.Procs[0].PID != 7 {
 		t.Errorf("procs %v", f.Procs)
+	}
+}
+
+// The kernel stacks of read calls: waiting for a file page the read
+// brought in, and reclaiming room for it at the cgroup's limit.
+var (
+	readWaitStack = kframes("__schedule+0x618", "schedule+0x23", "io_schedule+0x3f", "folio_wait_bit_common+0x110",
+		"filemap_get_pages+0x749", "filemap_read+0xda", "vfs_read+0x23a", "__x64_sys_pread64+0xa3", "do_syscall_64+0x71",
+		"entry_SYSCALL_64_after_hwframe+0x76")
+	readReclaimStack = kframes("__schedule+0x618", "__cond_resched+0x35", "shrink_node+0x203", "do_try_to_free_pages+0xbd",
+		"try_to_free_mem_cgroup_pages+0x101", "try_charge_memcg+0x1b0", "charge_memcg+0x2f", "__mem_cgroup_charge+0x2c",
+		"filemap_add_folio+0x7a", "page_cache_ra_order+0x214", "filemap_readahead.isra.0+0x75", "filemap_get_pages+0x2e8",
+		"filemap_read+0xda", "vfs_read+0x23a", "__x64_sys_pread64+0xa3")
+	sockReadStack = kframes("__schedule+0x618", "schedule+0x23", "schedule_timeout+0xc1", "wait_woken+0x40",
+		"sk_wait_data+0x120", "tcp_recvmsg_locked+0x200", "tcp_recvmsg+0x80", "inet_recvmsg+0x50", "sock_read_iter+0x90",
+		"vfs_read+0x23a", "ksys_read+0x66")
+)
+
+const (
+	nrReadT  = 0
+	nrPread  = 17
+	nrReadv  = 19
+	sockFd   = 5
+	fileFd   = 3
+	dataPath = "/var/tmp/data"
+)
+
+// fakeReads is the host as the detector reads it: fd 3 is the data file
+// (96 MiB), fd 5 a socket, and the memory cgroup's refault counter grows
+// by refaults at each read of it.
+type fakeReads struct {
+	mem      event.MemFacts
+	refaults uint64
+	n        uint64
+	// disk: bytes read from storage between reads of /proc/PID/io; 0: as
+	// many as the refaults (every page read from disk a refault).
+	disk, nio uint64
+}
+
+func (f *fakeReads) diskRead(uint32) (uint64, bool) {
+	step := f.disk
+	if step == 0 {
+		step = f.refaults * 4096
+	}
+	n := 5000 + f.nio*step
+	f.nio++
+	return n, true
+}
+
+func (*fakeReads) can() bool { return true }
+func (f *fakeReads) memFacts(uint32) (event.MemFacts, bool) {
+	m := f.mem
+	m.RefaultFile = 1000 + f.n*f.refaults
+	f.n++
+	return m, true
+}
+func (*fakeReads) fdPath(_ uint32, fd int32) string {
+	if fd == fileFd {
+		return dataPath
+	}
+	return "socket:[4242]"
+}
+func (*fakeReads) size(string) uint64 { return 96 << 20 }
+
+// readRun is 8 slow read calls of one reader (pid 7), 250 ms apart, each
+// asleep sleep ns at stack (nr on fd), with reclaim ns of memory-cgroup
+// reclaim inside it.
+func readRun(nr uint32, fd uint64, sleep, reclaim uint64, stack []event.Frame) []event.Event {
+	var evs []event.Event
+	for i := range 8 {
+		t := uint64(1e9) + uint64(i)*250*ms
+		e := sys(7, t, nr, 128<<10, sleep+reclaim, fd, 0x7f0000000000, 128<<10, uint64(i)<<17)
+		e.Comm = "reader"
+		e.Syscall.Sleeps = []event.Sleep{{Duration: sleep, Count: 4, Stack: stack}}
+		if reclaim > 0 {
+			e.Syscall.Sleeps = append(e.Syscall.Sleeps, event.Sleep{Duration: reclaim, Count: 1, Stack: readReclaimStack})
+			evs = append(evs, event.Event{Kind: event.KindReclaim, Time: t - ms, PID: 7, TID: 7, Comm: "reader",
+				Reclaim: event.Reclaim{Duration: reclaim, Pages: 32, Nr: int32(nr)}})
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// readFindings runs the doctor over evs with the host read from fake, and
+// the kernel's exact counts cells when given.
+func readFindings(t *testing.T, fake *fakeReads, evs []event.Event, cells []stat.Cell) *Finding {
+	t.Helper()
+	saved := thrashHostReads
+	thrashHostReads = func(*Host) thrashReads { return fake }
+	defer func() { thrashHostReads = saved }()
+	d := New(host, nil)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	if cells != nil {
+		d.Counts(cells)
+	}
+	return byID(checked(d.Report()).Findings, PageCacheThrash)
+}
+
+func TestPageCacheThrashRead(t *testing.T) {
+	host := event.MemFacts{Read: true, Cgroup: "/", Host: true, Max: event.NoLimit, High: event.NoLimit}
+	// The kernel's exact count: 6,144 pread64 calls taking 1.6 s in the
+	// kernel, of which 100 ms waiting for a CPU.
+	exact := []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 6144, Total: 1600 * ms, Runq: 100 * ms}}
+	// A reader blocked on a socket most of its time: its read calls' time
+	// is not the file's.
+	sock := readRun(nrPread, fileFd, 20*ms, 0, readWaitStack)
+	for i := range 8 {
+		e := sys(7, uint64(1e9)+uint64(i)*250*ms+100*ms, nrReadT, 100, 200*ms, sockFd, 0x7f0000000000, 4096)
+		e.Comm = "reader"
+		e.Syscall.Sleeps = []event.Sleep{{Duration: 200 * ms, Count: 1, Stack: sockReadStack}}
+		sock = append(sock, e)
+	}
+	tests := []struct {
+		name     string
+		evs      []event.Event
+		mem      event.MemFacts
+		refaults uint64
+		cells    []stat.Cell
+		sev      Severity
+		words    []string // nil: no finding
+	}{
+		{"pass after pass under a limit", readRun(nrPread, fileFd, 60*ms, 10*ms, readWaitStack), limited, 4000, exact, Warning,
+			[]string{"reader[7]", dataPath, "96.0 MiB", "32.0 MiB", "/jobs/reader", "28000 pages", "in pread64", "took 1.50s in the kernel",
+				"480.00ms of it seen asleep", "80.00ms reclaiming"}},
+		{"read(), no exact counts (a capture)", readRun(nrReadT, fileFd, 120*ms, 0, readWaitStack), limited, 4000, nil, Warning,
+			[]string{"in read", "took 960.00ms in the kernel"}},
+		{"readv", readRun(nrReadv, fileFd, 120*ms, 0, readWaitStack), limited, 4000, nil, Warning, []string{"in readv"}},
+		{"a cold read: nothing read twice", readRun(nrPread, fileFd, 60*ms, 0, readWaitStack), limited, 0, exact, Info,
+			[]string{"a first read"}},
+		{"a few refaults: one pass under the limit", readRun(nrPread, fileFd, 60*ms, 0, readWaitStack), limited, 30, exact, Info,
+			[]string{"a first read"}},
+		{"no limit: the host's counters", readRun(nrPread, fileFd, 60*ms, 0, readWaitStack), host, 4000, exact, Info,
+			[]string{"on the host"}},
+		{"a socket's reads are not the file's", sock, limited, 4000, []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 100,
+			Total: 200 * ms}, {Key: stat.Key{PID: 7, Nr: nrReadT}, Count: 8, Total: 1600 * ms}}, Info, []string{dataPath}},
+		{"felt by no one", readRun(nrPread, fileFd, 10*ms, 0, readWaitStack), limited, 4000, exact, Info, nil},
+		{"refaults a few percent of what was read from disk: files read once", readRun(nrPread, fileFd, 60*ms, 0, readWaitStack),
+			limited, 4000, exact, Info, []string{"a first read", "28000 evicted pages", "3% of the"}},
+		{"reclaim alone is cgroup-limit's", readRun(nrPread, fileFd, 0, 60*ms, readWaitStack), limited, 4000, exact, Info, nil},
+		{"a socket's waits", readRun(nrReadT, sockFd, 200*ms, 0, sockReadStack), limited, 4000, exact, Info, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := &fakeReads{mem: tt.mem, refaults: tt.refaults}
+			if strings.HasPrefix(tt.name, "refaults a few percent") {
+				fake.disk = 32 * tt.refaults * 4096
+			}
+			f := readFindings(t, fake, tt.evs, tt.cells)
+			if tt.words == nil {
+				if f != nil {
+					t.Fatalf("want none, got %s %s: %s", f.Severity, f.Title, f.Summary)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatal("no finding")
+			}
+			if f.Severity != tt.sev {
+				t.Errorf("severity %v, want %v: %s", f.Severity, tt.sev, f.Title)
+			}
+			text := f.Title + " " + f.Summary
+			for _, w := range tt.words {
+				if !strings.Contains(text, w) {
+					t.Errorf("%q missing from %s", w, text)
+				}
+			}
+			if !strings.HasSuffix(f.Key, dataPath) {
+				t.Errorf("key %q", f.Key)
+			}
+		})
+	}
+}
+
+// The evidence carries the exact sums: the stacks' waits, the reclaim
+// passes, the kernel's count of the calls and their time.
+func TestPageCacheThrashReadEvidence(t *testing.T) {
+	exact := []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 6144, Total: 1600 * ms, Runq: 100 * ms}}
+	f := readFindings(t, &fakeReads{mem: limited, refaults: 4000}, readRun(nrPread, fileFd, 60*ms, 10*ms, readWaitStack), exact)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	for k, want := range map[string]any{"read_wait_ns": uint64(480 * ms), "read_waits": uint64(32), "reclaim_in_reads_ns": uint64(80 * ms),
+		"read_time_ns": uint64(1500 * ms), "read_calls": uint64(6144), "time_lost_ns": uint64(1500 * ms),
+		"refaulted_pages": uint64(28000), "limit_bytes": uint64(32 << 20), "file_bytes": uint64(96 << 20),
+		"working_set_bytes": uint64(96 << 20), "traced_bytes_read": uint64(8 << 17), "file": dataPath, "cgroup": "/jobs/reader"} {
+		if got := f.Evidence[k]; got != want {
+			t.Errorf("%s = %v, want %v", k, got, want)
+		}
+	}
+	if calls, _ := f.Evidence["traced_read_calls"].(map[string]uint64); calls["pread64"] != 8 {
+		t.Errorf("traced_read_calls %v", f.Evidence["traced_read_calls"])
+	}
+	if !strings.Contains(f.Fix, "raise memory.limit_in_bytes to more than the working set (96.0 MiB here") {
+		t.Errorf("fix: %s", f.Fix)
+	}
+}
+
+// A reader of a mapping that also reads files from the cache: its reads
+// never waited for a page, and their time is not the mapping's loss.
+func TestPageCacheThrashMappingWithCachedReads(t *testing.T) {
+	evs := thrashRun(7, 8, 100*ms, fileFaultStack, 4000, limited)
+	for i := range 8 {
+		e := sys(7, uint64(1e9)+uint64(i)*250*ms+ms, nrPread, 128<<10, 50*ms, fileFd, 0x7f0000000000, 128<<10, 0)
+		e.Comm = "reader"
+		evs = append(evs, e)
+	}
+	exact := []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 6144, Total: 1600 * ms}}
+	f := readFindings(t, &fakeReads{mem: limited, refaults: 4000}, evs, exact)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	if got := f.Evidence["time_lost_ns"]; got != uint64(800*ms) {
+		t.Errorf("time_lost_ns %v, want the faults' 800 ms", got)
+	}
+	if !strings.Contains(f.Title, "lost in page faults") {
+		t.Errorf("title %s", f.Title)
 	}
 }

@@ -8,7 +8,7 @@
 // single cold pass.
 //
 // usage: thrash [-s FILE_MIB] [-l LIMIT_MIB] [-p PROCS] [-t THREADS]
-//               [-n PASSES] [-d SECONDS] [-m mmap|read] [-r]
+//               [-n PASSES] [-d SECONDS] [-m mmap|read|pread|readv] [-r]
 //   -s the file's size (default 96 MiB), written to /var/tmp (a disk: a
 //      tmpfs file is memory, not cache) and removed on every way out.
 //   -l the memory limit of the cgroup the readers run in (default 32 MiB;
@@ -19,11 +19,15 @@
 //   -n PASSES over the file (default 0: until -d SECONDS, default 6, or
 //      until killed).
 //   -m mmap (default): read through a shared mapping, one byte a page;
-//      read: pread() 128 KiB at a time into a buffer.
+//      read: read() 128 KiB at a time into a buffer, on an fd of each
+//      thread's own (a file offset of its own), from its part's start
+//      each pass; pread: pread() 128 KiB at a time on the shared fd;
+//      readv: readv() of two 64 KiB buffers on an fd of its own.
 //   -r random page order with MADV_RANDOM (no read-around): every page a
 //      fault of its own.
-// Each process prints its major and minor fault counts (getrusage) when it
-// ends: the ground truth sysray's counts are checked against. The file's
+// Each process prints its major and minor fault counts (getrusage) and its
+// read calls when it ends: the ground truth sysray's counts are checked
+// against. The file's
 // pages are dropped from the page cache (fsync, then
 // POSIX_FADV_DONTNEED) before the readers start, so each run starts cold;
 // the cgroup is removed by a janitor child however the run ends.
@@ -41,6 +45,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -143,6 +148,7 @@ struct part {
 	char *map;
 	size_t lo, hi; // pages
 	long passes;
+	long calls; // read calls made
 	uint64_t sum;
 };
 
@@ -158,14 +164,37 @@ static void *reader(void *arg)
 	struct part *p = arg;
 	size_t n = p->hi - p->lo;
 	char *buf = NULL;
-	if (!strcmp(how, "read"))
+	int fd = p->fd;
+	if (strcmp(how, "mmap")) {
 		buf = malloc(128 << 10);
+		// read() and readv() move the fd's offset: a thread (and a
+		// process: a forked fd shares it) needs an fd of its own.
+		if (strcmp(how, "pread") && (fd = open(file, O_RDONLY)) < 0) {
+			perror(file);
+			exit(1);
+		}
+	}
 	for (long pass = 0; !done(pass); pass++) {
 		if (buf) {
-			for (size_t off = p->lo * PAGE; off < p->hi * PAGE && !stop; off += 128 << 10) {
-				ssize_t r = pread(p->fd, buf, 128 << 10, off);
-				if (r > 0)
-					p->sum += (unsigned char)buf[r - 1];
+			size_t end = p->hi * PAGE;
+			if (strcmp(how, "pread"))
+				lseek(fd, p->lo * PAGE, SEEK_SET);
+			for (size_t off = p->lo * PAGE; off < end && !stop;) {
+				size_t want = end - off < (128 << 10) ? end - off : 128 << 10;
+				ssize_t r;
+				if (!strcmp(how, "pread")) {
+					r = pread(fd, buf, want, off);
+				} else if (!strcmp(how, "readv")) {
+					struct iovec iov[2] = {{buf, want / 2}, {buf + want / 2, want - want / 2}};
+					r = readv(fd, iov, 2);
+				} else {
+					r = read(fd, buf, want);
+				}
+				p->calls++;
+				if (r <= 0)
+					break;
+				p->sum += (unsigned char)buf[r - 1];
+				off += r;
 			}
 		} else {
 			for (size_t i = 0; i < n && !stop; i++) {
@@ -176,6 +205,8 @@ static void *reader(void *arg)
 		p->passes++;
 	}
 	free(buf);
+	if (fd != p->fd)
+		close(fd);
 	return NULL;
 }
 
@@ -200,15 +231,16 @@ static int run(int fd, size_t size)
 			pthread_create(&tids[i], NULL, reader, &parts[i]);
 	}
 	reader(&parts[0]);
-	long total = parts[0].passes;
+	long total = parts[0].passes, calls = parts[0].calls;
 	for (int i = 1; i < threads; i++) {
 		pthread_join(tids[i], NULL);
 		total += parts[i].passes;
+		calls += parts[i].calls;
 	}
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	// One line per process, parsed by tests: keep its form.
-	printf("thrash[%d]: passes=%ld majflt=%ld minflt=%ld\n", getpid(), total, ru.ru_majflt, ru.ru_minflt);
+	printf("thrash[%d]: passes=%ld majflt=%ld minflt=%ld reads=%ld\n", getpid(), total, ru.ru_majflt, ru.ru_minflt, calls);
 	fflush(stdout);
 	return 0;
 }
@@ -227,12 +259,12 @@ int main(int argc, char **argv)
 		case 'm': how = optarg; break;
 		case 'r': rnd = 1; break;
 		default:
-			fprintf(stderr, "usage: thrash [-s MIB] [-l MIB] [-p N] [-t N] [-n PASSES] [-d S] [-m mmap|read] [-r]\n");
+			fprintf(stderr, "usage: thrash [-s MIB] [-l MIB] [-p N] [-t N] [-n PASSES] [-d S] [-m mmap|read|pread|readv] [-r]\n");
 			return 2;
 		}
 	}
 	if (file_mib < 1 || file_mib > 1024 || limit_mib < 0 || procs < 1 || procs > 32 || threads < 1 || threads > 64 ||
-	    passes < 0 || secs < 0 || (strcmp(how, "mmap") && strcmp(how, "read"))) {
+	    passes < 0 || secs < 0 || (strcmp(how, "mmap") && strcmp(how, "read") && strcmp(how, "pread") && strcmp(how, "readv"))) {
 		fprintf(stderr, "thrash: bad arguments\n");
 		return 2;
 	}
