@@ -374,8 +374,10 @@ func TestAgentInContainer(t *testing.T) {
 	for i := 0; i < 50 && capture == ""; i++ {
 		ents, _ := os.ReadDir(captures)
 		for _, e := range ents {
-			if strings.Contains(e.Name(), "-legacy-vsyscall-vsys") {
-				capture = filepath.Join(captures, e.Name())
+			// Not the one being written: a capture is written to a
+			// hidden temporary file beside it and renamed in.
+			if n := e.Name(); strings.Contains(n, "-legacy-vsyscall-vsys") && !strings.HasPrefix(n, ".") {
+				capture = filepath.Join(captures, n)
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
