@@ -30,7 +30,7 @@ want 'command -v g++' g++
 want 'command -v rustc' rustc-web
 # Peers the tests compare against or drive.
 want 'command -v strace' strace                     # tests/import_test.go, bench
-want_lean 'command -v sysdig' sysdig                # tests/importscap_test.go: sysdig's own reading of scap files
+want_lean 'command -v sysdig' sysdig                # tests/importscap_test.go, exportscap_test.go: sysdig's own reading of scap files
 want_lean 'command -v tshark' tshark                # tests/importscap_test.go: Wireshark's reading of their blocks
 want 'command -v tmux' tmux                         # tests/top_test.go: the TUI in a real terminal
 want 'command -v curl' curl                         # tests/agentweb_test.go: the agent over TLS
