@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/sysray/sysray/internal/dns"
 )
 
 const atFDCWD = -100
@@ -47,6 +49,11 @@ func formatArg(a Arch, spec ArgSpec, v uint64, data []byte, trunc bool) string {
 			return formatPtr(v)
 		}
 		return FormatSockaddr(data)
+	case ArgDNSQuery, ArgDNSMmsg:
+		if q, ok := dns.Parse(data); ok {
+			return formatPtr(v) + " [dns " + q.String() + "]"
+		}
+		return formatPtr(v)
 	case ArgOpenFlags:
 		return formatOpenFlags(a, v)
 	case argFdFlags:
