@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sysray/sysray/internal/dns"
 	"github.com/sysray/sysray/internal/event"
 	hostfacts "github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/units"
@@ -61,6 +62,9 @@ type dnsThread struct {
 	server string
 	tcp    bool
 	query  string // the call that sent the last query seen
+	// qname is the question of the last query seen ("NAME TYPE"), ""
+	// when its payload was not copied or did not decode.
+	qname string
 	sent   bool   // a query was seen sent since the thread's last wait
 	// alike are the shapes (waitShape) of the thread's waits that timed
 	// out right after a query seen sent: the resolver's waits. A later
@@ -116,7 +120,19 @@ type dnsServer struct {
 	answered, refused uint64
 	answeredNS        uint64
 	example           []string
+	// names are the questions of the queries whose waits timed out,
+	// by name then type; named counts those waits.
+	names map[string]map[string]uint64
+	named uint64
 }
+
+// dnsNamesMax bounds the names kept per server: a storm of distinct
+// names is told by its count, and the first ones show its shape.
+const dnsNamesMax = 64
+
+// dnsNamesShown: the names the summary lists (the evidence keeps all
+// dnsNamesMax).
+const dnsNamesShown = 8
 
 // resolver finds lookups that waited out the resolver's timeout: a thread
 // that connected or sent a query to port 53, then waited in poll (or
@@ -142,6 +158,8 @@ type resolvConf struct {
 	options     string // the options line(s), and RES_OPTIONS
 	timeout     int    // seconds (5 unless set)
 	attempts    int    // 2 unless set
+	ndots       int    // 1 unless set
+	search      []string
 }
 
 func newResolver(h *Host) *resolver {
@@ -175,7 +193,10 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 	if t := r.thread(e); t != nil {
 		t.fd, t.server, t.tcp, t.other = fd, server, tcp, false
 		if call != "" {
-			t.query, t.sent = call, true
+			t.query, t.sent, t.qname = call, true, ""
+			if q, ok := dns.Parse(e.Syscall.Data[1]); ok && (call == "sendto" || call == "sendmmsg") {
+				t.qname = q.String()
+			}
 		}
 		r.confirmPending(t, e.PID)
 	}
@@ -194,7 +215,7 @@ func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
 	kept := t.pending[:0]
 	for _, p := range t.pending {
 		if r.confWait(pid, p.name, &p.call) {
-			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call, "")
 		} else {
 			kept = append(kept, p)
 		}
@@ -368,8 +389,8 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 	// once, it answers nothing. A wait after a query seen sent that found
 	// something to read was answered (or told the port is unreachable:
 	// refused_seen counts the failed reads after it).
-	sent := t.sent
-	t.sent = false
+	sent, qname := t.sent, t.qname
+	t.sent, t.qname = false, ""
 	if s.Ret > 0 {
 		if g := r.group(t.server, t.tcp); g != nil && sent {
 			g.answered++
@@ -396,18 +417,35 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 	for i := range t.pending {
 		p := &t.pending[i]
 		if waitShape(p.name, &p.call) == shape {
-			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call, "")
 		}
 	}
 	t.pending = nil
-	r.timedOut(t, e.PID, e.Comm, name, s)
+	if !sent {
+		qname = ""
+	}
+	r.timedOut(t, e.PID, e.Comm, name, s, qname)
 }
 
-// timedOut counts a wait on t's server that ended by its timeout.
-func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *event.Syscall) {
+// timedOut counts a wait on t's server that ended by its timeout; qname
+// is the question of the query it waited for, when that was seen.
+func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *event.Syscall, qname string) {
 	g := r.group(t.server, t.tcp)
 	if g == nil {
 		return
+	}
+	if qname != "" {
+		n, typ, _ := strings.Cut(qname, " ")
+		if g.names == nil {
+			g.names = map[string]map[string]uint64{}
+		}
+		if g.names[n] != nil || len(g.names) < dnsNamesMax {
+			if g.names[n] == nil {
+				g.names[n] = map[string]uint64{}
+			}
+			g.names[n][typ]++
+			g.named++
+		}
 	}
 	g.procs[pid] = comm
 	g.timeouts++
@@ -495,7 +533,7 @@ func readResolvConf(pid uint32) *resolvConf {
 // parseResolvConf reads hostfacts.ResolvConf's form ("nameserver X;
 // options timeout:1 ...").
 func parseResolvConf(text string) *resolvConf {
-	c := &resolvConf{timeout: 5, attempts: 2}
+	c := &resolvConf{timeout: 5, attempts: 2, ndots: 1}
 	for _, line := range strings.Split(text, "; ") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
@@ -504,6 +542,8 @@ func parseResolvConf(text string) *resolvConf {
 		switch f[0] {
 		case "nameserver":
 			c.nameservers = append(c.nameservers, f[1])
+		case "search", "domain": // the last of them wins, as in glibc
+			c.search = append([]string(nil), f[1:]...)
 		case "options":
 			c.applyOptions(f[1:])
 			c.options = strings.TrimSpace(c.options + " " + strings.Join(f[1:], " "))
@@ -521,6 +561,8 @@ func (c *resolvConf) applyOptions(opts []string) {
 			c.timeout = min(max(n, 1), 30) // glibc's RES_MAXRETRANS
 		case k == "attempts" && err == nil:
 			c.attempts = min(max(n, 1), 5) // glibc's RES_MAXRETRY
+		case k == "ndots" && err == nil:
+			c.ndots = min(max(n, 0), 15) // glibc's RES_MAXNDOTS
 		}
 	}
 }
@@ -597,6 +639,17 @@ func (r *resolver) Findings(env *Env) []Finding {
 			ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
 		}
 		ev["port"] = dnsPort
+		names := ""
+		if len(g.names) > 0 {
+			var text string
+			text, ev["names"], ev["search_expansion"] = dnsNames(g, conf)
+			atLeast := ""
+			if g.named < g.timeouts {
+				atLeast = fmt.Sprintf(" (the queries seen: %d of the %d waits; live, a fast send crosses over only as a sample)", g.named, g.timeouts)
+			}
+			names = fmt.Sprintf(" The names looked up, from the queries sent before those waits%s: %s.", atLeast, text)
+			ev["named_waits"] = g.named
+		}
 		answered := ""
 		if g.answered > 0 {
 			answered = fmt.Sprintf(" %d other waits seen on this server were answered.", g.answered)
@@ -612,8 +665,8 @@ func (r *resolver) Findings(env *Env) []Finding {
 			Summary: fmt.Sprintf("%s %s over %s to the name server %s (port 53) and waited for the answer (%s); "+
 				"%s of those waits ended because the resolver's timeout passed with nothing to read, median %s, %s in all (%s). "+
 				"Each such wait is one query round (an A query, or A and AAAA sent together) that got no answer: the lookup then tries "+
-				"the next attempt or server, or fails.%s%s",
-				who, queried, proto, server, strings.Join(waitCalls, ", "), count, units.Duration(med), lost, lostIs, answered, settings),
+				"the next attempt or server, or fails.%s%s%s",
+				who, queried, proto, server, strings.Join(waitCalls, ", "), count, units.Duration(med), lost, lostIs, names, answered, settings),
 			Evidence: ev,
 			Fix: "Make the name server reachable, or list one that answers first in resolv.conf (check that a firewall does not drop UDP " +
 				"port 53 to it). Meanwhile bound the cost (glibc waits 5 s a round and makes 2 rounds where resolv.conf does not say): `options timeout:1 attempts:1` (and `rotate` across several servers) in " +
@@ -625,6 +678,84 @@ func (r *resolver) Findings(env *Env) []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// dnsNames lists the names whose queries went unanswered, most waits
+// first, and says which of them are one name with resolv.conf's search
+// domains appended (conf nil: not known): each such lookup waits once for
+// every domain tried.
+func dnsNames(g *dnsServer, conf *resolvConf) (string, []map[string]any, map[string]any) {
+	type named struct {
+		name  string
+		waits uint64
+		types map[string]uint64
+	}
+	var list []named
+	for n, types := range g.names {
+		var w uint64
+		for _, c := range types {
+			w += c
+		}
+		list = append(list, named{n, w, types})
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].waits != list[j].waits {
+			return list[i].waits > list[j].waits
+		}
+		return list[i].name < list[j].name
+	})
+	var ev []map[string]any
+	var parts []string
+	for i, n := range list {
+		ev = append(ev, map[string]any{"name": n.name, "types": n.types, "timed_out_waits": n.waits})
+		if i < dnsNamesShown {
+			var ts []string
+			for _, t := range byValue(n.types) {
+				ts = append(ts, fmt.Sprintf("%d %s", n.types[t], t))
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s)", n.name, strings.Join(ts, ", ")))
+		}
+	}
+	text := strings.Join(parts, "; ")
+	if len(list) > dnsNamesShown {
+		text += fmt.Sprintf("; and %d more", len(list)-dnsNamesShown)
+	}
+	if len(list) >= dnsNamesMax {
+		text += fmt.Sprintf(" (the first %d names kept)", dnsNamesMax)
+	}
+	if conf == nil || len(conf.search) == 0 {
+		return text, ev, nil
+	}
+	// A base name the resolver tried with several search domains (or
+	// also as it is): the domains multiplied its queries.
+	bases := map[string]map[string]bool{}
+	for _, n := range list {
+		base := n.name
+		for _, d := range conf.search {
+			if b, ok := strings.CutSuffix(n.name, "."+strings.TrimSuffix(d, ".")); ok && b != "" {
+				base = b
+				break
+			}
+		}
+		if bases[base] == nil {
+			bases[base] = map[string]bool{}
+		}
+		bases[base][n.name] = true
+	}
+	var multiplied []string
+	for b, ns := range bases {
+		if len(ns) > 1 {
+			multiplied = append(multiplied, b)
+		}
+	}
+	if len(multiplied) == 0 {
+		return text, ev, nil
+	}
+	sort.Strings(multiplied)
+	text += fmt.Sprintf(". Search-domain expansion multiplied them: %d names (%s) were each tried with several of the search domains "+
+		"(search %s, ndots:%d: a name with fewer than %d dots is tried with each domain appended, and every try waits out the timeout)",
+		len(multiplied), strings.Join(multiplied[:min(len(multiplied), dnsNamesShown)], ", "), strings.Join(conf.search, " "), conf.ndots, conf.ndots)
+	return text, ev, map[string]any{"base_names": multiplied, "search": conf.search, "ndots": conf.ndots}
 }
 
 // settings says what resolv.conf set the wait to: the process's own file,
