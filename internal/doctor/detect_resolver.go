@@ -752,9 +752,9 @@ func dnsNames(g *dnsServer, conf *resolvConf) (string, []map[string]any, map[str
 		return text, ev, nil
 	}
 	sort.Strings(multiplied)
-	text += fmt.Sprintf(". Search-domain expansion multiplied them: %d names (%s) were each tried with several of the search domains "+
-		"(search %s, ndots:%d: a name with fewer than %d dots is tried with each domain appended, and every try waits out the timeout)",
-		len(multiplied), strings.Join(multiplied[:min(len(multiplied), dnsNamesShown)], ", "), strings.Join(conf.search, " "), conf.ndots, conf.ndots)
+	text += fmt.Sprintf(". Search-domain expansion multiplied the queries: %s, each tried under several names "+
+		"(search %s, ndots:%d: a name with fewer than %d dots is tried with each search domain appended, and every try waits out the timeout)",
+		strings.Join(multiplied[:min(len(multiplied), dnsNamesShown)], ", "), strings.Join(conf.search, " "), conf.ndots, conf.ndots)
 	return text, ev, map[string]any{"base_names": multiplied, "search": conf.search, "ndots": conf.ndots}
 }
 
