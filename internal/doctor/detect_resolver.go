@@ -65,7 +65,7 @@ type dnsThread struct {
 	// qname is the question of the last query seen ("NAME TYPE"), ""
 	// when its payload was not copied or did not decode.
 	qname string
-	sent   bool   // a query was seen sent since the thread's last wait
+	sent  bool // a query was seen sent since the thread's last wait
 	// alike are the shapes (waitShape) of the thread's waits that timed
 	// out right after a query seen sent: the resolver's waits. A later
 	// timed-out wait whose query was not seen (live, only a sample of
@@ -124,6 +124,12 @@ type dnsServer struct {
 	// by name then type; named counts those waits.
 	names map[string]map[string]uint64
 	named uint64
+	// vcReads are the waits that were reads of a TCP socket connected
+	// to port 53 (glibc's `options use-vc`, or a truncated answer's
+	// retry over TCP) that ended without an answer: glibc reads there
+	// with no timeout of its own, so the wait lasts until the server
+	// closes or resets the connection. vcNS is their time.
+	vcReads, vcNS uint64
 }
 
 // dnsNamesMax bounds the names kept per server: a storm of distinct
@@ -331,7 +337,8 @@ func (r *resolver) Observe(e *event.Event) {
 		if d := r.socks[key]; d != nil {
 			r.queried(e, fd, d.server, d.tcp, name)
 		}
-	case "recvfrom", "recvmsg", "recv", "recvmmsg":
+	case "read", "readv", "recvfrom", "recvmsg", "recv", "recvmmsg":
+		r.vcRead(e, name, key)
 		t := r.threads[e.TID]
 		if d := r.socks[key]; d != nil && t != nil && t.server == d.server && s.Ret == -111 {
 			// ECONNREFUSED: the port was unreachable, said at once.
@@ -344,6 +351,77 @@ func (r *resolver) Observe(e *event.Event) {
 			r.wait(e, name, s)
 		}
 	}
+}
+
+// vcRead takes a read of a TCP socket connected to port 53 that waited
+// at least dnsWaitMin: glibc over TCP writes the query and reads the
+// answer with no timeout of its own, so a silent server is a read that
+// waits until the server closes (EOF) or resets the connection. One that
+// got bytes was answered. Live, a descriptor whose connect was not seen
+// is read from /proc.
+func (r *resolver) vcRead(e *event.Event, name string, key dnsSockKey) {
+	s := &e.Syscall
+	if s.Latency < dnsWaitMin || s.Ret == -11 || s.Ret == -4 { // EAGAIN, EINTR: not the server's answer
+		return
+	}
+	d := r.socks[key]
+	// A connect seen without its socket call (live, a sample) does not
+	// say the socket is TCP: /proc does.
+	if (d == nil || !d.tcp) && s.Ret <= 0 {
+		if server := dnsTCPPeer(r.host, e.PID, key.fd); server != "" {
+			d = &dnsThread{pid: e.PID, fd: key.fd, server: server, tcp: true}
+			if len(r.socks) < dnsKept {
+				r.socks[key] = d
+			}
+		}
+	}
+	// A descriptor seen connected to port 53 whose socket call was not
+	// seen: a read there that waited and got no bytes is TCP's (glibc's
+	// UDP socket is non-blocking; its reads follow a ready poll).
+	if d == nil || !d.tcp && s.Ret > 0 {
+		return
+	}
+	g := r.group(d.server, true)
+	if g == nil {
+		return
+	}
+	if s.Ret > 0 {
+		g.answered++
+		g.answeredNS += s.Latency
+		return
+	}
+	t := r.thread(e)
+	if t == nil {
+		return
+	}
+	t.fd, t.server, t.tcp, t.other = key.fd, d.server, true, false
+	g.vcReads++
+	g.vcNS += s.Latency
+	r.timedOut(t, e.PID, e.Comm, name, s, "")
+}
+
+// dnsTCPPeer reads, live, whether descriptor fd of process pid is a TCP
+// socket connected to port 53, and returns its server ("" if not, or not
+// live).
+func dnsTCPPeer(h *Host, pid, fd uint32) string {
+	if !h.canRead() {
+		return ""
+	}
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	link, err := os.Readlink(dir + "/fd/" + strconv.FormatUint(uint64(fd), 10))
+	if err != nil || !strings.HasPrefix(link, "socket:[") {
+		return ""
+	}
+	inode := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+	server := ""
+	for _, t := range []string{"tcp", "tcp6"} {
+		scanTable(dir+"/net/"+t, func(fs []string) {
+			if server == "" && len(fs) >= 10 && fs[9] == inode && strings.HasSuffix(fs[2], ":0035") {
+				server = strings.TrimSuffix(hexAddr(fs[2]), ":53")
+			}
+		})
+	}
+	return server
 }
 
 func (r *resolver) group(server string, tcp bool) *dnsServer {
@@ -636,7 +714,9 @@ func (r *resolver) Findings(env *Env) []Finding {
 		if conf != nil {
 			ev["resolv_conf"] = map[string]any{"from": conf.from, "nameservers": conf.nameservers, "options": conf.options,
 				"timeout_s": conf.timeout, "attempts": conf.attempts}
-			ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
+			if g.vcReads < g.timeouts {
+				ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
+			}
 		}
 		ev["port"] = dnsPort
 		names := ""
@@ -654,19 +734,33 @@ func (r *resolver) Findings(env *Env) []Finding {
 		if g.answered > 0 {
 			answered = fmt.Sprintf(" %d other waits seen on this server were answered.", g.answered)
 		}
+		title := fmt.Sprintf("%s DNS queries to name server %s went unanswered, each waiting out the resolver's timeout (%s lost)",
+			count, server, lost)
+		vc, ended := "", "because the resolver's timeout passed with nothing to read"
+		if g.vcReads > 0 {
+			ev["tcp_reads_unanswered"] = g.vcReads
+			ev["tcp_read_waited_ns"] = g.vcNS
+			vc = fmt.Sprintf(" Over TCP (`options use-vc`, or a truncated answer asked again) glibc writes the query and reads the answer "+
+				"with no timeout of its own: %d of those waits were reads of a socket connected to port 53 that waited %s in all "+
+				"until the server closed or reset the connection without an answer.", g.vcReads, units.Duration(g.vcNS))
+			if g.vcReads == g.timeouts {
+				ended = "with no answer"
+				title = fmt.Sprintf("%s DNS queries over TCP to name server %s went unanswered, each read waiting until the server gave up (%s lost)",
+					count, server, lost)
+			}
+		}
 		f := Finding{
 			ID:       DNSTimeout,
 			Key:      keyOf(server),
 			Procs:    env.refs(pidsOf(g.procs)...),
 			Syscalls: append(sends, waitCalls...),
 			Severity: sev,
-			Title: fmt.Sprintf("%s DNS queries to name server %s went unanswered, each waiting out the resolver's timeout (%s lost)",
-				count, server, lost),
+			Title:    title,
 			Summary: fmt.Sprintf("%s %s over %s to the name server %s (port 53) and waited for the answer (%s); "+
-				"%s of those waits ended because the resolver's timeout passed with nothing to read, median %s, %s in all (%s). "+
+				"%s of those waits ended %s, median %s, %s in all (%s).%s "+
 				"Each such wait is one query round (an A query, or A and AAAA sent together) that got no answer: the lookup then tries "+
 				"the next attempt or server, or fails.%s%s%s",
-				who, queried, proto, server, strings.Join(waitCalls, ", "), count, units.Duration(med), lost, lostIs, names, answered, settings),
+				who, queried, proto, server, strings.Join(waitCalls, ", "), count, ended, units.Duration(med), lost, lostIs, vc, names, answered, settings),
 			Evidence: ev,
 			Fix: "Make the name server reachable, or list one that answers first in resolv.conf (check that a firewall does not drop UDP " +
 				"port 53 to it). Meanwhile bound the cost (glibc waits 5 s a round and makes 2 rounds where resolv.conf does not say): `options timeout:1 attempts:1` (and `rotate` across several servers) in " +
@@ -792,6 +886,12 @@ func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
 	opts := conf.options
 	if opts == "" {
 		opts = "none"
+	}
+	if g.vcReads == g.timeouts {
+		// glibc's reads over TCP wait for the server, not the timeout,
+		// and it connects again once after a reset.
+		return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s; over TCP the `timeout:` bounds no read.",
+			conf.from, strings.Join(conf.nameservers, ", "), opts), conf
 	}
 	rounds := uint64(conf.attempts * max(len(conf.nameservers), 1))
 	return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s, so each wait is %d s and a lookup "+

@@ -22,9 +22,14 @@
  *        a 1 s timeout on a UDP socket bound to 127.0.0.1:7777 that
  *        nothing sends to (a heartbeat listener, not DNS); idle: one
  *        answered lookup, then each "lookup" is a poll with a 1 s timeout
- *        on a pipe nothing writes to (an idle event loop)
+ *        on a pipe nothing writes to (an idle event loop); tcp-blackhole:
+ *        a TCP listener on 127.0.0.153:53 that accepts each connection
+ *        and never answers, closing it after the timeout (-t) seconds
+ *        (with -o use-vc: glibc reads the answer with no timeout of its
+ *        own, so the server's silence is a read that waits)
  *   -t, -a  resolv.conf's `options timeout:T attempts:A` (1 and 1)
  *   -o   more resolv.conf options, as one word (e.g. single-request)
+ *   -S   a resolv.conf search line (e.g. "corp.test svc.test")
  *   -i   pause between lookups, ms (0)
  *
  * Nothing outside the program changes: it runs in network, mount and UTS
@@ -64,7 +69,7 @@
 
 static int nprocs = 1, nlookups = 3, timeout_s = 1, attempts = 1, slow_ms, pause_ms;
 static double dur = 20;
-static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "";
+static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "", *search = "";
 
 struct tally {
 	long lookups, failed;
@@ -123,9 +128,9 @@ static void isolate(void)
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
 		die("lo up");
 	close(s);
-	char conf[256];
-	snprintf(conf, sizeof(conf), "nameserver " SERVER "\noptions timeout:%d attempts:%d %s\n",
-		 timeout_s, attempts, extra);
+	char conf[512];
+	snprintf(conf, sizeof(conf), "nameserver " SERVER "\n%s%s%soptions timeout:%d attempts:%d %s\n",
+		 *search ? "search " : "", search, *search ? "\n" : "", timeout_s, attempts, extra);
 	overlay("/etc/resolv.conf", conf);
 	overlay("/etc/nsswitch.conf", "hosts: dns\n");
 }
@@ -138,6 +143,24 @@ static int udp53(void)
 	if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof(a)) < 0)
 		die("bind " SERVER ":53");
 	return s;
+}
+
+/* Accepts each connection and holds it, unanswered, for the timeout. */
+static void tcp_silent(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+	inet_pton(AF_INET, SERVER, &a.sin_addr);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 64) < 0)
+		die("listen " SERVER ":53");
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+		if (c < 0)
+			continue;
+		msleep(timeout_s * 1000L);
+		close(c);
+	}
 }
 
 static void put16(unsigned char *p, int v)
@@ -247,7 +270,7 @@ static void on_signal(int sig) { stopping = sig; }
 int main(int argc, char **argv)
 {
 	int o;
-	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:")) != -1) {
+	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:S:")) != -1) {
 		switch (o) {
 		case 'p': nprocs = atoi(optarg); break;
 		case 'n': nlookups = atoi(optarg); break;
@@ -259,9 +282,11 @@ int main(int argc, char **argv)
 		case 's': slow_ms = atoi(optarg); break;
 		case 'i': pause_ms = atoi(optarg); break;
 		case 'o': extra = optarg; break;
+		case 'S': search = optarg; break;
 		default:
 			fprintf(stderr, "usage: resolver [-p PROCS] [-n LOOKUPS] [-d SECONDS] [-c getaddrinfo|unspec|gethostbyname] "
-					"[-m blackhole|answer|nxdomain|refused|listen|idle] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] [-o OPTIONS]\n");
+					"[-m blackhole|answer|nxdomain|refused|listen|idle|tcp-blackhole] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] "
+					"[-o OPTIONS] [-S SEARCH]\n");
 			return 2;
 		}
 	}
@@ -281,6 +306,13 @@ int main(int argc, char **argv)
 			respond(s, !strcmp(mode, "nxdomain"));
 		}
 		close(s);
+	}
+	if (!strcmp(mode, "tcp-blackhole")) {
+		responder = fork();
+		if (responder == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			tcp_silent();
+		}
 	}
 	/* Each worker counts in its own slot. */
 	struct tally *t = mmap(NULL, nprocs * sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
