@@ -415,3 +415,44 @@ func TestDNSTimeoutNames(t *testing.T) {
 		t.Errorf("search_expansion %v, want base api", f.Evidence["search_expansion"])
 	}
 }
+
+// glibc over TCP (options use-vc): connect, writev, then a read with no
+// timeout of its own. A read that waited and got no answer (the server
+// reset or closed the connection) is a wait on the server; one that got
+// the answer late is a slow server, not a silent one.
+func TestDNSTimeoutTCPRead(t *testing.T) {
+	const second = 1_000_000_000
+	const nrRead, nrWritev = 0, 20
+	r := &dnsRun{t: 1e9, tid: 7}
+	lookup := func(ret int64, wait uint64) {
+		r.add(sys(7, 0, dnsNrSocket, 4, 3000, 2, 0x80001, 0))
+		c := r.add(sys(7, 0, dnsNrConnect, 0, 40000, 4, 0x7ffc1000, 16))
+		c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+		r.add(sys(7, 0, nrWritev, 39, 9000, 4, 0x7ffc3000, 2))
+		r.add(sys(7, 0, nrRead, ret, wait, 4, 0x7ffc4000, 2))
+		r.add(sys(7, 0, dnsNrClose, 0, 1000, 4))
+	}
+	lookup(-104, second) // ECONNRESET
+	lookup(0, 2*second)  // EOF
+	lookup(2, 300*ms)    // answered late
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil {
+		t.Fatal("no dns-timeout")
+	}
+	if f.Evidence["tcp_reads_unanswered"] != uint64(2) || f.Evidence["tcp_read_waited_ns"] != uint64(3*second) ||
+		f.Evidence["timed_out_waits"] != uint64(2) || f.Evidence["protocol"] != "TCP" || f.Evidence["answered_waits_seen"] != uint64(1) {
+		t.Errorf("evidence %v", f.Evidence)
+	}
+	if !strings.Contains(f.Title, "over TCP") || !strings.Contains(f.Summary, "writev") || f.Severity != Warning {
+		t.Errorf("%s: %s / %s", f.Severity, f.Title, f.Summary)
+	}
+	// The same reads on a socket connected elsewhere are not DNS.
+	r = &dnsRun{t: 1e9, tid: 7}
+	r.add(sys(7, 0, dnsNrSocket, 4, 3000, 2, 0x80001, 0))
+	c := r.add(sys(7, 0, dnsNrConnect, 0, 40000, 4, 0x7ffc1000, 16))
+	c.Syscall.Data[1] = sockaddr4(nameServer, 8053)
+	r.add(sys(7, 0, nrRead, 0, 2*second, 4, 0x7ffc4000, 2))
+	if f := byID(findings(r.evs), DNSTimeout); f != nil {
+		t.Errorf("a read on port 8053: %s", f.Title)
+	}
+}
