@@ -26,7 +26,8 @@
  *        a TCP listener on 127.0.0.153:53 that accepts each connection
  *        and never answers, closing it after the timeout (-t) seconds
  *        (with -o use-vc: glibc reads the answer with no timeout of its
- *        own, so the server's silence is a read that waits)
+ *        own, so the server's silence is a read that waits); tcp-answer:
+ *        a TCP responder that answers each query (-s MS later)
  *   -t, -a  resolv.conf's `options timeout:T attempts:A` (1 and 1)
  *   -o   more resolv.conf options, as one word (e.g. single-request)
  *   -S   a resolv.conf search line (e.g. "corp.test svc.test")
@@ -145,8 +146,10 @@ static int udp53(void)
 	return s;
 }
 
-/* Accepts each connection and holds it, unanswered, for the timeout. */
-static void tcp_silent(void)
+static void respond_tcp(int c);
+
+/* Accepts each connection and holds it, unanswered, for the timeout (or answers it: tcp-answer). */
+static void tcp_server(int answering)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
@@ -158,6 +161,10 @@ static void tcp_silent(void)
 		int c = accept(l, NULL, NULL);
 		if (c < 0)
 			continue;
+		if (answering) {
+			respond_tcp(c);
+			continue;
+		}
 		msleep(timeout_s * 1000L);
 		close(c);
 	}
@@ -169,7 +176,37 @@ static void put16(unsigned char *p, int v)
 	p[1] = v;
 }
 
-/* Answers every query: an A record 10.0.0.1 for A, no data for others, or NXDOMAIN. */
+/* The answer to query q of n bytes into r: an A record 10.0.0.1 for A, no data for others, or NXDOMAIN; 0 if q is bad. */
+static int answer(const unsigned char *q, ssize_t n, unsigned char *r, int nxdomain)
+{
+	if (n < 12)
+		return 0;
+	int end = 12;
+	while (end < n && q[end])
+		end += q[end] + 1;
+	end += 5; /* the root label, type, class */
+	if (end > n)
+		return 0;
+	int qtype = q[end - 4] << 8 | q[end - 3];
+	memcpy(r, q, end);
+	r[2] = 0x80 | (q[2] & 0x01); /* QR, RD as asked */
+	r[3] = 0x80 | (nxdomain ? 3 : 0);
+	put16(r + 4, 1);
+	put16(r + 6, 0);
+	put16(r + 8, 0);
+	put16(r + 10, 0);
+	int len = end;
+	if (!nxdomain && qtype == 1) {
+		static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1};
+		memcpy(r + len, rr, sizeof(rr));
+		len += sizeof(rr);
+		put16(r + 6, 1);
+	}
+	if (slow_ms)
+		msleep(slow_ms);
+	return len;
+}
+
 static void respond(int s, int nxdomain)
 {
 	unsigned char q[512], r[600];
@@ -177,33 +214,31 @@ static void respond(int s, int nxdomain)
 		struct sockaddr_storage from;
 		socklen_t fl = sizeof(from);
 		ssize_t n = recvfrom(s, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
-		if (n < 12)
-			continue;
-		int end = 12;
-		while (end < n && q[end])
-			end += q[end] + 1;
-		end += 5; /* the root label, type, class */
-		if (end > n)
-			continue;
-		int qtype = q[end - 4] << 8 | q[end - 3];
-		memcpy(r, q, end);
-		r[2] = 0x80 | (q[2] & 0x01); /* QR, RD as asked */
-		r[3] = 0x80 | (nxdomain ? 3 : 0);
-		put16(r + 4, 1);
-		put16(r + 6, 0);
-		put16(r + 8, 0);
-		put16(r + 10, 0);
-		int len = end;
-		if (!nxdomain && qtype == 1) {
-			static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1};
-			memcpy(r + len, rr, sizeof(rr));
-			len += sizeof(rr);
-			put16(r + 6, 1);
-		}
-		if (slow_ms)
-			msleep(slow_ms);
-		sendto(s, r, len, 0, (struct sockaddr *)&from, fl);
+		int len = answer(q, n, r, nxdomain);
+		if (len > 0)
+			sendto(s, r, len, 0, (struct sockaddr *)&from, fl);
 	}
+}
+
+/* DNS over TCP: each message after its 2-byte length; answers each query on the connection. */
+static void respond_tcp(int c)
+{
+	unsigned char q[514], r[602];
+	for (;;) {
+		ssize_t n = recv(c, q, 2, MSG_WAITALL);
+		if (n != 2)
+			break;
+		int ql = q[0] << 8 | q[1];
+		if (ql > 512 || recv(c, q, ql, MSG_WAITALL) != ql)
+			break;
+		int len = answer(q, ql, r + 2, 0);
+		if (len <= 0)
+			break;
+		put16(r, len);
+		if (send(c, r, len + 2, MSG_NOSIGNAL) != len + 2)
+			break;
+	}
+	close(c);
 }
 
 static int lookup(const char *name)
@@ -285,7 +320,7 @@ int main(int argc, char **argv)
 		case 'S': search = optarg; break;
 		default:
 			fprintf(stderr, "usage: resolver [-p PROCS] [-n LOOKUPS] [-d SECONDS] [-c getaddrinfo|unspec|gethostbyname] "
-					"[-m blackhole|answer|nxdomain|refused|listen|idle|tcp-blackhole] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] "
+					"[-m blackhole|answer|nxdomain|refused|listen|idle|tcp-blackhole|tcp-answer] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] "
 					"[-o OPTIONS] [-S SEARCH]\n");
 			return 2;
 		}
@@ -307,11 +342,11 @@ int main(int argc, char **argv)
 		}
 		close(s);
 	}
-	if (!strcmp(mode, "tcp-blackhole")) {
+	if (!strcmp(mode, "tcp-blackhole") || !strcmp(mode, "tcp-answer")) {
 		responder = fork();
 		if (responder == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			tcp_silent();
+			tcp_server(!strcmp(mode, "tcp-answer"));
 		}
 	}
 	/* Each worker counts in its own slot. */
