@@ -180,6 +180,44 @@ static __always_inline bool dest_dns(const void *addr, __u64 fd)
 	return (sa[0] == 2 || sa[0] == 10) && sa[1] == bpf_htons(53);
 }
 
+/*
+ * Copies the first bytes of a DNS query to dst when the send c goes to
+ * port 53 (CAP_DNS: the buffer args[1] of args[lenarg] bytes;
+ * CAP_DNS_MMSG: msgvec[0]'s first iovec). Returns the bytes copied, plus
+ * DNS_QUERY_MAX + 1 when the message was longer; 0 when nothing was.
+ * Captures are kept and shown, and other traffic's bytes may hold
+ * secrets: nothing is copied for any other destination. Not inlined: the
+ * three emit paths share one copy of it.
+ */
+static __noinline long dns_copy(char *dst, struct call *c, __u8 kind, __u32 lenarg)
+{
+	const void *ptr = (const void *)c->args[1];
+	const void *dest = (const void *)c->args[4]; /* sendto's dest_addr */
+	__u64 blen = lenarg < 6 ? c->args[lenarg & 7] : 0;
+	if (kind == CAP_DNS_MMSG) {
+		/* msgvec[0].msg_hdr: msg_name, then msg_iov[0] */
+		struct user_msghdr m;
+		struct iovec iov;
+		if (bpf_probe_read_user(&m, sizeof(m), ptr) || !m.msg_iov || m.msg_iovlen == 0)
+			return 0;
+		if (bpf_probe_read_user(&iov, sizeof(iov), m.msg_iov))
+			return 0;
+		dest = m.msg_name;
+		ptr = iov.iov_base;
+		blen = iov.iov_len;
+	}
+	if (!ptr || blen == 0 || !dest_dns(dest, c->args[0]))
+		return 0;
+	__u32 len = blen > DNS_QUERY_MAX ? DNS_QUERY_MAX : blen;
+	asm volatile("" : "+r"(len));
+	len &= 0xff;
+	if (len > DNS_QUERY_MAX)
+		len = DNS_QUERY_MAX;
+	if (bpf_probe_read_user(dst, len, ptr))
+		return 0;
+	return blen > DNS_QUERY_MAX ? len + DNS_QUERY_MAX + 1 : len;
+}
+
 /* Copies the arguments the user asked to see as strings or addresses. */
 static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct call *c, long ret)
 {
@@ -217,37 +255,13 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 					r->dtrunc |= 1 << i;
 			}
 		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG) {
-			/*
-			 * A payload is copied only when it goes to port 53:
-			 * captures are kept and shown, and other traffic's
-			 * bytes may hold secrets.
-			 */
 			if (ret < 0)
 				continue;
-			const void *dest = (const void *)c->args[4]; /* sendto's dest_addr */
-			__u64 blen = c->args[lenarg];
-			if (kind == CAP_DNS_MMSG) {
-				/* msgvec[0].msg_hdr: msg_name, then msg_iov[0] */
-				struct user_msghdr m;
-				struct iovec iov;
-				if (bpf_probe_read_user(&m, sizeof(m), ptr) || !m.msg_iov || m.msg_iovlen == 0)
-					continue;
-				if (bpf_probe_read_user(&iov, sizeof(iov), m.msg_iov))
-					continue;
-				dest = m.msg_name;
-				ptr = iov.iov_base;
-				blen = iov.iov_len;
-			}
-			if (!ptr || blen == 0 || !dest_dns(dest, c->args[0]))
-				continue;
-			__u32 len = blen > DNS_QUERY_MAX ? DNS_QUERY_MAX : blen;
-			asm volatile("" : "+r"(len));
-			len &= 0xff;
-			if (len > DNS_QUERY_MAX)
-				len = DNS_QUERY_MAX;
-			n = bpf_probe_read_user(dst, len, ptr) ? 0 : len;
-			if (n && blen > DNS_QUERY_MAX)
+			n = dns_copy(dst, c, kind, lenarg);
+			if (n > DNS_QUERY_MAX) { /* the message was longer */
+				n -= DNS_QUERY_MAX + 1;
 				r->dtrunc |= 1 << i;
+			}
 		} else {
 			__u32 len;
 			if (kind == CAP_SOCKADDR) {

@@ -375,6 +375,13 @@ func (r *resolver) vcRead(e *event.Event, name string, key dnsSockKey) {
 			}
 		}
 	}
+	// The process may be gone by now (its last lookup's read ends, it
+	// exits): the same descriptor as the thread's last read of its name
+	// server over TCP, with no other internet socket used since, is that
+	// socket or the one the resolver opened again in its place.
+	if t := r.threads[e.TID]; d == nil && s.Ret <= 0 && t != nil && t.tcp && t.server != "" && t.fd == key.fd {
+		d = &dnsThread{pid: e.PID, fd: key.fd, server: t.server, tcp: true}
+	}
 	// A descriptor seen connected to port 53 whose socket call was not
 	// seen: a read there that waited and got no bytes is TCP's (glibc's
 	// UDP socket is non-blocking; its reads follow a ready poll).

@@ -149,7 +149,7 @@ static int udp53(void)
 static void respond_tcp(int c);
 
 /* Accepts each connection and holds it, unanswered, for the timeout (or answers it: tcp-answer). */
-static void tcp_server(int answering)
+static int tcp53(void)
 {
 	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
@@ -157,6 +157,11 @@ static void tcp_server(int answering)
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 64) < 0)
 		die("listen " SERVER ":53");
+	return l;
+}
+
+static void tcp_server(int l, int answering)
+{
 	for (;;) {
 		int c = accept(l, NULL, NULL);
 		if (c < 0)
@@ -343,11 +348,14 @@ int main(int argc, char **argv)
 		close(s);
 	}
 	if (!strcmp(mode, "tcp-blackhole") || !strcmp(mode, "tcp-answer")) {
+		/* listening before any worker starts: no lookup is refused */
+		int l = tcp53();
 		responder = fork();
 		if (responder == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			tcp_server(!strcmp(mode, "tcp-answer"));
+			tcp_server(l, !strcmp(mode, "tcp-answer"));
 		}
+		close(l);
 	}
 	/* Each worker counts in its own slot. */
 	struct tally *t = mmap(NULL, nprocs * sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
