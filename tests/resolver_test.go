@@ -155,6 +155,7 @@ func TestBenignResolvers(t *testing.T) {
 		"nxdomain":    {"-n", "200", "-m", "nxdomain", "-c", "unspec"},
 		"heartbeat":   {"-n", "3", "-m", "listen"},
 		"idle":        {"-n", "3", "-m", "idle"},
+		"tcp-answer":  {"-n", "4", "-m", "tcp-answer", "-o", "use-vc", "-s", "300"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := doctorCmd(t, 0, append([]string{bin}, args...)...)
