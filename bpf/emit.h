@@ -183,19 +183,29 @@ static __always_inline bool dest_dns(const void *addr, __u64 fd)
 /*
  * Copies the first bytes of a DNS query to dst when the send c goes to
  * port 53 (CAP_DNS: the buffer args[1] of args[lenarg] bytes;
- * CAP_DNS_MMSG: msgvec[0]'s first iovec). Returns the bytes copied, plus
+ * CAP_DNS_MMSG: the first iovec of msgvec[0] for the rule on argument 1,
+ * of msgvec[1] for the one on argument 2, vlen: glibc sends A and AAAA
+ * together). Returns the bytes copied, plus
  * DNS_QUERY_MAX + 1 when the message was longer; 0 when nothing was.
  * Captures are kept and shown, and other traffic's bytes may hold
  * secrets: nothing is copied for any other destination. Not inlined: the
  * three emit paths share one copy of it.
  */
-static __noinline long dns_copy(char *dst, struct call *c, __u8 kind, __u32 lenarg)
+static __noinline long dns_copy(char *dst, struct call *c, long ret, __u32 rule)
 {
+	/* the rule's kind, argument and length argument, packed: BPF calls take five arguments */
+	__u8 kind = rule, arg = rule >> 8, lenarg = rule >> 16;
 	const void *ptr = (const void *)c->args[1];
 	const void *dest = (const void *)c->args[4]; /* sendto's dest_addr */
 	__u64 blen = lenarg < 6 ? c->args[lenarg & 7] : 0;
 	if (kind == CAP_DNS_MMSG) {
-		/* msgvec[0].msg_hdr: msg_name, then msg_iov[0] */
+		/* message arg - 1, if it was sent */
+		if (arg == 2) {
+			if (ret < 2)
+				return 0;
+			ptr += sizeof(struct mmsghdr);
+		}
+		/* msgvec[i].msg_hdr: msg_name, then msg_iov[0] */
 		struct user_msghdr m;
 		struct iovec iov;
 		if (bpf_probe_read_user(&m, sizeof(m), ptr) || !m.msg_iov || m.msg_iovlen == 0)
@@ -257,7 +267,7 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG) {
 			if (ret < 0)
 				continue;
-			n = dns_copy(dst, c, kind, lenarg);
+			n = dns_copy(dst, c, ret, kind | arg << 8 | lenarg << 16);
 			if (n > DNS_QUERY_MAX) { /* the message was longer */
 				n -= DNS_QUERY_MAX + 1;
 				r->dtrunc |= 1 << i;

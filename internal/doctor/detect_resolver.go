@@ -62,10 +62,11 @@ type dnsThread struct {
 	server string
 	tcp    bool
 	query  string // the call that sent the last query seen
-	// qname is the question of the last query seen ("NAME TYPE"), ""
-	// when its payload was not copied or did not decode.
-	qname string
-	sent  bool // a query was seen sent since the thread's last wait
+	// qnames are the questions ("NAME TYPE") of the last query call
+	// seen: sendmmsg sends two (A and AAAA); none when the payload was
+	// not copied or did not decode.
+	qnames []string
+	sent   bool // a query was seen sent since the thread's last wait
 	// alike are the shapes (waitShape) of the thread's waits that timed
 	// out right after a query seen sent: the resolver's waits. A later
 	// timed-out wait whose query was not seen (live, only a sample of
@@ -199,9 +200,14 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 	if t := r.thread(e); t != nil {
 		t.fd, t.server, t.tcp, t.other = fd, server, tcp, false
 		if call != "" {
-			t.query, t.sent, t.qname = call, true, ""
-			if q, ok := dns.Parse(e.Syscall.Data[1]); ok && (call == "sendto" || call == "sendmmsg") {
-				t.qname = q.String()
+			t.query, t.sent, t.qnames = call, true, nil
+			if call == "sendto" || call == "sendmmsg" {
+				// sendmmsg's second message's query is copied under vlen
+				for _, b := range [][]byte{e.Syscall.Data[1], e.Syscall.Data[2]} {
+					if q, ok := dns.Parse(b); ok {
+						t.qnames = append(t.qnames, q.String())
+					}
+				}
 			}
 		}
 		r.confirmPending(t, e.PID)
@@ -221,7 +227,7 @@ func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
 	kept := t.pending[:0]
 	for _, p := range t.pending {
 		if r.confWait(pid, p.name, &p.call) {
-			r.timedOut(t, p.pid, p.comm, p.name, &p.call, "")
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call, nil)
 		} else {
 			kept = append(kept, p)
 		}
@@ -404,7 +410,7 @@ func (r *resolver) vcRead(e *event.Event, name string, key dnsSockKey) {
 	t.fd, t.server, t.tcp, t.other = key.fd, d.server, true, false
 	g.vcReads++
 	g.vcNS += s.Latency
-	r.timedOut(t, e.PID, e.Comm, name, s, "")
+	r.timedOut(t, e.PID, e.Comm, name, s, nil)
 }
 
 // dnsTCPPeer reads, live, whether descriptor fd of process pid is a TCP
@@ -474,8 +480,8 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 	// once, it answers nothing. A wait after a query seen sent that found
 	// something to read was answered (or told the port is unreachable:
 	// refused_seen counts the failed reads after it).
-	sent, qname := t.sent, t.qname
-	t.sent, t.qname = false, ""
+	sent, qnames := t.sent, t.qnames
+	t.sent, t.qnames = false, nil
 	if s.Ret > 0 {
 		if g := r.group(t.server, t.tcp); g != nil && sent {
 			g.answered++
@@ -502,25 +508,28 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 	for i := range t.pending {
 		p := &t.pending[i]
 		if waitShape(p.name, &p.call) == shape {
-			r.timedOut(t, p.pid, p.comm, p.name, &p.call, "")
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call, nil)
 		}
 	}
 	t.pending = nil
 	if !sent {
-		qname = ""
+		qnames = nil
 	}
-	r.timedOut(t, e.PID, e.Comm, name, s, qname)
+	r.timedOut(t, e.PID, e.Comm, name, s, qnames)
 }
 
-// timedOut counts a wait on t's server that ended by its timeout; qname
-// is the question of the query it waited for, when that was seen.
-func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *event.Syscall, qname string) {
+// timedOut counts a wait on t's server that ended by its timeout;
+// qnames are the questions of the queries it waited for, when seen.
+func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *event.Syscall, qnames []string) {
 	g := r.group(t.server, t.tcp)
 	if g == nil {
 		return
 	}
-	if qname != "" {
-		n, typ, _ := strings.Cut(qname, " ")
+	if len(qnames) > 0 {
+		g.named++
+	}
+	for _, qn := range qnames {
+		n, typ, _ := strings.Cut(qn, " ")
 		if g.names == nil {
 			g.names = map[string]map[string]uint64{}
 		}
@@ -529,7 +538,6 @@ func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *even
 				g.names[n] = map[string]uint64{}
 			}
 			g.names[n][typ]++
-			g.named++
 		}
 	}
 	g.procs[pid] = comm
@@ -781,15 +789,15 @@ func (r *resolver) Findings(env *Env) []Finding {
 	return out
 }
 
-// dnsNames lists the names whose queries went unanswered, most waits
+// dnsNames lists the names whose queries went unanswered, most queries
 // first, and says which of them are one name with resolv.conf's search
 // domains appended (conf nil: not known): each such lookup waits once for
 // every domain tried.
 func dnsNames(g *dnsServer, conf *resolvConf) (string, []map[string]any, map[string]any) {
 	type named struct {
-		name  string
-		waits uint64
-		types map[string]uint64
+		name    string
+		queries uint64
+		types   map[string]uint64
 	}
 	var list []named
 	for n, types := range g.names {
@@ -800,15 +808,15 @@ func dnsNames(g *dnsServer, conf *resolvConf) (string, []map[string]any, map[str
 		list = append(list, named{n, w, types})
 	}
 	sort.Slice(list, func(i, j int) bool {
-		if list[i].waits != list[j].waits {
-			return list[i].waits > list[j].waits
+		if list[i].queries != list[j].queries {
+			return list[i].queries > list[j].queries
 		}
 		return list[i].name < list[j].name
 	})
 	var ev []map[string]any
 	var parts []string
 	for i, n := range list {
-		ev = append(ev, map[string]any{"name": n.name, "types": n.types, "timed_out_waits": n.waits})
+		ev = append(ev, map[string]any{"name": n.name, "types": n.types, "queries": n.queries})
 		if i < dnsNamesShown {
 			var ts []string
 			for _, t := range byValue(n.types) {

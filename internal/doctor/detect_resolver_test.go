@@ -362,9 +362,10 @@ func TestDNSTimeoutNames(t *testing.T) {
 		s.Syscall.Data[1] = dnsQuery(t, n, dnsmessage.TypeA)
 		r.add(sys(7, 0, dnsNrPoll, 0, second, 0x7ffc2000, 1, 1000))
 	}
-	// A and AAAA together: the first message's question is copied
+	// A and AAAA together: both messages' questions are copied
 	s := r.add(sys(7, 0, dnsNrSendmmsg, 2, 9000, 4, 0x7ffc3000, 2, 0x4000))
 	s.Syscall.Data[1] = dnsQuery(t, "db.example.org.", dnsmessage.TypeA)
+	s.Syscall.Data[2] = dnsQuery(t, "db.example.org.", dnsmessage.TypeAAAA)
 	r.add(sys(7, 0, dnsNrPoll, 0, second, 0x7ffc2000, 1, 1000))
 	// a query whose payload was not copied: counted, not named
 	r.add(sys(7, 0, dnsNrSendmmsg, 2, 9000, 4, 0x7ffc3000, 2, 0x4000))
@@ -396,12 +397,17 @@ func TestDNSTimeoutNames(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("names %v, want %v", got, want)
 	}
+	for _, n := range names {
+		if n["name"] == "db.example.org" && (n["types"].(map[string]uint64)["AAAA"] != 1 || n["queries"] != uint64(2)) {
+			t.Errorf("db.example.org: %v, want 1 A and 1 AAAA, 2 queries", n)
+		}
+	}
 	for n, c := range want {
 		if got[n] != c {
 			t.Errorf("name %s: %d A, want %d (names %v)", n, got[n], c, got)
 		}
 	}
-	for _, w := range []string{"db.example.org (1 A)", "4 of the 5 waits", "Search-domain expansion multiplied the queries: api, each tried",
+	for _, w := range []string{"db.example.org (1 A, 1 AAAA)", "4 of the 5 waits", "Search-domain expansion multiplied the queries: api, each tried",
 		"search corp.test svc.test, ndots:5"} {
 		if !strings.Contains(f.Summary, w) {
 			t.Errorf("summary lacks %q: %s", w, f.Summary)

@@ -63,6 +63,10 @@ const (
 	// ArgDNSMmsg is sendmmsg's message vector: the kernel copies the first
 	// bytes of the first message's first iovec, only for port 53.
 	ArgDNSMmsg
+	// ArgDNSMmsgLen is sendmmsg's vlen, shown as a number; the kernel
+	// copies, under it, the second message's query (glibc sends A and
+	// AAAA together), only for port 53 and only when both were sent.
+	ArgDNSMmsgLen
 )
 
 // ArgSpec describes one argument of a syscall.
@@ -88,7 +92,7 @@ const (
 	CapSockaddr    CaptureKind = 2 // LenArg bytes at entry
 	CapSockaddrOut CaptureKind = 3 // *(socklen_t*)args[LenArg] bytes at exit, only if ret >= 0
 	CapDNS         CaptureKind = 4 // up to 128 of args[LenArg] bytes at exit, only if ret >= 0 and the call went to port 53
-	CapDNSMmsg     CaptureKind = 5 // as CapDNS, from msgvec[0]'s first iovec
+	CapDNSMmsg     CaptureKind = 5 // as CapDNS, from msgvec[Arg-1]'s first iovec (Arg 1 or 2)
 )
 
 // Capture is one argument the kernel should copy.

@@ -49,11 +49,15 @@ func formatArg(a Arch, spec ArgSpec, v uint64, data []byte, trunc bool) string {
 			return formatPtr(v)
 		}
 		return FormatSockaddr(data)
-	case ArgDNSQuery, ArgDNSMmsg:
-		if q, ok := dns.Parse(data); ok {
-			return formatPtr(v) + " [dns " + q.String() + "]"
+	case ArgDNSQuery, ArgDNSMmsg, ArgDNSMmsgLen:
+		text := formatPtr(v)
+		if spec.Kind == ArgDNSMmsgLen {
+			text = strconv.FormatUint(v, 10)
 		}
-		return formatPtr(v)
+		if q, ok := dns.Parse(data); ok {
+			text += " [dns " + q.String() + "]"
+		}
+		return text
 	case ArgOpenFlags:
 		return formatOpenFlags(a, v)
 	case argFdFlags:

@@ -350,7 +350,7 @@ var specTable = []Spec{
 	sc("recvfrom", ArgInt, fd("sockfd"), ptr("buf"), size("len"), hx("flags"), addr("src_addr", ArgSockaddrOut, 5), ptr("addrlen")),
 	sc("sendmsg", ArgInt, fd("sockfd"), ptr("msg"), hx("flags")),
 	sc("recvmsg", ArgInt, fd("sockfd"), ptr("msg"), hx("flags")),
-	sc("sendmmsg", ArgInt, fd("sockfd"), arg("msgvec", ArgDNSMmsg), size("vlen"), hx("flags")),
+	sc("sendmmsg", ArgInt, fd("sockfd"), arg("msgvec", ArgDNSMmsg), arg("vlen", ArgDNSMmsgLen), hx("flags")),
 	sc("recvmmsg", ArgInt, fd("sockfd"), ptr("msgvec"), size("vlen"), hx("flags"), ptr("timeout")),
 	sc("shutdown", ArgInt, fd("sockfd"), arg("how", argShutdownHow)),
 	sc("setsockopt", ArgInt, fd("sockfd"), num("level"), num("optname"), ptr("optval"), size("optlen")),
@@ -511,7 +511,7 @@ func Captures(a Arch, nr uint32) []Capture {
 			out = append(out, Capture{Arg: i, Kind: CapSockaddrOut, LenArg: int(as.LenArg)})
 		case ArgDNSQuery:
 			out = append(out, Capture{Arg: i, Kind: CapDNS, LenArg: int(as.LenArg)})
-		case ArgDNSMmsg:
+		case ArgDNSMmsg, ArgDNSMmsgLen:
 			out = append(out, Capture{Arg: i, Kind: CapDNSMmsg, LenArg: -1})
 		}
 	}

@@ -127,7 +127,7 @@ func TestCaptures(t *testing.T) {
 		{ArchAMD64, "connect", []Capture{{Arg: 1, Kind: CapSockaddr, LenArg: 2}}},
 		{ArchAMD64, "bind", []Capture{{Arg: 1, Kind: CapSockaddr, LenArg: 2}}},
 		{ArchAMD64, "sendto", []Capture{{Arg: 1, Kind: CapDNS, LenArg: 2}, {Arg: 4, Kind: CapSockaddr, LenArg: 5}}},
-		{ArchAMD64, "sendmmsg", []Capture{{Arg: 1, Kind: CapDNSMmsg, LenArg: -1}}},
+		{ArchAMD64, "sendmmsg", []Capture{{Arg: 1, Kind: CapDNSMmsg, LenArg: -1}, {Arg: 2, Kind: CapDNSMmsg, LenArg: -1}}},
 		{ArchAMD64, "accept", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
 		{ArchAMD64, "accept4", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
 		{ArchAMD64, "getsockname", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
