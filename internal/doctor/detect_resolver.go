@@ -902,16 +902,24 @@ func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
 	if opts == "" {
 		opts = "none"
 	}
+	search := ""
+	if len(conf.search) > 0 {
+		// glibc tries a name with fewer than ndots dots under each
+		// search domain before it tries it as is: one lookup, several
+		// queries, each that gets no answer another wait.
+		search = fmt.Sprintf(" Search list %s, ndots:%d: a name with fewer than %d dots is tried with each search domain appended "+
+			"before it is tried as is, and each of those queries can wait out the timeout.", strings.Join(conf.search, " "), conf.ndots, conf.ndots)
+	}
 	if g.vcReads == g.timeouts {
 		// glibc's reads over TCP wait for the server, not the timeout,
 		// and it connects again once after a reset.
 		return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s; over TCP the `timeout:` bounds no read.",
-			conf.from, strings.Join(conf.nameservers, ", "), opts), conf
+			conf.from, strings.Join(conf.nameservers, ", "), opts) + search, conf
 	}
 	rounds := uint64(conf.attempts * max(len(conf.nameservers), 1))
 	return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s, so each wait is %d s and a lookup "+
 		"that gets no answer waits %d rounds (attempts × servers) before it fails: at most %d lookups failed outright.",
-		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds), conf
+		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds) + search, conf
 }
 
 // forget lets go of ended processes and threads (Doctor.forget): their

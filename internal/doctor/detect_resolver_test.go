@@ -408,7 +408,7 @@ func TestDNSTimeoutNames(t *testing.T) {
 		}
 	}
 	for _, w := range []string{"db.example.org (1 A, 1 AAAA)", "4 of the 5 waits", "Search-domain expansion multiplied the queries: api, each tried",
-		"search corp.test svc.test, ndots:5"} {
+		"search corp.test svc.test, ndots:5", "Search list corp.test svc.test, ndots:5"} {
 		if !strings.Contains(f.Summary, w) {
 			t.Errorf("summary lacks %q: %s", w, f.Summary)
 		}
