@@ -134,6 +134,100 @@ static __always_inline void load_args(struct call *c, struct pt_regs *regs)
 	c->args[5] = BPF_CORE_READ(regs, r9);
 }
 
+/*
+ * Whether descriptor fd of the current task is an internet socket whose
+ * peer is port 53: a connected UDP socket (glibc's resolver sends with a
+ * NULL address on one) or a TCP one. Read only for a call that crosses
+ * over and carries a DNS capture rule, never on the counting path.
+ */
+static __always_inline bool fd_peer_dns(__u64 fd)
+{
+	struct task_struct *t = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return false;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return false;
+	/* private_data is a struct socket only on a socket's file */
+	if ((BPF_CORE_READ(f, f_inode, i_mode) & 0170000) != 0140000) /* S_IFMT, S_IFSOCK */
+		return false;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+	if (!sock)
+		return false;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return false;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != 2 && family != 10) /* AF_INET, AF_INET6 */
+		return false;
+	return BPF_CORE_READ(sk, __sk_common.skc_dport) == bpf_htons(53);
+}
+
+/*
+ * Whether a send goes to port 53: the address it names (user memory,
+ * sockaddr_in and sockaddr_in6 keep the port at the same offset) or, with
+ * none, the socket's peer.
+ */
+static __always_inline bool dest_dns(const void *addr, __u64 fd)
+{
+	if (!addr)
+		return fd_peer_dns(fd);
+	__u16 sa[2];
+	if (bpf_probe_read_user(sa, sizeof(sa), addr))
+		return false;
+	return (sa[0] == 2 || sa[0] == 10) && sa[1] == bpf_htons(53);
+}
+
+/*
+ * Copies the first bytes of a DNS query to dst when the send c goes to
+ * port 53 (CAP_DNS: the buffer args[1] of args[lenarg] bytes;
+ * CAP_DNS_MMSG: the first iovec of msgvec[0] for the rule on argument 1,
+ * of msgvec[1] for the one on argument 2, vlen: glibc sends A and AAAA
+ * together). Returns the bytes copied, plus
+ * DNS_QUERY_MAX + 1 when the message was longer; 0 when nothing was.
+ * Captures are kept and shown, and other traffic's bytes may hold
+ * secrets: nothing is copied for any other destination. Not inlined: the
+ * three emit paths share one copy of it.
+ */
+static __noinline long dns_copy(char *dst, struct call *c, long ret, __u32 rule)
+{
+	/* the rule's kind, argument and length argument, packed: BPF calls take five arguments */
+	__u8 kind = rule, arg = rule >> 8, lenarg = rule >> 16;
+	const void *ptr = (const void *)c->args[1];
+	const void *dest = (const void *)c->args[4]; /* sendto's dest_addr */
+	__u64 blen = lenarg < 6 ? c->args[lenarg & 7] : 0;
+	if (kind == CAP_DNS_MMSG) {
+		/* message arg - 1, if it was sent */
+		if (arg == 2) {
+			if (ret < 2)
+				return 0;
+			ptr += sizeof(struct mmsghdr);
+		}
+		/* msgvec[i].msg_hdr: msg_name, then msg_iov[0] */
+		struct user_msghdr m;
+		struct iovec iov;
+		if (bpf_probe_read_user(&m, sizeof(m), ptr) || !m.msg_iov || m.msg_iovlen == 0)
+			return 0;
+		if (bpf_probe_read_user(&iov, sizeof(iov), m.msg_iov))
+			return 0;
+		dest = m.msg_name;
+		ptr = iov.iov_base;
+		blen = iov.iov_len;
+	}
+	if (!ptr || blen == 0 || !dest_dns(dest, c->args[0]))
+		return 0;
+	__u32 len = blen > DNS_QUERY_MAX ? DNS_QUERY_MAX : blen;
+	asm volatile("" : "+r"(len));
+	len &= 0xff;
+	if (len > DNS_QUERY_MAX)
+		len = DNS_QUERY_MAX;
+	if (bpf_probe_read_user(dst, len, ptr))
+		return 0;
+	return blen > DNS_QUERY_MAX ? len + DNS_QUERY_MAX + 1 : len;
+}
+
 /* Copies the arguments the user asked to see as strings or addresses. */
 static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct call *c, long ret)
 {
@@ -169,6 +263,14 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 				n--; /* drop the NUL */
 				if (n == DATA_SLOT - 1)
 					r->dtrunc |= 1 << i;
+			}
+		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG) {
+			if (ret < 0)
+				continue;
+			n = dns_copy(dst, c, ret, kind | arg << 8 | lenarg << 16);
+			if (n > DNS_QUERY_MAX) { /* the message was longer */
+				n -= DNS_QUERY_MAX + 1;
+				r->dtrunc |= 1 << i;
 			}
 		} else {
 			__u32 len;

@@ -2,11 +2,17 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/event"
 )
 
 // resolverTruth reads what the resolver scenario printed: how many
@@ -23,6 +29,42 @@ func resolverTruth(t *testing.T, out string) (lookups int, totalMS float64) {
 	}
 	totalMS, _ = strconv.ParseFloat(m[3], 64)
 	return lookups, totalMS
+}
+
+// resolverNames reads the names the scenario looked up, from its
+// "lookup PID I NAME: ..." lines.
+func resolverNames(out string) map[string]bool {
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^lookup \d+ \d+ (\S+): `).FindAllStringSubmatch(out, -1) {
+		names[m[1]] = true
+	}
+	return names
+}
+
+// checkNames compares the finding's names with the ones the scenario
+// looked up: each named one is one of them, asked as an A query (and as
+// AAAA with it, when aaaa: getaddrinfo AF_UNSPEC sends both in one
+// sendmmsg), and with all the sends seen (all: a recording) every one of
+// them is named.
+func checkNames(t *testing.T, f *finding, asked map[string]bool, all, aaaa bool) {
+	t.Helper()
+	list, _ := f.Evidence["names"].([]any)
+	if len(list) == 0 {
+		t.Fatalf("no names in the finding; the scenario asked %v", asked)
+	}
+	got := map[string]bool{}
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		n, _ := m["name"].(string)
+		types, _ := m["types"].(map[string]any)
+		if !asked[n] || types["A"] != 1.0 || aaaa != (types["AAAA"] == 1.0) {
+			t.Errorf("name %v: not one the scenario asked once as A (AAAA too: %v) (%v)", m, aaaa, asked)
+		}
+		got[n] = true
+	}
+	if all && len(got) != len(asked) {
+		t.Errorf("names %v, want all the scenario asked: %v", got, asked)
+	}
 }
 
 // checkResolver compares the finding with the scenario's own account:
@@ -76,6 +118,8 @@ func TestStoryResolver(t *testing.T) {
 	checkResolver(t, rep, lookups, totalMS)
 	for _, f := range rep.Findings {
 		if f.ID == "dns-timeout" {
+			// live, the sends cross over only as a sample: some names
+			checkNames(t, &f, resolverNames(r.stdout), false, false)
 			rc, _ := f.Evidence["resolv_conf"].(map[string]any)
 			if rc["options"] != "timeout:1 attempts:1" {
 				t.Errorf("resolv_conf %v, want the process's own (its mount namespace's) timeout:1 attempts:1", f.Evidence["resolv_conf"])
@@ -86,11 +130,18 @@ func TestStoryResolver(t *testing.T) {
 	capture := filepath.Join(dir, "resolver.sysray")
 	r = run(t, "record", "--stacks", "-w", capture, "--", bin, "-n", "3", "-c", "unspec")
 	lookups, totalMS = resolverTruth(t, r.stdout)
+	asked := resolverNames(r.stdout)
 	r = run(t, "doctor", "--json", "-r", capture)
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("doctor -r: %v\n%s", err, r.stdout)
 	}
 	checkResolver(t, rep, lookups, totalMS)
+	for _, f := range rep.Findings {
+		if f.ID == "dns-timeout" {
+			// a recording sees every send: every name
+			checkNames(t, &f, asked, true, true)
+		}
+	}
 }
 
 // The resolver's benign cousins warn of nothing, from any detector: a
@@ -105,6 +156,7 @@ func TestBenignResolvers(t *testing.T) {
 		"nxdomain":    {"-n", "200", "-m", "nxdomain", "-c", "unspec"},
 		"heartbeat":   {"-n", "3", "-m", "listen"},
 		"idle":        {"-n", "3", "-m", "idle"},
+		"tcp-answer":  {"-n", "4", "-m", "tcp-answer", "-o", "use-vc", "-s", "300"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := doctorCmd(t, 0, append([]string{bin}, args...)...)
@@ -114,5 +166,91 @@ func TestBenignResolvers(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// glibc over TCP (options use-vc) against a server that accepts and never
+// answers: each read waits until the server closes, and the finding's
+// reads are the lookups' time.
+func TestStoryResolverTCP(t *testing.T) {
+	requireBPF(t)
+	bin := scenarioBin(t, "resolver")
+	out := filepath.Join(t.TempDir(), "report.json")
+	r := run(t, "doctor", "--json", "-o", out, "--", bin, "-n", "2", "-m", "tcp-blackhole", "-o", "use-vc")
+	_, totalMS := resolverTruth(t, r.stdout)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var f *finding
+	for i := range rep.Findings {
+		if rep.Findings[i].ID == "dns-timeout" {
+			f = &rep.Findings[i]
+		}
+	}
+	if f == nil {
+		t.Fatalf("no dns-timeout:\n%s", titles(rep))
+	}
+	reads, _ := f.Evidence["tcp_reads_unanswered"].(float64)
+	waits, _ := f.Evidence["timed_out_waits"].(float64)
+	waited, _ := f.Evidence["tcp_read_waited_ns"].(float64)
+	if f.Evidence["protocol"] != "TCP" || reads == 0 || reads != waits || f.Severity != "warning" {
+		t.Errorf("%s %s: evidence %v", f.Severity, f.Title, f.Evidence)
+	}
+	if d := totalMS - waited/1e6; d < 0 || d > 10 {
+		t.Errorf("reads waited %.1f ms against the lookups' %.1f ms", waited/1e6, totalMS)
+	}
+}
+
+// A send's payload is copied only when it goes to port 53, by address or
+// by the connected socket's peer; never another port's.
+func TestDNSPayloadOnlyPort53(t *testing.T) {
+	requireBPF(t)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "send.py")
+	if err := os.WriteFile(script, []byte(`import socket
+q = bytes.fromhex("123401000001000000000000") + b"\x06secret\x04test\x00\x00\x01\x00\x01"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.sendto(q, ("127.0.0.1", 9999))
+s.sendto(q, ("127.0.0.1", 53))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.connect(("127.0.0.1", 9999)); c.send(q)
+d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); d.connect(("127.0.0.1", 53)); d.send(q)
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.sendto(q, ("::1", 53)); u.sendto(q, ("::1", 5353))
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	capFile := filepath.Join(dir, "send.sysray")
+	run(t, "record", "-e", "sendto", "-w", capFile, "--", py, script)
+	c, err := capture.Open(capFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []bool
+	for {
+		var e event.Event
+		if err := c.Next(&e); err != nil {
+			break
+		}
+		if e.Kind != event.KindSyscall || event.SyscallName(event.ArchAMD64, e.Syscall.Nr) != "sendto" || e.Syscall.Args[2] != 29 {
+			continue
+		}
+		got = append(got, e.Syscall.Data[1] != nil)
+		if e.Syscall.Data[1] != nil && !strings.Contains(string(e.Syscall.Data[1]), "secret") {
+			t.Errorf("payload %q", e.Syscall.Data[1])
+		}
+	}
+	// the order of the script's sends: 9999, 53, connected 9999, connected 53, ::1 53, ::1 5353
+	want := []bool{false, true, false, true, true, false}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("payload copied %v, want %v (only port 53)", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sysray/sysray/internal/dns"
 	"github.com/sysray/sysray/internal/event"
 	hostfacts "github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/units"
@@ -61,7 +62,11 @@ type dnsThread struct {
 	server string
 	tcp    bool
 	query  string // the call that sent the last query seen
-	sent   bool   // a query was seen sent since the thread's last wait
+	// qnames are the questions ("NAME TYPE") of the last query call
+	// seen: sendmmsg sends two (A and AAAA); none when the payload was
+	// not copied or did not decode.
+	qnames []string
+	sent   bool // a query was seen sent since the thread's last wait
 	// alike are the shapes (waitShape) of the thread's waits that timed
 	// out right after a query seen sent: the resolver's waits. A later
 	// timed-out wait whose query was not seen (live, only a sample of
@@ -116,7 +121,25 @@ type dnsServer struct {
 	answered, refused uint64
 	answeredNS        uint64
 	example           []string
+	// names are the questions of the queries whose waits timed out,
+	// by name then type; named counts those waits.
+	names map[string]map[string]uint64
+	named uint64
+	// vcReads are the waits that were reads of a TCP socket connected
+	// to port 53 (glibc's `options use-vc`, or a truncated answer's
+	// retry over TCP) that ended without an answer: glibc reads there
+	// with no timeout of its own, so the wait lasts until the server
+	// closes or resets the connection. vcNS is their time.
+	vcReads, vcNS uint64
 }
+
+// dnsNamesMax bounds the names kept per server: a storm of distinct
+// names is told by its count, and the first ones show its shape.
+const dnsNamesMax = 64
+
+// dnsNamesShown: the names the summary lists (the evidence keeps all
+// dnsNamesMax).
+const dnsNamesShown = 8
 
 // resolver finds lookups that waited out the resolver's timeout: a thread
 // that connected or sent a query to port 53, then waited in poll (or
@@ -142,6 +165,8 @@ type resolvConf struct {
 	options     string // the options line(s), and RES_OPTIONS
 	timeout     int    // seconds (5 unless set)
 	attempts    int    // 2 unless set
+	ndots       int    // 1 unless set
+	search      []string
 }
 
 func newResolver(h *Host) *resolver {
@@ -175,7 +200,15 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 	if t := r.thread(e); t != nil {
 		t.fd, t.server, t.tcp, t.other = fd, server, tcp, false
 		if call != "" {
-			t.query, t.sent = call, true
+			t.query, t.sent, t.qnames = call, true, nil
+			if call == "sendto" || call == "sendmmsg" {
+				// sendmmsg's second message's query is copied under vlen
+				for _, b := range [][]byte{e.Syscall.Data[1], e.Syscall.Data[2]} {
+					if q, ok := dns.Parse(b); ok {
+						t.qnames = append(t.qnames, q.String())
+					}
+				}
+			}
 		}
 		r.confirmPending(t, e.PID)
 	}
@@ -194,7 +227,7 @@ func (r *resolver) confirmPending(t *dnsThread, pid uint32) {
 	kept := t.pending[:0]
 	for _, p := range t.pending {
 		if r.confWait(pid, p.name, &p.call) {
-			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call, nil)
 		} else {
 			kept = append(kept, p)
 		}
@@ -310,7 +343,8 @@ func (r *resolver) Observe(e *event.Event) {
 		if d := r.socks[key]; d != nil {
 			r.queried(e, fd, d.server, d.tcp, name)
 		}
-	case "recvfrom", "recvmsg", "recv", "recvmmsg":
+	case "read", "readv", "recvfrom", "recvmsg", "recv", "recvmmsg":
+		r.vcRead(e, name, key)
 		t := r.threads[e.TID]
 		if d := r.socks[key]; d != nil && t != nil && t.server == d.server && s.Ret == -111 {
 			// ECONNREFUSED: the port was unreachable, said at once.
@@ -323,6 +357,84 @@ func (r *resolver) Observe(e *event.Event) {
 			r.wait(e, name, s)
 		}
 	}
+}
+
+// vcRead takes a read of a TCP socket connected to port 53 that waited
+// at least dnsWaitMin: glibc over TCP writes the query and reads the
+// answer with no timeout of its own, so a silent server is a read that
+// waits until the server closes (EOF) or resets the connection. One that
+// got bytes was answered. Live, a descriptor whose connect was not seen
+// is read from /proc.
+func (r *resolver) vcRead(e *event.Event, name string, key dnsSockKey) {
+	s := &e.Syscall
+	if s.Latency < dnsWaitMin || s.Ret == -11 || s.Ret == -4 { // EAGAIN, EINTR: not the server's answer
+		return
+	}
+	d := r.socks[key]
+	// A connect seen without its socket call (live, a sample) does not
+	// say the socket is TCP: /proc does.
+	if (d == nil || !d.tcp) && s.Ret <= 0 {
+		if server := dnsTCPPeer(r.host, e.PID, key.fd); server != "" {
+			d = &dnsThread{pid: e.PID, fd: key.fd, server: server, tcp: true}
+			if len(r.socks) < dnsKept {
+				r.socks[key] = d
+			}
+		}
+	}
+	// The process may be gone by now (its last lookup's read ends, it
+	// exits): the same descriptor as the thread's last read of its name
+	// server over TCP, with no other internet socket used since, is that
+	// socket or the one the resolver opened again in its place.
+	if t := r.threads[e.TID]; d == nil && s.Ret <= 0 && t != nil && t.tcp && t.server != "" && t.fd == key.fd {
+		d = &dnsThread{pid: e.PID, fd: key.fd, server: t.server, tcp: true}
+	}
+	// A descriptor seen connected to port 53 whose socket call was not
+	// seen: a read there that waited and got no bytes is TCP's (glibc's
+	// UDP socket is non-blocking; its reads follow a ready poll).
+	if d == nil || !d.tcp && s.Ret > 0 {
+		return
+	}
+	g := r.group(d.server, true)
+	if g == nil {
+		return
+	}
+	if s.Ret > 0 {
+		g.answered++
+		g.answeredNS += s.Latency
+		return
+	}
+	t := r.thread(e)
+	if t == nil {
+		return
+	}
+	t.fd, t.server, t.tcp, t.other = key.fd, d.server, true, false
+	g.vcReads++
+	g.vcNS += s.Latency
+	r.timedOut(t, e.PID, e.Comm, name, s, nil)
+}
+
+// dnsTCPPeer reads, live, whether descriptor fd of process pid is a TCP
+// socket connected to port 53, and returns its server ("" if not, or not
+// live).
+func dnsTCPPeer(h *Host, pid, fd uint32) string {
+	if !h.canRead() {
+		return ""
+	}
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	link, err := os.Readlink(dir + "/fd/" + strconv.FormatUint(uint64(fd), 10))
+	if err != nil || !strings.HasPrefix(link, "socket:[") {
+		return ""
+	}
+	inode := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+	server := ""
+	for _, t := range []string{"tcp", "tcp6"} {
+		scanTable(dir+"/net/"+t, func(fs []string) {
+			if server == "" && len(fs) >= 10 && fs[9] == inode && strings.HasSuffix(fs[2], ":0035") {
+				server = strings.TrimSuffix(hexAddr(fs[2]), ":53")
+			}
+		})
+	}
+	return server
 }
 
 func (r *resolver) group(server string, tcp bool) *dnsServer {
@@ -368,8 +480,8 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 	// once, it answers nothing. A wait after a query seen sent that found
 	// something to read was answered (or told the port is unreachable:
 	// refused_seen counts the failed reads after it).
-	sent := t.sent
-	t.sent = false
+	sent, qnames := t.sent, t.qnames
+	t.sent, t.qnames = false, nil
 	if s.Ret > 0 {
 		if g := r.group(t.server, t.tcp); g != nil && sent {
 			g.answered++
@@ -396,18 +508,37 @@ func (r *resolver) wait(e *event.Event, name string, s *event.Syscall) {
 	for i := range t.pending {
 		p := &t.pending[i]
 		if waitShape(p.name, &p.call) == shape {
-			r.timedOut(t, p.pid, p.comm, p.name, &p.call)
+			r.timedOut(t, p.pid, p.comm, p.name, &p.call, nil)
 		}
 	}
 	t.pending = nil
-	r.timedOut(t, e.PID, e.Comm, name, s)
+	if !sent {
+		qnames = nil
+	}
+	r.timedOut(t, e.PID, e.Comm, name, s, qnames)
 }
 
-// timedOut counts a wait on t's server that ended by its timeout.
-func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *event.Syscall) {
+// timedOut counts a wait on t's server that ended by its timeout;
+// qnames are the questions of the queries it waited for, when seen.
+func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *event.Syscall, qnames []string) {
 	g := r.group(t.server, t.tcp)
 	if g == nil {
 		return
+	}
+	if len(qnames) > 0 {
+		g.named++
+	}
+	for _, qn := range qnames {
+		n, typ, _ := strings.Cut(qn, " ")
+		if g.names == nil {
+			g.names = map[string]map[string]uint64{}
+		}
+		if g.names[n] != nil || len(g.names) < dnsNamesMax {
+			if g.names[n] == nil {
+				g.names[n] = map[string]uint64{}
+			}
+			g.names[n][typ]++
+		}
 	}
 	g.procs[pid] = comm
 	g.timeouts++
@@ -495,7 +626,7 @@ func readResolvConf(pid uint32) *resolvConf {
 // parseResolvConf reads hostfacts.ResolvConf's form ("nameserver X;
 // options timeout:1 ...").
 func parseResolvConf(text string) *resolvConf {
-	c := &resolvConf{timeout: 5, attempts: 2}
+	c := &resolvConf{timeout: 5, attempts: 2, ndots: 1}
 	for _, line := range strings.Split(text, "; ") {
 		f := strings.Fields(line)
 		if len(f) < 2 {
@@ -504,6 +635,8 @@ func parseResolvConf(text string) *resolvConf {
 		switch f[0] {
 		case "nameserver":
 			c.nameservers = append(c.nameservers, f[1])
+		case "search", "domain": // the last of them wins, as in glibc
+			c.search = append([]string(nil), f[1:]...)
 		case "options":
 			c.applyOptions(f[1:])
 			c.options = strings.TrimSpace(c.options + " " + strings.Join(f[1:], " "))
@@ -521,6 +654,8 @@ func (c *resolvConf) applyOptions(opts []string) {
 			c.timeout = min(max(n, 1), 30) // glibc's RES_MAXRETRANS
 		case k == "attempts" && err == nil:
 			c.attempts = min(max(n, 1), 5) // glibc's RES_MAXRETRY
+		case k == "ndots" && err == nil:
+			c.ndots = min(max(n, 0), 15) // glibc's RES_MAXNDOTS
 		}
 	}
 }
@@ -594,12 +729,40 @@ func (r *resolver) Findings(env *Env) []Finding {
 		if conf != nil {
 			ev["resolv_conf"] = map[string]any{"from": conf.from, "nameservers": conf.nameservers, "options": conf.options,
 				"timeout_s": conf.timeout, "attempts": conf.attempts}
-			ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
+			if g.vcReads < g.timeouts {
+				ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
+			}
 		}
 		ev["port"] = dnsPort
+		names := ""
+		if len(g.names) > 0 {
+			var text string
+			text, ev["names"], ev["search_expansion"] = dnsNames(g, conf)
+			atLeast := ""
+			if g.named < g.timeouts {
+				atLeast = fmt.Sprintf(" (the queries seen: %d of the %d waits; live, a fast send crosses over only as a sample)", g.named, g.timeouts)
+			}
+			names = fmt.Sprintf(" The names looked up, from the queries sent before those waits%s: %s.", atLeast, text)
+			ev["named_waits"] = g.named
+		}
 		answered := ""
 		if g.answered > 0 {
 			answered = fmt.Sprintf(" %d other waits seen on this server were answered.", g.answered)
+		}
+		title := fmt.Sprintf("%s DNS queries to name server %s went unanswered, each waiting out the resolver's timeout (%s lost)",
+			count, server, lost)
+		vc, ended := "", "because the resolver's timeout passed with nothing to read"
+		if g.vcReads > 0 {
+			ev["tcp_reads_unanswered"] = g.vcReads
+			ev["tcp_read_waited_ns"] = g.vcNS
+			vc = fmt.Sprintf(" Over TCP (`options use-vc`, or a truncated answer asked again) glibc writes the query and reads the answer "+
+				"with no timeout of its own: %d of those waits were reads of a socket connected to port 53 that waited %s in all "+
+				"until the server closed or reset the connection without an answer.", g.vcReads, units.Duration(g.vcNS))
+			if g.vcReads == g.timeouts {
+				ended = "with no answer"
+				title = fmt.Sprintf("%s DNS queries over TCP to name server %s went unanswered, each read waiting until the server gave up (%s lost)",
+					count, server, lost)
+			}
 		}
 		f := Finding{
 			ID:       DNSTimeout,
@@ -607,13 +770,12 @@ func (r *resolver) Findings(env *Env) []Finding {
 			Procs:    env.refs(pidsOf(g.procs)...),
 			Syscalls: append(sends, waitCalls...),
 			Severity: sev,
-			Title: fmt.Sprintf("%s DNS queries to name server %s went unanswered, each waiting out the resolver's timeout (%s lost)",
-				count, server, lost),
+			Title:    title,
 			Summary: fmt.Sprintf("%s %s over %s to the name server %s (port 53) and waited for the answer (%s); "+
-				"%s of those waits ended because the resolver's timeout passed with nothing to read, median %s, %s in all (%s). "+
+				"%s of those waits ended %s, median %s, %s in all (%s).%s "+
 				"Each such wait is one query round (an A query, or A and AAAA sent together) that got no answer: the lookup then tries "+
-				"the next attempt or server, or fails.%s%s",
-				who, queried, proto, server, strings.Join(waitCalls, ", "), count, units.Duration(med), lost, lostIs, answered, settings),
+				"the next attempt or server, or fails.%s%s%s",
+				who, queried, proto, server, strings.Join(waitCalls, ", "), count, ended, units.Duration(med), lost, lostIs, vc, names, answered, settings),
 			Evidence: ev,
 			Fix: "Make the name server reachable, or list one that answers first in resolv.conf (check that a firewall does not drop UDP " +
 				"port 53 to it). Meanwhile bound the cost (glibc waits 5 s a round and makes 2 rounds where resolv.conf does not say): `options timeout:1 attempts:1` (and `rotate` across several servers) in " +
@@ -625,6 +787,84 @@ func (r *resolver) Findings(env *Env) []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// dnsNames lists the names whose queries went unanswered, most queries
+// first, and says which of them are one name with resolv.conf's search
+// domains appended (conf nil: not known): each such lookup waits once for
+// every domain tried.
+func dnsNames(g *dnsServer, conf *resolvConf) (string, []map[string]any, map[string]any) {
+	type named struct {
+		name    string
+		queries uint64
+		types   map[string]uint64
+	}
+	var list []named
+	for n, types := range g.names {
+		var w uint64
+		for _, c := range types {
+			w += c
+		}
+		list = append(list, named{n, w, types})
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].queries != list[j].queries {
+			return list[i].queries > list[j].queries
+		}
+		return list[i].name < list[j].name
+	})
+	var ev []map[string]any
+	var parts []string
+	for i, n := range list {
+		ev = append(ev, map[string]any{"name": n.name, "types": n.types, "queries": n.queries})
+		if i < dnsNamesShown {
+			var ts []string
+			for _, t := range byValue(n.types) {
+				ts = append(ts, fmt.Sprintf("%d %s", n.types[t], t))
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s)", n.name, strings.Join(ts, ", ")))
+		}
+	}
+	text := strings.Join(parts, "; ")
+	if len(list) > dnsNamesShown {
+		text += fmt.Sprintf("; and %d more", len(list)-dnsNamesShown)
+	}
+	if len(list) >= dnsNamesMax {
+		text += fmt.Sprintf(" (the first %d names kept)", dnsNamesMax)
+	}
+	if conf == nil || len(conf.search) == 0 {
+		return text, ev, nil
+	}
+	// A base name the resolver tried with several search domains (or
+	// also as it is): the domains multiplied its queries.
+	bases := map[string]map[string]bool{}
+	for _, n := range list {
+		base := n.name
+		for _, d := range conf.search {
+			if b, ok := strings.CutSuffix(n.name, "."+strings.TrimSuffix(d, ".")); ok && b != "" {
+				base = b
+				break
+			}
+		}
+		if bases[base] == nil {
+			bases[base] = map[string]bool{}
+		}
+		bases[base][n.name] = true
+	}
+	var multiplied []string
+	for b, ns := range bases {
+		if len(ns) > 1 {
+			multiplied = append(multiplied, b)
+		}
+	}
+	if len(multiplied) == 0 {
+		return text, ev, nil
+	}
+	sort.Strings(multiplied)
+	text += fmt.Sprintf(". Search-domain expansion multiplied the queries: %s, each tried under several names "+
+		"(search %s, ndots:%d: a name with fewer than %d dots is tried with each search domain appended, and every try waits out the timeout)",
+		strings.Join(multiplied[:min(len(multiplied), dnsNamesShown)], ", "), strings.Join(conf.search, " "), conf.ndots, conf.ndots)
+	return text, ev, map[string]any{"base_names": multiplied, "search": conf.search, "ndots": conf.ndots}
 }
 
 // settings says what resolv.conf set the wait to: the process's own file,
@@ -662,10 +902,24 @@ func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
 	if opts == "" {
 		opts = "none"
 	}
+	search := ""
+	if len(conf.search) > 0 {
+		// glibc tries a name with fewer than ndots dots under each
+		// search domain before it tries it as is: one lookup, several
+		// queries, each that gets no answer another wait.
+		search = fmt.Sprintf(" Search list %s, ndots:%d: a name with fewer than %d dots is tried with each search domain appended "+
+			"before it is tried as is, and each of those queries can wait out the timeout.", strings.Join(conf.search, " "), conf.ndots, conf.ndots)
+	}
+	if g.vcReads == g.timeouts {
+		// glibc's reads over TCP wait for the server, not the timeout,
+		// and it connects again once after a reset.
+		return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s; over TCP the `timeout:` bounds no read.",
+			conf.from, strings.Join(conf.nameservers, ", "), opts) + search, conf
+	}
 	rounds := uint64(conf.attempts * max(len(conf.nameservers), 1))
 	return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s, so each wait is %d s and a lookup "+
 		"that gets no answer waits %d rounds (attempts × servers) before it fails: at most %d lookups failed outright.",
-		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds), conf
+		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds) + search, conf
 }
 
 // forget lets go of ended processes and threads (Doctor.forget): their

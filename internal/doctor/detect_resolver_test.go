@@ -7,6 +7,7 @@ import (
 
 	"github.com/sysray/sysray/internal/event"
 	hostfacts "github.com/sysray/sysray/internal/host"
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 const (
@@ -326,5 +327,138 @@ func TestDNSTimeoutConfWaitNotAfterAnAnswer(t *testing.T) {
 	}
 	if f := byID(d.Report().Findings, DNSTimeout); f != nil {
 		t.Fatalf("an idle poll after an answer taken for the resolver's: %s", f.Title)
+	}
+}
+
+// dnsQuery is the query bytes a stub resolver sends, as Go's encoder
+// makes them.
+func dnsQuery(t *testing.T, name string, typ dnsmessage.Type) []byte {
+	t.Helper()
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 0x4242, RecursionDesired: true})
+	if err := b.StartQuestions(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: typ, Class: dnsmessage.ClassINET}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// The finding names the names whose queries timed out, from the payload
+// the kernel copied for port 53, and says when the search domains
+// multiplied one name into several queries.
+func TestDNSTimeoutNames(t *testing.T) {
+	const second = 1_000_000_000
+	r := &dnsRun{t: 1e9, tid: 7}
+	c := r.add(sys(7, 0, dnsNrConnect, 0, 4000, 4, 0x7ffc1000, 16))
+	c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+	// ndots:5 and two search domains: "api" is tried with each, then as is
+	for _, n := range []string{"api.corp.test.", "api.svc.test.", "api."} {
+		s := r.add(sys(7, 0, dnsNrSendto, 30, 9000, 4, 0x7ffc3000, 30, 0x4000, 0, 0))
+		s.Syscall.Data[1] = dnsQuery(t, n, dnsmessage.TypeA)
+		r.add(sys(7, 0, dnsNrPoll, 0, second, 0x7ffc2000, 1, 1000))
+	}
+	// A and AAAA together: both messages' questions are copied
+	s := r.add(sys(7, 0, dnsNrSendmmsg, 2, 9000, 4, 0x7ffc3000, 2, 0x4000))
+	s.Syscall.Data[1] = dnsQuery(t, "db.example.org.", dnsmessage.TypeA)
+	s.Syscall.Data[2] = dnsQuery(t, "db.example.org.", dnsmessage.TypeAAAA)
+	r.add(sys(7, 0, dnsNrPoll, 0, second, 0x7ffc2000, 1, 1000))
+	// a query whose payload was not copied: counted, not named
+	r.add(sys(7, 0, dnsNrSendmmsg, 2, 9000, 4, 0x7ffc3000, 2, 0x4000))
+	r.add(sys(7, 0, dnsNrPoll, 0, second, 0x7ffc2000, 1, 1000))
+	// an answered query's name is not listed
+	s = r.add(sys(7, 0, dnsNrSendto, 30, 9000, 4, 0x7ffc3000, 30, 0x4000, 0, 0))
+	s.Syscall.Data[1] = dnsQuery(t, "ok.example.org.", dnsmessage.TypeA)
+	r.add(sys(7, 0, dnsNrPoll, 1, 2*ms, 0x7ffc2000, 1, 1000))
+
+	h := host
+	h.Meta = map[string]string{"resolv.conf": "nameserver 10.0.0.53; search corp.test svc.test; options ndots:5 timeout:1 attempts:1"}
+	d := New(h, nil)
+	for i := range r.evs {
+		d.Observe(&r.evs[i])
+	}
+	f := byID(d.Report().Findings, DNSTimeout)
+	if f == nil {
+		t.Fatal("no dns-timeout")
+	}
+	if f.Evidence["timed_out_waits"] != uint64(5) || f.Evidence["named_waits"] != uint64(4) {
+		t.Errorf("timed_out_waits %v named_waits %v, want 5 and 4", f.Evidence["timed_out_waits"], f.Evidence["named_waits"])
+	}
+	names, _ := f.Evidence["names"].([]map[string]any)
+	got := map[string]uint64{}
+	for _, n := range names {
+		got[n["name"].(string)] = n["types"].(map[string]uint64)["A"]
+	}
+	want := map[string]uint64{"api.corp.test": 1, "api.svc.test": 1, "api": 1, "db.example.org": 1}
+	if len(got) != len(want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+	for _, n := range names {
+		if n["name"] == "db.example.org" && (n["types"].(map[string]uint64)["AAAA"] != 1 || n["queries"] != uint64(2)) {
+			t.Errorf("db.example.org: %v, want 1 A and 1 AAAA, 2 queries", n)
+		}
+	}
+	for n, c := range want {
+		if got[n] != c {
+			t.Errorf("name %s: %d A, want %d (names %v)", n, got[n], c, got)
+		}
+	}
+	for _, w := range []string{"db.example.org (1 A, 1 AAAA)", "4 of the 5 waits", "Search-domain expansion multiplied the queries: api, each tried",
+		"search corp.test svc.test, ndots:5", "Search list corp.test svc.test, ndots:5"} {
+		if !strings.Contains(f.Summary, w) {
+			t.Errorf("summary lacks %q: %s", w, f.Summary)
+		}
+	}
+	if strings.Contains(f.Summary, "ok.example.org") {
+		t.Errorf("the answered query's name is listed: %s", f.Summary)
+	}
+	exp, _ := f.Evidence["search_expansion"].(map[string]any)
+	if b, _ := exp["base_names"].([]string); len(b) != 1 || b[0] != "api" {
+		t.Errorf("search_expansion %v, want base api", f.Evidence["search_expansion"])
+	}
+}
+
+// glibc over TCP (options use-vc): connect, writev, then a read with no
+// timeout of its own. A read that waited and got no answer (the server
+// reset or closed the connection) is a wait on the server; one that got
+// the answer late is a slow server, not a silent one.
+func TestDNSTimeoutTCPRead(t *testing.T) {
+	const second = 1_000_000_000
+	const nrRead, nrWritev = 0, 20
+	r := &dnsRun{t: 1e9, tid: 7}
+	lookup := func(ret int64, wait uint64) {
+		r.add(sys(7, 0, dnsNrSocket, 4, 3000, 2, 0x80001, 0))
+		c := r.add(sys(7, 0, dnsNrConnect, 0, 40000, 4, 0x7ffc1000, 16))
+		c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+		r.add(sys(7, 0, nrWritev, 39, 9000, 4, 0x7ffc3000, 2))
+		r.add(sys(7, 0, nrRead, ret, wait, 4, 0x7ffc4000, 2))
+		r.add(sys(7, 0, dnsNrClose, 0, 1000, 4))
+	}
+	lookup(-104, second) // ECONNRESET
+	lookup(0, 2*second)  // EOF
+	lookup(2, 300*ms)    // answered late
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil {
+		t.Fatal("no dns-timeout")
+	}
+	if f.Evidence["tcp_reads_unanswered"] != uint64(2) || f.Evidence["tcp_read_waited_ns"] != uint64(3*second) ||
+		f.Evidence["timed_out_waits"] != uint64(2) || f.Evidence["protocol"] != "TCP" || f.Evidence["answered_waits_seen"] != uint64(1) {
+		t.Errorf("evidence %v", f.Evidence)
+	}
+	if !strings.Contains(f.Title, "over TCP") || !strings.Contains(f.Summary, "writev") || f.Severity != Warning {
+		t.Errorf("%s: %s / %s", f.Severity, f.Title, f.Summary)
+	}
+	// The same reads on a socket connected elsewhere are not DNS.
+	r = &dnsRun{t: 1e9, tid: 7}
+	r.add(sys(7, 0, dnsNrSocket, 4, 3000, 2, 0x80001, 0))
+	c := r.add(sys(7, 0, dnsNrConnect, 0, 40000, 4, 0x7ffc1000, 16))
+	c.Syscall.Data[1] = sockaddr4(nameServer, 8053)
+	r.add(sys(7, 0, nrRead, 0, 2*second, 4, 0x7ffc4000, 2))
+	if f := byID(findings(r.evs), DNSTimeout); f != nil {
+		t.Errorf("a read on port 8053: %s", f.Title)
 	}
 }

@@ -56,13 +56,24 @@ const (
 	ArgSockType                    // SOCK_STREAM|SOCK_CLOEXEC
 	ArgAtFlags                     // AT_SYMLINK_NOFOLLOW|...
 	ArgAccept4Flags                // SOCK_CLOEXEC|SOCK_NONBLOCK
+	// ArgDNSQuery is a send buffer whose first bytes (LenArg is its length,
+	// by value) the kernel copies only when the call goes to port 53: the
+	// DNS query. Any other destination's bytes are never copied.
+	ArgDNSQuery
+	// ArgDNSMmsg is sendmmsg's message vector: the kernel copies the first
+	// bytes of the first message's first iovec, only for port 53.
+	ArgDNSMmsg
+	// ArgDNSMmsgLen is sendmmsg's vlen, shown as a number; the kernel
+	// copies, under it, the second message's query (glibc sends A and
+	// AAAA together), only for port 53 and only when both were sent.
+	ArgDNSMmsgLen
 )
 
 // ArgSpec describes one argument of a syscall.
 type ArgSpec struct {
 	Name   string
 	Kind   ArgKind
-	LenArg int8 // for ArgSockaddr/ArgSockaddrOut: index of the length argument; -1 otherwise
+	LenArg int8 // for ArgSockaddr/ArgSockaddrOut/ArgDNSQuery: index of the length argument; -1 otherwise
 }
 
 // Spec describes a syscall.
@@ -80,6 +91,8 @@ const (
 	CapPath        CaptureKind = 1 // NUL-terminated user string at entry
 	CapSockaddr    CaptureKind = 2 // LenArg bytes at entry
 	CapSockaddrOut CaptureKind = 3 // *(socklen_t*)args[LenArg] bytes at exit, only if ret >= 0
+	CapDNS         CaptureKind = 4 // up to 128 of args[LenArg] bytes at exit, only if ret >= 0 and the call went to port 53
+	CapDNSMmsg     CaptureKind = 5 // as CapDNS, from msgvec[Arg-1]'s first iovec (Arg 1 or 2)
 )
 
 // Capture is one argument the kernel should copy.

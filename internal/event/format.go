@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/sysray/sysray/internal/dns"
 )
 
 const atFDCWD = -100
@@ -47,6 +49,15 @@ func formatArg(a Arch, spec ArgSpec, v uint64, data []byte, trunc bool) string {
 			return formatPtr(v)
 		}
 		return FormatSockaddr(data)
+	case ArgDNSQuery, ArgDNSMmsg, ArgDNSMmsgLen:
+		text := formatPtr(v)
+		if spec.Kind == ArgDNSMmsgLen {
+			text = strconv.FormatUint(v, 10)
+		}
+		if q, ok := dns.Parse(data); ok {
+			text += " [dns " + q.String() + "]"
+		}
+		return text
 	case ArgOpenFlags:
 		return formatOpenFlags(a, v)
 	case argFdFlags:

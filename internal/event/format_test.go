@@ -96,6 +96,13 @@ func TestFormatArg(t *testing.T) {
 		{k(ArgHex), 0x1000, nil, false, "0x1000"},
 		{k(ArgPtr), 0, nil, false, "NULL"},
 		{k(ArgPtr), 0x7ffd1000, nil, false, "0x7ffd1000"},
+		// a DNS query the kernel copied for port 53; nothing else is decoded
+		{k(ArgDNSQuery), 0x7ffd1000, []byte("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x04corp\x00\x00\x1c\x00\x01"), false, "0x7ffd1000 [dns api.corp AAAA]"},
+		{k(ArgDNSMmsg), 0x7ffd1000, []byte("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x00\x00\x01\x00\x01"), false, "0x7ffd1000 [dns api A]"},
+		{k(ArgDNSMmsgLen), 2, []byte("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x00\x00\x1c\x00\x01"), false, "2 [dns api AAAA]"},
+		{k(ArgDNSMmsgLen), 2, nil, false, "2"},
+		{k(ArgDNSQuery), 0x7ffd1000, []byte("GET / HTTP/1.1"), false, "0x7ffd1000"},
+		{k(ArgDNSQuery), 0x7ffd1000, nil, false, "0x7ffd1000"},
 		{k(ArgDirFd), atFDCWDArg, nil, false, "AT_FDCWD"},
 		{k(ArgDirFd), 0xffffff9c, nil, false, "AT_FDCWD"},
 		{k(ArgDirFd), 5, nil, false, "5"},

@@ -346,11 +346,11 @@ var specTable = []Spec{
 	sc("accept4", ArgFd, fd("sockfd"), addr("addr", ArgSockaddrOut, 2), ptr("addrlen"), arg("flags", ArgAccept4Flags)),
 	sc("getsockname", ArgInt, fd("sockfd"), addr("addr", ArgSockaddrOut, 2), ptr("addrlen")),
 	sc("getpeername", ArgInt, fd("sockfd"), addr("addr", ArgSockaddrOut, 2), ptr("addrlen")),
-	sc("sendto", ArgInt, fd("sockfd"), ptr("buf"), size("len"), hx("flags"), addr("dest_addr", ArgSockaddr, 5), size("addrlen")),
+	sc("sendto", ArgInt, fd("sockfd"), addr("buf", ArgDNSQuery, 2), size("len"), hx("flags"), addr("dest_addr", ArgSockaddr, 5), size("addrlen")),
 	sc("recvfrom", ArgInt, fd("sockfd"), ptr("buf"), size("len"), hx("flags"), addr("src_addr", ArgSockaddrOut, 5), ptr("addrlen")),
 	sc("sendmsg", ArgInt, fd("sockfd"), ptr("msg"), hx("flags")),
 	sc("recvmsg", ArgInt, fd("sockfd"), ptr("msg"), hx("flags")),
-	sc("sendmmsg", ArgInt, fd("sockfd"), ptr("msgvec"), size("vlen"), hx("flags")),
+	sc("sendmmsg", ArgInt, fd("sockfd"), arg("msgvec", ArgDNSMmsg), arg("vlen", ArgDNSMmsgLen), hx("flags")),
 	sc("recvmmsg", ArgInt, fd("sockfd"), ptr("msgvec"), size("vlen"), hx("flags"), ptr("timeout")),
 	sc("shutdown", ArgInt, fd("sockfd"), arg("how", argShutdownHow)),
 	sc("setsockopt", ArgInt, fd("sockfd"), num("level"), num("optname"), ptr("optval"), size("optlen")),
@@ -509,6 +509,10 @@ func Captures(a Arch, nr uint32) []Capture {
 			out = append(out, Capture{Arg: i, Kind: CapSockaddr, LenArg: int(as.LenArg)})
 		case ArgSockaddrOut:
 			out = append(out, Capture{Arg: i, Kind: CapSockaddrOut, LenArg: int(as.LenArg)})
+		case ArgDNSQuery:
+			out = append(out, Capture{Arg: i, Kind: CapDNS, LenArg: int(as.LenArg)})
+		case ArgDNSMmsg, ArgDNSMmsgLen:
+			out = append(out, Capture{Arg: i, Kind: CapDNSMmsg, LenArg: -1})
 		}
 	}
 	return out

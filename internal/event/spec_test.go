@@ -42,7 +42,7 @@ func checkSpec(t *testing.T, s *Spec) {
 			t.Errorf("%s: arg %d has an empty or repeated name %q", s.Name, i, a.Name)
 		}
 		names[a.Name] = true
-		isAddr := a.Kind == ArgSockaddr || a.Kind == ArgSockaddrOut
+		isAddr := a.Kind == ArgSockaddr || a.Kind == ArgSockaddrOut || a.Kind == ArgDNSQuery
 		switch {
 		case isAddr && (a.LenArg < 0 || int(a.LenArg) >= len(s.Args) || int(a.LenArg) == i):
 			t.Errorf("%s: %s has LenArg %d", s.Name, a.Name, a.LenArg)
@@ -126,7 +126,8 @@ func TestCaptures(t *testing.T) {
 		{ArchAMD64, "memfd_create", []Capture{{Arg: 0, Kind: CapPath, LenArg: -1}}},
 		{ArchAMD64, "connect", []Capture{{Arg: 1, Kind: CapSockaddr, LenArg: 2}}},
 		{ArchAMD64, "bind", []Capture{{Arg: 1, Kind: CapSockaddr, LenArg: 2}}},
-		{ArchAMD64, "sendto", []Capture{{Arg: 4, Kind: CapSockaddr, LenArg: 5}}},
+		{ArchAMD64, "sendto", []Capture{{Arg: 1, Kind: CapDNS, LenArg: 2}, {Arg: 4, Kind: CapSockaddr, LenArg: 5}}},
+		{ArchAMD64, "sendmmsg", []Capture{{Arg: 1, Kind: CapDNSMmsg, LenArg: -1}, {Arg: 2, Kind: CapDNSMmsg, LenArg: -1}}},
 		{ArchAMD64, "accept", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
 		{ArchAMD64, "accept4", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
 		{ArchAMD64, "getsockname", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},

@@ -29,6 +29,8 @@ const (
 	sysrayCapKindCAP_PATH         sysrayCapKind = 1
 	sysrayCapKindCAP_SOCKADDR     sysrayCapKind = 2
 	sysrayCapKindCAP_SOCKADDR_OUT sysrayCapKind = 3
+	sysrayCapKindCAP_DNS          sysrayCapKind = 4
+	sysrayCapKindCAP_DNS_MMSG     sysrayCapKind = 5
 )
 
 type sysrayCapRule struct {

@@ -22,9 +22,15 @@
  *        a 1 s timeout on a UDP socket bound to 127.0.0.1:7777 that
  *        nothing sends to (a heartbeat listener, not DNS); idle: one
  *        answered lookup, then each "lookup" is a poll with a 1 s timeout
- *        on a pipe nothing writes to (an idle event loop)
+ *        on a pipe nothing writes to (an idle event loop); tcp-blackhole:
+ *        a TCP listener on 127.0.0.153:53 that accepts each connection
+ *        and never answers, closing it after the timeout (-t) seconds
+ *        (with -o use-vc: glibc reads the answer with no timeout of its
+ *        own, so the server's silence is a read that waits); tcp-answer:
+ *        a TCP responder that answers each query (-s MS later)
  *   -t, -a  resolv.conf's `options timeout:T attempts:A` (1 and 1)
  *   -o   more resolv.conf options, as one word (e.g. single-request)
+ *   -S   a resolv.conf search line (e.g. "corp.test svc.test")
  *   -i   pause between lookups, ms (0)
  *
  * Nothing outside the program changes: it runs in network, mount and UTS
@@ -64,7 +70,7 @@
 
 static int nprocs = 1, nlookups = 3, timeout_s = 1, attempts = 1, slow_ms, pause_ms;
 static double dur = 20;
-static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "";
+static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "", *search = "";
 
 struct tally {
 	long lookups, failed;
@@ -123,9 +129,9 @@ static void isolate(void)
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
 		die("lo up");
 	close(s);
-	char conf[256];
-	snprintf(conf, sizeof(conf), "nameserver " SERVER "\noptions timeout:%d attempts:%d %s\n",
-		 timeout_s, attempts, extra);
+	char conf[512];
+	snprintf(conf, sizeof(conf), "nameserver " SERVER "\n%s%s%soptions timeout:%d attempts:%d %s\n",
+		 *search ? "search " : "", search, *search ? "\n" : "", timeout_s, attempts, extra);
 	overlay("/etc/resolv.conf", conf);
 	overlay("/etc/nsswitch.conf", "hosts: dns\n");
 }
@@ -140,13 +146,72 @@ static int udp53(void)
 	return s;
 }
 
+static void respond_tcp(int c);
+
+/* Accepts each connection and holds it, unanswered, for the timeout (or answers it: tcp-answer). */
+static int tcp53(void)
+{
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+	inet_pton(AF_INET, SERVER, &a.sin_addr);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 64) < 0)
+		die("listen " SERVER ":53");
+	return l;
+}
+
+static void tcp_server(int l, int answering)
+{
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+		if (c < 0)
+			continue;
+		if (answering) {
+			respond_tcp(c);
+			continue;
+		}
+		msleep(timeout_s * 1000L);
+		close(c);
+	}
+}
+
 static void put16(unsigned char *p, int v)
 {
 	p[0] = v >> 8;
 	p[1] = v;
 }
 
-/* Answers every query: an A record 10.0.0.1 for A, no data for others, or NXDOMAIN. */
+/* The answer to query q of n bytes into r: an A record 10.0.0.1 for A, no data for others, or NXDOMAIN; 0 if q is bad. */
+static int answer(const unsigned char *q, ssize_t n, unsigned char *r, int nxdomain)
+{
+	if (n < 12)
+		return 0;
+	int end = 12;
+	while (end < n && q[end])
+		end += q[end] + 1;
+	end += 5; /* the root label, type, class */
+	if (end > n)
+		return 0;
+	int qtype = q[end - 4] << 8 | q[end - 3];
+	memcpy(r, q, end);
+	r[2] = 0x80 | (q[2] & 0x01); /* QR, RD as asked */
+	r[3] = 0x80 | (nxdomain ? 3 : 0);
+	put16(r + 4, 1);
+	put16(r + 6, 0);
+	put16(r + 8, 0);
+	put16(r + 10, 0);
+	int len = end;
+	if (!nxdomain && qtype == 1) {
+		static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1};
+		memcpy(r + len, rr, sizeof(rr));
+		len += sizeof(rr);
+		put16(r + 6, 1);
+	}
+	if (slow_ms)
+		msleep(slow_ms);
+	return len;
+}
+
 static void respond(int s, int nxdomain)
 {
 	unsigned char q[512], r[600];
@@ -154,33 +219,31 @@ static void respond(int s, int nxdomain)
 		struct sockaddr_storage from;
 		socklen_t fl = sizeof(from);
 		ssize_t n = recvfrom(s, q, sizeof(q), 0, (struct sockaddr *)&from, &fl);
-		if (n < 12)
-			continue;
-		int end = 12;
-		while (end < n && q[end])
-			end += q[end] + 1;
-		end += 5; /* the root label, type, class */
-		if (end > n)
-			continue;
-		int qtype = q[end - 4] << 8 | q[end - 3];
-		memcpy(r, q, end);
-		r[2] = 0x80 | (q[2] & 0x01); /* QR, RD as asked */
-		r[3] = 0x80 | (nxdomain ? 3 : 0);
-		put16(r + 4, 1);
-		put16(r + 6, 0);
-		put16(r + 8, 0);
-		put16(r + 10, 0);
-		int len = end;
-		if (!nxdomain && qtype == 1) {
-			static const unsigned char rr[] = {0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1};
-			memcpy(r + len, rr, sizeof(rr));
-			len += sizeof(rr);
-			put16(r + 6, 1);
-		}
-		if (slow_ms)
-			msleep(slow_ms);
-		sendto(s, r, len, 0, (struct sockaddr *)&from, fl);
+		int len = answer(q, n, r, nxdomain);
+		if (len > 0)
+			sendto(s, r, len, 0, (struct sockaddr *)&from, fl);
 	}
+}
+
+/* DNS over TCP: each message after its 2-byte length; answers each query on the connection. */
+static void respond_tcp(int c)
+{
+	unsigned char q[514], r[602];
+	for (;;) {
+		ssize_t n = recv(c, q, 2, MSG_WAITALL);
+		if (n != 2)
+			break;
+		int ql = q[0] << 8 | q[1];
+		if (ql > 512 || recv(c, q, ql, MSG_WAITALL) != ql)
+			break;
+		int len = answer(q, ql, r + 2, 0);
+		if (len <= 0)
+			break;
+		put16(r, len);
+		if (send(c, r, len + 2, MSG_NOSIGNAL) != len + 2)
+			break;
+	}
+	close(c);
 }
 
 static int lookup(const char *name)
@@ -247,7 +310,7 @@ static void on_signal(int sig) { stopping = sig; }
 int main(int argc, char **argv)
 {
 	int o;
-	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:")) != -1) {
+	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:S:")) != -1) {
 		switch (o) {
 		case 'p': nprocs = atoi(optarg); break;
 		case 'n': nlookups = atoi(optarg); break;
@@ -259,9 +322,11 @@ int main(int argc, char **argv)
 		case 's': slow_ms = atoi(optarg); break;
 		case 'i': pause_ms = atoi(optarg); break;
 		case 'o': extra = optarg; break;
+		case 'S': search = optarg; break;
 		default:
 			fprintf(stderr, "usage: resolver [-p PROCS] [-n LOOKUPS] [-d SECONDS] [-c getaddrinfo|unspec|gethostbyname] "
-					"[-m blackhole|answer|nxdomain|refused|listen|idle] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] [-o OPTIONS]\n");
+					"[-m blackhole|answer|nxdomain|refused|listen|idle|tcp-blackhole|tcp-answer] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] "
+					"[-o OPTIONS] [-S SEARCH]\n");
 			return 2;
 		}
 	}
@@ -281,6 +346,16 @@ int main(int argc, char **argv)
 			respond(s, !strcmp(mode, "nxdomain"));
 		}
 		close(s);
+	}
+	if (!strcmp(mode, "tcp-blackhole") || !strcmp(mode, "tcp-answer")) {
+		/* listening before any worker starts: no lookup is refused */
+		int l = tcp53();
+		responder = fork();
+		if (responder == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			tcp_server(l, !strcmp(mode, "tcp-answer"));
+		}
+		close(l);
 	}
 	/* Each worker counts in its own slot. */
 	struct tally *t = mmap(NULL, nprocs * sizeof(*t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

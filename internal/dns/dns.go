@@ -1,0 +1,116 @@
+// Package dns reads the question of a DNS query from the first bytes of
+// its message, as the kernel copies them from a send to port 53. The
+// bytes come from any process and may be cut anywhere, so nothing here
+// trusts them: bad input yields ok == false, never a panic.
+package dns
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+)
+
+// Question is the first question of a query.
+type Question struct {
+	ID   uint16
+	Name string // dotted, without the root's trailing dot; bytes outside [a-zA-Z0-9-_] escaped as \DDD
+	Type uint16 // 0 when the bytes ended before it
+	// Cut: the bytes ended inside the name or before its type (the
+	// kernel copies the first 128 bytes of a message); Name holds the
+	// labels read whole.
+	Cut bool
+}
+
+const headerLen = 12
+
+// Parse reads the first question of a DNS query message (RFC 1035 4.1).
+// ok is false for bytes that are not a query: a response (QR set), no
+// question, a compression pointer or a label type a query's name does not
+// use, or a name longer than 255 bytes.
+func Parse(b []byte) (q Question, ok bool) {
+	if len(b) < headerLen {
+		return q, false
+	}
+	q.ID = binary.BigEndian.Uint16(b)
+	flags := binary.BigEndian.Uint16(b[2:])
+	if flags&0x8000 != 0 || flags>>11&0xf > 2 { // QR: a response; opcodes beyond QUERY, IQUERY, STATUS
+		return q, false
+	}
+	if binary.BigEndian.Uint16(b[4:]) == 0 {
+		return q, false
+	}
+	var name strings.Builder
+	p, total := headerLen, 0
+	for {
+		if p >= len(b) {
+			q.Name, q.Cut = name.String(), true
+			return q, true
+		}
+		l := int(b[p])
+		p++
+		if l == 0 {
+			break
+		}
+		if l > 63 { // 0xc0: a pointer; 0x40, 0x80: reserved label types
+			return q, false
+		}
+		if total += l + 1; total > 255 {
+			return q, false
+		}
+		if p+l > len(b) {
+			q.Name, q.Cut = name.String(), true
+			return q, true
+		}
+		if name.Len() > 0 {
+			name.WriteByte('.')
+		}
+		for _, c := range b[p : p+l] {
+			if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+				name.WriteByte(c)
+			} else {
+				name.WriteString(`\` + pad3(c))
+			}
+		}
+		p += l
+	}
+	q.Name = name.String()
+	if q.Name == "" {
+		q.Name = "."
+	}
+	if p+2 > len(b) {
+		q.Cut = true
+		return q, true
+	}
+	q.Type = binary.BigEndian.Uint16(b[p:])
+	return q, true
+}
+
+func pad3(c byte) string {
+	s := strconv.Itoa(int(c))
+	return strings.Repeat("0", 3-len(s)) + s
+}
+
+var typeNames = map[uint16]string{
+	1: "A", 2: "NS", 5: "CNAME", 6: "SOA", 12: "PTR", 15: "MX", 16: "TXT", 28: "AAAA",
+	33: "SRV", 35: "NAPTR", 43: "DS", 48: "DNSKEY", 64: "SVCB", 65: "HTTPS", 255: "ANY",
+}
+
+// TypeName is a query type's mnemonic ("A", "AAAA"), TYPEn for others
+// (RFC 3597), "?" for a type the bytes did not reach (0).
+func TypeName(t uint16) string {
+	if t == 0 {
+		return "?"
+	}
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
+	return "TYPE" + strconv.Itoa(int(t))
+}
+
+// String is "NAME TYPE", with "..." after a name the bytes cut.
+func (q Question) String() string {
+	if q.Cut && q.Type == 0 {
+		return q.Name + "..."
+	}
+	return q.Name + " " + TypeName(q.Type)
+}
