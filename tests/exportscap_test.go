@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -244,7 +245,8 @@ func TestExportScapGolden(t *testing.T) {
 }
 
 // A recording of programs whose calls are known: 500 getppid, an openat
-// that creates a file and one that fails with ENOENT, threads started and
+// that creates a file (O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0640) and one
+// that fails with ENOENT (O_RDONLY), threads started and
 // joined one at a time and a process exiting with 7.
 func TestExportScapLive(t *testing.T) {
 	requireBPF(t)
@@ -266,6 +268,19 @@ func TestExportScapLive(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^[0-9]+ `+regexp.QuoteMeta(created)+`$`).MatchString(opens) ||
 		!strings.Contains(opens, "-2 /nonexistent/sysray") {
 		t.Errorf("sysdig's openat calls of the openat program:\n%s\nwant %s opened and /nonexistent/sysray failing with -2 (ENOENT)", opens, created)
+	}
+	// The openat program's flags, in scap's bits, as sysdig names them
+	// (in its own order: compared as sets).
+	flags := map[string]string{}
+	for _, l := range sysdigLines(t, out, "evt.type=openat and evt.dir=< and proc.name=openat", "%evt.arg.name %evt.arg.flags %evt.arg.mode") {
+		if f := strings.Fields(l); len(f) == 3 {
+			names := strings.Split(f[1], "|")
+			sort.Strings(names)
+			flags[f[0]] = strings.Join(names, "|") + " " + f[2]
+		}
+	}
+	if flags[created] != "O_CLOEXEC|O_CREAT|O_TRUNC|O_WRONLY 0640" || flags["/nonexistent/sysray"] != "O_RDONLY 0" {
+		t.Errorf("sysdig's openat flags and modes: %q, want O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC 0640 for %s and O_RDONLY 0 for /nonexistent/sysray", flags, created)
 	}
 	exits := sysdigLines(t, out, "evt.type=procexit and proc.name=exit7", "%thread.tid %evt.arg.status")
 	if len(exits) < 2 {

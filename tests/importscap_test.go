@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,5 +173,38 @@ func TestImportScapBlocks(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s: events by type and thread:\n got %v\nwant %v (tshark)", f, got, want)
 		}
+	}
+}
+
+// An imported open's flags are the ones sysdig names for the same calls,
+// in the same order: scap's PPM_O_* bits read back as the Linux flags.
+func TestImportScapFlags(t *testing.T) {
+	needTool(t, "sysdig")
+	sorted := func(s string) string {
+		names := strings.Split(s, "|")
+		sort.Strings(names)
+		return strings.Join(names, "|")
+	}
+	openRe := regexp.MustCompile(`\) open\("[^"]*", ([A-Z_|]+)`)
+	for _, f := range []string{"cat_write.scap", "curl_google.scap"} {
+		t.Run(f, func(t *testing.T) {
+			in := scapFixture(f)
+			var want []string
+			for _, l := range sysdigLines(t, in, "evt.type=open and evt.dir=<", "%evt.arg.flags") {
+				want = append(want, sorted(strings.TrimSpace(l)))
+			}
+			capPath := filepath.Join(t.TempDir(), "imported.sysray")
+			if r := run(t, "import", "--from", "scap", in, "-w", capPath); r.code != 0 {
+				t.Fatalf("import: %d %s", r.code, r.stderr)
+			}
+			var got []string
+			for _, m := range openRe.FindAllStringSubmatch(runOut(t, "read", capPath).stdout, -1) {
+				got = append(got, sorted(m[1]))
+			}
+			if len(want) == 0 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("sysray read's open flags:\n%s\nsysdig's:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			t.Logf("%d opens, flags as sysdig names them (%s ...)", len(got), want[0])
+		})
 	}
 }

@@ -178,7 +178,7 @@ func syscallNr(en, x *Event) (uint32, string, bool) {
 }
 
 // integral says a parameter type is a plain number the registers held
-// as such (flags and modes are re-encoded by the tracer, so not these).
+// as such (flags are re-encoded by the tracer: flagConv converts some).
 func integral(t uint8) bool {
 	switch t {
 	case ptInt8, ptInt16, ptInt32, ptInt64, ptUint8, ptUint16, ptUint32, ptUint64, ptFD, ptPID, ptSigtype:
@@ -244,9 +244,16 @@ func decode(nr uint32, en, x *Event, sc *event.Syscall) {
 		if n, ok := argNames[name]; ok {
 			name = n
 		}
+		_, toLinux := flagConv(a.Kind)
 		for _, e := range []*Event{en, x} {
 			if e == nil {
 				continue
+			}
+			if j, ok := e.param(name); ok && toLinux != nil {
+				if v, ok := e.Int(j); ok {
+					sc.Args[i] = toLinux(uint64(v))
+					break
+				}
 			}
 			if j, ok := e.param(name); ok && integral(e.paramType(j)) {
 				if v, ok := e.Int(j); ok {

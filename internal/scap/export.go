@@ -541,6 +541,19 @@ func specArg(spec *event.Spec, sc *event.Syscall, name string) (uint64, bool) {
 	return 0, false
 }
 
+// specFlagArg is the argument of a flags parameter and its kind.
+func specFlagArg(spec *event.Spec, sc *event.Syscall, name string) (event.ArgKind, uint64, bool) {
+	if spec == nil {
+		return 0, 0, false
+	}
+	for i, a := range spec.Args {
+		if i < 6 && (a.Name == name || argNames[a.Name] == name || exportNames[a.Name] == name) {
+			return a.Kind, sc.Args[i], true
+		}
+	}
+	return 0, 0, false
+}
+
 // params fills an event's parameters from the call: the return value,
 // descriptors, sizes and other plain numbers by name, paths in order;
 // everything else empty, at its type's width.
@@ -565,10 +578,11 @@ func (x *exporter) params(typ uint16, name string, spec *event.Spec, e *event.Ev
 			out[i] = intParam(p.typ, uint64(writeSC[name]))
 		case p.name == "nativeID":
 			out[i] = intParam(p.typ, uint64(sc.Nr))
-		case p.name == "domain" && p.typ == ptFlags32:
-			// scap's PPM_AF_* are the Linux address family numbers.
-			if v, ok := specArg(spec, sc, p.name); ok {
-				out[i] = intParam(p.typ, v)
+		case p.typ == ptFlags32 && paramWidth(p.typ) > 0:
+			if k, v, ok := specFlagArg(spec, sc, p.name); ok {
+				if toScap, _ := flagConv(k); toScap != nil {
+					out[i] = intParam(p.typ, toScap(v))
+				}
 			}
 		case p.typ == ptSockaddr:
 			if spec != nil {
@@ -652,7 +666,12 @@ func (x *exporter) effects(typ uint16, name string, e *event.Event, params [][]b
 			}
 		}
 		if x.forks[[2]uint32{e.TID, uint32(sc.Ret)}] {
-			num("flags", ppmCLThread)
+			// With the flags params filled from clone's argument.
+			for i, p := range ps {
+				if p.name == "flags" && len(params[i]) == 4 {
+					params[i] = intParam(p.typ, uint64(binary.LittleEndian.Uint32(params[i]))|ppmCLThread)
+				}
+			}
 		}
 		// The child's: libsinsp makes the child from the parent's return
 		// when that comes first.
