@@ -128,12 +128,17 @@ func lockStack(stack []event.Frame) []string {
 }
 
 // faultWait takes a thread's sleeps outside syscalls: those at a page
-// fault's wait for the mmap lock.
+// fault's wait for the mmap lock, when they waited the slow bar on average.
+// A call under the bar carries no sleeps, so the calls' waits count from
+// it; a fault's own wait is not known (the kernel sums a place's sleeps),
+// so its place's mean stands for it. A thread's first fault on a new
+// stack, waiting a millisecond or two while a sibling maps its own (the
+// MAP_32BIT story's threads), is then as unseen as a 2 ms mmap is.
 func (m *mmapLock) faultWait(e *event.Event) {
 	var p *mmapProc
 	for i := range e.FaultWait.Places {
 		pl := &e.FaultWait.Places[i]
-		if !faultMmapLock(pl) {
+		if !faultMmapLock(pl) || pl.Count == 0 || pl.Duration/uint64(pl.Count) < m.bar {
 			continue
 		}
 		if p == nil {
