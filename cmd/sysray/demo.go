@@ -50,7 +50,10 @@ var demos = []demo{
 	{"fdleak", "A server that never closes the connections it accepts reaches its descriptor limit: accept4 fails with EMFILE in a busy loop.",
 		[]string{"fdleak", "-k", "accept", "-l", "128", "-d", "2"}, []doctor.ID{doctor.FDExhaustion}},
 	{"memcg", "A container with a 32 MiB memory limit writes and reads back 128 MiB files: its reads and writes sleep in its own cgroup's reclaim.",
-		[]string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "2"}, []doctor.ID{doctor.CgroupLimit}},
+		// Both name the one cause, a limit under the working set: the time
+		// in reclaim (cgroup-limit) and the file read back from disk each
+		// pass (page-cache-thrash), whichever cost more in the run.
+		[]string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "2"}, []doctor.ID{doctor.CgroupLimit, doctor.PageCacheThrash}},
 	{"writeback", "A writer on a host whose dirty-page limits are small (vm.dirty_bytes 4 MiB) writes 8 MiB at a time: each write() sleeps until writeback catches up.",
 		[]string{"blockedio", "-mode", "dirty", "-mb", "64", "-n", "8"}, []doctor.ID{doctor.BlockedIO}},
 	{"hotcall", "One process calls getppid about a million times a second: the syscall's fixed cost is the program's time.",

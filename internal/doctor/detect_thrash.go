@@ -652,7 +652,10 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		ev["limit_bytes"], ev["limit_file"] = limit, limitName
 		ev["memory_current_bytes"] = g.last.Current
 	}
-	size := thrashBytes(g.workingSet())
+	size := "size unknown" // a deleted file's, read after it went
+	if ws := g.workingSet(); ws > 0 {
+		size = thrashBytes(ws)
+	}
 	var title, summary string
 	faults := fmt.Sprintf("%s asleep in %d page faults on it, and %s reclaiming memory inside faults: %s in all, %.0f%% of the threads' time",
 		units.Duration(g.ns), g.count, units.Duration(g.reclaimNS), units.Duration(lost), 100*share)
@@ -670,8 +673,8 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 	}
 	switch {
 	case sev == Warning && g.viaRead():
-		title = fmt.Sprintf("%s read %s from disk again and again: the %s file does not fit the %s limit of %s (%s lost waiting for its pages in %s)",
-			who, file, size, thrashBytes(limit), where, units.Duration(lost), callList(g.readCalls))
+		title = fmt.Sprintf("%s read %s from disk again and again: the %sfile does not fit the %s limit of %s (%s lost waiting for its pages in %s)",
+			who, file, sized(size), thrashBytes(limit), where, units.Duration(lost), callList(g.readCalls))
 		summary = fmt.Sprintf("%s reads %s (%s) pass after pass with %s, but %s holds at most %s (%s; %s in use at the last read). "+
 			"Each page a read brings into the page cache makes the kernel evict an older one, and with a working set larger than the limit "+
 			"the page evicted is the one a later pass needs: the kernel read %d pages of the cgroup's files back in soon after evicting them "+
@@ -680,8 +683,8 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 			who, file, size, callList(g.readCalls), where, thrashBytes(limit), limitName, thrashBytes(g.last.Current), g.refaults,
 			faults, strings.Join(firstN(g.stack, 6), " ← "))
 	case sev == Warning:
-		title = fmt.Sprintf("%s read %s from disk again and again: its %s mapping does not fit the %s limit of %s (%s lost in page faults)",
-			who, file, size, thrashBytes(limit), where, units.Duration(lost))
+		title = fmt.Sprintf("%s read %s from disk again and again: its %smapping does not fit the %s limit of %s (%s lost in page faults)",
+			who, file, sized(size), thrashBytes(limit), where, units.Duration(lost))
 		summary = fmt.Sprintf("%s maps %s (%s) and reads it pass after pass, but %s holds at most %s (%s; %s in use at the last read). "+
 			"Each new page the reader faults in makes the kernel evict an older one, and with a working set larger than the limit the page "+
 			"evicted is the one a later pass needs: the kernel read %d pages of the cgroup's files back in soon after evicting them "+
@@ -775,4 +778,12 @@ func thrashRefaultsNow(cg string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// sized is a size before a noun ("96.0 MiB "), or nothing when unknown.
+func sized(size string) string {
+	if size == "size unknown" {
+		return ""
+	}
+	return size + " "
 }
