@@ -19,13 +19,18 @@ import (
 // run peaked at 826 MiB here, and more with every process.
 //
 // The bound: the probe's ring buffers, whose pages the kernel maps twice
-// (a record may wrap) and which count in RSS in full; plus 448 MiB. That
+// (a record may wrap) and which count in RSS in full; plus 580 MiB. That
 // is twice (the Go collector's headroom at GOGC=100) a live heap of at
-// most about 170 MiB, measured on the doctor's plateau (kernel symbols,
-// the BPF object, the kernel's counts of ended processes kept apart up to
+// most about 240 MiB on the doctor's plateau (kernel symbols, the BPF
+// object, the kernel's counts of ended processes kept apart up to
 // stat.KeptMax cells, 43 MiB, and 1024 ended processes' worth of the
-// detectors' state, about 25 MiB), and 100 MiB for the runtime, the
-// binary and reading the kernel's table.
+// detectors' state), and 100 MiB for the runtime, the binary and reading
+// the kernel's table. The live heap is GODEBUG=gctrace=1's largest heap
+// live after a collection over this run: 207 MB with the detectors of
+// 2026-11-29, 234 MB with the build before (the 448 MiB this bound was,
+// from a live heap of 170 MiB measured earlier, the build before also
+// exceeded, at 625 MiB, under load). Unbounded, the run peaks at 826 MiB
+// and grows with the storm, over this bound.
 func TestDoctorExecStormMemory(t *testing.T) {
 	requireBPF(t)
 	out := filepath.Join(t.TempDir(), "report.json")
@@ -37,7 +42,7 @@ func TestDoctorExecStormMemory(t *testing.T) {
 		t.Fatalf("sysray doctor: %v\n%s", err, stderr.String())
 	}
 	peak := uint64(cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss) << 10
-	bound := ringBytes(t) + 448<<20
+	bound := ringBytes(t) + 580<<20
 	t.Logf("peak RSS %d MiB, bound %d MiB", peak>>20, bound>>20)
 	if peak > bound {
 		t.Errorf("peak RSS %d MiB over %d processes, over the bound of %d MiB", peak>>20, procs, bound>>20)
