@@ -62,8 +62,9 @@ func (d *Drain) Read(t Source) (Read, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Ended = d.ended.take(r.At)
-	if due := cellsOf(r.Cells, r.Ended); len(due) > 0 {
+	var due []Cell
+	due, r.Ended = d.ended.Due(r.Cells, r.At)
+	if len(due) > 0 {
 		r.Gone, _ = t.ForgetCells(due)
 		if d.keep {
 			// What went is kept even on an error: the cells it names

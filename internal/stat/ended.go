@@ -53,7 +53,8 @@ func (p *Ended) End(pid uint32, at uint64) {
 }
 
 // Due returns those of cells, whose read began at at, whose processes ended
-// at least the settle time before: their counts are final, and were before
+// at least the settle time before, and those processes (with cells or
+// without): their counts are final, and were before
 // the read began, so the cells hold them whole. (Taken after a read, at
 // would let a read slower than the settle time hand over a cell read before
 // its process's last calls, which would then go uncounted with the cell.)
@@ -65,11 +66,12 @@ func (p *Ended) End(pid uint32, at uint64) {
 // far beyond the settle time. Counts of such a newcomer made before its
 // predecessor's cells went are counted as the predecessor's, as the
 // kernel's table itself would count them.
-func (p *Ended) Due(cells []Cell, at uint64) []Cell {
+func (p *Ended) Due(cells []Cell, at uint64) (due []Cell, pids map[uint32]bool) {
 	if p == nil {
-		return nil
+		return nil, nil
 	}
-	return cellsOf(cells, p.take(at))
+	pids = p.take(at)
+	return cellsOf(cells, pids), pids
 }
 
 // take returns the processes ended at least the settle time before at,

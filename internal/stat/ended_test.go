@@ -21,18 +21,18 @@ func TestEndedDue(t *testing.T) {
 	pr := NewEnded(settle)
 	pr.End(6, 1000)
 	cells := []Cell{pcell(5, 0, 10, nil), pcell(6, 0, 4, nil), pcell(6, 1, 2, nil)}
-	if due := pr.Due(cells, 1000+settle-1); len(due) != 0 {
+	if due, _ := pr.Due(cells, 1000+settle-1); len(due) != 0 {
 		t.Fatalf("due before the end settled: %v", due)
 	}
-	due := pr.Due(cells, 1000+settle)
-	if len(due) != 2 || due[0].PID != 6 || due[1].PID != 6 {
-		t.Fatalf("due = %v, want pid 6's two cells", due)
+	due, pids := pr.Due(cells, 1000+settle)
+	if len(due) != 2 || due[0].PID != 6 || due[1].PID != 6 || len(pids) != 1 || !pids[6] {
+		t.Fatalf("due = %v of %v, want pid 6's two cells", due, pids)
 	}
-	if again := pr.Due(cells, 1000+2*settle); len(again) != 0 {
+	if again, _ := pr.Due(cells, 1000+2*settle); len(again) != 0 {
 		t.Fatalf("due twice: %v", again)
 	}
 	var none *Ended
-	if due := none.Due(cells, 1<<40); due != nil {
+	if due, _ := none.Due(cells, 1<<40); due != nil {
 		t.Fatalf("a nil pruner let cells go: %v", due)
 	}
 }
