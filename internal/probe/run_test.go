@@ -50,7 +50,7 @@ func mergeAll(t *testing.T, cut uint64, evs []event.Event) []event.Event {
 // record lays e out as the BPF programs write it (bpf/sysray.h), for the
 // kinds and fields these tests use: syscalls with captured data and sleeps
 // without stacks, and page faults.
-func record(t *testing.T, e *event.Event) []byte {
+func record(t testing.TB, e *event.Event) []byte {
 	t.Helper()
 	var b []byte
 	switch e.Kind {
