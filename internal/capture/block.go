@@ -130,7 +130,15 @@ func (b *BlockBuilder) seal(out []byte) []byte {
 	b.raw = raw[:n]
 	start := len(out)
 	out = append(out, make([]byte, frameSize)...)
-	out = encoder().EncodeAll(raw, out)
+	// zstd compresses the records; the times join its frame as raw
+	// blocks (docs/capture-format.md, "Events").
+	out = encoder().EncodeAll(raw[:n], out)
+	if len(b.times) > 0 {
+		var ok bool
+		if out, ok = appendRawBlocks(out, start+frameSize, b.times); !ok {
+			out = encoder().EncodeAll(raw, out[:start+frameSize])
+		}
+	}
 	codec := uint8(codecZstd)
 	if len(out)-start-frameSize >= len(raw) {
 		// Incompressible (mostly captured data): storing it as is reads

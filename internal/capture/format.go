@@ -177,3 +177,111 @@ var (
 		return d
 	})
 )
+
+// appendRawBlocks adds tail to the content of the zstd frame that starts at
+// out[at] and ends out, as raw blocks: a block's times are clock noise,
+// which zstd shrank by 6% on a capture of redis for a third of its time on
+// the block. The frame stays an ordinary one (RFC 8878) that any zstd
+// decoder reads: its header is rewritten for the new content size, as a
+// single segment, and the block that was last is last no more. ok is false,
+// and out unchanged, for a frame it does not take apart (with a checksum,
+// a dictionary or no content size), which the encoder here makes only for
+// contents under 256 bytes.
+func appendRawBlocks(out []byte, at int, tail []byte) (_ []byte, ok bool) {
+	f := out[at:]
+	if len(f) < 6 || binary.LittleEndian.Uint32(f) != zstdMagic {
+		return out, false
+	}
+	fhd := f[4]
+	if fhd&(1<<2|3) != 0 { // a checksum, a dictionary
+		return out, false
+	}
+	hdr := 5
+	if fhd&(1<<5) == 0 { // a window descriptor
+		hdr++
+	}
+	var content uint64
+	switch fhd >> 6 {
+	case 0:
+		if fhd&(1<<5) == 0 {
+			return out, false // no content size
+		}
+		content = uint64(f[hdr])
+		hdr++
+	case 1:
+		content = uint64(binary.LittleEndian.Uint16(f[hdr:])) + 256
+		hdr += 2
+	case 2:
+		content = uint64(binary.LittleEndian.Uint32(f[hdr:]))
+		hdr += 4
+	default:
+		content = binary.LittleEndian.Uint64(f[hdr:])
+		hdr += 8
+	}
+	last := hdr
+	for {
+		if last+3 > len(f) {
+			return out, false
+		}
+		h := uint32(f[last]) | uint32(f[last+1])<<8 | uint32(f[last+2])<<16
+		size := int(h >> 3)
+		switch (h >> 1) & 3 {
+		case 1: // RLE: one byte, repeated
+			size = 1
+		case 3:
+			return out, false
+		}
+		if h&1 != 0 {
+			if last+3+size != len(f) {
+				return out, false
+			}
+			break
+		}
+		last += 3 + size
+	}
+	content += uint64(len(tail))
+
+	// A single segment: the window is the whole content, which an events
+	// section's limit (maxSection) bounds, and every block may be
+	// zstdMaxBlock long.
+	var nh [9]byte
+	binary.LittleEndian.PutUint32(nh[:], zstdMagic)
+	var m int
+	switch {
+	case content < 256:
+		nh[4], nh[5], m = 1<<5, byte(content), 6
+	case content < 65536+256:
+		nh[4], m = 1<<5|1<<6, 7
+		binary.LittleEndian.PutUint16(nh[5:], uint16(content-256))
+	default:
+		nh[4], m = 1<<5|2<<6, 9
+		binary.LittleEndian.PutUint32(nh[5:], uint32(content))
+	}
+	f[last] &^= 1
+	if m > hdr {
+		out = append(out, nh[:m-hdr]...)
+		f = out[at:]
+		copy(f[m:], f[hdr:])
+	} else if m < hdr {
+		copy(f[m:], f[hdr:])
+		out = out[:len(out)-(hdr-m)]
+		f = out[at:]
+	}
+	copy(f, nh[:m])
+	for len(tail) > 0 {
+		n := min(len(tail), zstdMaxBlock)
+		h := uint32(n) << 3 // type 0: raw
+		if n == len(tail) {
+			h |= 1
+		}
+		out = append(out, byte(h), byte(h>>8), byte(h>>16))
+		out = append(out, tail[:n]...)
+		tail = tail[n:]
+	}
+	return out, true
+}
+
+const (
+	zstdMagic    = 0xFD2FB528
+	zstdMaxBlock = 128 << 10 // a block's largest size, in any window of at least this
+)
