@@ -221,7 +221,12 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	failed := make(chan struct{})
 	var failErr error
 	var failOnce sync.Once
-	fail := func(err error) { failOnce.Do(func() { failErr = err; close(failed) }) }
+	// hasFailed is failed for the consumer, which checks it for every
+	// event: a select on the channel there was 1% of record's CPU.
+	var hasFailed atomic.Bool
+	fail := func(err error) {
+		failOnce.Do(func() { failErr = err; hasFailed.Store(true); close(failed) })
+	}
 	if len(opts.Command) > 0 || opts.Out != nil {
 		// Go would end sysray with SIGPIPE on a write to a closed
 		// stdout, in the middle of an event: the write fails with EPIPE
@@ -245,10 +250,8 @@ func Run(opts Options, fn func(*event.Event) error) (Result, error) {
 	}
 	inner := consume
 	consume = func(e *event.Event) error {
-		select {
-		case <-failed:
+		if hasFailed.Load() {
 			return failErr // what is left after the cut goes nowhere
-		default:
 		}
 		if err := inner(e); err != nil {
 			fail(err)

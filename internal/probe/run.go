@@ -464,23 +464,45 @@ func (m *merger) emitReady(all bool) error {
 		if best < 0 {
 			return nil
 		}
-		if !all {
-			// Another ring might still hold an older record it has not read.
-			for i := range m.queues {
-				if i != best && len(m.queues[i]) == 0 && m.marks[i] < bestKey {
-					return nil
+		// What holds best's run back: the next record of every other
+		// ring (the lowest ring first among equal ones) and, unless all
+		// goes, the mark of every ring with nothing queued, which might
+		// still hold an older record it has not read. The run goes out
+		// without a scan of every ring per record, which on a host of
+		// many CPUs would be most of the merger's work.
+		head, headRing, mark := uint64(math.MaxUint64), len(m.queues), uint64(math.MaxUint64)
+		for i := range m.queues {
+			if i == best {
+				continue
+			}
+			if h := m.head(i); h != nil {
+				if h.end < head {
+					head, headRing = h.end, i
 				}
+			} else if !all {
+				mark = min(mark, m.marks[i])
 			}
 		}
-		b, r := m.queues[best][0], m.head(best)
-		if err := decode(b.buf[r.off:r.off+r.len], &m.ev, &m.comms, m.stacks); err != nil {
-			if m.decodeErr == nil {
-				m.decodeErr = fmt.Errorf("ring %d: %w", b.ring, err)
+		for {
+			b, r := m.queues[best][0], m.head(best)
+			if r.end > head || (r.end == head && headRing < best) {
+				break // another ring's turn
 			}
-		} else if err := m.emit(&m.ev); err != nil {
-			return err
+			if r.end > mark {
+				return nil
+			}
+			if err := decode(b.buf[r.off:r.off+r.len], &m.ev, &m.comms, m.stacks); err != nil {
+				if m.decodeErr == nil {
+					m.decodeErr = fmt.Errorf("ring %d: %w", b.ring, err)
+				}
+			} else if err := m.emit(&m.ev); err != nil {
+				return err
+			}
+			m.pop(best)
+			if len(m.queues[best]) == 0 {
+				break
+			}
 		}
-		m.pop(best)
 	}
 }
 
