@@ -2,6 +2,7 @@ package capture
 
 import (
 	"encoding/binary"
+	"math/bits"
 
 	"github.com/sysray/sysray/internal/event"
 )
@@ -96,9 +97,7 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		}
 		prev = s.syscall(th, sc.Nr)
 		for i := range sc.Args {
-			if sc.Args[i] != prev.args[i] {
-				changed |= 1 << i
-			}
+			changed |= byte(b2u(sc.Args[i] != prev.args[i]) << i)
 		}
 		if sc.Ret != prev.ret {
 			changed |= sysRet
@@ -109,13 +108,10 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		if changed != 0 {
 			flags |= fSys
 		}
+		// Without branches: whether a call carries data changes from
+		// call to call, and mispredicting it was most of this loop's cost.
 		for i := range sc.Data {
-			if sc.Data[i] != nil {
-				dataMask |= 1 << i
-			}
-			if sc.Truncated[i] {
-				dataMask |= 1 << (6 + i)
-			}
+			dataMask |= b2u(sc.Data[i] != nil)<<i | b2u(sc.Truncated[i])<<(6+i)
 		}
 		if dataMask != 0 {
 			flags |= fData
@@ -175,10 +171,9 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		}
 		if changed != 0 {
 			b = append(b, changed)
-			for i := range sc.Args {
-				if changed&(1<<i) != 0 {
-					b = appendUvarint(b, zigzag(int64(sc.Args[i]-prev.args[i])))
-				}
+			for c := changed & (1<<len(sc.Args) - 1); c != 0; c &= c - 1 {
+				i := bits.TrailingZeros8(c)
+				b = appendUvarint(b, zigzag(int64(sc.Args[i]-prev.args[i])))
 			}
 			if changed&sysRet != 0 {
 				b = appendUvarint(b, zigzag(sc.Ret-prev.ret))
@@ -406,6 +401,14 @@ func appendStacks(b []byte, sc *event.Syscall) []byte {
 		b = appendFrames(b, sl.WakerStack)
 	}
 	return b
+}
+
+func b2u(c bool) uint64 {
+	var u uint64
+	if c {
+		u = 1
+	}
+	return u
 }
 
 func bit(cond bool, b uint64) uint64 {

@@ -210,6 +210,10 @@ func TestDecodeReusesEvent(t *testing.T) {
 	evs := []event.Event{
 		{Kind: event.KindSyscall, Time: 1, TID: 2, Comm: "a", Syscall: event.Syscall{Nr: 257, Args: [6]uint64{1, 2}, Ret: -2, Latency: 5,
 			Data: [6][]byte{1: []byte("/etc")}, Sleeps: []event.Sleep{{Duration: 3, Count: 1}}}},
+		// A syscall after a syscall: only what the first carried is cleared.
+		{Kind: event.KindSyscall, Time: 1, TID: 2, Comm: "a", Syscall: event.Syscall{Nr: 1, Latency: 2, Unfinished: true}},
+		{Kind: event.KindSyscall, Time: 1, TID: 2, Comm: "a", Syscall: event.Syscall{Nr: 0, Args: [6]uint64{3}, Ret: 4, Latency: 2,
+			Data: [6][]byte{1: []byte("ab")}}},
 		{Kind: event.KindPageFault, Time: 2, TID: 3, Comm: "b", Fault: event.Fault{Addr: 9, IP: 8, Error: 4, SP: 7}},
 		{Kind: event.KindSyscall, Time: 3, TID: 2, Comm: "a", Syscall: event.Syscall{Nr: 0, Latency: 1}},
 		{Kind: event.KindPageFault, Time: 4, TID: 2, Comm: "a", Fault: event.Fault{Addr: 1}},
