@@ -135,28 +135,32 @@ func (b *BlockBuilder) Finish() Block {
 func (b *BlockBuilder) seal(out []byte) []byte {
 	n := len(b.raw)
 	binary.LittleEndian.PutUint32(b.raw, uint32(n-recordsLenSize))
-	raw := append(b.raw, b.times...)
-	b.raw = raw[:n]
+	rawLen := n + len(b.times)
 	start := len(out)
 	out = append(out, make([]byte, frameSize)...)
 	// zstd compresses the records; the times join its frame as raw
 	// blocks (docs/capture-format.md, "Events").
-	out = encoder().EncodeAll(raw[:n], out)
+	out = encoder().EncodeAll(b.raw, out)
+	ok := true
 	if len(b.times) > 0 {
-		var ok bool
-		if out, ok = appendRawBlocks(out, start+frameSize, b.times); !ok {
-			out = encoder().EncodeAll(raw, out[:start+frameSize])
-		}
+		out, ok = appendRawBlocks(out, start+frameSize, b.times)
 	}
 	codec := uint8(codecZstd)
-	if len(out)-start-frameSize >= len(raw) {
-		// Incompressible (mostly captured data): storing it as is reads
-		// faster and is no bigger.
-		out = append(out[:start+frameSize], raw...)
-		codec = codecNone
+	if !ok || len(out)-start-frameSize >= rawLen {
+		raw := append(b.raw, b.times...)
+		b.raw = raw[:n]
+		if !ok {
+			out = encoder().EncodeAll(raw, out[:start+frameSize])
+		}
+		if len(out)-start-frameSize >= rawLen {
+			// Incompressible (mostly captured data): storing it as is
+			// reads faster and is no bigger.
+			out = append(out[:start+frameSize], raw...)
+			codec = codecNone
+		}
 	}
 	payload := out[start+frameSize:]
-	fr := frame{typ: frameEvents, codec: codec, rawLen: uint32(len(raw)), length: uint32(len(payload)), count: uint32(b.n), crc: crc32.Checksum(payload, castagnoli)}
+	fr := frame{typ: frameEvents, codec: codec, rawLen: uint32(rawLen), length: uint32(len(payload)), count: uint32(b.n), crc: crc32.Checksum(payload, castagnoli)}
 	fr.put(out[start:])
 	return out
 }

@@ -242,3 +242,47 @@ func TestAppendRawBlocks(t *testing.T) {
 		}
 	}
 }
+
+// A block of captured data zstd cannot shrink is stored as is (codec 0),
+// and one that zstd shrinks has the times in its frame; both read back.
+func TestSealCodecs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, noise := range []bool{true, false} {
+		var evs []event.Event
+		for i := range 50 {
+			d := bytes.Repeat([]byte("same "), 1000)
+			if noise {
+				for j := range d {
+					d[j] = byte(rng.Uint32())
+				}
+			}
+			evs = append(evs, event.Event{Kind: event.KindSyscall, Time: uint64(i) * 1000, TID: 9, PID: 9, Comm: "w",
+				Syscall: event.Syscall{Nr: 1, Args: [6]uint64{1, 2, 5000}, Ret: 5000, Latency: rng.Uint64N(1 << 20), Data: [6][]byte{1: d}}})
+		}
+		bb := NewBlockBuilder()
+		for i := range evs {
+			if err := bb.Add(&evs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		blk := bb.Finish()
+		if want := map[bool]uint8{true: codecNone, false: codecZstd}[noise]; blk.data[1] != want {
+			t.Errorf("noise %v: codec %d, want %d", noise, blk.data[1], want)
+		}
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteBlock(blk); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(nil); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := decodeFile(buf.Bytes())
+		if err != nil || !reflect.DeepEqual(got, evs) {
+			t.Fatalf("noise %v: %d events back of %d, %v", noise, len(got), len(evs), err)
+		}
+	}
+}
