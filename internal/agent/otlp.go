@@ -135,9 +135,9 @@ func NewOTLP(endpoint string, auth OTLPAuth, res []*commonpb.KeyValue, log *slog
 	if conn.tls != nil {
 		tr.TLSClientConfig = conn.tls
 	}
-	attrs := []any{"endpoint", pu.Redacted(), "headers", conn.names}
+	attrs := []any{"endpoint", pu.Redacted()}
 	if len(conn.names) > 0 {
-		attrs = append(attrs, "headers_from", conn.from)
+		attrs = append(attrs, "headers", conn.names, "headers_from", conn.from)
 	}
 	if conn.tls != nil {
 		attrs = append(attrs, "tls_ca", conn.ca, "tls_client_cert", conn.cert)
