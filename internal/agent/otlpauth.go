@@ -71,10 +71,10 @@ func (a OTLPAuth) resolve(endpoint string, getenv func(string) string) (*otlpCon
 		}
 		if len(a.Headers) > 0 {
 			flag := http.Header{}
-			for _, s := range a.Headers {
+			for i, s := range a.Headers {
 				k, v, err := parseHeader(s, "=")
 				if err != nil {
-					return nil, fmt.Errorf("--otlp-header: %w", err)
+					return nil, fmt.Errorf("--otlp-header (the %s): %w", ordinal(i+1), err)
 				}
 				flag.Add(k, v)
 			}
@@ -177,21 +177,23 @@ func pick(flag, name string, getenv func(string) string, envs []string) (string,
 // would not name.
 func ParseOTLPHeaders(s string) (http.Header, error) {
 	h := http.Header{}
+	n := 0
 	for _, p := range strings.Split(s, ",") {
 		if strings.TrimSpace(p) == "" {
 			continue
 		}
+		n++
 		k, v, ok := strings.Cut(p, "=")
 		if !ok {
-			return nil, fmt.Errorf("%q: want name=value", redactPair(p))
+			return nil, fmt.Errorf("pair %d: want name=value", n)
 		}
 		v, err := url.PathUnescape(v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: the value is not percent-encoded (%%XX)", strings.TrimSpace(k))
+			return nil, fmt.Errorf("pair %d: the value is not percent-encoded (%%XX)", n)
 		}
 		k, v, err = checkHeader(k, v)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("pair %d: %w", n, err)
 		}
 		h.Add(k, v)
 	}
@@ -202,17 +204,17 @@ func ParseOTLPHeaders(s string) (http.Header, error) {
 func parseHeader(s, seps string) (string, string, error) {
 	i := strings.IndexAny(s, seps)
 	if i < 0 {
-		want := "Name=Value"
 		if strings.Contains(seps, ":") {
-			want = "Name: Value or Name=Value"
+			return "", "", errors.New("want Name: Value or Name=Value")
 		}
-		return "", "", fmt.Errorf("%q: want %s", redactPair(s), want)
+		return "", "", errors.New("want Name=Value")
 	}
 	return checkHeader(s[:i], s[i+1:])
 }
 
 // checkHeader trims name and value and says what makes them no header.
-// Errors name the header, never its value.
+// Its errors show no value, nor a name that is not one: a malformed pair
+// may be a credential put where a name goes.
 func checkHeader(name, value string) (string, string, error) {
 	name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 	if name == "" {
@@ -221,7 +223,7 @@ func checkHeader(name, value string) (string, string, error) {
 	for _, r := range name {
 		// RFC 9110's token characters.
 		if r > 0x7e || r <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", r) {
-			return "", "", fmt.Errorf("%q: not a header name", name)
+			return "", "", errors.New("the name is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~)")
 		}
 	}
 	for _, r := range value {
@@ -230,16 +232,6 @@ func checkHeader(name, value string) (string, string, error) {
 		}
 	}
 	return http.CanonicalHeaderKey(name), value, nil
-}
-
-// redactPair is what an error may show of a malformed pair: a few of its
-// first characters, enough to find it, too few to be a credential.
-func redactPair(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) > 6 {
-		return s[:6] + "…"
-	}
-	return s
 }
 
 // readHeadersFile reads a headers file: "Name: Value" or "Name=Value" a
@@ -274,4 +266,18 @@ func readHeadersFile(path string) ([][2]string, error) {
 		out = append(out, [2]string{k, v})
 	}
 	return out, sc.Err()
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return fmt.Sprintf("%dth", n)
+	case n%10 == 1:
+		return fmt.Sprintf("%dst", n)
+	case n%10 == 2:
+		return fmt.Sprintf("%dnd", n)
+	case n%10 == 3:
+		return fmt.Sprintf("%drd", n)
+	}
+	return fmt.Sprintf("%dth", n)
 }
