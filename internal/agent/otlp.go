@@ -146,7 +146,12 @@ func NewOTLP(endpoint string, auth OTLPAuth, res []*commonpb.KeyValue, log *slog
 	return &OTLP{url: u, shown: pu.Redacted(), log: log, header: conn.header, queue: make(chan *logspb.LogRecord, otlpQueueLen), done: make(chan struct{}),
 		// A collector's deadline is seconds; a request that takes longer
 		// than this is not coming back.
-		client: &http.Client{Timeout: 10 * time.Second, Transport: tr},
+		client: &http.Client{Timeout: 10 * time.Second, Transport: tr,
+			// A redirect is an error, not followed: it could take the
+			// headers (a vendor's key in a header of its own, which Go
+			// forwards to any host) elsewhere, or an https endpoint's
+			// records to http.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		// Three attempts over some 6 s: long enough for a collector's
 		// restart or a dropped connection, short enough that one batch
 		// does not hold the queue for long.

@@ -311,3 +311,28 @@ func newTestPKI(t *testing.T) *testPKI {
 	}
 	return p
 }
+
+// A redirect is not followed: the headers and the records stay with the
+// endpoint given, and the answer counts as a failed request.
+func TestOTLPNoRedirect(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_LOGS_HEADERS", "")
+	elsewhere := &receiver{}
+	other := httptest.NewServer(elsewhere)
+	defer other.Close()
+	redir := httptest.NewServer(http.RedirectHandler(other.URL+"/v1/logs", http.StatusTemporaryRedirect))
+	defer redir.Close()
+	res, _ := ResourceAttrs("node-1", "")
+	o, err := NewOTLP(redir.URL, OTLPAuth{Headers: []string{"X-Api-Key=secret"}}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go o.Run(ctx)
+	defer func() { cancel(); <-o.Done() }()
+	o.Send(record(1))
+	waitFor(t, "the record dropped", func() bool { return value(o, "sysray_otlp_records_dropped_total", "export_failed") == 1 })
+	if r, _ := elsewhere.got(); r != 0 || value(o, "sysray_otlp_export_errors_total", "") != 1 {
+		t.Errorf("%d requests at the redirect's target, %v errors; want none and 1", r, value(o, "sysray_otlp_export_errors_total", ""))
+	}
+}
