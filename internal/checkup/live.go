@@ -242,6 +242,8 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 			return nil
 		}
 	}
+	steal := watchSteal(sick)
+	defer steal.Stop()
 	res, err := live.Run(opts, func(e *event.Event) error {
 		if drain != nil && e.Kind == event.KindExit && e.Proc.GroupDead {
 			drain.End(e.PID, hostfacts.Mono())
@@ -256,6 +258,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 	}
 	stopWatch()
 	session.ReportDrops(os.Stderr, res)
+	newDoctor().Steal(steal.Stop())
 	return newDoctor().Report(), res.ExitCode, nil
 }
 

@@ -134,7 +134,7 @@ func (s *slow) Observe(e *event.Event) {
 		// No switch-out at all: whether sleep tracking was on (so it ran
 		// on the CPU), the report knows.
 		if unstacked(name, sc) && len(s.unstacked) < unstackedMax {
-			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, sc: *sc})
+			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, cpu: e.CPU, sc: *sc})
 		}
 		return
 	}
@@ -147,7 +147,7 @@ func (s *slow) Observe(e *event.Event) {
 		g = newGroup(c.key, c.stack)
 		s.groups[c.key] = g
 	}
-	g.add(s.arch, e.PID, e.Comm, sc, name, c.stack, c.blocked, c.queued)
+	g.add(s.arch, e.PID, e.Comm, sc, name, c.stack, c.blocked, c.queued, 0)
 	s.count(c.key, name, sc, c.queued)
 }
 
@@ -178,8 +178,15 @@ func (s *slow) Findings(env *Env) []Finding {
 			g = newGroup(name, nil)
 			s.groups[name] = g
 		}
-		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0)
-		s.count(name, name, &u.sc, 0)
+		// A call that never switched out, with sleeps tracked, ran on one
+		// CPU throughout: what the hypervisor took of that CPU meanwhile
+		// was not the call's work.
+		var stolen uint64
+		if sleepsTracked(env, s.stacked) {
+			stolen = env.stolen(u.cpu, u.at, u.at+u.sc.Latency)
+		}
+		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0, stolen)
+		s.count(name, name, &u.sc, stolen)
 	}
 	s.unstacked = nil
 	var out []Finding
@@ -226,11 +233,16 @@ func (s *slow) Findings(env *Env) []Finding {
 			f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel", g.n, callList(g.calls), units.Duration(g.maxNS))
 			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, most of it on the CPU inside the kernel "+
 				"rather than asleep: the work the calls asked for is large (a big buffer, many pages, a long list).%s",
-				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), queuedText(g))
+				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), queuedText(g)+stolenText(g))
 			if queuedText(g) != "" {
 				f.Evidence["queued_ns"] = g.queuedNS
 			}
 			f.Fix = "Ask for less per call, or less often; `sysray profile -- CMD` shows the kernel functions the time goes to."
+			if stolenText(g) != "" && g.stolenNS*2 >= g.totalNS {
+				f.Title = fmt.Sprintf("%d slow %s, up to %s, most of it CPU time the hypervisor took (steal)", g.n, callList(g.calls), units.Duration(g.maxNS))
+				f.Fix = "The call is not the cause: this virtual machine's CPUs were given to other guests. " +
+					"Watch `st` in `top` or `vmstat 1`; ask the provider for dedicated CPUs or a larger instance, or move the work to a less loaded host."
+			}
 			if bulk == g.n {
 				f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel on large copies", g.n, callList(g.calls), units.Duration(g.maxNS))
 				f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, on the CPU inside the kernel, moving %s: "+
@@ -281,6 +293,17 @@ func queuedText(g *slowGroup) string {
 		return ""
 	}
 	return fmt.Sprintf(" Of that, %s went to waiting for a CPU while runnable: more runnable threads than CPUs.", units.Duration(g.queuedNS))
+}
+
+// stolenText says how much of the calls' time their virtual CPU was not
+// running (steal), when that is a tenth or more of it: the same share at
+// which their wait for a CPU is worth a sentence.
+func stolenText(g *slowGroup) string {
+	if g.stolenNS == 0 || g.stolenNS*10 < g.totalNS {
+		return ""
+	}
+	return fmt.Sprintf(" Of that, %s the hypervisor gave their virtual CPU to another guest (steal time): the calls stood still, "+
+		"and no switch in this guest shows it.", units.Duration(g.stolenNS))
 }
 
 func sleptWhere(g *slowGroup) string {

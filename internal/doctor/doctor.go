@@ -137,6 +137,7 @@ type Env struct {
 	threads map[uint32]*lifetime // by tid: first and last event
 	series  *Series              // live: the kernel's counts over time
 	oncpu   []CPUSample          // live: where the CPUs were, sampled
+	steal   *StealLog            // live: the CPUs' steal time, read over the run
 	// traced, when set, is the only stretch of time syscalls were traced
 	// (a duty-cycled agent): a thread's time counts only within it.
 	traced [2]uint64
