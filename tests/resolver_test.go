@@ -69,8 +69,12 @@ func checkNames(t *testing.T, f *finding, asked map[string]bool, all, aaaa bool)
 
 // checkResolver compares the finding with the scenario's own account:
 // with `timeout:1 attempts:1` and one A query a lookup, each lookup is one
-// timed-out wait, and the waits are the lookups' time but for the few
-// calls around each wait (under 5 ms a lookup here).
+// timed-out wait, about the second the resolver asked poll for (the kernel
+// never ends a poll's timeout early; glibc asks for what is left of the
+// second when it polls, a few ms less at most), and the waits are within the
+// lookups' time. How much of a lookup the calls around its wait take
+// depends on the host's load, not on the finding: a loaded run spent 6.5
+// ms a lookup there.
 func checkResolver(t *testing.T, rep doctorReport, lookups int, totalMS float64) {
 	t.Helper()
 	var f *finding
@@ -93,8 +97,8 @@ func checkResolver(t *testing.T, rep doctorReport, lookups int, totalMS float64)
 		t.Errorf("%v timed-out waits, want the scenario's %d lookups", f.Evidence["timed_out_waits"], lookups)
 	}
 	waited, _ := f.Evidence["waited_ns"].(float64)
-	if d := totalMS - waited/1e6; d < 0 || d > 5*float64(lookups) {
-		t.Errorf("waits %.1f ms against the lookups' %.1f ms: want at most 5 ms a lookup less", waited/1e6, totalMS)
+	if ms := waited / 1e6; ms > totalMS || ms < 990*float64(lookups) {
+		t.Errorf("waits %.1f ms against the lookups' %.1f ms: want at least 1 s a lookup, and no more than the lookups took", ms, totalMS)
 	}
 }
 
