@@ -142,6 +142,12 @@ func (s *slow) Observe(e *event.Event) {
 	if c.audit || c.waiting || event.Is(name, event.Waits) {
 		return // audit-backlog-stall's, or a wait by design
 	}
+	if sc.Latency-min(c.queued, sc.Latency) < s.bar {
+		// Slow only for the wait for a CPU: the host's load, which
+		// cpu-wait reports, not a slow call (a loaded host made
+		// map32's forks 18 ms, 13 of them queued).
+		return
+	}
 	g := s.groups[c.key]
 	if g == nil {
 		g = newGroup(c.key, c.stack)
@@ -184,6 +190,9 @@ func (s *slow) Findings(env *Env) []Finding {
 		var stolen uint64
 		if sleepsTracked(env, s.stacked) {
 			stolen = env.stolen(u.cpu, u.at, u.at+u.sc.Latency)
+		}
+		if u.sc.Latency-min(stolen, u.sc.Latency) < s.bar {
+			continue // slow only for the steal, as a call slow only for its wait for a CPU
 		}
 		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0, stolen)
 		s.count(name, name, &u.sc, stolen)

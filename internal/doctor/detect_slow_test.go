@@ -170,3 +170,20 @@ func TestStealLogDuring(t *testing.T) {
 		t.Errorf("no log: %d stolen", got)
 	}
 }
+
+// A call is slow for its own time: a clone of 18 ms of which 13 were spent
+// runnable without a CPU is the host's load (cpu-wait's), not a slow call;
+// with 5 of them queued it is one.
+func TestSlowBarIsTheCallsOwnTime(t *testing.T) {
+	for _, c := range []struct {
+		queued uint64
+		want   bool
+	}{{13_000_000, false}, {5_000_000, true}} {
+		e := sys(70, 100, nrClone, 71, 18_000_000)
+		e.Syscall.Sleeps = []event.Sleep{{Duration: c.queued, Preempted: true,
+			Stack: frames("__schedule+0x618", "preempt_schedule_irq+0x3b", "copy_process+0x2a")}}
+		if f := byID(findings([]event.Event{e}), "slow-syscall"); (f != nil) != c.want {
+			t.Errorf("18 ms clone, %d ns queued: slow-syscall %+v, want one: %v", c.queued, f, c.want)
+		}
+	}
+}
