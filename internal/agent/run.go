@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/session"
 )
@@ -190,6 +191,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	defer src.Close()
 	ag := NewAgent(agg, src, c.Interval, log)
 	if src.doc != nil {
+		// The CPUs' steal, which slow-syscall takes out of a call's own
+		// time; not read while the audit backlog makes opens wait.
+		steal := checkup.WatchSteal(src.doc.audit.Stalling)
+		defer steal.Stop()
+		src.doc.steal = steal.Log()
+		src.doc.win.SetSteal(src.doc.steal)
 		ag.Findings = src.doc.store
 		if otlp != nil {
 			ag.Collectors = append(ag.Collectors, otlp)

@@ -242,7 +242,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 			return nil
 		}
 	}
-	steal := watchSteal(sick)
+	steal := WatchSteal(sick)
 	defer steal.Stop()
 	res, err := live.Run(opts, func(e *event.Event) error {
 		if drain != nil && e.Kind == event.KindExit && e.Proc.GroupDead {

@@ -14,16 +14,17 @@ import (
 // lines per CPU: 20 a second cost well under a millisecond of CPU.
 const stealEvery = 50 * time.Millisecond
 
-// stealWatch reads every CPU's steal time into a log until stopped, except
+// StealWatch reads every CPU's steal time into a log until stopped, except
 // while the host is sick (an open of /proc waits with everyone else then).
-type stealWatch struct {
+type StealWatch struct {
 	log  *doctor.StealLog
 	stop chan struct{}
 	done chan struct{}
 }
 
-func watchSteal(sick func() bool) *stealWatch {
-	w := &stealWatch{log: doctor.NewStealLog(), stop: make(chan struct{}), done: make(chan struct{})}
+// WatchSteal starts reading; sick says when not to.
+func WatchSteal(sick func() bool) *StealWatch {
+	w := &StealWatch{log: doctor.NewStealLog(), stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		t := time.NewTicker(stealEvery)
@@ -46,8 +47,11 @@ func watchSteal(sick func() bool) *stealWatch {
 	return w
 }
 
+// Log is the reads so far (and those to come, until Stop).
+func (w *StealWatch) Log() *doctor.StealLog { return w.log }
+
 // Stop ends the reads and returns the log.
-func (w *stealWatch) Stop() *doctor.StealLog {
+func (w *StealWatch) Stop() *doctor.StealLog {
 	select {
 	case <-w.stop:
 	default:

@@ -187,3 +187,24 @@ func TestSlowBarIsTheCallsOwnTime(t *testing.T) {
 		}
 	}
 }
+
+// Trim keeps the last read before the cut, so a call that began before it
+// is still read whole.
+func TestStealLogTrim(t *testing.T) {
+	l := NewStealLog()
+	for i := range uint64(10) {
+		l.Add(i*100, []uint64{i * 10})
+	}
+	l.Trim(450)
+	if len(l.at) != 6 || l.at[0] != 400 {
+		t.Fatalf("kept %v, want 400 to 900", l.at)
+	}
+	if got := l.During(0, 420, 900); got != 48 {
+		t.Errorf("During(420, 900) = %d, want 48", got)
+	}
+	l.Trim(0)
+	l.Trim(10_000)
+	if len(l.at) != 1 || l.at[0] != 900 {
+		t.Errorf("after a cut past the end, kept %v, want the last read", l.at)
+	}
+}

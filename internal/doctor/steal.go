@@ -49,6 +49,20 @@ func same(a, b []uint64) bool {
 	return true
 }
 
+// Trim lets go of the reads before t but the last of them, from which a
+// call that began before t is still read: a long-running watcher (the
+// agent) keeps only what its next window can ask about.
+func (l *StealLog) Trim(t uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.at), func(i int) bool { return l.at[i] >= t })
+	if i <= 1 {
+		return
+	}
+	l.at = append(l.at[:0], l.at[i-1:]...)
+	l.steal = append(l.steal[:0], l.steal[i-1:]...)
+}
+
 // During is the steal on cpu between from and to, read off the log by
 // linear interpolation between reads (steal is known only read to read),
 // and never more than to-from. Outside the log's reads it is 0: unknown is
