@@ -131,6 +131,14 @@ type dnsServer struct {
 	// with no timeout of its own, so the wait lasts until the server
 	// closes or resets the connection. vcNS is their time.
 	vcReads, vcNS uint64
+	// nbQueries are the queries read at once and found unanswered
+	// (EAGAIN) whose deadline a wait of the process ended: Go's
+	// resolver, which waits in the runtime's netpoller, not in a poll
+	// of the socket.
+	nbQueries uint64
+	// nbRounds: the deadline waits those queries ended, one a lookup
+	// round (A and AAAA, sent side by side, end at one deadline).
+	nbRounds uint64
 }
 
 // dnsNamesMax bounds the names kept per server: a storm of distinct
@@ -156,7 +164,63 @@ type resolver struct {
 	// not be).
 	conf map[uint32]*resolvConf
 	kept int
+	// nb are each process's queries on non-blocking sockets (Go's
+	// resolver) whose wait is not yet known to have ended; nbEnds the
+	// process's last waits that ended by their timeout (netpoller or
+	// timer waits), for a query whose read crosses over after them.
+	nb     map[uint32][]dnsNBQuery
+	nbEnds map[uint32][]dnsNBEnd
+	// udpPeer: live, what /proc said of a descriptor whose connect was
+	// not seen ("" not port 53), by its socket inode.
+	udpPeer map[string]string
 }
+
+// dnsNBQuery: a read of a UDP socket connected to port 53 that found
+// nothing (EAGAIN): the resolver sent its query and waits elsewhere for
+// the answer (Go's resolver parks the goroutine on the runtime's
+// netpoller and sets a deadline of resolv.conf's timeout).
+type dnsNBQuery struct {
+	fd     uint32
+	at     uint64 // the read's end
+	server string
+	comm   string
+	tid    uint32
+}
+
+// dnsNBEnd: a wait of the process that returned with nothing ready
+// after at least dnsWaitMin, and when it ended.
+type dnsNBEnd struct {
+	end, latency uint64
+	approx       bool
+	name         string
+	call         event.Syscall
+}
+
+// dnsNBMax bounds the queries and wait ends kept per process: Go sends
+// two queries a lookup (A and AAAA), a few lookups at once.
+const dnsNBMax = 64
+
+// dnsDeadlineEarly, dnsDeadlineLate: how far from a whole number of
+// seconds after the query's read a timed-out wait may end and still be
+// taken for its deadline. Go sets the deadline (now + timeout) before it
+// opens the socket, so the read comes a little after the deadline's
+// start (socket, connect and write: well under a millisecond, tens of
+// ms on a loaded host); the wait ends at the deadline plus the wake-up.
+// A wait of a timer loop ends a whole second after a query only by
+// chance (a 1 s ticker: 150 ms in 1000, and live resolv.conf's own
+// timeout is required, which a ticker matches only if it is that
+// timeout).
+const (
+	dnsDeadlineEarly = 50_000_000
+	dnsDeadlineLate  = 100_000_000
+)
+
+// dnsNBWaitCalls: the waits a runtime's scheduler blocks in until its
+// next timer (Go's netpoller: epoll_pwait with the time to the nearest
+// deadline; an idle thread's futex with a timeout). They end with
+// nothing ready (0, or ETIMEDOUT) when a timer, such as the resolver's
+// deadline, is due.
+var dnsNBWaitCalls = map[string]bool{"epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true, "futex": true}
 
 // resolvConf is what a process's resolver waits by.
 type resolvConf struct {
@@ -171,7 +235,8 @@ type resolvConf struct {
 
 func newResolver(h *Host) *resolver {
 	return &resolver{host: h, arch: h.Arch, socks: map[dnsSockKey]*dnsThread{}, stream: map[dnsSockKey]bool{}, threads: map[uint32]*dnsThread{},
-		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{}}
+		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{},
+		nb: map[uint32][]dnsNBQuery{}, nbEnds: map[uint32][]dnsNBEnd{}, udpPeer: map[string]string{}}
 }
 
 // dnsPeer: the server of a sockaddr a call copied, when its port is 53.
@@ -300,6 +365,7 @@ func (r *resolver) Observe(e *event.Event) {
 			}
 		}
 	case "close":
+		r.nbClose(e, key)
 		delete(r.socks, key)
 		delete(r.stream, key)
 	case "connect":
@@ -322,7 +388,11 @@ func (r *resolver) Observe(e *event.Event) {
 		}
 		r.queried(e, fd, server, d.tcp, "")
 	case "bind":
-		if sockaddrString(s.Data[1]) != "" && s.Ret == 0 {
+		// musl binds its resolver's socket to port 0 (any address, a
+		// port the kernel picks) before it sends: that says nothing of
+		// where the socket goes. A bind to a port of its own is a
+		// listener's.
+		if a := sockaddrString(s.Data[1]); a != "" && s.Ret == 0 && !strings.HasSuffix(a, ":0") {
 			r.elsewhere(e)
 		}
 	case "sendto", "sendmsg", "sendmmsg", "send", "write", "writev":
@@ -344,6 +414,7 @@ func (r *resolver) Observe(e *event.Event) {
 			r.queried(e, fd, d.server, d.tcp, name)
 		}
 	case "read", "readv", "recvfrom", "recvmsg", "recv", "recvmmsg":
+		r.nbRead(e, key)
 		r.vcRead(e, name, key)
 		t := r.threads[e.TID]
 		if d := r.socks[key]; d != nil && t != nil && t.server == d.server && s.Ret == -111 {
@@ -355,6 +426,9 @@ func (r *resolver) Observe(e *event.Event) {
 	default:
 		if dnsWaitCalls[name] {
 			r.wait(e, name, s)
+		}
+		if dnsNBWaitCalls[name] {
+			r.nbWait(e, name, s)
 		}
 	}
 }
@@ -730,7 +804,7 @@ func (r *resolver) Findings(env *Env) []Finding {
 			ev["resolv_conf"] = map[string]any{"from": conf.from, "nameservers": conf.nameservers, "options": conf.options,
 				"timeout_s": conf.timeout, "attempts": conf.attempts}
 			if g.vcReads < g.timeouts {
-				ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
+				ev["lookups_failed_at_most"] = (g.timeouts - g.nbQueries + g.nbRounds) / uint64(conf.attempts*max(len(conf.nameservers), 1))
 			}
 		}
 		ev["port"] = dnsPort
@@ -763,6 +837,14 @@ func (r *resolver) Findings(env *Env) []Finding {
 				title = fmt.Sprintf("%s DNS queries over TCP to name server %s went unanswered, each read waiting until the server gave up (%s lost)",
 					count, server, lost)
 			}
+		}
+		if g.nbQueries > 0 {
+			ev["nonblocking_queries_unanswered"] = g.nbQueries
+			vc += fmt.Sprintf(" %d of those were queries the resolver read at once on a non-blocking socket connected to port 53 and found "+
+				"unanswered (EAGAIN), then waited for outside the socket, in a runtime's netpoller (Go's resolver: epoll_pwait or a timed futex "+
+				"on any thread): each counted when a wait of the process ended with nothing ready at the query's deadline, a whole timeout "+
+				"after it; the socket is then closed and the query sent again or the lookup fails. Their time is counted once for the "+
+				"queries of a lookup sent side by side (A and AAAA on two sockets).", g.nbQueries)
 		}
 		f := Finding{
 			ID:       DNSTimeout,
@@ -919,7 +1001,7 @@ func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
 	rounds := uint64(conf.attempts * max(len(conf.nameservers), 1))
 	return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s, so each wait is %d s and a lookup "+
 		"that gets no answer waits %d rounds (attempts × servers) before it fails: at most %d lookups failed outright.",
-		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds) + search, conf
+		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, (g.timeouts-g.nbQueries+g.nbRounds)/rounds) + search, conf
 }
 
 // forget lets go of ended processes and threads (Doctor.forget): their
@@ -938,4 +1020,228 @@ func (r *resolver) forget(pids, tids map[uint32]bool) {
 	for tid := range tids {
 		delete(r.threads, tid)
 	}
+	for pid := range pids {
+		delete(r.nb, pid)
+		delete(r.nbEnds, pid)
+	}
+}
+
+// nbRead takes a read of a UDP socket connected to port 53. One that
+// found nothing (EAGAIN) is a query the resolver will wait for
+// elsewhere: Go's resolver writes the query on a connected non-blocking
+// socket, reads at once, and parks the goroutine on the runtime's
+// netpoller until the answer or the deadline (resolv.conf's timeout),
+// then closes the socket. The wait is not a poll of the socket: it is
+// the netpoller's epoll_pwait, or an idle thread's timed futex, on any
+// thread. A failed read always crosses over; one that got bytes was
+// answered.
+func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
+	s := &e.Syscall
+	if s.Ret != -11 && s.Ret <= 0 {
+		return
+	}
+	d := r.socks[key]
+	if d == nil && s.Ret == -11 {
+		if server := r.udpDNSPeer(e.PID, key.fd); server != "" {
+			d = &dnsThread{pid: e.PID, fd: key.fd, server: server}
+			if len(r.socks) < dnsKept {
+				r.socks[key] = d
+			}
+		}
+	}
+	if d == nil || d.tcp {
+		return
+	}
+	if s.Ret > 0 {
+		// Answered (this read crossed over as a sample): its query
+		// waits no more.
+		qs := r.nb[e.PID]
+		kept := qs[:0]
+		for _, q := range qs {
+			if q.fd != key.fd {
+				kept = append(kept, q)
+			}
+		}
+		if len(qs) != len(kept) {
+			if g := r.group(d.server, false); g != nil {
+				g.answered++
+			}
+		}
+		r.nb[e.PID] = kept
+		return
+	}
+	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, tid: e.TID}
+	// A wait of the process that ended at this query's deadline may have
+	// crossed over before the read did (events come in their entry's
+	// order; the netpoller's wait can begin before the read).
+	for _, w := range r.nbEnds[e.PID] {
+		if r.deadline(e.PID, q.at, w.end) {
+			r.nbTimedOut(e.PID, []dnsNBQuery{q}, w)
+			return
+		}
+	}
+	qs := r.nb[e.PID]
+	if len(qs) >= dnsNBMax {
+		qs = qs[1:]
+	}
+	if len(r.nb) < dnsKept || r.nb[e.PID] != nil {
+		r.nb[e.PID] = append(qs, q)
+	}
+}
+
+// nbClose: the resolver closed the socket of a query. Closed at its
+// deadline with no answer seen, the query timed out (the close is a
+// sample live, so this only adds to what the waits say); closed sooner,
+// it was answered.
+func (r *resolver) nbClose(e *event.Event, key dnsSockKey) {
+	qs := r.nb[e.PID]
+	if len(qs) == 0 {
+		return
+	}
+	kept := qs[:0]
+	var done []dnsNBQuery
+	for _, q := range qs {
+		if q.fd != key.fd {
+			kept = append(kept, q)
+		} else if r.deadline(e.PID, q.at, e.Time) {
+			done = append(done, q)
+		}
+	}
+	r.nb[e.PID] = kept
+	if len(done) > 0 {
+		r.nbTimedOut(e.PID, done, dnsNBEnd{end: e.Time, latency: e.Time - done[0].at, name: "close", call: e.Syscall})
+	}
+}
+
+// nbWait takes a wait of the process that returned with nothing ready
+// (0, or futex's ETIMEDOUT) after at least dnsWaitMin: the runtime's
+// scheduler waking for a timer. It ended a query's wait when it ended at
+// that query's deadline.
+func (r *resolver) nbWait(e *event.Event, name string, s *event.Syscall) {
+	if s.Latency < dnsWaitMin || !(s.Ret == 0 || name == "futex" && s.Ret == -110) {
+		return
+	}
+	w := dnsNBEnd{end: e.Time + s.Latency, latency: s.Latency, approx: s.Approx, name: name, call: *s}
+	qs := r.nb[e.PID]
+	var done []dnsNBQuery
+	kept := qs[:0]
+	for _, q := range qs {
+		if r.deadline(e.PID, q.at, w.end) {
+			done = append(done, q)
+		} else if w.end < q.at+31_000_000_000 { // glibc's and Go's timeout is 30 s at most
+			kept = append(kept, q)
+		}
+	}
+	r.nb[e.PID] = kept
+	if len(done) > 0 {
+		r.nbTimedOut(e.PID, done, w)
+		return
+	}
+	if len(r.nbEnds) < dnsKept || r.nbEnds[e.PID] != nil {
+		ends := r.nbEnds[e.PID]
+		if len(ends) >= 8 {
+			ends = ends[1:]
+		}
+		r.nbEnds[e.PID] = append(ends, w)
+	}
+}
+
+// deadline: a wait that ended at end ended at the deadline of a query
+// read at: a whole number of seconds later (resolv.conf's timeout is in
+// seconds; live, it must be the process's own), within
+// dnsDeadlineEarly and dnsDeadlineLate.
+func (r *resolver) deadline(pid uint32, at, end uint64) bool {
+	if end+dnsDeadlineEarly < at+1_000_000_000 {
+		return false
+	}
+	d := end - at
+	k := (d + 500_000_000) / 1_000_000_000
+	if k < 1 || k > 30 || d+dnsDeadlineEarly < k*1_000_000_000 || d > k*1_000_000_000+dnsDeadlineLate {
+		return false
+	}
+	if r.host.canRead() {
+		if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept {
+			r.conf[pid] = readResolvConf(pid)
+		}
+		if c := r.conf[pid]; c != nil && uint64(c.timeout) != k {
+			return false
+		}
+	}
+	return true
+}
+
+// nbTimedOut counts queries whose deadline wait w ended: each is one
+// query that got no answer; the time lost is the wait from the first
+// query's read to the deadline, once (the queries of one lookup wait
+// side by side).
+func (r *resolver) nbTimedOut(pid uint32, qs []dnsNBQuery, w dnsNBEnd) {
+	first := qs[0].at
+	for _, q := range qs {
+		first = min(first, q.at)
+	}
+	lost := uint64(0)
+	if w.end > first {
+		lost = w.end - first
+	}
+	for i, q := range qs {
+		g := r.group(q.server, false)
+		if g == nil {
+			continue
+		}
+		g.procs[pid] = q.comm
+		g.timeouts++
+		g.nbQueries++
+		if i == 0 {
+			g.nbRounds++
+			g.waited += lost
+			g.byPID[pid] += lost
+			if r.kept < dnsKept {
+				g.waits = append(g.waits, lost)
+				r.kept++
+			}
+			if w.approx {
+				g.approx++
+			}
+		}
+		g.waitCalls[w.name]++
+		if g.example == nil {
+			g.example = []string{event.FormatSyscall(r.arch, &w.call) + " <" + units.Duration(w.latency) + ">"}
+		}
+	}
+	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
+		r.conf[pid] = readResolvConf(pid)
+	}
+}
+
+// udpDNSPeer reads, live, whether descriptor fd of process pid is a UDP
+// socket connected to port 53 (its inode in the network namespace's udp
+// tables), and returns its server ("" if not, or not live). An inode
+// read once is remembered: a busy program's non-blocking reads fail with
+// EAGAIN on the same sockets again and again.
+func (r *resolver) udpDNSPeer(pid, fd uint32) string {
+	if !r.host.canRead() {
+		return ""
+	}
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	link, err := os.Readlink(dir + "/fd/" + strconv.FormatUint(uint64(fd), 10))
+	if err != nil || !strings.HasPrefix(link, "socket:[") {
+		return ""
+	}
+	inode := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+	if server, ok := r.udpPeer[inode]; ok {
+		return server
+	}
+	server := ""
+	for _, t := range []string{"udp", "udp6"} {
+		scanTable(dir+"/net/"+t, func(fs []string) {
+			if server == "" && len(fs) >= 10 && fs[9] == inode && strings.HasSuffix(fs[2], ":0035") {
+				server = strings.TrimSuffix(hexAddr(fs[2]), ":53")
+			}
+		})
+	}
+	if len(r.udpPeer) >= dnsKept {
+		clear(r.udpPeer)
+	}
+	r.udpPeer[inode] = server
+	return server
 }
