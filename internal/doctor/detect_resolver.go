@@ -136,8 +136,8 @@ type dnsServer struct {
 	// resolver, which waits in the runtime's netpoller, not in a poll
 	// of the socket.
 	nbQueries uint64
-	// nbRounds: the deadline waits those queries ended, one a lookup
-	// round (A and AAAA, sent side by side, end at one deadline).
+	// nbRounds: the rounds of those queries, one a lookup round (A and
+	// AAAA, sent side by side, are closed at one deadline).
 	nbRounds uint64
 }
 
@@ -165,11 +165,11 @@ type resolver struct {
 	conf map[uint32]*resolvConf
 	kept int
 	// nb are each process's queries on non-blocking sockets (Go's
-	// resolver) whose wait is not yet known to have ended; nbEnds the
-	// process's last waits that ended by their timeout (netpoller or
-	// timer waits), for a query whose read crosses over after them.
-	nb     map[uint32][]dnsNBQuery
-	nbEnds map[uint32][]dnsNBEnd
+	// resolver) not yet answered or closed; nbUntil, the end of the
+	// last of its waits counted (the queries of a lookup wait side by
+	// side: their time is counted once).
+	nb      map[uint32][]dnsNBQuery
+	nbUntil map[uint32]uint64
 	// udpPeer: live, what /proc said of a descriptor whose connect was
 	// not seen ("" not port 53), by its socket inode.
 	udpPeer map[string]string
@@ -187,40 +187,9 @@ type dnsNBQuery struct {
 	tid    uint32
 }
 
-// dnsNBEnd: a wait of the process that returned with nothing ready
-// after at least dnsWaitMin, and when it ended.
-type dnsNBEnd struct {
-	end, latency uint64
-	approx       bool
-	name         string
-	call         event.Syscall
-}
-
 // dnsNBMax bounds the queries and wait ends kept per process: Go sends
 // two queries a lookup (A and AAAA), a few lookups at once.
 const dnsNBMax = 64
-
-// dnsDeadlineEarly, dnsDeadlineLate: how far from a whole number of
-// seconds after the query's read a timed-out wait may end and still be
-// taken for its deadline. Go sets the deadline (now + timeout) before it
-// opens the socket, so the read comes a little after the deadline's
-// start (socket, connect and write: well under a millisecond, tens of
-// ms on a loaded host); the wait ends at the deadline plus the wake-up.
-// A wait of a timer loop ends a whole second after a query only by
-// chance (a 1 s ticker: 150 ms in 1000, and live resolv.conf's own
-// timeout is required, which a ticker matches only if it is that
-// timeout).
-const (
-	dnsDeadlineEarly = 50_000_000
-	dnsDeadlineLate  = 100_000_000
-)
-
-// dnsNBWaitCalls: the waits a runtime's scheduler blocks in until its
-// next timer (Go's netpoller: epoll_pwait with the time to the nearest
-// deadline; an idle thread's futex with a timeout). They end with
-// nothing ready (0, or ETIMEDOUT) when a timer, such as the resolver's
-// deadline, is due.
-var dnsNBWaitCalls = map[string]bool{"epoll_wait": true, "epoll_pwait": true, "epoll_pwait2": true, "futex": true}
 
 // resolvConf is what a process's resolver waits by.
 type resolvConf struct {
@@ -236,7 +205,7 @@ type resolvConf struct {
 func newResolver(h *Host) *resolver {
 	return &resolver{host: h, arch: h.Arch, socks: map[dnsSockKey]*dnsThread{}, stream: map[dnsSockKey]bool{}, threads: map[uint32]*dnsThread{},
 		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{},
-		nb: map[uint32][]dnsNBQuery{}, nbEnds: map[uint32][]dnsNBEnd{}, udpPeer: map[string]string{}}
+		nb: map[uint32][]dnsNBQuery{}, nbUntil: map[uint32]uint64{}, udpPeer: map[string]string{}}
 }
 
 // dnsPeer: the server of a sockaddr a call copied, when its port is 53.
@@ -426,9 +395,6 @@ func (r *resolver) Observe(e *event.Event) {
 	default:
 		if dnsWaitCalls[name] {
 			r.wait(e, name, s)
-		}
-		if dnsNBWaitCalls[name] {
-			r.nbWait(e, name, s)
 		}
 	}
 }
@@ -841,10 +807,10 @@ func (r *resolver) Findings(env *Env) []Finding {
 		if g.nbQueries > 0 {
 			ev["nonblocking_queries_unanswered"] = g.nbQueries
 			vc += fmt.Sprintf(" %d of those were queries the resolver read at once on a non-blocking socket connected to port 53 and found "+
-				"unanswered (EAGAIN), then waited for outside the socket, in a runtime's netpoller (Go's resolver: epoll_pwait or a timed futex "+
-				"on any thread): each counted when a wait of the process ended with nothing ready at the query's deadline, a whole timeout "+
-				"after it; the socket is then closed and the query sent again or the lookup fails. Their time is counted once for the "+
-				"queries of a lookup sent side by side (A and AAAA on two sockets).", g.nbQueries)
+				"unanswered (EAGAIN), then waited for outside the socket, in a runtime's netpoller (Go's resolver: epoll_pwait or futex "+
+				"on any thread), until the resolver closed the socket at its deadline with no answer read (then the query is sent again "+
+				"on a new socket, or the lookup fails). Their time, from the read to the close, is counted once for the "+
+				"queries of a lookup that waited side by side (A and AAAA on two sockets).", g.nbQueries)
 		}
 		f := Finding{
 			ID:       DNSTimeout,
@@ -1022,7 +988,7 @@ func (r *resolver) forget(pids, tids map[uint32]bool) {
 	}
 	for pid := range pids {
 		delete(r.nb, pid)
-		delete(r.nbEnds, pid)
+		delete(r.nbUntil, pid)
 	}
 }
 
@@ -1071,14 +1037,8 @@ func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
 		return
 	}
 	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, tid: e.TID}
-	// A wait of the process that ended at this query's deadline may have
-	// crossed over before the read did (events come in their entry's
-	// order; the netpoller's wait can begin before the read).
-	for _, w := range r.nbEnds[e.PID] {
-		if r.deadline(e.PID, q.at, w.end) {
-			r.nbTimedOut(e.PID, []dnsNBQuery{q}, w)
-			return
-		}
+	if _, ok := r.conf[e.PID]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
+		r.conf[e.PID] = readResolvConf(e.PID)
 	}
 	qs := r.nb[e.PID]
 	if len(qs) >= dnsNBMax {
@@ -1089,10 +1049,13 @@ func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
 	}
 }
 
-// nbClose: the resolver closed the socket of a query. Closed at its
-// deadline with no answer seen, the query timed out (the close is a
-// sample live, so this only adds to what the waits say); closed sooner,
-// it was answered.
+// nbClose: the resolver closed the socket of a query it found
+// unanswered. Closed with no answer read since and at least dnsWaitMin
+// later, the query waited out the resolver's deadline (Go closes the
+// socket then, and sends the query again on a new one or fails the
+// lookup); closed sooner, it was given up for another reason. Live, the
+// read of an answer and the close of such a socket always cross over
+// (bpf/dnswatch.h): neither is left to the sample.
 func (r *resolver) nbClose(e *event.Event, key dnsSockKey) {
 	qs := r.nb[e.PID]
 	if len(qs) == 0 {
@@ -1103,109 +1066,51 @@ func (r *resolver) nbClose(e *event.Event, key dnsSockKey) {
 	for _, q := range qs {
 		if q.fd != key.fd {
 			kept = append(kept, q)
-		} else if r.deadline(e.PID, q.at, e.Time) {
+		} else if e.Time >= q.at+dnsWaitMin {
 			done = append(done, q)
 		}
 	}
 	r.nb[e.PID] = kept
 	if len(done) > 0 {
-		r.nbTimedOut(e.PID, done, dnsNBEnd{end: e.Time, latency: e.Time - done[0].at, name: "close", call: e.Syscall})
+		r.nbTimedOut(e, done)
 	}
 }
 
-// nbWait takes a wait of the process that returned with nothing ready
-// (0, or futex's ETIMEDOUT) after at least dnsWaitMin: the runtime's
-// scheduler waking for a timer. It ended a query's wait when it ended at
-// that query's deadline.
-func (r *resolver) nbWait(e *event.Event, name string, s *event.Syscall) {
-	if s.Latency < dnsWaitMin || !(s.Ret == 0 || name == "futex" && s.Ret == -110) {
-		return
-	}
-	w := dnsNBEnd{end: e.Time + s.Latency, latency: s.Latency, approx: s.Approx, name: name, call: *s}
-	qs := r.nb[e.PID]
-	var done []dnsNBQuery
-	kept := qs[:0]
+// nbTimedOut counts the queries whose socket close e ended unanswered:
+// each is one query that got no answer. The time lost is the wait from
+// the query's read to the close, counted once where the process's
+// queries waited side by side (A and AAAA on two sockets).
+func (r *resolver) nbTimedOut(e *event.Event, qs []dnsNBQuery) {
+	pid := e.PID
 	for _, q := range qs {
-		if r.deadline(e.PID, q.at, w.end) {
-			done = append(done, q)
-		} else if w.end < q.at+31_000_000_000 { // glibc's and Go's timeout is 30 s at most
-			kept = append(kept, q)
-		}
-	}
-	r.nb[e.PID] = kept
-	if len(done) > 0 {
-		r.nbTimedOut(e.PID, done, w)
-		return
-	}
-	if len(r.nbEnds) < dnsKept || r.nbEnds[e.PID] != nil {
-		ends := r.nbEnds[e.PID]
-		if len(ends) >= 8 {
-			ends = ends[1:]
-		}
-		r.nbEnds[e.PID] = append(ends, w)
-	}
-}
-
-// deadline: a wait that ended at end ended at the deadline of a query
-// read at: a whole number of seconds later (resolv.conf's timeout is in
-// seconds; live, it must be the process's own), within
-// dnsDeadlineEarly and dnsDeadlineLate.
-func (r *resolver) deadline(pid uint32, at, end uint64) bool {
-	if end+dnsDeadlineEarly < at+1_000_000_000 {
-		return false
-	}
-	d := end - at
-	k := (d + 500_000_000) / 1_000_000_000
-	if k < 1 || k > 30 || d+dnsDeadlineEarly < k*1_000_000_000 || d > k*1_000_000_000+dnsDeadlineLate {
-		return false
-	}
-	if r.host.canRead() {
-		if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept {
-			r.conf[pid] = readResolvConf(pid)
-		}
-		if c := r.conf[pid]; c != nil && uint64(c.timeout) != k {
-			return false
-		}
-	}
-	return true
-}
-
-// nbTimedOut counts queries whose deadline wait w ended: each is one
-// query that got no answer; the time lost is the wait from the first
-// query's read to the deadline, once (the queries of one lookup wait
-// side by side).
-func (r *resolver) nbTimedOut(pid uint32, qs []dnsNBQuery, w dnsNBEnd) {
-	first := qs[0].at
-	for _, q := range qs {
-		first = min(first, q.at)
-	}
-	lost := uint64(0)
-	if w.end > first {
-		lost = w.end - first
-	}
-	for i, q := range qs {
 		g := r.group(q.server, false)
 		if g == nil {
 			continue
 		}
+		from := max(q.at, r.nbUntil[pid])
+		lost := uint64(0)
+		if e.Time > from {
+			lost = e.Time - from
+		}
+		if lost > 0 {
+			r.nbUntil[pid] = e.Time
+		}
 		g.procs[pid] = q.comm
 		g.timeouts++
 		g.nbQueries++
-		if i == 0 {
+		g.waited += lost
+		g.byPID[pid] += lost
+		if lost >= dnsWaitMin {
 			g.nbRounds++
-			g.waited += lost
-			g.byPID[pid] += lost
 			if r.kept < dnsKept {
-				g.waits = append(g.waits, lost)
+				g.waits = append(g.waits, e.Time-q.at)
 				r.kept++
 			}
-			if w.approx {
-				g.approx++
-			}
 		}
-		g.waitCalls[w.name]++
+		g.waitCalls["netpoller (read EAGAIN … close)"]++
 		if g.example == nil {
-			g.example = []string{event.FormatSyscall(r.arch, &w.call) + " <" + units.Duration(w.latency) + ">"}
+			g.example = []string{fmt.Sprintf("read(%d) = -EAGAIN, then %s %s later, no answer read",
+				q.fd, event.FormatSyscall(r.arch, &e.Syscall), units.Duration(e.Time-q.at))}
 		}
 	}
 	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept && r.host.canRead() {

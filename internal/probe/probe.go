@@ -605,6 +605,10 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	exit, _ := event.SyscallByName(arch, "exit")
 	exitGroup, _ := event.SyscallByName(arch, "exit_group")
 	futex, _ := event.SyscallByName(arch, "futex")
+	read, _ := event.SyscallByName(arch, "read")
+	recvfrom, _ := event.SyscallByName(arch, "recvfrom")
+	recvmsg, _ := event.SyscallByName(arch, "recvmsg")
+	closeNr, _ := event.SyscallByName(arch, "close")
 	futexWait, _ := event.SyscallByName(arch, "futex_wait")
 	futexWake, _ := event.SyscallByName(arch, "futex_wake")
 	if futexWait == 0 || futexWake == 0 {
@@ -638,6 +642,10 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrExitGroup, exitGroup},
 		{vars.CfgFutex, b(cfg.futexOn())},
 		{vars.CfgNrFutex, futex},
+		{vars.CfgNrRead, read},
+		{vars.CfgNrRecvfrom, recvfrom},
+		{vars.CfgNrRecvmsg, recvmsg},
+		{vars.CfgNrClose, closeNr},
 		{vars.CfgNrFutexWait, futexWait},
 		{vars.CfgNrFutexWake, futexWake},
 		{vars.SysMask, mask},

@@ -70,6 +70,8 @@ var resolverVariants = []Variant{
 		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "100", "-m", "answer", "-c", "unspec"}, Expect: dnsSilent()},
 	{Name: "dns-timeout/go-slow-answer", Differs: "benign: Go's resolver, a responder that answers after 300 ms, 5 lookups",
 		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "5", "-m", "answer", "-s", "300", "-c", "unspec"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/go-answered-each-second", Differs: "benign: Go's resolver, answered at once, one lookup a second: the next lookup's timer ends a whole second after each answered query",
+		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "4", "-m", "answer", "-i", "1000", "-c", "unspec"}, Expect: dnsSilent()},
 	{Name: "dns-timeout/musl-answered", Differs: "benign: musl's resolver, a responder that answers after 300 ms, 5 lookups",
 		Mode: Cmd, Argv: []string{"resolver-musl", "-n", "5", "-m", "answer", "-s", "300", "-c", "unspec"}, Expect: dnsSilent()},
 }
