@@ -44,16 +44,19 @@ static __always_inline bool dns_watch(__u32 nr, struct pt_regs *regs, long ret)
 	bool rd = nr == cfg_nr_read || nr == cfg_nr_recvfrom || nr == cfg_nr_recvmsg;
 	if (!rd && nr != cfg_nr_close)
 		return false;
-	__u64 fd = BPF_CORE_READ(regs, di);
-	__u64 key = (bpf_get_current_pid_tgid() & 0xffffffff00000000ULL) | (__u32)fd;
+	__u64 fd, key;
 	if (rd && ret == -11) { /* EAGAIN: crosses over as a failure */
 		__u8 one = 1;
+		fd = BPF_CORE_READ(regs, di);
+		key = (bpf_get_current_pid_tgid() & 0xffffffff00000000ULL) | (__u32)fd;
 		if (fd_peer_dns(fd) && !bpf_map_update_elem(&dns_watched, &key, &one, BPF_NOEXIST))
 			__sync_fetch_and_add(&dns_watching, 1);
 		return false;
 	}
 	if (dns_watching <= 0 || (rd && ret <= 0))
 		return false;
+	fd = BPF_CORE_READ(regs, di);
+	key = (bpf_get_current_pid_tgid() & 0xffffffff00000000ULL) | (__u32)fd;
 	if (!bpf_map_lookup_elem(&dns_watched, &key))
 		return false;
 	if (!bpf_map_delete_elem(&dns_watched, &key))

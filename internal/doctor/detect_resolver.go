@@ -170,6 +170,9 @@ type resolver struct {
 	// side: their time is counted once).
 	nb      map[uint32][]dnsNBQuery
 	nbUntil map[uint32]uint64
+	// wq is the question of the last query written on each socket
+	// (live, a sample of the writes), until a read finds it unanswered.
+	wq map[dnsSockKey]string
 	// udpPeer: live, what /proc said of a descriptor whose connect was
 	// not seen ("" not port 53), by its socket inode.
 	udpPeer map[string]string
@@ -185,6 +188,7 @@ type dnsNBQuery struct {
 	server string
 	comm   string
 	tid    uint32
+	qname  string // "NAME TYPE", when its write was seen
 }
 
 // dnsNBMax bounds the queries and wait ends kept per process: Go sends
@@ -205,7 +209,7 @@ type resolvConf struct {
 func newResolver(h *Host) *resolver {
 	return &resolver{host: h, arch: h.Arch, socks: map[dnsSockKey]*dnsThread{}, stream: map[dnsSockKey]bool{}, threads: map[uint32]*dnsThread{},
 		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{},
-		nb: map[uint32][]dnsNBQuery{}, nbUntil: map[uint32]uint64{}, udpPeer: map[string]string{}}
+		nb: map[uint32][]dnsNBQuery{}, nbUntil: map[uint32]uint64{}, wq: map[dnsSockKey]string{}, udpPeer: map[string]string{}}
 }
 
 // dnsPeer: the server of a sockaddr a call copied, when its port is 53.
@@ -335,6 +339,7 @@ func (r *resolver) Observe(e *event.Event) {
 		}
 	case "close":
 		r.nbClose(e, key)
+		delete(r.wq, key)
 		delete(r.socks, key)
 		delete(r.stream, key)
 	case "connect":
@@ -367,6 +372,13 @@ func (r *resolver) Observe(e *event.Event) {
 	case "sendto", "sendmsg", "sendmmsg", "send", "write", "writev":
 		if s.Ret < 0 {
 			return
+		}
+		if name == "write" {
+			// Go writes its query on the connected socket: the kernel
+			// copied its first bytes only if the peer is port 53.
+			if q, ok := dns.Parse(s.Data[1]); ok && (r.wq[key] != "" || len(r.wq) < dnsKept) {
+				r.wq[key] = q.String()
+			}
 		}
 		if name == "sendto" {
 			if server := dnsPeer(s.Data[4]); server != "" {
@@ -565,21 +577,7 @@ func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *even
 	if g == nil {
 		return
 	}
-	if len(qnames) > 0 {
-		g.named++
-	}
-	for _, qn := range qnames {
-		n, typ, _ := strings.Cut(qn, " ")
-		if g.names == nil {
-			g.names = map[string]map[string]uint64{}
-		}
-		if g.names[n] != nil || len(g.names) < dnsNamesMax {
-			if g.names[n] == nil {
-				g.names[n] = map[string]uint64{}
-			}
-			g.names[n][typ]++
-		}
-	}
+	g.addNames(qnames)
 	g.procs[pid] = comm
 	g.timeouts++
 	g.waited += s.Latency
@@ -603,6 +601,25 @@ func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *even
 	}
 	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
 		r.conf[pid] = readResolvConf(pid)
+	}
+}
+
+// addNames counts the questions ("NAME TYPE") of one timed-out wait.
+func (g *dnsServer) addNames(qnames []string) {
+	if len(qnames) > 0 {
+		g.named++
+	}
+	for _, qn := range qnames {
+		n, typ, _ := strings.Cut(qn, " ")
+		if g.names == nil {
+			g.names = map[string]map[string]uint64{}
+		}
+		if g.names[n] != nil || len(g.names) < dnsNamesMax {
+			if g.names[n] == nil {
+				g.names[n] = map[string]uint64{}
+			}
+			g.names[n][typ]++
+		}
 	}
 }
 
@@ -983,6 +1000,11 @@ func (r *resolver) forget(pids, tids map[uint32]bool) {
 			delete(r.stream, k)
 		}
 	}
+	for k := range r.wq {
+		if pids[k.pid] {
+			delete(r.wq, k)
+		}
+	}
 	for tid := range tids {
 		delete(r.threads, tid)
 	}
@@ -1036,7 +1058,8 @@ func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
 		r.nb[e.PID] = kept
 		return
 	}
-	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, tid: e.TID}
+	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, tid: e.TID, qname: r.wq[key]}
+	delete(r.wq, key)
 	if _, ok := r.conf[e.PID]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
 		r.conf[e.PID] = readResolvConf(e.PID)
 	}
@@ -1098,6 +1121,9 @@ func (r *resolver) nbTimedOut(e *event.Event, qs []dnsNBQuery) {
 		g.procs[pid] = q.comm
 		g.timeouts++
 		g.nbQueries++
+		if q.qname != "" {
+			g.addNames([]string{q.qname})
+		}
 		g.waited += lost
 		g.byPID[pid] += lost
 		if lost >= dnsWaitMin {

@@ -609,6 +609,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	recvfrom, _ := event.SyscallByName(arch, "recvfrom")
 	recvmsg, _ := event.SyscallByName(arch, "recvmsg")
 	closeNr, _ := event.SyscallByName(arch, "close")
+	sendto, _ := event.SyscallByName(arch, "sendto")
 	futexWait, _ := event.SyscallByName(arch, "futex_wait")
 	futexWake, _ := event.SyscallByName(arch, "futex_wake")
 	if futexWait == 0 || futexWake == 0 {
@@ -646,6 +647,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrRecvfrom, recvfrom},
 		{vars.CfgNrRecvmsg, recvmsg},
 		{vars.CfgNrClose, closeNr},
+		{vars.CfgNrSendto, sendto},
 		{vars.CfgNrFutexWait, futexWait},
 		{vars.CfgNrFutexWake, futexWake},
 		{vars.SysMask, mask},

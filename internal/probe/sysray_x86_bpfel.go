@@ -628,6 +628,7 @@ const (
 	sysrayVarCfgNrRecvfrom        = "cfg_nr_recvfrom"
 	sysrayVarCfgNrRecvmsg         = "cfg_nr_recvmsg"
 	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
+	sysrayVarCfgNrSendto          = "cfg_nr_sendto"
 	sysrayVarCfgPids              = "cfg_pids"
 	sysrayVarCfgRunq              = "cfg_runq"
 	sysrayVarCfgSample            = "cfg_sample"
@@ -795,6 +796,7 @@ type sysrayVariableSpecs struct {
 	CfgNrRecvfrom    *ebpf.VariableSpec `ebpf:"cfg_nr_recvfrom"`
 	CfgNrRecvmsg     *ebpf.VariableSpec `ebpf:"cfg_nr_recvmsg"`
 	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
+	CfgNrSendto      *ebpf.VariableSpec `ebpf:"cfg_nr_sendto"`
 	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
 	CfgRunq          *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSample        *ebpf.VariableSpec `ebpf:"cfg_sample"`
@@ -937,6 +939,7 @@ type sysrayVariables struct {
 	CfgNrRecvfrom    *ebpf.Variable `ebpf:"cfg_nr_recvfrom"`
 	CfgNrRecvmsg     *ebpf.Variable `ebpf:"cfg_nr_recvmsg"`
 	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
+	CfgNrSendto      *ebpf.Variable `ebpf:"cfg_nr_sendto"`
 	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
 	CfgRunq          *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSample        *ebpf.Variable `ebpf:"cfg_sample"`
