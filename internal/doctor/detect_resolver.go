@@ -141,6 +141,11 @@ type dnsServer struct {
 	nbRounds uint64
 }
 
+// dnsQueriesPerWait bounds the questions one wait is taken to wait
+// for: a resolver sends one or two (A and AAAA) a server, and a thread
+// that sends queries and never waits (a forwarder) keeps only its first.
+const dnsQueriesPerWait = 8
+
 // dnsNamesMax bounds the names kept per server: a storm of distinct
 // names is told by its count, and the first ones show its shape.
 const dnsNamesMax = 64
@@ -238,11 +243,17 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 	if t := r.thread(e); t != nil {
 		t.fd, t.server, t.tcp, t.other = fd, server, tcp, false
 		if call != "" {
-			t.query, t.sent, t.qnames = call, true, nil
+			// The queries sent since the thread's last wait all wait
+			// in the next one: musl sends A and AAAA with two sendto
+			// calls, glibc with one sendmmsg.
+			if !t.sent {
+				t.qnames = nil
+			}
+			t.query, t.sent = call, true
 			if call == "sendto" || call == "sendmmsg" {
 				// sendmmsg's second message's query is copied under vlen
 				for _, b := range [][]byte{e.Syscall.Data[1], e.Syscall.Data[2]} {
-					if q, ok := dns.Parse(b); ok {
+					if q, ok := dns.Parse(b); ok && len(t.qnames) < dnsQueriesPerWait {
 						t.qnames = append(t.qnames, q.String())
 					}
 				}

@@ -571,3 +571,27 @@ func TestDNSTimeoutMuslBind(t *testing.T) {
 		t.Fatalf("want 3 timed-out waits (the two before the send seen held, then counted); got %+v", f)
 	}
 }
+
+// musl sends A and AAAA with two sendto calls before one poll: the wait
+// is named by both.
+func TestDNSTimeoutSendtoNames(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 9}
+	for _, typ := range []dnsmessage.Type{dnsmessage.TypeA, dnsmessage.TypeAAAA} {
+		s := r.add(sys(9, 0, dnsNrSendto, 37, 9000, 3, 0x7ffc3000, 37, 0x4000, 0x7ffc1000, 16))
+		s.Syscall.Data[1] = dnsQuery(t, "svc.example.test.", typ)
+		s.Syscall.Data[4] = sockaddr4(nameServer, 53)
+	}
+	r.add(sys(9, 0, dnsNrPoll, 0, 1_000_000_000, 0x7ffc2000, 1, 1000))
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil {
+		t.Fatal("no dns-timeout")
+	}
+	names, _ := f.Evidence["names"].([]map[string]any)
+	if len(names) != 1 || names[0]["name"] != "svc.example.test" {
+		t.Fatalf("names %v", f.Evidence["names"])
+	}
+	types, _ := names[0]["types"].(map[string]uint64)
+	if types["A"] != 1 || types["AAAA"] != 1 {
+		t.Errorf("types %v, want one A and one AAAA", types)
+	}
+}
