@@ -224,26 +224,34 @@ s.sendto(q, ("127.0.0.1", 53))
 c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.connect(("127.0.0.1", 9999)); c.send(q)
 d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); d.connect(("127.0.0.1", 53)); d.send(q)
 u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.sendto(q, ("::1", 53)); u.sendto(q, ("::1", 5353))
+import os
+os.write(c.fileno(), q); os.write(d.fileno(), q)
+n = os.open("/dev/null", os.O_WRONLY); os.write(n, q)
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	capFile := filepath.Join(dir, "send.sysray")
-	run(t, "record", "-e", "sendto", "-w", capFile, "--", py, script)
+	run(t, "record", "-e", "sendto,write", "-w", capFile, "--", py, script)
 	c, err := capture.Open(capFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var got []bool
+	var got, gotWrites []bool
 	for {
 		var e event.Event
 		if err := c.Next(&e); err != nil {
 			break
 		}
-		if e.Kind != event.KindSyscall || event.SyscallName(event.ArchAMD64, e.Syscall.Nr) != "sendto" || e.Syscall.Args[2] != 29 {
+		name := event.SyscallName(event.ArchAMD64, e.Syscall.Nr)
+		if e.Kind != event.KindSyscall || (name != "sendto" && name != "write") || e.Syscall.Args[2] != 29 {
 			continue
 		}
-		got = append(got, e.Syscall.Data[1] != nil)
+		if name == "write" && strings.HasPrefix(e.Comm, "python") {
+			gotWrites = append(gotWrites, e.Syscall.Data[1] != nil)
+		} else if name == "sendto" {
+			got = append(got, e.Syscall.Data[1] != nil)
+		}
 		if e.Syscall.Data[1] != nil && !strings.Contains(string(e.Syscall.Data[1]), "secret") {
 			t.Errorf("payload %q", e.Syscall.Data[1])
 		}
@@ -252,5 +260,9 @@ u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.sendto(q, ("::1", 53));
 	want := []bool{false, true, false, true, true, false}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("payload copied %v, want %v (only port 53)", got, want)
+	}
+	// writes: on the socket connected to 9999, on the one connected to 53, to /dev/null
+	if want := []bool{false, true, false}; fmt.Sprint(gotWrites) != fmt.Sprint(want) {
+		t.Errorf("write payload copied %v, want %v (only a socket connected to port 53)", gotWrites, want)
 	}
 }
