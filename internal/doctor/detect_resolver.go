@@ -132,7 +132,7 @@ type dnsServer struct {
 	// closes or resets the connection. vcNS is their time.
 	vcReads, vcNS uint64
 	// nbQueries are the queries read at once and found unanswered
-	// (EAGAIN) whose deadline a wait of the process ended: Go's
+	// (EAGAIN) whose socket was closed with no answer read: Go's
 	// resolver, which waits in the runtime's netpoller, not in a poll
 	// of the socket.
 	nbQueries uint64
@@ -192,12 +192,11 @@ type dnsNBQuery struct {
 	at     uint64 // the read's end
 	server string
 	comm   string
-	tid    uint32
 	qname  string // "NAME TYPE", when its write was seen
 }
 
-// dnsNBMax bounds the queries and wait ends kept per process: Go sends
-// two queries a lookup (A and AAAA), a few lookups at once.
+// dnsNBMax bounds the queries kept per process: Go sends two queries a
+// lookup (A and AAAA), a few lookups at once; the oldest goes first.
 const dnsNBMax = 64
 
 // resolvConf is what a process's resolver waits by.
@@ -1069,7 +1068,7 @@ func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
 		r.nb[e.PID] = kept
 		return
 	}
-	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, tid: e.TID, qname: r.wq[key]}
+	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, qname: r.wq[key]}
 	delete(r.wq, key)
 	if _, ok := r.conf[e.PID]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
 		r.conf[e.PID] = readResolvConf(e.PID)
