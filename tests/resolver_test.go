@@ -144,6 +144,54 @@ func TestStoryResolver(t *testing.T) {
 	}
 }
 
+// Go's own resolver (goresolve, CGO_ENABLED=0) against the silent
+// server: each LookupIP("ip4") is one A query on a non-blocking socket,
+// read at once (EAGAIN) and closed at its deadline with no answer. The
+// finding counts one query a lookup and their time against the
+// program's own, live and from a recording, which also names every one.
+func TestStoryResolverGo(t *testing.T) {
+	requireBPF(t)
+	bin := scenarioBin(t, "resolver", "goresolve")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.json")
+	r := run(t, "doctor", "--json", "-o", out, "--", bin, "-x", "goresolve", "-n", "3")
+	// the Go worker's RESULT line comes first, the parent's after it
+	lookups, totalMS := resolverTruth(t, r.stdout)
+	if lookups != 3 {
+		t.Fatalf("%d lookups, want 3:\n%s", lookups, r.stdout)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep doctorReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	checkResolver(t, rep, lookups, totalMS)
+	for _, f := range rep.Findings {
+		if f.ID == "dns-timeout" && f.Evidence["nonblocking_queries_unanswered"] != float64(lookups) {
+			t.Errorf("nonblocking_queries_unanswered %v, want %d", f.Evidence["nonblocking_queries_unanswered"], lookups)
+		}
+	}
+
+	capture := filepath.Join(dir, "goresolve.sysray")
+	r = run(t, "record", "-w", capture, "--", bin, "-x", "goresolve", "-n", "2")
+	lookups, totalMS = resolverTruth(t, r.stdout)
+	asked := resolverNames(r.stdout)
+	r = run(t, "doctor", "--json", "-r", capture)
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor -r: %v\n%s", err, r.stdout)
+	}
+	checkResolver(t, rep, lookups, totalMS)
+	for _, f := range rep.Findings {
+		if f.ID == "dns-timeout" {
+			// a recording sees every write: every name
+			checkNames(t, &f, asked, true, false)
+		}
+	}
+}
+
 // The resolver's benign cousins warn of nothing, from any detector: a
 // server that answers (at once, slowly, with NXDOMAIN) and a listener
 // whose poll times out by design on a UDP port that is not DNS.
