@@ -196,7 +196,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			st->timing.record_at = now;
 			sampled = true;
 		}
-		if (!failed && !after_failure && lat < cfg_slow && !sampled)
+		bool watched = dns_watch(st->call.nr, regs, ret);
+		if (!failed && !after_failure && lat < cfg_slow && !sampled && !watched)
 			return 0;
 		late_args(st, regs, ret);
 		if (!now)

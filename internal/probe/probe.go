@@ -605,6 +605,11 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	exit, _ := event.SyscallByName(arch, "exit")
 	exitGroup, _ := event.SyscallByName(arch, "exit_group")
 	futex, _ := event.SyscallByName(arch, "futex")
+	read, _ := event.SyscallByName(arch, "read")
+	recvfrom, _ := event.SyscallByName(arch, "recvfrom")
+	recvmsg, _ := event.SyscallByName(arch, "recvmsg")
+	closeNr, _ := event.SyscallByName(arch, "close")
+	sendto, _ := event.SyscallByName(arch, "sendto")
 	futexWait, _ := event.SyscallByName(arch, "futex_wait")
 	futexWake, _ := event.SyscallByName(arch, "futex_wake")
 	if futexWait == 0 || futexWake == 0 {
@@ -638,6 +643,11 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrExitGroup, exitGroup},
 		{vars.CfgFutex, b(cfg.futexOn())},
 		{vars.CfgNrFutex, futex},
+		{vars.CfgNrRead, read},
+		{vars.CfgNrRecvfrom, recvfrom},
+		{vars.CfgNrRecvmsg, recvmsg},
+		{vars.CfgNrClose, closeNr},
+		{vars.CfgNrSendto, sendto},
 		{vars.CfgNrFutexWait, futexWait},
 		{vars.CfgNrFutexWake, futexWake},
 		{vars.SysMask, mask},
