@@ -142,12 +142,12 @@ type cgProc struct {
 
 // nprocFacts are the other two limits a fork's EAGAIN can come from.
 type nprocFacts struct {
-	uid, limit, tasks     int64 // RLIMIT_NPROC (soft; -1 unlimited) and the user's tasks
-	hard                  int64 // RLIMIT_NPROC's hard limit; -1 unlimited
+	uid, limit, tasks int64 // RLIMIT_NPROC (soft; -1 unlimited) and the user's tasks
+	hard              int64 // RLIMIT_NPROC's hard limit; -1 unlimited
 	// limitRead: /proc/PID/limits was read. The read follows the event
 	// and a process that gives up at its first EAGAIN is gone by then:
 	// its limit is unknown, not unlimited.
-	limitRead bool
+	limitRead             bool
 	user                  string
 	threadsMax, nrThreads int64
 	memAvailable          int64 // the host's MemAvailable, bytes; -1 unread
