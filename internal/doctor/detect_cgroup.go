@@ -807,7 +807,8 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 				"RLIMIT_NPROC of the process is %d (hard %s). The count is per user, not per process or cgroup: every task of "+
 				"%s on the host counts, other programs' included, and it stays refused until some of them end.", what,
 				strings.Join(capList(g.procs), "; "), who, f.tasks, f.limit, limitText(f.hard), who)
-			summary = joinSentences(summary, c.notShortText(g.first, f))
+			ev["uid"] = f.uid
+			summary = joinSentences(summary, c.notShortText(g.first, f, ev))
 			fix = nprocFix(f)
 		case "threads-max":
 			f := g.facts
@@ -849,7 +850,7 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 
 // notShortText says what a fork's EAGAIN did not come from: the host's
 // memory and the cgroup's pids.max, as read.
-func (c *cgroupLimit) notShortText(p *cgProc, f *nprocFacts) string {
+func (c *cgroupLimit) notShortText(p *cgProc, f *nprocFacts, ev map[string]any) string {
 	var parts []string
 	if f.memAvailable >= 0 {
 		parts = append(parts, fmt.Sprintf("the host has %s of memory available", mib(f.memAvailable)))
@@ -862,6 +863,7 @@ func (c *cgroupLimit) notShortText(p *cgProc, f *nprocFacts) string {
 				continue
 			}
 			limited = true
+			ev["cgroup"], ev["pids.max"], ev["pids.current"] = dir, d.last["max"], d.last["current"]
 			parts = append(parts, fmt.Sprintf("the cgroup %s holds %d tasks of its pids.max %d", dir, d.last["current"], d.last["max"]))
 			break
 		}

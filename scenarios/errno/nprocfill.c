@@ -121,6 +121,19 @@ static void child_wait(void)
 
 static pthread_attr_t attr;
 
+// Its own children, waited for by pid: under cgrun, the process also has
+// cgrun's janitor as a child, which waits for this one to end.
+static pid_t kids[1 << 16];
+static long nkids;
+
+static void reap(void)
+{
+	close(gate[1]);
+	for (long i = 0; i < nkids; i++)
+		while (waitpid(kids[i], NULL, 0) < 0 && errno == EINTR)
+			;
+}
+
 // fill_one makes one more waiting task: 0 done, else the errno.
 static int fill_one(void)
 {
@@ -131,6 +144,8 @@ static int fill_one(void)
 	pid_t pid = fork();
 	if (pid == 0)
 		child_wait();
+	if (pid > 0 && nkids < (long)(sizeof kids / sizeof kids[0]))
+		kids[nkids++] = pid;
 	return pid < 0 ? errno : 0;
 }
 
@@ -260,12 +275,10 @@ int main(int argc, char **argv)
 	}
 	if (procs <= 1) {
 		int rc = run();
-		close(gate[1]);
-		while (wait(NULL) > 0)
-			;
+		reap();
 		return rc;
 	}
-	pid_t kids[64];
+	pid_t workers[64];
 	int nk = 0;
 	for (int i = 0; i < procs && i < 64; i++) {
 		pid_t pid = fork();
@@ -275,17 +288,15 @@ int main(int argc, char **argv)
 		}
 		if (pid == 0) {
 			int rc = run();
-			close(gate[1]);
-			while (wait(NULL) > 0)
-				;
+			reap();
 			_exit(rc);
 		}
-		kids[nk++] = pid;
+		workers[nk++] = pid;
 	}
 	close(gate[1]);
 	int status, rc = 0;
 	for (int i = 0; i < nk; i++)
-		if (waitpid(kids[i], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		if (waitpid(workers[i], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
 			rc = 1;
 	return rc;
 }
