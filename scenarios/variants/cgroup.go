@@ -40,10 +40,14 @@ var cgroupVariants = []Variant{
 	{Name: "cgroup-limit/nproc-3-procs", Differs: "RLIMIT_NPROC; 3 processes of the user share its one count",
 		Mode: Cmd, Argv: []string{"nprocfill", "-p", "3", "-d", "1.5"}, Expect: nprocAt("clone")},
 	{Name: "cgroup-limit/nproc-pid", Differs: "RLIMIT_NPROC; at the limit and retrying before sysray starts; -p for 1.5 s",
-		Mode: PID, Argv: []string{"nprocfill", "-d", "5"}, Lead: 700 * time.Millisecond, For: 1500 * time.Millisecond,
+		// -d 30: sysray ends it (SIGTERM) after its trace, and attaching
+		// took 3-7 s here under a load of 15 on 2 CPUs: a shorter run ended
+		// before the trace began (0 events).
+		Mode: PID, Argv: []string{"nprocfill", "-d", "30"}, Lead: 700 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: nprocAt("clone")},
 	{Name: "cgroup-limit/nproc-host", Differs: "RLIMIT_NPROC; 2 processes creating threads, at the limit before sysray starts; the whole host for 1.5 s",
-		Mode: Host, Argv: []string{"nprocfill", "-m", "thread", "-p", "2", "-d", "6"}, Lead: time.Second, For: 1500 * time.Millisecond,
+		// -d 30: as nproc-pid's.
+		Mode: Host, Argv: []string{"nprocfill", "-m", "thread", "-p", "2", "-d", "30"}, Lead: time.Second, For: 1500 * time.Millisecond,
 		Expect: nprocAt("clone3")},
 	{Name: "cgroup-limit/nproc-cgroup", Differs: "RLIMIT_NPROC inside a pids cgroup of its own (cgrun, pids.max 4096): the cgroup is not the limit",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "4096", "--", "nprocfill", "-d", "1.5"}, Expect: nprocAt("clone", "of its pids.max 4096")},
