@@ -11,7 +11,9 @@ import (
 // makes a cgroup with one limit set, moves itself in, execs the workload
 // and removes the cgroup however it ends. The mechanism does not depend on
 // processes against threads, their number, or whether sysray started
-// first, so the variants change those.
+// first, so the variants change those. The -p and whole-host workloads
+// run 30 s and are ended after the trace: attaching under load took 3-7 s
+// here, which a 4-6 s workload did not outlive.
 var cgroupVariants = []Variant{
 	{Name: "cgroup-limit/pids-4-procs", Differs: "pids.max 16; 4 processes fork children until fork() (clone) fails with EAGAIN",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "16", "--", "cgwork", "fork", "-n", "4", "-d", "1.5"},
@@ -20,7 +22,7 @@ var cgroupVariants = []Variant{
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "16", "--", "cgwork", "fork", "-t", "-d", "1.5"},
 		Expect: cgroupPids("clone3")},
 	{Name: "cgroup-limit/pids-pid", Differs: "the fork bomb at its pids.max before sysray starts; -p for 1.5 s",
-		Mode: PID, Argv: []string{"cgrun", "-p", "12", "--", "cgwork", "fork", "-d", "4"},
+		Mode: PID, Argv: []string{"cgrun", "-p", "12", "--", "cgwork", "fork", "-d", "30"},
 		Lead: 700 * time.Millisecond, For: 1500 * time.Millisecond, Expect: cgroupPids("clone")},
 	// The same EAGAIN from the user's RLIMIT_NPROC (scenarios/errno,
 	// nprocfill): the limit set for the scenario alone, 16 tasks above what
@@ -40,13 +42,9 @@ var cgroupVariants = []Variant{
 	{Name: "cgroup-limit/nproc-3-procs", Differs: "RLIMIT_NPROC; 3 processes of the user share its one count",
 		Mode: Cmd, Argv: []string{"nprocfill", "-p", "3", "-d", "1.5"}, Expect: nprocAt("clone")},
 	{Name: "cgroup-limit/nproc-pid", Differs: "RLIMIT_NPROC; at the limit and retrying before sysray starts; -p for 1.5 s",
-		// -d 30: sysray ends it (SIGTERM) after its trace, and attaching
-		// took 3-7 s here under a load of 15 on 2 CPUs: a shorter run ended
-		// before the trace began (0 events).
 		Mode: PID, Argv: []string{"nprocfill", "-d", "30"}, Lead: 700 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: nprocAt("clone")},
 	{Name: "cgroup-limit/nproc-host", Differs: "RLIMIT_NPROC; 2 processes creating threads, at the limit before sysray starts; the whole host for 1.5 s",
-		// -d 30: as nproc-pid's.
 		Mode: Host, Argv: []string{"nprocfill", "-m", "thread", "-p", "2", "-d", "30"}, Lead: time.Second, For: 1500 * time.Millisecond,
 		Expect: nprocAt("clone3")},
 	{Name: "cgroup-limit/nproc-cgroup", Differs: "RLIMIT_NPROC inside a pids cgroup of its own (cgrun, pids.max 4096): the cgroup is not the limit",
@@ -63,7 +61,7 @@ var cgroupVariants = []Variant{
 		Mode: Cmd, Argv: []string{"cgrun", "-m", "48", "--", "cgwork", "file", "-n", "3", "-s", "64", "-d", "2"},
 		Expect: cgroupMemory},
 	{Name: "cgroup-limit/memory-host", Differs: "already at its limit when sysray starts; the whole host for 2 s",
-		Mode: Host, Argv: []string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "5"},
+		Mode: Host, Argv: []string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-d", "30"},
 		Lead: 700 * time.Millisecond, For: 2 * time.Second, Expect: cgroupMemory},
 	{Name: "cgroup-limit/memory-small-writes", Differs: "16 KiB calls instead of 1 MiB: each reclaims a little and almost none is slower than 10 ms",
 		Mode: Cmd, Argv: []string{"cgrun", "-m", "32", "--", "cgwork", "file", "-s", "128", "-b", "16", "-d", "2"},
@@ -75,10 +73,10 @@ var cgroupVariants = []Variant{
 		Mode: Cmd, Argv: []string{"cgrun", "-q", "10000", "--", "cgwork", "spin", "-d", "2"},
 		Expect: cgroupCPU},
 	{Name: "cgroup-limit/cpu-threads-pid", Differs: "2 threads under 10 ms per 100 ms, throttled before sysray starts; -p for 2 s",
-		Mode: PID, Argv: []string{"cgrun", "-q", "10000", "--", "cgwork", "spin", "-t", "-d", "4"},
+		Mode: PID, Argv: []string{"cgrun", "-q", "10000", "--", "cgwork", "spin", "-t", "-d", "30"},
 		Lead: 700 * time.Millisecond, For: 2 * time.Second, Expect: cgroupCPU},
 	{Name: "cgroup-limit/cpu-host", Differs: "2 processes under 20 ms per 100 ms; the whole host for 2 s",
-		Mode: Host, Argv: []string{"cgrun", "-q", "20000", "--", "cgwork", "spin", "-n", "2", "-d", "4"},
+		Mode: Host, Argv: []string{"cgrun", "-q", "20000", "--", "cgwork", "spin", "-n", "2", "-d", "30"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: cgroupCPU},
 }
 
