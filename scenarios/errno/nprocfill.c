@@ -287,6 +287,12 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (pid == 0) {
+			// Ended with this process however it ends (a SIGTERM
+			// from whoever started it): the workers hold the user's
+			// tasks.
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() == 1)
+				_exit(1);
 			int rc = run();
 			reap();
 			_exit(rc);
