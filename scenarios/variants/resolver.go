@@ -25,7 +25,7 @@ var resolverVariants = []Variant{
 	{Name: "dns-timeout/container", Differs: "in a cgroup of its own (cgrun, as a container runtime), 3 lookups",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "resolver", "-n", "3"}, Expect: dnsWarns("127.0.0.153", "3 DNS queries")},
 	{Name: "dns-timeout/pid", Differs: "the service looking names up before sysray starts, one a second; -p for 3 s",
-		Mode: PID, Argv: []string{"resolver", "-n", "0", "-d", "8"},
+		Mode: PID, Argv: []string{"resolver", "-n", "0", "-d", "30"},
 		Lead: time.Second, For: 3 * time.Second, Expect: dnsWarns("127.0.0.153", "DNS queries")},
 	{Name: "dns-timeout/host", Differs: "2 processes looking names up before sysray starts; the whole host for 3 s",
 		Mode: Host, Argv: []string{"resolver", "-p", "2", "-n", "0", "-d", "8"},
