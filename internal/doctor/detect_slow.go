@@ -179,11 +179,6 @@ func (s *slow) Findings(env *Env) []Finding {
 		if !s.stacked && (event.Is(name, event.MayWait) || vforkCall(name, &u.sc)) {
 			continue // without stacks, a read may have waited by design
 		}
-		g := s.groups[name]
-		if g == nil {
-			g = newGroup(name, nil)
-			s.groups[name] = g
-		}
 		// A call that never switched out, with sleeps tracked, ran on one
 		// CPU throughout: what the hypervisor took of that CPU meanwhile
 		// was not the call's work.
@@ -193,6 +188,11 @@ func (s *slow) Findings(env *Env) []Finding {
 		}
 		if u.sc.Latency-min(stolen, u.sc.Latency) < s.bar {
 			continue // slow only for the steal, as a call slow only for its wait for a CPU
+		}
+		g := s.groups[name]
+		if g == nil {
+			g = newGroup(name, nil)
+			s.groups[name] = g
 		}
 		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0, stolen)
 		s.count(name, name, &u.sc, stolen)

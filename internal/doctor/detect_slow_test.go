@@ -122,6 +122,9 @@ func TestSlowStealIsNotTheCallsTime(t *testing.T) {
 		d.Observe(&e)
 		return byID(checked(d.Report()).Findings, "slow-syscall")
 	}
+	if f := run(1, []uint64{0, 95_000_000}); f != nil {
+		t.Errorf("95 of 100 ms stolen: 5 ms of its own is not slow, got %+v", f)
+	}
 	f := run(1, []uint64{0, 70_000_000})
 	if f == nil || f.Severity != Info {
 		t.Fatalf("70 of 100 ms stolen: want an info slow-syscall, got %+v", f)
