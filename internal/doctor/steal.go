@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"slices"
 	"sort"
 	"sync"
 )
@@ -29,24 +30,12 @@ func (l *StealLog) Add(at uint64, steal []uint64) {
 	if n := len(l.at); n > 0 && at <= l.at[n-1] {
 		return
 	}
-	if n := len(l.at); n >= 2 && same(l.steal[n-1], steal) && same(l.steal[n-2], steal) {
+	if n := len(l.at); n >= 2 && slices.Equal(l.steal[n-1], steal) && slices.Equal(l.steal[n-2], steal) {
 		l.at[n-1] = at
 		return
 	}
 	l.at = append(l.at, at)
 	l.steal = append(l.steal, append([]uint64(nil), steal...))
-}
-
-func same(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Trim lets go of the reads before t but the last of them, from which a
