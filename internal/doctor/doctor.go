@@ -115,6 +115,10 @@ type Host struct {
 	// would wait with everyone else's). Detectors then read nothing from
 	// /proc or /sys and report what the events say.
 	ReadsStall func() bool
+	// CgroupBorn, if set, says whether the memory cgroup at a path was made
+	// after the trace began: its cumulative counters then hold only what
+	// happened during it, from zero, not from the doctor's first look.
+	CgroupBorn func(cgroup string) bool
 }
 
 // slowBar is the bar from which a syscall is slow.
