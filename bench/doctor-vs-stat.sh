@@ -20,9 +20,9 @@ s=$PWD/bin/sysray
 ns() { "$@" 2>/dev/null | grep -E '^[0-9.]+$' | tail -1; }
 : >"$work/rows"
 for ((r = 1; r <= ROUNDS; r++)); do
-	echo "$(ns "$work/loop" "$CALLS") $(ns "$s" stat -o /dev/null -- "$work/loop" "$CALLS")" \
-		"$(ns "$s" doctor -o /dev/null -- "$work/loop" "$CALLS")" \
-		"$(ns "$s" doctor --stacks=false -o /dev/null -- "$work/loop" "$CALLS")" >>"$work/rows"
+	echo "$(ns "$work/loop" "$CALLS") $(ns "$s" stat -o "$work/out" -- "$work/loop" "$CALLS")" \
+		"$(ns "$s" doctor -o "$work/out" -- "$work/loop" "$CALLS")" \
+		"$(ns "$s" doctor --stacks=false -o "$work/out" -- "$work/loop" "$CALLS")" >>"$work/rows"
 done
 echo "## doctor against stat: getppid loop, $CALLS calls, $ROUNDS rounds, medians of per-round differences"
 echo
