@@ -8,10 +8,17 @@ import (
 
 // fastPath says whether syscalls are taken without task storage
 // (bpf/fast.h): nothing that needs a thread's storage (sleep stacks; in
-// stat, samples or exact timing). It must say what
-// fast_path() in the kernel says.
+// stat, samples or exact timing), or the doctor's calls until they switch
+// out (fastDoctor). It must say what fast_path() in the kernel says.
 func (c *Config) fastPath() bool {
-	return !c.Stacks && (!c.Stat || (c.Budget > 0 && c.Sample == 0))
+	return !c.Stacks && (!c.Stat || (c.Budget > 0 && c.Sample == 0)) || c.fastDoctor()
+}
+
+// fastDoctor is fast_doctor() in the kernel: sampled stat with sleep
+// stacks and budgeted timing, whose rows keep their threads' recent calls
+// too (fast_recent).
+func (c *Config) fastDoctor() bool {
+	return c.Stat && c.Budget > 0 && c.Sample > 0 && c.Stacks
 }
 
 // Rows of the fast path's table: four for each thread the host has at

@@ -252,6 +252,20 @@ type sysrayProfKey struct {
 	Comm    [16]int8
 }
 
+type sysrayRecentCalls struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	C   [8]struct {
+		_       structs.HostLayout
+		Ts      uint64
+		Latency uint64
+		Ret     int64
+		Nr      uint32
+		Pad     uint32
+	}
+}
+
 type sysrayRecentRec struct {
 	_   structs.HostLayout
 	H   sysrayHdr
@@ -515,20 +529,8 @@ type sysrayTaskState struct {
 		_            [4]byte
 		Sl           sysraySleeps
 	}
-	Recent struct {
-		_   structs.HostLayout
-		N   uint32
-		Pad uint32
-		C   [8]struct {
-			_       structs.HostLayout
-			Ts      uint64
-			Latency uint64
-			Ret     int64
-			Nr      uint32
-			Pad     uint32
-		}
-	}
-	Fault struct {
+	Recent sysrayRecentCalls
+	Fault  struct {
 		_    structs.HostLayout
 		Ts   uint64
 		Addr uint64
@@ -555,6 +557,7 @@ const (
 	sysrayMapCgroups              = "cgroups"
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
+	sysrayMapFastRecent           = "fast_recent"
 	sysrayMapFastRows             = "fast_rows"
 	sysrayMapFutexes              = "futexes"
 	sysrayMapFwTasks              = "fw_tasks"
@@ -737,6 +740,7 @@ type sysrayMapSpecs struct {
 	Cgroups        *ebpf.MapSpec `ebpf:"cgroups"`
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
+	FastRecent     *ebpf.MapSpec `ebpf:"fast_recent"`
 	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
 	Futexes        *ebpf.MapSpec `ebpf:"futexes"`
 	FwTasks        *ebpf.MapSpec `ebpf:"fw_tasks"`
@@ -843,6 +847,7 @@ type sysrayMaps struct {
 	Cgroups        *ebpf.Map `ebpf:"cgroups"`
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
+	FastRecent     *ebpf.Map `ebpf:"fast_recent"`
 	FastRows       *ebpf.Map `ebpf:"fast_rows"`
 	Futexes        *ebpf.Map `ebpf:"futexes"`
 	FwTasks        *ebpf.Map `ebpf:"fw_tasks"`
@@ -871,6 +876,7 @@ func (m *sysrayMaps) Close() error {
 		m.Cgroups,
 		m.Drops,
 		m.Errnos,
+		m.FastRecent,
 		m.FastRows,
 		m.Futexes,
 		m.FwTasks,
