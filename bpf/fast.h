@@ -224,44 +224,35 @@ static __always_inline void fast_emit(struct fast_row *r, long ret)
 	emit_call(&r->call, &r->ids, ret, now, 0, NULL);
 }
 
-/*
- * The doctor: counts the row's call, which never switched out (fast_migrate
- * would have moved it), and lets it cross over as sys_exit's stat mode
- * does: failed, after a failure, slow, sampled, or one of its cell's
- * first or slowest.
- */
-static __always_inline void fast_doctor_exit(struct fast_row *r, struct pt_regs *regs, long ret)
+/* The doctor: the row's call joins its thread's recent calls (fast_recent). */
+static __always_inline void row_recent_add(struct fast_row *r, __u64 regs, __u64 lat, long ret)
 {
-	__u64 now;
-	__u32 hw;
-	__u64 lat = budget_latency(&r->timing, r->call.ts, &now, &hw);
-	bool timed = r->call.ts != 0;
-	__u32 acc = count_call(&r->ids, &r->pend, r->call.nr, ret, lat, hw, hw, false, 0);
-	struct recent_calls *rr = fast_recent_of((__u64)regs);
-	struct recent_call *rc = NULL;
-	if (rr) {
-		rc = &rr->c[rr->n++ & (RECENT - 1)];
-		rc->ts = r->call.ts;
-		rc->latency = lat;
-		rc->ret = ret;
-		rc->nr = r->call.nr;
-	}
-	bool failed = ret < 0 && ret >= -4095;
-	bool after_failure = r->call.prev_failed;
-	r->call.prev_failed = failed;
-	bool sampled = (timed && sample_tick(&r->timing, now)) || (cfg_firsts && (acc & ACC_FIRST));
-	if (!sampled && (acc & ACC_RECORD) && now - r->timing.record_at >= 1000000) {
-		r->timing.record_at = now;
-		sampled = true;
-	}
-	if (!failed && !after_failure && lat < cfg_slow && !sampled)
+	struct recent_calls *rr = fast_recent_of(regs);
+	if (!rr)
 		return;
+	struct recent_call *rc = &rr->c[rr->n++ & (RECENT - 1)];
+	rc->ts = r->call.ts;
+	rc->latency = lat;
+	rc->ret = ret;
+	rc->nr = r->call.nr;
+}
+
+/*
+ * The doctor: the row's call crosses over. Out of line, and its registers
+ * and return value read again from the tracepoint's arguments: what the
+ * tests before it learned of them (a failure, a sample) does not make the
+ * verifier walk it once more. now: the clock at the exit, 0 if unread.
+ */
+static __noinline void row_cross(struct fast_row *r, __u64 *ctx, __u64 lat, __u64 now)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	long ret = (long)ctx[1];
+	__u8 flags = r->call.ts ? 0 : F_APPROX;
 	late_args(&r->call, regs, ret);
 	if (!now)
 		now = bpf_ktime_get_ns();
-	r->call.ts = now - lat;
-	if (rc)
-		rc->ts = r->call.ts;
+	r->call.ts = now - lat; /* the entry, as near as it is known */
+	row_recent_add(r, (__u64)regs, lat, ret); /* its time names the event this call becomes */
 	if (now - r->call.ts < cfg_min_latency)
 		return;
 	r->call.queued = 0; /* never switched out */
@@ -271,14 +262,64 @@ static __always_inline void fast_doctor_exit(struct fast_row *r, struct pt_regs 
 		r->call.held_end = now;
 		return;
 	}
-	emit_call(&r->call, &r->ids, ret, now, timed ? 0 : F_APPROX, NULL);
+	emit_call(&r->call, &r->ids, ret, now, flags, NULL);
+}
+
+/*
+ * The doctor: counts the row's call, which never switched out (fast_migrate
+ * would have moved it), and lets it cross over as sys_exit's stat mode
+ * does: failed, after a failure, slow, sampled, or one of its cell's
+ * first or slowest. Out of line, as row_cross.
+ */
+static __noinline void fast_doctor_exit(struct fast_row *r, __u64 *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	long ret = (long)ctx[1];
+	__u64 now;
+	__u32 hw;
+	__u64 lat = budget_latency(&r->timing, r->call.ts, &now, &hw);
+	bool timed = r->call.ts != 0;
+	__u32 acc = count_call(&r->ids, &r->pend, r->call.nr, ret, lat, hw, hw, false, 0);
+	bool failed = ret < 0 && ret >= -4095;
+	bool after_failure = r->call.prev_failed;
+	r->call.prev_failed = failed;
+	bool sampled = (timed && sample_tick(&r->timing, now)) || (cfg_firsts && (acc & ACC_FIRST));
+	if (!sampled && (acc & ACC_RECORD) && now - r->timing.record_at >= 1000000) {
+		r->timing.record_at = now;
+		sampled = true;
+	}
+	if (!failed && !after_failure && lat < cfg_slow && !sampled) {
+		row_recent_add(r, (__u64)regs, lat, ret);
+		return;
+	}
+	row_cross(r, ctx, lat, now);
+}
+
+/*
+ * The thread entered a call since the attach and is in none: a failure
+ * with no entry may be a seccomp filter's refusal (refused()), which needs
+ * the thread's storage to say so. Out of line, and the return value read
+ * again from the tracepoint's arguments: the test of it does not narrow
+ * sys_exit's own copy, or the verifier would walk the task storage path
+ * that follows once for a failure and once more for the rest (in the
+ * doctor, 880,000 instructions against a budget of 500,000).
+ */
+static __noinline void row_entered(__u64 *ctx)
+{
+	long ret = (long)ctx[1];
+	if (ret >= 0 || ret < -4095)
+		return;
+	struct task_state *st =
+		bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st && !st->call.active)
+		st->call.gen = attach_gen;
 }
 
 /*
  * Counts or emits the call the thread's row holds; false leaves the exit to
  * the task storage path (a call entered there, or one the row never saw).
  */
-static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
+static __always_inline bool fast_exit(__u64 *ctx, struct pt_regs *regs, long ret)
 {
 	__u64 me = (__u64)regs;
 	struct fast_row *r = fast_row_of(me);
@@ -288,18 +329,8 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 		return true;
 	if (r->owner != me) {
 		if (r->owner == me + FAST_IDLE && r->call.gen == attach_gen && r->ids.cg_gen == cgroup_gen &&
-		    r->ids.sel && ret < 0 && ret >= -4095) {
-			/*
-			 * The thread entered a call since the attach and is in
-			 * none: a failure with no entry may be a seccomp filter's
-			 * refusal (refused()), which needs the thread's storage
-			 * to say so.
-			 */
-			struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
-								      BPF_LOCAL_STORAGE_GET_F_CREATE);
-			if (st && !st->call.active)
-				st->call.gen = attach_gen;
-		}
+		    r->ids.sel)
+			row_entered(ctx);
 		return false;
 	}
 	if (r->call.gen == attach_gen) {
@@ -312,7 +343,7 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 			__u64 lat = budget_latency(&r->timing, r->call.ts, &now, &hw);
 			count_call(&r->ids, &r->pend, r->call.nr, ret, lat, hw, hw, false, 0);
 		} else if (fast_doctor()) {
-			fast_doctor_exit(r, regs, ret);
+			fast_doctor_exit(r, ctx);
 		} else {
 			fast_emit(r, ret);
 		}
@@ -432,8 +463,27 @@ static __always_inline struct task_state *fast_migrate(struct task_struct *prev,
 		if (!st)
 			return NULL; /* the call stays in the row, its sleeps untold */
 	}
-	st->call.nr = r->call.nr;
-	st->call.ts = r->call.ts;
+	__u32 nr = r->call.nr;
+	__u64 ts = r->call.ts;
+	if (st->call.held) {
+		/*
+		 * A call held in the task storage (hold_in_row) changes places
+		 * with this one: the row's next entry emits it, its ids fresh
+		 * now.
+		 */
+		r->call.nr = st->call.nr;
+		r->call.ts = st->call.ts;
+		r->call.held_ret = st->call.held_ret;
+		r->call.held_end = st->call.held_end;
+		r->call.queued = st->call.queued;
+#pragma unroll
+		for (int i = 0; i < 6; i++)
+			r->call.args[i] = st->call.args[i];
+		st->call.held = 0;
+		r->call.held = 1;
+	}
+	st->call.nr = nr;
+	st->call.ts = ts;
 	st->call.gen = attach_gen;
 	st->call.prev_failed = r->call.prev_failed;
 	st->call.seq++;

@@ -128,15 +128,17 @@ static __noinline void recent_add(struct task_state *st, __u64 regs, __u64 lat, 
 /*
  * The doctor: a call interrupted by a signal waits in the thread's row,
  * whose next entry emits it (fast_enter), as its task storage's next entry
- * would. False: the thread has no row.
+ * would. False: the thread has no row, or its row's ids are stale (their
+ * refresh would flush the row's pending counts here, a walk sys_exit's
+ * verification cannot afford): it waits in the task storage, and the
+ * thread's next switch-out in a call moves it to the row (fast_migrate).
  */
 static __noinline bool hold_in_row(struct task_state *st, __u64 regs, long ret, __u64 now)
 {
 	struct fast_row *r = doctor_row(regs);
-	if (!r)
+	if (!r || r->ids.cg_gen != cgroup_gen)
 		return false;
 	call_queued(st);
-	fast_ids(r);
 	r->call.nr = st->call.nr;
 	r->call.ts = st->call.ts;
 	r->call.queued = st->call.queued;
@@ -149,8 +151,12 @@ static __noinline bool hold_in_row(struct task_state *st, __u64 regs, long ret, 
 	return true;
 }
 
-/* A call's exit on the task storage path. */
-static __always_inline void exit_stored(void *ctx, struct pt_regs *regs, long ret, struct task_state *st)
+/*
+ * A call's exit on the task storage path. Out of line: what sys_exit does
+ * after it (the doctor's hand-back) is walked once, not once for each of
+ * its ends.
+ */
+static __noinline void exit_stored(void *ctx, struct pt_regs *regs, long ret, struct task_state *st)
 {
 	if (!st->call.active) {
 		/* gen: the thread has entered a call since we attached, so it was not inside one then. */
@@ -281,7 +287,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (id >= 0 && !syscall_wanted(id))
 			return 0;
 	}
-	if (fast_path() && fast_exit(regs, ret))
+	if (fast_path() && fast_exit(ctx, regs, ret))
 		return 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
 	if (!st)
