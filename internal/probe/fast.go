@@ -24,7 +24,8 @@ func (c *Config) fastDoctor() bool {
 // Rows of the fast path's table: four for each thread the host has at
 // start, so that two threads in a call at once rarely share a row (the
 // second one's call then takes the slower task storage path; nothing is
-// lost). A row is 640 bytes: from 2.5 MiB to 10 MiB.
+// lost). A row is 640 bytes: from 2.5 MiB to 10 MiB; the doctor adds
+// 264 bytes a row for its threads' recent calls (fast_recent).
 const (
 	minFastRows = 4096
 	maxFastRows = 16384
