@@ -69,3 +69,52 @@ func TestDoctorRestartedCalls(t *testing.T) {
 		})
 	}
 }
+
+// The doctor counts exactly whichever path each call takes: eight
+// processes forked by a shell, each calling getppid a known number of
+// times, most calls in the row, some moved to task storage when the
+// process is preempted in one (two CPUs, eight callers), with the table
+// sized for the host and with two rows, where most processes count through
+// task storage.
+func TestDoctorCountsExact(t *testing.T) {
+	requireBPF(t)
+	arch := event.HostArch()
+	getppid, _ := event.SyscallByName(arch, "getppid")
+	const procs, calls = 8, 200000
+	for _, rows := range []uint32{0, 2} {
+		t.Run(fmt.Sprintf("rows=%d", rows), func(t *testing.T) {
+			cfg := probe.Config{Stacks: true, FastRows: rows}
+			checkup.Configure(&cfg, arch, checkup.Command)
+			script := fmt.Sprintf("for i in $(seq %d); do %s %d & done; wait", procs, prog("getppid"), calls)
+			counts := map[uint32]uint64{}
+			opts := live.Options{
+				Probe:   cfg,
+				Command: []string{"sh", "-c", script},
+				Warn:    func(string) {},
+				Finished: func(p *probe.Probe) error {
+					cells, _, err := p.Stats()
+					for _, c := range cells {
+						if c.Nr == getppid {
+							counts[c.PID] += c.Count
+						}
+					}
+					return err
+				},
+			}
+			if _, err := live.Run(opts, func(*event.Event) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for pid, c := range counts {
+				if c == calls {
+					n++
+				} else if c > 10 { // sh and seq make none; glibc's start-up none either
+					t.Errorf("pid %d: %d getppid calls counted, want exactly %d", pid, c, calls)
+				}
+			}
+			if n != procs {
+				t.Errorf("%d processes counted exactly %d getppid calls, want %d: %v", n, calls, procs, counts)
+			}
+		})
+	}
+}
