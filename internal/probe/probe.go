@@ -229,6 +229,10 @@ func Open(cfg Config) (*Probe, error) {
 		}
 	}
 	specs.FastRows.MaxEntries = rows
+	specs.FastRecent.MaxEntries = 1
+	if cfg.fastDoctor() {
+		specs.FastRecent.MaxEntries = rows
+	}
 	if err := specs.CfgFastShift.Set(uint32(32 - bits.TrailingZeros32(rows))); err != nil {
 		return nil, err
 	}

@@ -252,6 +252,20 @@ type sysrayProfKey struct {
 	Comm    [16]int8
 }
 
+type sysrayRecentCalls struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	C   [8]struct {
+		_       structs.HostLayout
+		Ts      uint64
+		Latency uint64
+		Ret     int64
+		Nr      uint32
+		Pad     uint32
+	}
+}
+
 type sysrayRecentRec struct {
 	_   structs.HostLayout
 	H   sysrayHdr
@@ -515,20 +529,8 @@ type sysrayTaskState struct {
 		_            [4]byte
 		Sl           sysraySleeps
 	}
-	Recent struct {
-		_   structs.HostLayout
-		N   uint32
-		Pad uint32
-		C   [8]struct {
-			_       structs.HostLayout
-			Ts      uint64
-			Latency uint64
-			Ret     int64
-			Nr      uint32
-			Pad     uint32
-		}
-	}
-	Fault struct {
+	Recent sysrayRecentCalls
+	Fault  struct {
 		_    structs.HostLayout
 		Ts   uint64
 		Addr uint64
@@ -556,6 +558,7 @@ const (
 	sysrayMapDnsWatched           = "dns_watched"
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
+	sysrayMapFastRecent           = "fast_recent"
 	sysrayMapFastRows             = "fast_rows"
 	sysrayMapFutexes              = "futexes"
 	sysrayMapFwTasks              = "fw_tasks"
@@ -745,6 +748,7 @@ type sysrayMapSpecs struct {
 	DnsWatched     *ebpf.MapSpec `ebpf:"dns_watched"`
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
+	FastRecent     *ebpf.MapSpec `ebpf:"fast_recent"`
 	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
 	Futexes        *ebpf.MapSpec `ebpf:"futexes"`
 	FwTasks        *ebpf.MapSpec `ebpf:"fw_tasks"`
@@ -858,6 +862,7 @@ type sysrayMaps struct {
 	DnsWatched     *ebpf.Map `ebpf:"dns_watched"`
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
+	FastRecent     *ebpf.Map `ebpf:"fast_recent"`
 	FastRows       *ebpf.Map `ebpf:"fast_rows"`
 	Futexes        *ebpf.Map `ebpf:"futexes"`
 	FwTasks        *ebpf.Map `ebpf:"fw_tasks"`
@@ -887,6 +892,7 @@ func (m *sysrayMaps) Close() error {
 		m.DnsWatched,
 		m.Drops,
 		m.Errnos,
+		m.FastRecent,
 		m.FastRows,
 		m.Futexes,
 		m.FwTasks,
