@@ -23,11 +23,11 @@ ns() { "$@" 2>/dev/null | grep -E '^[0-9.]+$' | tail -1; }
 for ((r = 1; r <= ROUNDS; r++)); do
 	base=$(ns "$work/loop" "$CALLS")
 	if ((r % 2)); then
-		old=$(ns "$work/sysray-old" doctor -o /dev/null -- "$work/loop" "$CALLS")
-		new=$(ns ./bin/sysray doctor -o /dev/null -- "$work/loop" "$CALLS")
+		old=$(ns "$work/sysray-old" doctor -o "$work/out" -- "$work/loop" "$CALLS")
+		new=$(ns ./bin/sysray doctor -o "$work/out" -- "$work/loop" "$CALLS")
 	else
-		new=$(ns ./bin/sysray doctor -o /dev/null -- "$work/loop" "$CALLS")
-		old=$(ns "$work/sysray-old" doctor -o /dev/null -- "$work/loop" "$CALLS")
+		new=$(ns ./bin/sysray doctor -o "$work/out" -- "$work/loop" "$CALLS")
+		old=$(ns "$work/sysray-old" doctor -o "$work/out" -- "$work/loop" "$CALLS")
 	fi
 	echo "$base $old $new"
 done | awk -v c="$COMMIT" -v n="$ROUNDS" '

@@ -99,6 +99,7 @@ volatile const __u32 cfg_every_shift; /* budgeted timing: past the budget, 1 in 
 volatile const __u64 cfg_slow;       /* emit sleep stacks for syscalls at least this slow */
 volatile const __u64 cfg_wakeup_bytes; /* wake the reader once this much is queued */
 volatile const __u32 cfg_nr_execve;
+volatile const __u32 cfg_nr_sendto; /* the one DNS-capturing call whose args[4] is a destination */
 volatile const __u32 cfg_nr_execveat;
 volatile const __u32 cfg_nr_rt_sigreturn;
 volatile const __u32 cfg_nr_exit;

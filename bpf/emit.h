@@ -182,7 +182,8 @@ static __always_inline bool dest_dns(const void *addr, __u64 fd)
 
 /*
  * Copies the first bytes of a DNS query to dst when the send c goes to
- * port 53 (CAP_DNS: the buffer args[1] of args[lenarg] bytes;
+ * port 53 (CAP_DNS: the buffer args[1] of args[lenarg] bytes, of sendto
+ * or of a write on a socket connected to port 53;
  * CAP_DNS_MMSG: the first iovec of msgvec[0] for the rule on argument 1,
  * of msgvec[1] for the one on argument 2, vlen: glibc sends A and AAAA
  * together). Returns the bytes copied, plus
@@ -196,7 +197,8 @@ static __noinline long dns_copy(char *dst, struct call *c, long ret, __u32 rule)
 	/* the rule's kind, argument and length argument, packed: BPF calls take five arguments */
 	__u8 kind = rule, arg = rule >> 8, lenarg = rule >> 16;
 	const void *ptr = (const void *)c->args[1];
-	const void *dest = (const void *)c->args[4]; /* sendto's dest_addr */
+	/* sendto's dest_addr; write and send name none: the socket's peer says */
+	const void *dest = c->nr == cfg_nr_sendto ? (const void *)c->args[4] : NULL;
 	__u64 blen = lenarg < 6 ? c->args[lenarg & 7] : 0;
 	if (kind == CAP_DNS_MMSG) {
 		/* message arg - 1, if it was sent */

@@ -54,12 +54,27 @@ static __always_inline bool fast_record(void)
 	return !cfg_stat && !cfg_stacks;
 }
 
-static __always_inline bool fast_path(void)
+/*
+ * The doctor's (sampled stat with sleep stacks and budgeted timing): a call
+ * is counted, sampled and, if it crosses over, emitted from the row. Its
+ * first switch-out moves it to the thread's task storage (fast_migrate),
+ * where the sleep tracking keeps its sleeps, and its exit takes the task
+ * storage path; so do futex calls, which futex.h sums from there. On a
+ * call that neither sleeps nor is preempted, the two task storage lookups
+ * were most of what the doctor cost over stat (bench/HISTORY.md,
+ * 2026-11-29).
+ */
+static __always_inline bool fast_doctor(void)
 {
-	return fast_stat() || fast_record();
+	return budget_timing() && cfg_sample && cfg_stacks;
 }
 
-static __always_inline struct fast_row *fast_row_of(__u64 regs)
+static __always_inline bool fast_path(void)
+{
+	return fast_stat() || fast_record() || fast_doctor();
+}
+
+static __always_inline __u32 fast_row_index(__u64 regs)
 {
 	/*
 	 * The low half of the address is all the verifier lets us compute
@@ -71,8 +86,38 @@ static __always_inline struct fast_row *fast_row_of(__u64 regs)
 	__u32 lo;
 	/* A 32-bit move, said outright: left to itself the compiler shifts the pointer's register. */
 	asm volatile("%[lo] = %[p]" : [lo] "=w"(lo) : [p] "w"((__u32)regs));
-	__u32 i = ((lo >> 14) * 2654435761u) >> cfg_fast_shift;
+	return ((lo >> 14) * 2654435761u) >> cfg_fast_shift;
+}
+
+static __always_inline struct fast_row *fast_row_of(__u64 regs)
+{
+	__u32 i = fast_row_index(regs);
 	return bpf_map_lookup_elem(&fast_rows, &i);
+}
+
+/* The doctor: the last calls of the thread that owns the row of regs. */
+static __always_inline struct recent_calls *fast_recent_of(__u64 regs)
+{
+	__u32 i = fast_row_index(regs);
+	return bpf_map_lookup_elem(&fast_recent, &i);
+}
+
+/*
+ * The doctor: the row of the thread (regs) while it is between calls, or
+ * in one that the task storage path holds. Its timing, its last call's
+ * failure and its recent calls are the thread's: the task storage path
+ * borrows them (sys_enter, sys_exit), so that sampling, the call after a
+ * failure and the ring of recent calls see one thread, whichever path
+ * each call took.
+ */
+static __always_inline struct fast_row *doctor_row(__u64 regs)
+{
+	if (!fast_doctor())
+		return NULL;
+	struct fast_row *r = fast_row_of(regs);
+	if (!r || r->owner != regs + FAST_IDLE)
+		return NULL;
+	return r;
 }
 
 /*
@@ -152,8 +197,11 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 	}
 	r->call.nr = id;
 	r->call.gen = attach_gen;
-	if (fast_stat()) {
+	if (fast_stat() || fast_doctor()) {
 		budget_entry(&r->timing, &r->call.ts, id);
+		/* The call after a failure crosses over timed, as in sys_enter. */
+		if (fast_doctor() && r->call.prev_failed && !r->call.ts)
+			clock_entry(&r->timing, &r->call.ts);
 		return true;
 	}
 	entry_args(&r->call, regs);
@@ -176,11 +224,105 @@ static __always_inline void fast_emit(struct fast_row *r, long ret)
 	emit_call(&r->call, &r->ids, ret, now, 0, NULL);
 }
 
+/* The doctor: the row's call joins its thread's recent calls (fast_recent). */
+static __always_inline void row_recent_add(struct fast_row *r, __u64 regs, __u64 lat, long ret)
+{
+	struct recent_calls *rr = fast_recent_of(regs);
+	if (!rr)
+		return;
+	struct recent_call *rc = &rr->c[rr->n++ & (RECENT - 1)];
+	rc->ts = r->call.ts;
+	rc->latency = lat;
+	rc->ret = ret;
+	rc->nr = r->call.nr;
+}
+
+/*
+ * The doctor: the row's call crosses over. Out of line, and its registers
+ * and return value read again from the tracepoint's arguments: what the
+ * tests before it learned of them (a failure, a sample) does not make the
+ * verifier walk it once more. now: the clock at the exit, 0 if unread.
+ */
+static __noinline void row_cross(struct fast_row *r, __u64 *ctx, __u64 lat, __u64 now)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	long ret = (long)ctx[1];
+	__u8 flags = r->call.ts ? 0 : F_APPROX;
+	late_args(&r->call, regs, ret);
+	if (!now)
+		now = bpf_ktime_get_ns();
+	r->call.ts = now - lat; /* the entry, as near as it is known */
+	row_recent_add(r, (__u64)regs, lat, ret); /* its time names the event this call becomes */
+	if (now - r->call.ts < cfg_min_latency)
+		return;
+	r->call.queued = 0; /* never switched out */
+	if (restarting(ret)) {
+		r->call.held = 1;
+		r->call.held_ret = ret;
+		r->call.held_end = now;
+		return;
+	}
+	emit_call(&r->call, &r->ids, ret, now, flags, NULL);
+}
+
+/*
+ * The doctor: counts the row's call, which never switched out (fast_migrate
+ * would have moved it), and lets it cross over as sys_exit's stat mode
+ * does: failed, after a failure, slow, sampled, one of its cell's first
+ * or slowest, or a resolver's socket watched (dnswatch.h). Out of line, as
+ * row_cross.
+ */
+static __noinline void fast_doctor_exit(struct fast_row *r, __u64 *ctx)
+{
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	long ret = (long)ctx[1];
+	__u64 now;
+	__u32 hw;
+	__u64 lat = budget_latency(&r->timing, r->call.ts, &now, &hw);
+	bool timed = r->call.ts != 0;
+	__u32 acc = count_call(&r->ids, &r->pend, r->call.nr, ret, lat, hw, hw, false, 0);
+	bool failed = ret < 0 && ret >= -4095;
+	bool after_failure = r->call.prev_failed;
+	r->call.prev_failed = failed;
+	bool sampled = (timed && sample_tick(&r->timing, now)) || (cfg_firsts && (acc & ACC_FIRST));
+	if (!sampled && (acc & ACC_RECORD) && now - r->timing.record_at >= 1000000) {
+		r->timing.record_at = now;
+		sampled = true;
+	}
+	/* A resolver's socket read empty, then its answer or its close (dnswatch.h). */
+	bool watched = dns_watch(r->call.nr, regs, ret);
+	if (!failed && !after_failure && lat < cfg_slow && !sampled && !watched) {
+		row_recent_add(r, (__u64)regs, lat, ret);
+		return;
+	}
+	row_cross(r, ctx, lat, now);
+}
+
+/*
+ * The thread entered a call since the attach and is in none: a failure
+ * with no entry may be a seccomp filter's refusal (refused()), which needs
+ * the thread's storage to say so. Out of line, and the return value read
+ * again from the tracepoint's arguments: the test of it does not narrow
+ * sys_exit's own copy, or the verifier would walk the task storage path
+ * that follows once for a failure and once more for the rest (in the
+ * doctor, 880,000 instructions against a budget of 500,000).
+ */
+static __noinline void row_entered(__u64 *ctx)
+{
+	long ret = (long)ctx[1];
+	if (ret >= 0 || ret < -4095)
+		return;
+	struct task_state *st =
+		bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st && !st->call.active)
+		st->call.gen = attach_gen;
+}
+
 /*
  * Counts or emits the call the thread's row holds; false leaves the exit to
  * the task storage path (a call entered there, or one the row never saw).
  */
-static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
+static __always_inline bool fast_exit(__u64 *ctx, struct pt_regs *regs, long ret)
 {
 	__u64 me = (__u64)regs;
 	struct fast_row *r = fast_row_of(me);
@@ -190,18 +332,8 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 		return true;
 	if (r->owner != me) {
 		if (r->owner == me + FAST_IDLE && r->call.gen == attach_gen && r->ids.cg_gen == cgroup_gen &&
-		    r->ids.sel && ret < 0 && ret >= -4095) {
-			/*
-			 * The thread entered a call since the attach and is in
-			 * none: a failure with no entry may be a seccomp filter's
-			 * refusal (refused()), which needs the thread's storage
-			 * to say so.
-			 */
-			struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0,
-								      BPF_LOCAL_STORAGE_GET_F_CREATE);
-			if (st && !st->call.active)
-				st->call.gen = attach_gen;
-		}
+		    r->ids.sel)
+			row_entered(ctx);
 		return false;
 	}
 	if (r->call.gen == attach_gen) {
@@ -213,6 +345,8 @@ static __always_inline bool fast_exit(struct pt_regs *regs, long ret)
 			__u32 hw;
 			__u64 lat = budget_latency(&r->timing, r->call.ts, &now, &hw);
 			count_call(&r->ids, &r->pend, r->call.nr, ret, lat, hw, hw, false, 0);
+		} else if (fast_doctor()) {
+			fast_doctor_exit(r, ctx);
 		} else {
 			fast_emit(r, ret);
 		}
@@ -254,10 +388,17 @@ static __always_inline void fast_release(struct task_struct *task)
 	/* Taken first, so no one else writes the row meanwhile (FAST_GONE). */
 	if (__sync_val_compare_and_swap(&r->owner, o, me + FAST_GONE) != o)
 		return;
-	if (fast_record() && row_has_call(r, o, me)) {
+	if ((fast_record() || fast_doctor()) && row_has_call(r, o, me)) {
 		fast_ids(r);
-		if (r->ids.sel)
-			emit_call(&r->call, &r->ids, 0, bpf_ktime_get_ns(), F_UNFINISHED, NULL);
+		if (r->ids.sel) {
+			__u64 now = bpf_ktime_get_ns();
+			if (fast_doctor() && !r->call.held) {
+				/* As sched_process_exit does for the task storage path's call. */
+				late_args(&r->call, (struct pt_regs *)me, 0);
+				untimed_entry(&r->call, &r->timing, now);
+			}
+			emit_call(&r->call, &r->ids, 0, now, F_UNFINISHED, NULL);
+		}
 	}
 	if (budget_timing() && r->ids.cg_gen)
 		pend_flush(&r->ids, &r->pend, false);
@@ -305,12 +446,63 @@ static __always_inline bool fast_selected_now(struct task_struct *p)
 	return in_row;
 }
 
+/*
+ * The doctor: the thread (prev, current) switches out in a call the row
+ * holds. The call moves to its task storage, where sched_switch and
+ * sched_waking follow its sleeps and sys_exit takes it; the row stays the
+ * thread's, idle. Returns the thread's storage, made if need be (NULL: none).
+ */
+static __always_inline struct task_state *fast_migrate(struct task_struct *prev, struct task_state *st)
+{
+	__u64 me = (__u64)bpf_task_pt_regs(prev);
+	struct fast_row *r = fast_row_of(me);
+	if (!r || r->owner != me || r->call.gen != attach_gen)
+		return st;
+	fast_ids(r);
+	if (!r->ids.sel)
+		return st; /* its exit in the row lets it go (fast_exit) */
+	if (!st) {
+		st = bpf_task_storage_get(&tstate, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!st)
+			return NULL; /* the call stays in the row, its sleeps untold */
+	}
+	__u32 nr = r->call.nr;
+	__u64 ts = r->call.ts;
+	if (st->call.held) {
+		/*
+		 * A call held in the task storage (hold_in_row) changes places
+		 * with this one: the row's next entry emits it, its ids fresh
+		 * now.
+		 */
+		r->call.nr = st->call.nr;
+		r->call.ts = st->call.ts;
+		r->call.held_ret = st->call.held_ret;
+		r->call.held_end = st->call.held_end;
+		r->call.queued = st->call.queued;
+#pragma unroll
+		for (int i = 0; i < 6; i++)
+			r->call.args[i] = st->call.args[i];
+		st->call.held = 0;
+		r->call.held = 1;
+	}
+	st->call.nr = nr;
+	st->call.ts = ts;
+	st->call.gen = attach_gen;
+	st->call.prev_failed = r->call.prev_failed;
+	st->call.seq++;
+	st->call.active = 1;
+	st->timing = r->timing;
+	/* Last: an idle row sends the call's exit to the task storage path. */
+	__sync_lock_test_and_set(&r->owner, me + FAST_IDLE);
+	return st;
+}
+
 /* A read of the counts first takes every row's pending ones to the map (Probe.Stats). */
 SEC("iter/bpf_map_elem")
 int flush_fast(struct bpf_iter__bpf_map_elem *ctx)
 {
 	__u32 *k = ctx->key;
-	if (!k || !fast_stat())
+	if (!k || !(fast_stat() || fast_doctor()))
 		return 0;
 	__u32 i = *k;
 	struct fast_row *r = bpf_map_lookup_elem(&fast_rows, &i);

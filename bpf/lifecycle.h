@@ -129,7 +129,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 	return 0;
 }
 
-static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 now)
+static __always_inline void emit_recent(void *rb, struct recent_calls *rcs, __u64 now)
 {
 	struct recent_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
 	if (!r) {
@@ -137,7 +137,7 @@ static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 n
 		return;
 	}
 	fill_hdr(&r->h, K_RECENT, sizeof(*r), now);
-	__u32 total = st->recent.n;
+	__u32 total = rcs->n;
 	__u32 n = total < RECENT ? total : RECENT;
 	r->n = n;
 	r->pad = 0;
@@ -145,7 +145,7 @@ static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 n
 	for (int i = 0; i < RECENT; i++) {
 		__u32 idx = (total - n + i) & (RECENT - 1);
 		if (i < n)
-			r->c[i] = st->recent.c[idx];
+			r->c[i] = rcs->c[idx];
 		else
 			__builtin_memset(&r->c[i], 0, sizeof(r->c[i]));
 	}
@@ -155,12 +155,34 @@ static __always_inline void emit_recent(void *rb, struct task_state *st, __u64 n
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 {
+	__u64 now = bpf_ktime_get_ns();
+	/*
+	 * Killed by a signal in the doctor's mode: what it last did, since few
+	 * calls were emitted. A thread that has a row keeps them there
+	 * (fast_recent), read before the row is freed and emptied for its next
+	 * owner; else in its task storage, below.
+	 */
+	bool killed = cfg_sample && (BPF_CORE_READ(task, exit_code) & 0x7f);
+	bool recent_done = false;
+	if (fast_doctor()) {
+		__u64 me = (__u64)bpf_task_pt_regs(task);
+		struct fast_row *fr = fast_row_of(me);
+		struct recent_calls *rr = fast_recent_of(me);
+		if (fr && rr && (fr->owner & ~FAST_IDLE) == me) {
+			if (killed && rr->n && selected()) {
+				void *rb = cpu_ring();
+				if (rb)
+					emit_recent(rb, rr, now);
+				recent_done = true;
+			}
+			rr->n = 0;
+		}
+	}
 	/* Before the selection: sysray's own threads have rows too. */
 	if (fast_path())
 		fast_release(task);
 	if (!selected())
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	/* Its pending counts would go with its storage. */
 	if (st && budget_timing() && st->ids.cg_gen)
@@ -168,8 +190,8 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	/* exit and exit_group never return; neither does a syscall cut off by a fatal signal. */
 	if (st && (st->call.active || st->call.held)) {
 		if (cfg_stat && st->call.active) {
-			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
-			untimed_entry(st, now);
+			late_args(&st->call, (struct pt_regs *)bpf_task_pt_regs(task), 0);
+			untimed_entry(&st->call, &st->timing, now);
 		}
 		st->call.active = 0;
 		st->call.held = 0;
@@ -178,8 +200,8 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 
 	void *rb = cpu_ring();
 	/* Killed by a signal in the doctor's mode: what it last did, since few calls were emitted. */
-	if (rb && cfg_sample && st && st->recent.n && (BPF_CORE_READ(task, exit_code) & 0x7f))
-		emit_recent(rb, st, now);
+	if (rb && killed && !recent_done && st && st->recent.n)
+		emit_recent(rb, &st->recent, now);
 	if (rb) {
 		struct exit_rec *r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
 		if (r) {
@@ -214,14 +236,20 @@ int inflight(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	if (!task)
 		return 0;
-	if (fast_record()) {
+	if (fast_record() || fast_doctor()) {
 		/* Its call, if the fast path took it. */
 		struct fast_row *r = fast_pending_call((__u64)bpf_task_pt_regs(task));
 		if (r && task_selected(task)) {
-			if (r->call.held)
+			if (r->call.held) {
 				emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, task);
-			else
-				emit_call(&r->call, &r->ids, 0, bpf_ktime_get_ns(), F_UNFINISHED, task);
+			} else {
+				__u64 now = bpf_ktime_get_ns();
+				if (fast_doctor()) {
+					late_args(&r->call, (struct pt_regs *)bpf_task_pt_regs(task), 0);
+					untimed_entry(&r->call, &r->timing, now);
+				}
+				emit_call(&r->call, &r->ids, 0, now, F_UNFINISHED, task);
+			}
 			r->call.held = 0;
 		}
 	}
@@ -238,8 +266,8 @@ int inflight(struct bpf_iter__task *ctx)
 	} else {
 		__u64 now = bpf_ktime_get_ns();
 		if (cfg_stat) {
-			late_args(st, (struct pt_regs *)bpf_task_pt_regs(task), 0);
-			untimed_entry(st, now);
+			late_args(&st->call, (struct pt_regs *)bpf_task_pt_regs(task), 0);
+			untimed_entry(&st->call, &st->timing, now);
 		}
 		st->call.active = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, task);

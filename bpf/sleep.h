@@ -89,6 +89,9 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 {
 	__u64 now = 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, prev, 0, 0);
+	/* The doctor: a call on the fast path moves here at its first switch-out. */
+	if (fast_doctor() && !(st && st->call.active))
+		st = fast_migrate(prev, st);
 	if (st && st->call.active) {
 		now = bpf_ktime_get_ns();
 		if (st->sleep.sl_owner != st->call.seq) {

@@ -60,11 +60,11 @@ static __always_inline struct pcount *pcount_of(__u32 pid)
 }
 
 /* A sample crosses over only if the thread's last one did cfg_sample_gap ago. */
-static __always_inline bool sample_gap(struct task_state *st, __u64 now)
+static __always_inline bool sample_gap(struct timing *t, __u64 now)
 {
-	if (now - st->timing.sampled_at < cfg_sample_gap)
+	if (now - t->sampled_at < cfg_sample_gap)
 		return false;
-	st->timing.sampled_at = now;
+	t->sampled_at = now;
 	return true;
 }
 
@@ -74,36 +74,35 @@ static __always_inline bool sample_gap(struct task_state *st, __u64 now)
  * tens of thousands of samples a second, and on a small host the reader's
  * CPU is the traced program's.
  */
-static __always_inline bool sample_tick(struct task_state *st, __u64 now)
+static __always_inline bool sample_tick(struct timing *t, __u64 now)
 {
-	return (st->timing.tick++ & (cfg_sample - 1)) == 0 && sample_gap(st, now);
+	return (t->tick++ & (cfg_sample - 1)) == 0 && sample_gap(t, now);
 }
 
 /* How long the call in flight has run, in whole jiffies (budgeted timing). */
-static __always_inline __u64 jiffy_latency(struct task_state *st)
+static __always_inline __u64 jiffy_latency(struct timing *t)
 {
-	return (bpf_jiffies64() - st->timing.jts) * cfg_tick_ns;
+	return (bpf_jiffies64() - t->jts) * cfg_tick_ns;
 }
 
 /* Budgeted timing: a call in flight that the clock did not time gets an entry time from jiffies. */
-static __always_inline void untimed_entry(struct task_state *st, __u64 now)
+static __always_inline void untimed_entry(struct call *c, struct timing *t, __u64 now)
 {
-	if (budget_timing() && !st->call.ts)
-		st->call.ts = now - jiffy_latency(st);
+	if (budget_timing() && !c->ts)
+		c->ts = now - jiffy_latency(t);
 }
 
 /* Stat mode: the arguments of a call about to be emitted, from its registers. */
-static __always_inline void late_args(struct task_state *st, struct pt_regs *regs, long ret)
+static __always_inline void late_args(struct call *c, struct pt_regs *regs, long ret)
 {
 	/* A successful execve or a sigreturn replaced the registers; sigreturn has no arguments. */
-	if ((ret == 0 && (st->call.nr == cfg_nr_execve || st->call.nr == cfg_nr_execveat)) ||
-	    st->call.nr == cfg_nr_rt_sigreturn) {
+	if ((ret == 0 && (c->nr == cfg_nr_execve || c->nr == cfg_nr_execveat)) || c->nr == cfg_nr_rt_sigreturn) {
 #pragma unroll
 		for (int i = 0; i < 6; i++)
-			st->call.args[i] = 0;
+			c->args[i] = 0;
 		return;
 	}
-	load_args(&st->call, regs);
+	load_args(c, regs);
 }
 
 /* A new key starts from this (too large for the BPF stack). */

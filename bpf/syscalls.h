@@ -13,7 +13,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	if (!syscall_wanted(id))
 		return 0;
-	if (fast_path() && fast_enter(regs, id))
+	/* The doctor sums futex calls by address from the task storage path (futex.h). */
+	if (fast_path() && !(fast_doctor() && cfg_futex && futex_call(id)) && fast_enter(regs, id))
 		return 0;
 	/*
 	 * A task has state only once it has been selected (selection never
@@ -49,6 +50,12 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	st->call.seq++;
 	st->call.gen = attach_gen;
 	if (budget_timing()) {
+		struct fast_row *dr = doctor_row((__u64)regs);
+		if (dr) {
+			/* The thread's timing and last failure are its row's (doctor_row); sys_exit hands them back. */
+			st->timing = dr->timing;
+			st->call.prev_failed = dr->call.prev_failed;
+		}
 		budget_entry(&st->timing, &st->call.ts, id);
 		if (cfg_sample && st->call.prev_failed && !st->call.ts) {
 			/*
@@ -97,41 +104,65 @@ static __noinline void refused(struct task_state *st, struct pt_regs *regs, long
 	emit_syscall(st, ret, now, F_REFUSED, NULL);
 }
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+/*
+ * Sampled stat: the call joins its thread's recent calls, in the doctor's
+ * row if the thread has one (doctor_row), else in its task storage. Out of
+ * line, like hold_in_row: a pointer that may be either stays out of
+ * sys_exit's verification.
+ */
+static __noinline void recent_add(struct task_state *st, __u64 regs, __u64 lat, long ret)
 {
-	if (renamer && renamer == (__u64)regs) {
-		/* Another thread's new name is written by now (renamer). */
-		renamer = 0;
-		__sync_fetch_and_add(&name_gen, 1);
+	struct recent_calls *ring = &st->recent;
+	if (doctor_row(regs)) {
+		struct recent_calls *rr = fast_recent_of(regs);
+		if (rr)
+			ring = rr;
 	}
-	if (cfg_syscalls) {
-		/*
-		 * A call filtered out at entry left no state: say so before
-		 * the task storage lookup, which costs a filtered-out call
-		 * more than everything else here. orig_ax is -1 once
-		 * rt_sigreturn restored the registers: only a number is
-		 * trusted.
-		 */
-		long id = regs->orig_ax;
-		if (id >= 0 && !syscall_wanted(id))
-			return 0;
-	}
-	if (fast_path() && fast_exit(regs, ret))
-		return 0;
-	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
-	if (!st)
-		return 0;
-	if (st->call.gen != attach_gen) {
-		/* Entered before this attach (or never since the probe loaded). */
-		st->call.active = 0;
-		return 0;
-	}
+	struct recent_call *rc = &ring->c[ring->n++ & (RECENT - 1)];
+	rc->ts = st->call.ts;
+	rc->latency = lat;
+	rc->ret = ret;
+	rc->nr = st->call.nr;
+}
+
+/*
+ * The doctor: a call interrupted by a signal waits in the thread's row,
+ * whose next entry emits it (fast_enter), as its task storage's next entry
+ * would. False: the thread has no row, or its row's ids are stale (their
+ * refresh would flush the row's pending counts here, a walk sys_exit's
+ * verification cannot afford): it waits in the task storage, and the
+ * thread's next switch-out in a call moves it to the row (fast_migrate).
+ */
+static __noinline bool hold_in_row(struct task_state *st, __u64 regs, long ret, __u64 now)
+{
+	struct fast_row *r = doctor_row(regs);
+	if (!r || r->ids.cg_gen != cgroup_gen)
+		return false;
+	call_queued(st);
+	r->call.nr = st->call.nr;
+	r->call.ts = st->call.ts;
+	r->call.queued = st->call.queued;
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		r->call.args[i] = st->call.args[i];
+	r->call.held_ret = ret;
+	r->call.held_end = now;
+	r->call.held = 1;
+	return true;
+}
+
+/*
+ * A call's exit on the task storage path. Out of line: what sys_exit does
+ * after it (the doctor's hand-back) is walked once, not once for each of
+ * its ends.
+ */
+static __noinline void exit_stored(void *ctx, struct pt_regs *regs, long ret, struct task_state *st)
+{
 	if (!st->call.active) {
 		/* gen: the thread has entered a call since we attached, so it was not inside one then. */
 		if (ret < 0 && ret >= -4095)
 			refused(st, regs, ret);
-		return 0;
+		return;
 	}
 	st->call.active = 0;
 	if (st->sleep.sl_owner == st->call.seq && st->sleep.off_ts) {
@@ -170,12 +201,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			flags = F_APPROX;
 		__u32 acc = stat_account(st, ret, lat, hw, hw);
 		if (!cfg_sample)
-			return 0;
-		struct recent_call *rc = &st->recent.c[st->recent.n++ & (RECENT - 1)];
-		rc->ts = st->call.ts;
-		rc->latency = lat;
-		rc->ret = ret;
-		rc->nr = st->call.nr;
+			return;
 		/* Everything is counted; only what explains something crosses over. */
 		bool failed = ret < 0 && ret >= -4095;
 		bool after_failure = st->call.prev_failed;
@@ -191,34 +217,39 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		 * per process, syscall and CPU; an agent on a host that runs
 		 * hundreds of programs a second would pay that for each).
 		 */
-		bool sampled = (timed && sample_tick(st, now)) || (cfg_firsts && (acc & ACC_FIRST));
+		bool sampled = (timed && sample_tick(&st->timing, now)) || (cfg_firsts && (acc & ACC_FIRST));
 		if (!sampled && (acc & ACC_RECORD) && now - st->timing.record_at >= 1000000) {
 			st->timing.record_at = now;
 			sampled = true;
 		}
-		if (!failed && !after_failure && lat < cfg_slow && !sampled)
-			return 0;
-		late_args(st, regs, ret);
+		bool watched = dns_watch(st->call.nr, regs, ret);
+		if (!failed && !after_failure && lat < cfg_slow && !sampled && !watched) {
+			recent_add(st, (__u64)regs, lat, ret);
+			return;
+		}
+		late_args(&st->call, regs, ret);
 		if (!now)
 			now = bpf_ktime_get_ns();
 		st->call.ts = now - lat; /* the entry, as near as it is known */
-		rc->ts = st->call.ts;    /* names the event this call becomes */
+		recent_add(st, (__u64)regs, lat, ret); /* its time names the event this call becomes */
 	} else {
 		now = bpf_ktime_get_ns();
 		refresh_ids(&st->ids, &st->pend); /* what the record's header is filled from */
 	}
 	if (now - st->call.ts < cfg_min_latency)
-		return 0;
+		return;
 	if (restarting(ret)) {
 		/*
 		 * A signal interrupted the call. If the signal kills the thread the
 		 * call never returned (strace shows it unfinished); otherwise the
 		 * thread's next syscall entry emits it. Hold it until then.
 		 */
+		if (hold_in_row(st, (__u64)regs, ret, now))
+			return;
 		st->call.held = 1;
 		st->call.held_ret = ret;
 		st->call.held_end = now;
-		return 0;
+		return;
 	}
 	if (cfg_stacks && st->sleep.sl_owner == st->call.seq && st->sleep.sl.n && now - st->call.ts >= cfg_slow) {
 		/*
@@ -231,9 +262,49 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (!cfg_lean_stacks && !(ret == 0 && (st->call.nr == cfg_nr_execve || st->call.nr == cfg_nr_execveat)))
 			st->sleep.sl.ustack = stack_id(ctx, STK_EXIT, BPF_F_USER_STACK);
 		emit_slow(st, ret, now, flags);
-		return 0;
+		return;
 	}
 	emit_syscall(st, ret, now, flags, NULL);
+	return;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	if (renamer && renamer == (__u64)regs) {
+		/* Another thread's new name is written by now (renamer). */
+		renamer = 0;
+		__sync_fetch_and_add(&name_gen, 1);
+	}
+	if (cfg_syscalls) {
+		/*
+		 * A call filtered out at entry left no state: say so before
+		 * the task storage lookup, which costs a filtered-out call
+		 * more than everything else here. orig_ax is -1 once
+		 * rt_sigreturn restored the registers: only a number is
+		 * trusted.
+		 */
+		long id = regs->orig_ax;
+		if (id >= 0 && !syscall_wanted(id))
+			return 0;
+	}
+	if (fast_path() && fast_exit(ctx, regs, ret))
+		return 0;
+	struct task_state *st = bpf_task_storage_get(&tstate, bpf_get_current_task_btf(), 0, 0);
+	if (!st)
+		return 0;
+	if (st->call.gen != attach_gen) {
+		/* Entered before this attach (or never since the probe loaded). */
+		st->call.active = 0;
+		return 0;
+	}
+	exit_stored(ctx, regs, ret, st);
+	struct fast_row *dr = doctor_row((__u64)regs);
+	if (dr) {
+		/* Handed back: the row's next call goes on from here (doctor_row). */
+		dr->timing = st->timing;
+		dr->call.prev_failed = st->call.prev_failed;
+	}
 	return 0;
 }
 

@@ -33,6 +33,7 @@ char LICENSE[] SEC("license") = "GPL";
 #include "stacks.h"
 #include "select.h"
 #include "emit.h"
+#include "dnswatch.h"
 #include "stat.h"
 #include "fast.h"
 #include "faultwait.h"

@@ -27,6 +27,7 @@ want '[ -f /usr/include/bpf/bpf_helpers.h ]' libbpf-dev
 # Rust test programs (Debian 12's rustc, 1.63, is too old for them: rustc-web).
 want '[ -f /usr/lib/x86_64-linux-gnu/libc.a ]' libc6-dev
 want 'command -v g++' g++
+want 'command -v musl-gcc' musl-tools               # scenarios/bin/resolver-musl: musl's stub resolver
 want 'command -v rustc' rustc-web
 # Peers the tests compare against or drive.
 want 'command -v strace' strace                     # tests/import_test.go, bench

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -267,6 +269,26 @@ func TestExportScapContainersLive(t *testing.T) {
 		t.Fatalf("record: %v: %s", err, recErr.String())
 	}
 
+	// A whole-host recording on a busy host may lose events in the
+	// kernel, and says how many: the opens below are then exact up to
+	// that count, and no further.
+	var lost int
+	if m := regexp.MustCompile(`(\d+) events were lost`).FindStringSubmatch(recErr.String()); m != nil {
+		lost, _ = strconv.Atoi(m[1])
+		t.Logf("record: %s", strings.TrimSpace(recErr.String()))
+	}
+	match := func(got, want map[string]int) bool {
+		if lost == 0 || len(got) != len(want) {
+			return maps.Equal(got, want)
+		}
+		for k, w := range want {
+			if g, ok := got[k]; !ok || g > w || w-g > lost {
+				return false
+			}
+		}
+		return true
+	}
+
 	out := checkScapContainers(t, file, ctrs[0].cname, ctrs[1].cname)
 
 	opens := func(filter string) map[string]int {
@@ -278,11 +300,11 @@ func TestExportScapContainersLive(t *testing.T) {
 	}
 	for _, c := range ctrs {
 		want := map[string]int{sinspID(c.id) + " " + c.cname: c.opens}
-		if got := opens("evt.arg.name=/etc/hostname and container.name=" + c.cname); !maps.Equal(got, want) {
+		if got := opens("evt.arg.name=/etc/hostname and container.name=" + c.cname); !match(got, want) {
 			t.Errorf("sysdig's opens of /etc/hostname in %s: %v, want %v", c.cname, got, want)
 		}
 	}
-	if got, want := opens("evt.arg.name="+marker), map[string]int{"host host": hostOpens}; !maps.Equal(got, want) {
+	if got, want := opens("evt.arg.name="+marker), map[string]int{"host host": hostOpens}; !match(got, want) {
 		t.Errorf("sysdig's opens of %s: %v, want %v (on the host)", marker, got, want)
 	}
 }

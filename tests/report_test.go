@@ -545,7 +545,9 @@ func checkSlowestNear(t *testing.T, capFile, subject string, closeness float64) 
 		}
 		switch sc.Name {
 		case "clone", "clone3", "mmap", "mprotect", "munmap":
-			if sc.LatencyNS > slowest {
+			// Under the bar: a call over it that is no finding was
+			// slow only for its wait for a CPU (a loaded host).
+			if sc.LatencyNS > slowest && sc.LatencyNS < 10e6 {
 				name, slowest = sc.Name, sc.LatencyNS
 			}
 		}

@@ -67,5 +67,10 @@ SIGTERM or SIGINT detaches and exits 0.`,
 	f.DurationVar(&c.FlightWindow, "flight-window", c.FlightWindow, "how far back a flight capture reaches")
 	f.Int64Var(&c.FlightBytes, "flight-bytes", c.FlightBytes, "memory for the flight recorder's compressed events (1 to 3 million events)")
 	f.StringVar(&c.OTLPEndpoint, "otlp-endpoint", "", "send each new finding as an OpenTelemetry log record, OTLP/HTTP with protobuf, to this URL (http://HOST:4318/v1/logs; /v1/logs is added to a URL without a path; https for TLS)")
+	f.StringArrayVar(&c.OTLPAuth.Headers, "otlp-header", nil, "with --otlp-endpoint, send this header, Name=Value (repeatable); every user can read a process's arguments: for credentials use --otlp-headers-file or OTEL_EXPORTER_OTLP_HEADERS")
+	f.StringVar(&c.OTLPAuth.HeadersFile, "otlp-headers-file", "", "with --otlp-endpoint, send the headers of this file, one \"Name: Value\" or Name=Value a line; it must be readable by its owner only")
+	f.StringVar(&c.OTLPAuth.CAFile, "otlp-ca-file", "", "with an https --otlp-endpoint, trust the CA certificates of this PEM file instead of the system's (else OTEL_EXPORTER_OTLP_CERTIFICATE)")
+	f.StringVar(&c.OTLPAuth.ClientCert, "otlp-client-cert", "", "with an https --otlp-endpoint, present this PEM client certificate (mutual TLS; needs --otlp-client-key)")
+	f.StringVar(&c.OTLPAuth.ClientKey, "otlp-client-key", "", "the PEM private key of --otlp-client-cert")
 	return cmd
 }

@@ -133,6 +133,27 @@ func agentContainer(t *testing.T, ds *appsv1.DaemonSet) *corev1.Container {
 	return &cs[0]
 }
 
+// secretMounts are the agent's mounts of Secrets, by mount path: the
+// Secret's name, its files' mode, and whether the mount is read-only.
+func secretMounts(t *testing.T, ds *appsv1.DaemonSet) map[string]string {
+	t.Helper()
+	vols := map[string]*corev1.SecretVolumeSource{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		vols[v.Name] = v.Secret
+	}
+	m := map[string]string{}
+	for _, vm := range agentContainer(t, ds).VolumeMounts {
+		if s := vols[vm.Name]; s != nil {
+			mode := "default"
+			if s.DefaultMode != nil {
+				mode = strconv.FormatInt(int64(*s.DefaultMode), 8)
+			}
+			m[vm.MountPath] = s.SecretName + " mode " + mode + " readOnly " + strconv.FormatBool(vm.ReadOnly)
+		}
+	}
+	return m
+}
+
 func flag(args []string, name string) (string, bool) {
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] == name {
@@ -179,11 +200,16 @@ func leastPrivilege(t *testing.T, ds *appsv1.DaemonSet) {
 func mounts(t *testing.T, ds *appsv1.DaemonSet) map[string]corev1.HostPathVolumeSource {
 	t.Helper()
 	vols := map[string]*corev1.HostPathVolumeSource{}
+	secrets := map[string]bool{}
 	for _, v := range ds.Spec.Template.Spec.Volumes {
 		vols[v.Name] = v.HostPath
+		secrets[v.Name] = v.Secret != nil
 	}
 	m := map[string]corev1.HostPathVolumeSource{}
 	for _, vm := range agentContainer(t, ds).VolumeMounts {
+		if secrets[vm.Name] {
+			continue // not the node's: secretMounts checks them
+		}
 		hp := vols[vm.Name]
 		if hp == nil {
 			t.Fatalf("mount %s is not a hostPath volume", vm.Name)
@@ -442,6 +468,50 @@ func TestChartRenders(t *testing.T) {
 				t.Errorf("env %+v: want NODE_NAME from spec.nodeName, then OTEL_RESOURCE_ATTRIBUTES with host.name=$(NODE_NAME)", c.Env)
 			}
 		}},
+		// Credentials for the OTLP receiver: the headers from a Secret's
+		// key into OTEL_EXPORTER_OTLP_HEADERS (never an argument, which
+		// every process on the node reads), the TLS files from a Secret
+		// mounted read-only for root only, each passed by its flag.
+		{"otlp with credentials", []string{"agent.otlpEndpoint=https://otel.example.com:4318", "agent.otlp.headersSecret.name=otlp-auth",
+			"agent.otlp.tls.secretName=otlp-tls"}, func(t *testing.T, objs Objects) {
+			c := agentContainer(t, objs.DaemonSets[0])
+			var h *corev1.EnvVar
+			for i := range c.Env {
+				if c.Env[i].Name == "OTEL_EXPORTER_OTLP_HEADERS" {
+					h = &c.Env[i]
+				}
+			}
+			if h == nil || h.Value != "" || h.ValueFrom == nil || h.ValueFrom.SecretKeyRef == nil ||
+				h.ValueFrom.SecretKeyRef.Name != "otlp-auth" || h.ValueFrom.SecretKeyRef.Key != "headers" {
+				t.Errorf("env %+v: want OTEL_EXPORTER_OTLP_HEADERS from the Secret otlp-auth's key headers", c.Env)
+			}
+			for flagName, want := range map[string]string{"--otlp-ca-file": "/etc/sysray/otlp/ca.crt",
+				"--otlp-client-cert": "/etc/sysray/otlp/tls.crt", "--otlp-client-key": "/etc/sysray/otlp/tls.key"} {
+				if v, _ := flag(c.Args, flagName); v != want {
+					t.Errorf("args %v: want %s %s", c.Args, flagName, want)
+				}
+			}
+			if _, ok := flag(c.Args, "--otlp-header"); ok {
+				t.Errorf("args %v: a header in the arguments", c.Args)
+			}
+			if m := secretMounts(t, objs.DaemonSets[0]); m["/etc/sysray/otlp"] != "otlp-tls mode 400 readOnly true" {
+				t.Errorf("secret mounts %v: want otlp-tls at /etc/sysray/otlp, mode 0400, read-only", m)
+			}
+		}},
+		// A CA only, the headers not set: no client certificate, no
+		// variable.
+		{"otlp CA only", []string{"agent.otlpEndpoint=https://otel.example.com:4318", "agent.otlp.tls.secretName=otlp-ca",
+			"agent.otlp.tls.cert=", "agent.otlp.tls.key=", "agent.otlp.tls.ca=bundle.pem"}, func(t *testing.T, objs Objects) {
+			c := agentContainer(t, objs.DaemonSets[0])
+			_, cert := flag(c.Args, "--otlp-client-cert")
+			_, key := flag(c.Args, "--otlp-client-key")
+			if ca, _ := flag(c.Args, "--otlp-ca-file"); ca != "/etc/sysray/otlp/bundle.pem" || cert || key || len(c.Env) != 2 {
+				t.Errorf("args %v, env %v: want --otlp-ca-file /etc/sysray/otlp/bundle.pem only, and no headers", c.Args, c.Env)
+			}
+			if m := secretMounts(t, objs.DaemonSets[0]); m["/etc/sysray/otlp"] != "otlp-ca mode 400 readOnly true" {
+				t.Errorf("secret mounts %v", m)
+			}
+		}},
 		{"appArmor", []string{"appArmorUnconfined=true"}, func(t *testing.T, objs Objects) {
 			p := agentContainer(t, objs.DaemonSets[0]).SecurityContext.AppArmorProfile
 			if p == nil || p.Type != corev1.AppArmorProfileTypeUnconfined {
@@ -464,6 +534,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"runtime.type=docker", `runtime.type "docker": containerd or crio`},
 		{"agent.syscalls=sometimes", `agent.syscalls "sometimes": duty or always`},
 		{"service.enabled=false,serviceMonitor.enabled=true", "serviceMonitor.enabled needs service.enabled"},
+		{"agent.otlp.headersSecret.name=otlp-auth", "agent.otlp.headersSecret and agent.otlp.tls need agent.otlpEndpoint"},
+		{"agent.otlpEndpoint=http://otel:4318,agent.otlp.tls.secretName=otlp-tls", `agent.otlp.tls needs an https:// agent.otlpEndpoint, not "http://otel:4318"`},
+		{"agent.otlpEndpoint=https://otel:4318,agent.otlp.tls.secretName=otlp-tls,agent.otlp.tls.key=", "agent.otlp.tls.cert and agent.otlp.tls.key: both or neither"},
 	} {
 		_, err := helm(t, "template", "sysray-agent", chart, "--set", tc.set)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

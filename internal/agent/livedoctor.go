@@ -34,6 +34,7 @@ type liveDoctor struct {
 	vsys   string
 	procs  *proc.Table
 	win    *Windows
+	steal  *doctor.StealLog // the CPUs' steal, read from the agent's start (nil in tests that make no agent)
 	store  *Findings
 	rec    *flight.Recorder
 	dir    *flight.Dir // nil: captures off
@@ -183,6 +184,12 @@ func (a *liveDoctor) closeWindow(p *probe.Probe, traced [2]uint64) {
 	// host ever ran.
 	if now, keep := host.Mono(), uint64(3*a.every); now > keep {
 		a.procs.Prune(now - keep)
+	}
+	// The steal the next window's calls can ask about: theirs, and that
+	// of a call that began up to a window before (a call is the window's
+	// it ended in).
+	if now, keep := host.Mono(), uint64(2*a.every); a.steal != nil && now > keep {
+		a.steal.Trim(now - keep)
 	}
 	type capture struct{ id, ctr, reason string }
 	var todo []capture

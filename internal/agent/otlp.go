@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -40,6 +41,7 @@ type OTLP struct {
 	url    string
 	shown  string // url for the logs, without a password
 	client *http.Client
+	header http.Header // sent with every request: credentials, never logged
 	log    *slog.Logger
 	res    *resourcepb.Resource
 	queue  chan *logspb.LogRecord
@@ -117,17 +119,39 @@ func ResourceAttrs(hostname, extra string) ([]*commonpb.KeyValue, error) {
 }
 
 // NewOTLP returns an exporter posting to endpoint (see OTLPEndpoint) with
-// resource res (ResourceAttrs). Start it with Run.
-func NewOTLP(endpoint string, res []*commonpb.KeyValue, log *slog.Logger) (*OTLP, error) {
+// resource res (ResourceAttrs), the headers and TLS settings of auth and
+// the environment (OTLPAuth.resolve). Start it with Run.
+func NewOTLP(endpoint string, auth OTLPAuth, res []*commonpb.KeyValue, log *slog.Logger) (*OTLP, error) {
 	u, err := OTLPEndpoint(endpoint)
 	if err != nil {
 		return nil, err
 	}
+	conn, err := auth.resolve(u, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	pu, _ := url.Parse(u)
-	return &OTLP{url: u, shown: pu.Redacted(), log: log, queue: make(chan *logspb.LogRecord, otlpQueueLen), done: make(chan struct{}),
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if conn.tls != nil {
+		tr.TLSClientConfig = conn.tls
+	}
+	attrs := []any{"endpoint", pu.Redacted()}
+	if len(conn.names) > 0 {
+		attrs = append(attrs, "headers", conn.names, "headers_from", conn.from)
+	}
+	if conn.tls != nil {
+		attrs = append(attrs, "tls_ca", conn.ca, "tls_client_cert", conn.cert)
+	}
+	log.Info("sending findings over OTLP", attrs...)
+	return &OTLP{url: u, shown: pu.Redacted(), log: log, header: conn.header, queue: make(chan *logspb.LogRecord, otlpQueueLen), done: make(chan struct{}),
 		// A collector's deadline is seconds; a request that takes longer
 		// than this is not coming back.
-		client: &http.Client{Timeout: 10 * time.Second},
+		client: &http.Client{Timeout: 10 * time.Second, Transport: tr,
+			// A redirect is an error, not followed: it could take the
+			// headers (a vendor's key in a header of its own, which Go
+			// forwards to any host) elsewhere, or an https endpoint's
+			// records to http.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		// Three attempts over some 6 s: long enough for a collector's
 		// restart or a dropped connection, short enough that one batch
 		// does not hold the queue for long.
@@ -254,8 +278,13 @@ func (o *OTLP) post(ctx context.Context, b []*logspb.LogRecord) (retry bool) {
 		o.drop("export_failed", len(b))
 		return false
 	}
+	for k, v := range o.header {
+		req.Header[k] = v
+	}
 	req.Header.Set("Content-Type", "application/x-protobuf")
-	req.Header.Set("User-Agent", "sysray-agent/"+version.Version)
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "sysray-agent/"+version.Version)
+	}
 	resp, err := o.client.Do(req)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) { // not the agent stopping

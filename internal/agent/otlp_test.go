@@ -175,6 +175,7 @@ type receiver struct {
 	res      [][]*commonpb.KeyValue
 	reject   int64
 	block    chan struct{}
+	header   http.Header // the last request's
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -185,6 +186,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.requests++
+	rc.header = r.Header.Clone()
 	if r.URL.Path != "/v1/logs" || r.Header.Get("Content-Type") != "application/x-protobuf" {
 		w.WriteHeader(http.StatusUnsupportedMediaType)
 		return
@@ -240,7 +242,7 @@ func newTestOTLP(t *testing.T, url string) (*OTLP, context.CancelFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := NewOTLP(url, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o, err := NewOTLP(url, OTLPAuth{}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +396,7 @@ func TestOTLPHTTPS(t *testing.T) {
 	srv := httptest.NewTLSServer(rc)
 	defer srv.Close()
 	res, _ := ResourceAttrs("node-1", "")
-	o, err := NewOTLP(srv.URL, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o, err := NewOTLP(srv.URL, OTLPAuth{}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +415,7 @@ func TestOTLPFlushOnStop(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	res, _ := ResourceAttrs("node-1", "")
-	o, err := NewOTLP(srv.URL, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o, err := NewOTLP(srv.URL, OTLPAuth{}, res, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/session"
 )
@@ -46,7 +47,8 @@ type Config struct {
 	FlightWindow time.Duration // how far back a flight capture reaches
 	FlightBytes  int64         // the flight recorder's memory
 
-	OTLPEndpoint string // "" for none: else each new finding goes there as an OTLP log record (otlp.go)
+	OTLPEndpoint string   // "" for none: else each new finding goes there as an OTLP log record (otlp.go)
+	OTLPAuth     OTLPAuth // its headers and TLS files (otlpauth.go)
 }
 
 // Defaults are the agent's settings unless told otherwise.
@@ -92,9 +94,17 @@ func (c *Config) Check() error {
 		if c.NoDoctor {
 			return fmt.Errorf("--otlp-endpoint sends the doctor's findings: not with --no-doctor")
 		}
-		if _, err := OTLPEndpoint(c.OTLPEndpoint); err != nil {
+		u, err := OTLPEndpoint(c.OTLPEndpoint)
+		if err != nil {
 			return fmt.Errorf("--otlp-endpoint %s: %w", c.OTLPEndpoint, err)
 		}
+		// The files and variables read now: a mistake in them stops the
+		// agent at start, not its first finding's record.
+		if _, err := c.OTLPAuth.resolve(u, os.Getenv); err != nil {
+			return err
+		}
+	} else if a := c.OTLPAuth; len(a.Headers) > 0 || a.HeadersFile != "" || a.CAFile != "" || a.ClientCert != "" || a.ClientKey != "" {
+		return errors.New("--otlp-header, --otlp-headers-file, --otlp-ca-file, --otlp-client-cert and --otlp-client-key are for --otlp-endpoint")
 	}
 	return nil
 }
@@ -167,7 +177,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
 		}
-		if otlp, err = NewOTLP(c.OTLPEndpoint, res, log); err != nil {
+		if otlp, err = NewOTLP(c.OTLPEndpoint, c.OTLPAuth, res, log); err != nil {
 			return fmt.Errorf("--otlp-endpoint %s: %w", c.OTLPEndpoint, err)
 		}
 		src.doc.otlp = otlp
@@ -181,6 +191,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	defer src.Close()
 	ag := NewAgent(agg, src, c.Interval, log)
 	if src.doc != nil {
+		// The CPUs' steal, which slow-syscall takes out of a call's own
+		// time; not read while the audit backlog makes opens wait.
+		steal := checkup.WatchSteal(src.doc.audit.Stalling)
+		defer steal.Stop()
+		src.doc.steal = steal.Log()
+		src.doc.win.SetSteal(src.doc.steal)
 		ag.Findings = src.doc.store
 		if otlp != nil {
 			ag.Collectors = append(ag.Collectors, otlp)

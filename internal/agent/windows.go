@@ -26,6 +26,7 @@ type Windows struct {
 	Long *doctor.Doctor
 
 	mu      sync.Mutex
+	steal   *doctor.StealLog // the CPUs' steal over the windows, if read (SetSteal)
 	cur     *doctor.Doctor
 	cells   map[stat.Key]stat.Cell // the kernel's counts at the last Close
 	samples map[sampleKey]uint64
@@ -74,6 +75,12 @@ func (w *Windows) Close(now time.Time, cells []stat.Cell, samples []doctor.CPUSa
 	if traced[1] > 0 {
 		d.Traced(traced[0], traced[1])
 	}
+	w.mu.Lock()
+	steal := w.steal
+	w.mu.Unlock()
+	if steal != nil {
+		d.Steal(steal)
+	}
 	rep := d.Report()
 	if w.Long != nil {
 		// Under the lock: the event reader feeds it meanwhile.
@@ -84,6 +91,13 @@ func (w *Windows) Close(now time.Time, cells []stat.Cell, samples []doctor.CPUSa
 		rep.Findings = append(rep.Findings, long...)
 	}
 	return rep, w.Store.Merge(rep.Findings, now)
+}
+
+// SetSteal hands each window's doctor the CPUs' steal time from log.
+func (w *Windows) SetSteal(log *doctor.StealLog) {
+	w.mu.Lock()
+	w.steal = log
+	w.mu.Unlock()
 }
 
 // cellsDelta is each cell's growth since the last read. A cell that

@@ -52,16 +52,22 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 	// Needed once events come (symbols) or at the report: read in the
 	// background, at once or, while audit is on, once tracing has started.
 	vsys, oom := make(chan string, 1), make(chan uint64, 1)
+	epoch := make(chan *proc.CgroupEpoch, 1)
 	readFacts := sync.OnceFunc(func() {
 		go symbol.LoadKernel()
 		go func() { vsys <- hostfacts.VsyscallMode() }()
 		go func() { oom <- hostfacts.OOMKills() }()
+		// Taken while the probe loads, or once tracing has started on a
+		// sick host: a cgroup made in between counts as older than the
+		// trace, its counters read from the doctor's first look.
+		go func() { epoch <- proc.TakeCgroupEpoch() }()
 	})
 	if !frugal {
 		readFacts()
 	}
 	vsyscallMode := sync.OnceValue(func() string { return <-vsys })
 	oomAtStart := sync.OnceValue(func() uint64 { return <-oom })
+	cgroupEpoch := sync.OnceValue(func() *proc.CgroupEpoch { return <-epoch })
 
 	var ctrs *session.Live
 	if len(sel.Containers) > 0 {
@@ -136,6 +142,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 			Audit: func() *doctor.AuditWindow { return window },
 			// Reading /proc or /sys on a sick host waits with everyone else.
 			ReadsStall: sick,
+			CgroupBorn: func(cg string) bool { return cgroupEpoch().Newer(cg) },
 			Libc:       Libc}, sess.Procs)
 		d.ProcsKeptByCaller()
 		if series != nil {
@@ -242,6 +249,8 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 			return nil
 		}
 	}
+	steal := WatchSteal(sick)
+	defer steal.Stop()
 	res, err := live.Run(opts, func(e *event.Event) error {
 		if drain != nil && e.Kind == event.KindExit && e.Proc.GroupDead {
 			drain.End(e.PID, hostfacts.Mono())
@@ -256,6 +265,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 	}
 	stopWatch()
 	session.ReportDrops(os.Stderr, res)
+	newDoctor().Steal(steal.Stop())
 	return newDoctor().Report(), res.ExitCode, nil
 }
 

@@ -82,18 +82,22 @@ func LibcInRoot(root string) (LibcInfo, error) {
 			}
 		}
 	}
-	seen := map[string]bool{}
-	for _, d := range dirs {
-		rd, err := resolveIn(root, d)
-		if err != nil || seen[rd] {
-			continue
-		}
-		seen[rd] = true
-		if info, ok := glibcIn(root, d); ok {
-			return info, nil
-		}
-		if info, ok := muslIn(root, d); ok {
-			return info, nil
+	// glibc anywhere first, then musl: a glibc system may carry musl's
+	// loader beside its own (Debian's musl package puts
+	// ld-musl-x86_64.so.1 in /lib, ahead of /lib/x86_64-linux-gnu), and
+	// its programs still use glibc. An image with musl alone has no
+	// libc.so.6.
+	for _, find := range []func(root, dir string) (LibcInfo, bool){glibcIn, muslIn} {
+		seen := map[string]bool{}
+		for _, d := range dirs {
+			rd, err := resolveIn(root, d)
+			if err != nil || seen[rd] {
+				continue
+			}
+			seen[rd] = true
+			if info, ok := find(root, d); ok {
+				return info, nil
+			}
 		}
 	}
 	return LibcInfo{}, ErrNoLibc

@@ -70,6 +70,10 @@ func TestLibcInRoot(t *testing.T) {
 			"lib/libc.musl-x86_64.so.1": "->ld-musl-x86_64.so.1",
 			"lib/apk/db/installed":      "C:Q1abc=\nP:busybox\nV:1.36.1-r5\n\nC:Q1def=\nP:musl\nV:1.2.4-r2\nA:x86_64\n\n",
 		}, LibcInfo{Name: "musl", Version: "1.2.4", Path: "/lib/ld-musl-x86_64.so.1"}, nil},
+		{"debian with musl-tools: musl's loader in /lib, glibc's in the multiarch dir", map[string]string{
+			"lib/ld-musl-x86_64.so.1":        "\x7fELF musl",
+			"lib/x86_64-linux-gnu/libc.so.6": elf(bookworm),
+		}, LibcInfo{Name: "glibc", Version: "2.36", Build: "Debian GLIBC 2.36-9+deb12u14", Path: "/lib/x86_64-linux-gnu/libc.so.6"}, nil},
 		{"musl without apk", map[string]string{
 			"lib/ld-musl-aarch64.so.1": "\x7fELF musl",
 		}, LibcInfo{Name: "musl", Path: "/lib/ld-musl-aarch64.so.1"}, nil},

@@ -25,6 +25,7 @@ type slowGroup struct {
 	maxOwnNS uint64
 	sleptNS  uint64 // blocked
 	queuedNS uint64 // runnable, waiting for a CPU
+	stolenNS uint64 // on a virtual CPU the hypervisor had given to another guest (steal)
 	example  string
 	wakers   map[string]uint64
 	procs    map[uint32]string
@@ -37,18 +38,20 @@ type unstackedCall struct {
 	pid  uint32
 	comm string
 	at   uint64
+	cpu  uint32 // where it ran, all of it: it never switched out
 	sc   event.Syscall
 }
 
-// add counts one call in the group: blocked and queued are its ns asleep
-// and runnable without a CPU.
-func (g *slowGroup) add(arch event.Arch, pid uint32, comm string, sc *event.Syscall, name string, stack []string, blocked, queued uint64) {
+// add counts one call in the group: blocked, queued and stolen are its ns
+// asleep, runnable without a CPU, and on a CPU the hypervisor took away.
+func (g *slowGroup) add(arch event.Arch, pid uint32, comm string, sc *event.Syscall, name string, stack []string, blocked, queued, stolen uint64) {
 	g.calls[name]++
 	g.n++
 	g.totalNS += sc.Latency
-	g.maxOwnNS = max(g.maxOwnNS, sc.Latency-min(queued, sc.Latency))
+	g.maxOwnNS = max(g.maxOwnNS, sc.Latency-min(queued+stolen, sc.Latency))
 	g.sleptNS += blocked
 	g.queuedNS += queued
+	g.stolenNS += stolen
 	if sc.Latency > g.maxNS {
 		g.maxNS = sc.Latency
 		approx := ""
@@ -93,6 +96,9 @@ func (g *slowGroup) evidence(env *Env) map[string]any {
 	}
 	if g.nonblock > 0 {
 		ev["non_blocking_calls"] = g.nonblock
+	}
+	if g.stolenNS > 0 {
+		ev["stolen_ns"] = g.stolenNS
 	}
 	return ev
 }

@@ -91,7 +91,7 @@ func (a *auditStall) add(pid uint32, comm string, sc *event.Syscall, name, key s
 	if a.calls == nil {
 		a.calls = newGroup(key, stack)
 	}
-	a.calls.add(a.arch, pid, comm, sc, name, stack, blocked, queued)
+	a.calls.add(a.arch, pid, comm, sc, name, stack, blocked, queued, 0)
 }
 
 // Findings: critical when one traced call waited a visible stall (slowWarn),

@@ -132,6 +132,8 @@ type cgProc struct {
 	forks    map[string]uint64
 	forkEx   string
 	rlimit   *nprocFacts // read at the first failed fork
+	exited   bool        // the process ended during the run
+	code     int         // its exit status, or 128+signal
 	reclaim  *reclaimCalls
 	passes   *reclaimPasses
 	queued   uint64 // slow calls that mostly waited for a CPU
@@ -140,9 +142,26 @@ type cgProc struct {
 
 // nprocFacts are the other two limits a fork's EAGAIN can come from.
 type nprocFacts struct {
-	uid, limit, tasks     int64 // RLIMIT_NPROC (soft; -1 unlimited) and the user's tasks
+	uid, limit, tasks int64 // RLIMIT_NPROC (soft; -1 unlimited) and the user's tasks
+	hard              int64 // RLIMIT_NPROC's hard limit; -1 unlimited
+	// limitRead: /proc/PID/limits was read. The read follows the event
+	// and a process that gives up at its first EAGAIN is gone by then:
+	// its limit is unknown, not unlimited.
+	limitRead             bool
+	user                  string
 	threadsMax, nrThreads int64
+	memAvailable          int64 // the host's MemAvailable, bytes; -1 unread
 }
+
+// cgForkRetryMin: a program that probes for a task slot (a pool that sizes
+// itself to the threads it can start, a helper process that is optional)
+// fails once or twice and carries on with what it got: that is handled,
+// not a fault, and is reported as info. One stuck at the limit fails again
+// and again (bash retries fork five times, a pool retries each worker);
+// three failures are past one probe and its one fallback, the same bar as
+// memlock-limit's. A process that exits non-zero or is killed after one
+// failure gave up, and is warned.
+const cgForkRetryMin = 3
 
 type reclaimCalls struct {
 	calls            map[string]uint64
@@ -227,6 +246,13 @@ func (c *cgroupLimit) Observe(e *event.Event) {
 	}
 	if e.Kind == event.KindExec {
 		c.resolve(e.PID, p, e.Time)
+	}
+	if e.Kind == event.KindExit && e.Proc.GroupDead {
+		code, sig, _ := e.Proc.Status()
+		p.exited, p.code = true, code
+		if sig != 0 {
+			p.code = 128 + sig
+		}
 	}
 	if e.Kind == event.KindReclaim {
 		if hasFrame(e.Reclaim.Stack, memcgControlFrames) {
@@ -506,13 +532,25 @@ func limitValue(s string) int64 {
 
 // nproc reads, at a failed fork, the other limits that answer EAGAIN.
 func (c *cgroupLimit) nproc(pid uint32, now uint64) *nprocFacts {
-	f := &nprocFacts{uid: -1, limit: -1, tasks: -1, threadsMax: -1, nrThreads: -1}
+	f := &nprocFacts{uid: -1, limit: -1, tasks: -1, hard: -1, threadsMax: -1, nrThreads: -1, memAvailable: -1}
 	if b, err := c.fs.ReadFile(fmt.Sprintf("/proc/%d/limits", pid)); err == nil {
-		if soft, _, ok := rlimit(string(b), "Max processes"); ok {
-			f.limit = soft
+		if soft, hard, ok := rlimit(string(b), "Max processes"); ok {
+			f.limit, f.hard, f.limitRead = soft, hard, true
 		}
 	}
 	f.uid = statusUID(c.fs, fmt.Sprintf("/proc/%d/status", pid))
+	if f.uid > 0 {
+		f.user = userName(c.fs, f.uid)
+	}
+	if b, err := c.fs.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+				if kb := limitValue(strings.TrimSuffix(strings.TrimSpace(v), " kB")); kb >= 0 {
+					f.memAvailable = kb << 10
+				}
+			}
+		}
+	}
 	// Root is exempt from RLIMIT_NPROC (copy_process checks the user is
 	// not INIT_USER and lacks CAP_SYS_RESOURCE and CAP_SYS_ADMIN), so its
 	// tasks need not be counted.
@@ -538,6 +576,21 @@ func (c *cgroupLimit) nproc(pid uint32, now uint64) *nprocFacts {
 		}
 	}
 	return f
+}
+
+// userName is uid's name in /etc/passwd, or "".
+func userName(fs cgFS, uid int64) string {
+	b, err := fs.ReadFile("/etc/passwd")
+	if err != nil {
+		return ""
+	}
+	id := strconv.FormatInt(uid, 10)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, ":"); len(f) > 2 && f[2] == id {
+			return f[0]
+		}
+	}
+	return ""
 }
 
 // statusUID is the real uid in a /proc status file; -1 if unknown.
@@ -656,6 +709,12 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 		ex    string
 		facts *nprocFacts
 		pids  []uint32
+		// stuck: a process failed cgForkRetryMin times or gave up
+		// (exited non-zero, or was killed, after failing).
+		stuck    bool
+		gaveUp   int
+		first    *cgProc
+		maxFails uint64
 	}
 	groups := map[pidsVerdict]*group{}
 	var order []pidsVerdict
@@ -674,13 +733,23 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 		}
 		g := groups[v]
 		if g == nil {
-			g = &group{v: v, calls: map[string]uint64{}, ex: p.forkEx, facts: p.rlimit}
+			g = &group{v: v, calls: map[string]uint64{}, ex: p.forkEx, facts: p.rlimit, first: p}
 			groups[v] = g
 			order = append(order, v)
 		}
+		var fails uint64
 		for k, n := range p.forks {
 			g.calls[k] += n
 			g.n += n
+			fails += n
+		}
+		g.maxFails = max(g.maxFails, fails)
+		if p.exited && p.code != 0 {
+			g.gaveUp++
+			g.stuck = true
+		}
+		if fails >= cgForkRetryMin {
+			g.stuck = true
 		}
 		g.procs = append(g.procs, env.ProcName(pid, p.comm))
 		g.pids = append(g.pids, pid)
@@ -690,11 +759,23 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 		g := groups[v]
 		ev := map[string]any{"failed_calls": g.calls, "count": g.n, "processes": capList(g.procs), "example": g.ex}
 		if f := g.facts; f != nil {
-			ev["rlimit_nproc"] = f.limit
+			if f.limitRead {
+				ev["rlimit_nproc"], ev["rlimit_nproc_hard"] = f.limit, f.hard
+			}
 			if f.tasks >= 0 {
 				ev["user_tasks"] = f.tasks
 			}
 			ev["threads_max"], ev["nr_threads"] = f.threadsMax, f.nrThreads
+			if f.user != "" {
+				ev["user"] = f.user
+			}
+			if f.memAvailable >= 0 {
+				ev["mem_available_bytes"] = f.memAvailable
+			}
+		}
+		ev["max_failures_per_process"] = g.maxFails
+		if g.gaveUp > 0 {
+			ev["gave_up"] = g.gaveUp
 		}
 		what := fmt.Sprintf("%d %s call(s) failed with EAGAIN", g.n, callList(g.calls))
 		sev := Warning
@@ -716,11 +797,19 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 				"pid limit, systemd TasksMax), or find what fills it: a leak of threads or children that are never reaped."
 		case "rlimit":
 			f := g.facts
+			who := fmt.Sprintf("uid %d", f.uid)
+			if f.user != "" {
+				who = fmt.Sprintf("uid %d (%s)", f.uid, f.user)
+			}
 			title = fmt.Sprintf("%s: the user's RLIMIT_NPROC (%d) is reached, not a cgroup limit", what, f.limit)
-			summary = fmt.Sprintf("%s in %s. Uid %d runs %d tasks (threads included) and its RLIMIT_NPROC is %d: the kernel refuses "+
-				"a new process or thread to a user at that limit, whichever cgroup it is in.", what,
-				strings.Join(capList(g.procs), "; "), f.uid, f.tasks, f.limit)
-			fix = "Raise the limit (ulimit -u, LimitNPROC= in the unit, nproc in limits.conf), or run fewer processes and threads as that user."
+			summary = fmt.Sprintf("%s in %s. EAGAIN reads \"Resource temporarily unavailable\", as if memory or the container were short; "+
+				"here the kernel refused a new process or thread because %s runs %d tasks (threads included) and the soft "+
+				"RLIMIT_NPROC of the process is %d (hard %s). The count is per user, not per process or cgroup: every task of "+
+				"%s on the host counts, other programs' included, and it stays refused until some of them end.", what,
+				strings.Join(capList(g.procs), "; "), who, f.tasks, f.limit, limitText(f.hard), who)
+			ev["uid"] = f.uid
+			summary = joinSentences(summary, c.notShortText(g.first, f, ev))
+			fix = nprocFix(f)
 		case "threads-max":
 			f := g.facts
 			title = fmt.Sprintf("%s: the host is at kernel.threads-max (%d), not a cgroup limit", what, f.threadsMax)
@@ -731,13 +820,25 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 			sev = Info
 			title = what
 			summary = fmt.Sprintf("%s in %s, but no limit was found reached: ", what, strings.Join(capList(g.procs), "; "))
-			if c.live {
+			if f := g.facts; c.live && f != nil && !f.limitRead {
+				summary += "the process had ended before its RLIMIT_NPROC could be read (/proc/PID/limits), so the user's " +
+					"limit is unknown; its cgroups were below pids.max and the host below threads-max when read. " +
+					"The kernel also answers EAGAIN when the pid space (kernel.pid_max) is exhausted."
+			} else if c.live {
 				summary += "the process's cgroups were below pids.max when read, its user below RLIMIT_NPROC, the host below " +
 					"threads-max. The kernel also answers EAGAIN when the pid space (kernel.pid_max) is exhausted."
 			} else {
 				summary += "the limits are read only live (pids.max, RLIMIT_NPROC, threads-max)."
 			}
 			fix = "Run the doctor live while it happens to see which limit is reached."
+		}
+		if sev == Warning && !g.stuck {
+			sev = Info
+			summary = joinSentences(summary, fmt.Sprintf("Handled, by the look of it: no process failed more than %d time(s), "+
+				"and none gave up (exited non-zero); a program that probes for a task slot and carries on with what it got "+
+				"is not stuck. Warned at %d failures in one process, or one and an exit.", g.maxFails, cgForkRetryMin))
+		} else if g.gaveUp > 0 {
+			summary = joinSentences(summary, fmt.Sprintf("%d of the processes gave up: they exited non-zero or were killed.", g.gaveUp))
 		}
 		// Each failure is a process or thread lost: weigh it as a
 		// millisecond of stall, so a storm of them ranks with long stalls.
@@ -747,12 +848,76 @@ func (c *cgroupLimit) pidsFindings(env *Env) []Finding {
 	return out
 }
 
+// notShortText says what a fork's EAGAIN did not come from: the host's
+// memory and the cgroup's pids.max, as read.
+func (c *cgroupLimit) notShortText(p *cgProc, f *nprocFacts, ev map[string]any) string {
+	var parts []string
+	if f.memAvailable >= 0 {
+		parts = append(parts, fmt.Sprintf("the host has %s of memory available", mib(f.memAvailable)))
+	}
+	if p != nil {
+		limited := false
+		for _, dir := range p.dirs[ctlPids] {
+			d := c.dirs[cgKey{dir, ctlPids}]
+			if d == nil || d.last == nil || d.last["max"] < 0 {
+				continue
+			}
+			limited = true
+			ev["cgroup"], ev["pids.max"], ev["pids.current"] = dir, d.last["max"], d.last["current"]
+			parts = append(parts, fmt.Sprintf("the cgroup %s holds %d tasks of its pids.max %d", dir, d.last["current"], d.last["max"]))
+			break
+		}
+		if !limited && c.live {
+			parts = append(parts, "no cgroup of the process sets pids.max")
+		}
+	}
+	if f.threadsMax > 0 && f.nrThreads >= 0 {
+		parts = append(parts, fmt.Sprintf("the host runs %d tasks of kernel.threads-max %d", f.nrThreads, f.threadsMax))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Not short of anything else: " + strings.Join(parts, ", ") + "."
+}
+
+func limitText(n int64) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// nprocFix is the command that raises the limit, with the user's name and
+// a value twice the limit as the example (the user's count is at the
+// limit, so any raise helps only if it covers what the program means to
+// start; twice is a round first step, not a measured need).
+func nprocFix(f *nprocFacts) string {
+	user := f.user
+	if user == "" {
+		user = "USER"
+	}
+	n := 2 * f.limit
+	if n < 64 {
+		n = 64
+	}
+	s := fmt.Sprintf("Raise the soft RLIMIT_NPROC above the tasks %s needs (it runs %d now), where the program is started: "+
+		"`ulimit -u %d` in the shell or script that starts it", user, f.tasks, n)
+	if f.hard >= 0 && f.hard < n {
+		s += fmt.Sprintf(" (the hard limit is %d: raise it as root, `ulimit -H -u %d`, first)", f.hard, n)
+	}
+	s += fmt.Sprintf("; LimitNPROC=%d in its systemd unit ([Service]); or `%s soft nproc %d` (and `hard`) in "+
+		"/etc/security/limits.conf for login sessions. Or run fewer processes and threads as that user: each thread counts.", n, user, n)
+	return s
+}
+
 func otherLimitsText(f *nprocFacts) string {
 	if f == nil {
 		return ""
 	}
 	var parts []string
-	if f.limit < 0 {
+	if !f.limitRead {
+		parts = append(parts, "the process's RLIMIT_NPROC could not be read (it had ended)")
+	} else if f.limit < 0 {
 		parts = append(parts, "RLIMIT_NPROC is unlimited")
 	} else if f.uid == 0 {
 		parts = append(parts, "the user is root, whom RLIMIT_NPROC does not limit")

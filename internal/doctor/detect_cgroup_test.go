@@ -133,14 +133,52 @@ func TestCgroupForkOtherLimits(t *testing.T) {
 		fs["/proc/sys/kernel/threads-max"] = "1000\n"
 		fs["/proc/loadavg"] = "0.10 0.20 0.30 2/163 4242\n"
 	}
-	fail := []cgStep{at(sys(7, 1*ms, cgClone3, eagain, 30_000))}
+	// Three failures: past a probe and its fallback.
+	fail := []cgStep{at(sys(7, 1*ms, cgClone3, eagain, 30_000)), at(sys(7, 6*ms, cgClone3, eagain, 30_000)),
+		at(sys(7, 11*ms, cgClone3, eagain, 30_000))}
 
 	fs := fakeFS{}
 	user(fs, "10")
+	fs["/etc/passwd"] = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n"
+	fs["/proc/meminfo"] = "MemTotal:       32000000 kB\nMemAvailable:   20971520 kB\n"
 	f := byID(cgRun(fs, true, fail), "cgroup-limit")
-	if f == nil || f.Severity != Warning || f.Title != "1 clone3 call(s) failed with EAGAIN: the user's RLIMIT_NPROC (10) is reached, not a cgroup limit" ||
-		!strings.Contains(f.Summary, "Uid 1000 runs 10 tasks") {
-		t.Errorf("RLIMIT_NPROC: %+v", f)
+	if f == nil || f.Severity != Warning || f.Title != "3 clone3 call(s) failed with EAGAIN: the user's RLIMIT_NPROC (10) is reached, not a cgroup limit" {
+		t.Fatalf("RLIMIT_NPROC: %+v", f)
+	}
+	for _, w := range []string{`"Resource temporarily unavailable"`, "uid 1000 (alice) runs 10 tasks (threads included)",
+		"soft RLIMIT_NPROC of the process is 10 (hard 10)", "per user, not per process or cgroup", "other programs' included",
+		"20480.0 MiB of memory available", "no cgroup of the process sets pids.max"} {
+		if !strings.Contains(f.Summary, w) {
+			t.Errorf("summary lacks %q:\n%s", w, f.Summary)
+		}
+	}
+	for _, w := range []string{"`ulimit -u 64`", "`ulimit -H -u 64`", "LimitNPROC=64", "`alice soft nproc 64`", "/etc/security/limits.conf"} {
+		if !strings.Contains(f.Fix, w) {
+			t.Errorf("fix lacks %q:\n%s", w, f.Fix)
+		}
+	}
+	if f.Evidence["user_tasks"] != int64(10) || f.Evidence["rlimit_nproc"] != int64(10) || f.Evidence["user"] != "alice" {
+		t.Errorf("evidence %v", f.Evidence)
+	}
+
+	// One failure and the program carries on: a probe it handled, info.
+	f = byID(cgRun(fs, true, fail[:1]), "cgroup-limit")
+	if f == nil || f.Severity != Info || !strings.Contains(f.Summary, "Handled") {
+		t.Errorf("one failure, handled: %+v", f)
+	}
+	// One failure and an exit 1: it gave up, a warning.
+	gaveUp := append(fail[:1:1], at(event.Event{Kind: event.KindExit, Time: 2 * ms, PID: 7, TID: 7, Comm: "prog",
+		Proc: event.Proc{ExitCode: 1 << 8, GroupDead: true}}))
+	f = byID(cgRun(fs, true, gaveUp), "cgroup-limit")
+	if f == nil || f.Severity != Warning || !strings.Contains(f.Summary, "1 of the processes gave up") {
+		t.Errorf("one failure, then exit 1: %+v", f)
+	}
+	// Gone before its limits were read: unknown, not unlimited.
+	delete(fs, "/proc/7/limits")
+	f = byID(cgRun(fs, true, gaveUp), "cgroup-limit")
+	if f == nil || f.Severity != Info || !strings.Contains(f.Summary, "ended before its RLIMIT_NPROC could be read") ||
+		strings.Contains(f.Summary, "unlimited") || f.Evidence["rlimit_nproc"] != nil {
+		t.Errorf("limits unread: %+v", f)
 	}
 
 	fs = fakeFS{}
@@ -154,7 +192,7 @@ func TestCgroupForkOtherLimits(t *testing.T) {
 	fs = fakeFS{}
 	user(fs, "100")
 	f = byID(cgRun(fs, true, fail), "cgroup-limit")
-	if f == nil || f.Severity != Info || f.Title != "1 clone3 call(s) failed with EAGAIN" || !strings.Contains(f.Summary, "kernel.pid_max") {
+	if f == nil || f.Severity != Info || f.Title != "3 clone3 call(s) failed with EAGAIN" || !strings.Contains(f.Summary, "kernel.pid_max") {
 		t.Errorf("no limit reached: %+v", f)
 	}
 

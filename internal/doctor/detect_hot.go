@@ -216,6 +216,14 @@ func (h *hot) Findings(env *Env) []Finding {
 				sev = Info
 			}
 		}
+		// A stat is wasted only when it asks about the same file again:
+		// du stats every file once, at 240k calls a second, and that is
+		// its work. The sampled paths must repeat (each seen twice, on
+		// average); a stat the doctor saw no path of cannot be told
+		// repeated.
+		if hotClass(name) == classStat && !repeatedPaths(c.paths) {
+			sev = Info
+		}
 		// A poll is polling only when told not to wait. One that blocks
 		// but returns at once has something ready every time (a listener
 		// whose accept keeps failing, a level-triggered fd never read):
@@ -248,6 +256,16 @@ func (h *hot) Findings(env *Env) []Finding {
 			Evidence: ev, Fix: fix, Score: float64(c.ns)})
 	}
 	return out
+}
+
+// repeatedPaths reports whether the sampled paths of a stat-like call
+// repeat: at least twice as many samples as distinct paths.
+func repeatedPaths(paths map[string]uint64) bool {
+	var n uint64
+	for _, c := range paths {
+		n += c
+	}
+	return len(paths) > 0 && n >= 2*uint64(len(paths))
 }
 
 // explain says what a hot call is for and the cheaper path the program
@@ -317,6 +335,10 @@ func (h *hot) explain(name string, c *hotCalls, env *Env) (why, fix string, ev m
 		}
 		why = "The program asks for the same file's metadata again and again."
 		fix = "Cache the result, or watch the file for changes (inotify) instead of asking in a loop."
+		if !repeatedPaths(c.paths) {
+			why = "The paths sampled do not repeat: the program asks about many different files, once each (a tree walk), which is its work."
+			fix = "Nothing to fix unless the walk itself is unneeded; statx with a smaller mask, or getdents64's d_type, can spare some calls."
+		}
 	default:
 		why = "The call itself is cheap; its number is the cost."
 		fix = "Call " + name + " less often: batch the work, or keep its result."

@@ -131,7 +131,20 @@ type dnsServer struct {
 	// with no timeout of its own, so the wait lasts until the server
 	// closes or resets the connection. vcNS is their time.
 	vcReads, vcNS uint64
+	// nbQueries are the queries read at once and found unanswered
+	// (EAGAIN) whose socket was closed with no answer read: Go's
+	// resolver, which waits in the runtime's netpoller, not in a poll
+	// of the socket.
+	nbQueries uint64
+	// nbRounds: the rounds of those queries, one a lookup round (A and
+	// AAAA, sent side by side, are closed at one deadline).
+	nbRounds uint64
 }
+
+// dnsQueriesPerWait bounds the questions one wait is taken to wait
+// for: a resolver sends one or two (A and AAAA) a server, and a thread
+// that sends queries and never waits (a forwarder) keeps only its first.
+const dnsQueriesPerWait = 8
 
 // dnsNamesMax bounds the names kept per server: a storm of distinct
 // names is told by its count, and the first ones show its shape.
@@ -156,7 +169,35 @@ type resolver struct {
 	// not be).
 	conf map[uint32]*resolvConf
 	kept int
+	// nb are each process's queries on non-blocking sockets (Go's
+	// resolver) not yet answered or closed; nbUntil, the end of the
+	// last of its waits counted (the queries of a lookup wait side by
+	// side: their time is counted once).
+	nb      map[uint32][]dnsNBQuery
+	nbUntil map[uint32]uint64
+	// wq is the question of the last query written on each socket
+	// (live, a sample of the writes), until a read finds it unanswered.
+	wq map[dnsSockKey]string
+	// udpPeer: live, what /proc said of a descriptor whose connect was
+	// not seen ("" not port 53), by its socket inode.
+	udpPeer map[string]string
 }
+
+// dnsNBQuery: a read of a UDP socket connected to port 53 that found
+// nothing (EAGAIN): the resolver sent its query and waits elsewhere for
+// the answer (Go's resolver parks the goroutine on the runtime's
+// netpoller and sets a deadline of resolv.conf's timeout).
+type dnsNBQuery struct {
+	fd     uint32
+	at     uint64 // the read's end
+	server string
+	comm   string
+	qname  string // "NAME TYPE", when its write was seen
+}
+
+// dnsNBMax bounds the queries kept per process: Go sends two queries a
+// lookup (A and AAAA), a few lookups at once; the oldest goes first.
+const dnsNBMax = 64
 
 // resolvConf is what a process's resolver waits by.
 type resolvConf struct {
@@ -171,7 +212,8 @@ type resolvConf struct {
 
 func newResolver(h *Host) *resolver {
 	return &resolver{host: h, arch: h.Arch, socks: map[dnsSockKey]*dnsThread{}, stream: map[dnsSockKey]bool{}, threads: map[uint32]*dnsThread{},
-		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{}}
+		servers: map[string]*dnsServer{}, conf: map[uint32]*resolvConf{},
+		nb: map[uint32][]dnsNBQuery{}, nbUntil: map[uint32]uint64{}, wq: map[dnsSockKey]string{}, udpPeer: map[string]string{}}
 }
 
 // dnsPeer: the server of a sockaddr a call copied, when its port is 53.
@@ -200,11 +242,17 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 	if t := r.thread(e); t != nil {
 		t.fd, t.server, t.tcp, t.other = fd, server, tcp, false
 		if call != "" {
-			t.query, t.sent, t.qnames = call, true, nil
+			// The queries sent since the thread's last wait all wait
+			// in the next one: musl sends A and AAAA with two sendto
+			// calls, glibc with one sendmmsg.
+			if !t.sent {
+				t.qnames = nil
+			}
+			t.query, t.sent = call, true
 			if call == "sendto" || call == "sendmmsg" {
 				// sendmmsg's second message's query is copied under vlen
 				for _, b := range [][]byte{e.Syscall.Data[1], e.Syscall.Data[2]} {
-					if q, ok := dns.Parse(b); ok {
+					if q, ok := dns.Parse(b); ok && len(t.qnames) < dnsQueriesPerWait {
 						t.qnames = append(t.qnames, q.String())
 					}
 				}
@@ -300,6 +348,8 @@ func (r *resolver) Observe(e *event.Event) {
 			}
 		}
 	case "close":
+		r.nbClose(e, key)
+		delete(r.wq, key)
 		delete(r.socks, key)
 		delete(r.stream, key)
 	case "connect":
@@ -322,12 +372,23 @@ func (r *resolver) Observe(e *event.Event) {
 		}
 		r.queried(e, fd, server, d.tcp, "")
 	case "bind":
-		if sockaddrString(s.Data[1]) != "" && s.Ret == 0 {
+		// musl binds its resolver's socket to port 0 (any address, a
+		// port the kernel picks) before it sends: that says nothing of
+		// where the socket goes. A bind to a port of its own is a
+		// listener's.
+		if a := sockaddrString(s.Data[1]); a != "" && s.Ret == 0 && !strings.HasSuffix(a, ":0") {
 			r.elsewhere(e)
 		}
 	case "sendto", "sendmsg", "sendmmsg", "send", "write", "writev":
 		if s.Ret < 0 {
 			return
+		}
+		if name == "write" {
+			// Go writes its query on the connected socket: the kernel
+			// copied its first bytes only if the peer is port 53.
+			if q, ok := dns.Parse(s.Data[1]); ok && (r.wq[key] != "" || len(r.wq) < dnsKept) {
+				r.wq[key] = q.String()
+			}
 		}
 		if name == "sendto" {
 			if server := dnsPeer(s.Data[4]); server != "" {
@@ -344,6 +405,7 @@ func (r *resolver) Observe(e *event.Event) {
 			r.queried(e, fd, d.server, d.tcp, name)
 		}
 	case "read", "readv", "recvfrom", "recvmsg", "recv", "recvmmsg":
+		r.nbRead(e, key)
 		r.vcRead(e, name, key)
 		t := r.threads[e.TID]
 		if d := r.socks[key]; d != nil && t != nil && t.server == d.server && s.Ret == -111 {
@@ -525,21 +587,7 @@ func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *even
 	if g == nil {
 		return
 	}
-	if len(qnames) > 0 {
-		g.named++
-	}
-	for _, qn := range qnames {
-		n, typ, _ := strings.Cut(qn, " ")
-		if g.names == nil {
-			g.names = map[string]map[string]uint64{}
-		}
-		if g.names[n] != nil || len(g.names) < dnsNamesMax {
-			if g.names[n] == nil {
-				g.names[n] = map[string]uint64{}
-			}
-			g.names[n][typ]++
-		}
-	}
+	g.addNames(qnames)
 	g.procs[pid] = comm
 	g.timeouts++
 	g.waited += s.Latency
@@ -563,6 +611,25 @@ func (r *resolver) timedOut(t *dnsThread, pid uint32, comm, name string, s *even
 	}
 	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
 		r.conf[pid] = readResolvConf(pid)
+	}
+}
+
+// addNames counts the questions ("NAME TYPE") of one timed-out wait.
+func (g *dnsServer) addNames(qnames []string) {
+	if len(qnames) > 0 {
+		g.named++
+	}
+	for _, qn := range qnames {
+		n, typ, _ := strings.Cut(qn, " ")
+		if g.names == nil {
+			g.names = map[string]map[string]uint64{}
+		}
+		if g.names[n] != nil || len(g.names) < dnsNamesMax {
+			if g.names[n] == nil {
+				g.names[n] = map[string]uint64{}
+			}
+			g.names[n][typ]++
+		}
 	}
 }
 
@@ -730,7 +797,7 @@ func (r *resolver) Findings(env *Env) []Finding {
 			ev["resolv_conf"] = map[string]any{"from": conf.from, "nameservers": conf.nameservers, "options": conf.options,
 				"timeout_s": conf.timeout, "attempts": conf.attempts}
 			if g.vcReads < g.timeouts {
-				ev["lookups_failed_at_most"] = g.timeouts / uint64(conf.attempts*max(len(conf.nameservers), 1))
+				ev["lookups_failed_at_most"] = (g.timeouts - g.nbQueries + g.nbRounds) / uint64(conf.attempts*max(len(conf.nameservers), 1))
 			}
 		}
 		ev["port"] = dnsPort
@@ -763,6 +830,14 @@ func (r *resolver) Findings(env *Env) []Finding {
 				title = fmt.Sprintf("%s DNS queries over TCP to name server %s went unanswered, each read waiting until the server gave up (%s lost)",
 					count, server, lost)
 			}
+		}
+		if g.nbQueries > 0 {
+			ev["nonblocking_queries_unanswered"] = g.nbQueries
+			vc += fmt.Sprintf(" %d of those were queries the resolver read at once on a non-blocking socket connected to port 53 and found "+
+				"unanswered (EAGAIN), then waited for outside the socket, in a runtime's netpoller (Go's resolver: epoll_pwait or futex "+
+				"on any thread), until the resolver closed the socket at its deadline with no answer read (then the query is sent again "+
+				"on a new socket, or the lookup fails). Their time, from the read to the close, is counted once for the "+
+				"queries of a lookup that waited side by side (A and AAAA on two sockets).", g.nbQueries)
 		}
 		f := Finding{
 			ID:       DNSTimeout,
@@ -919,7 +994,7 @@ func (r *resolver) settings(env *Env, g *dnsServer) (string, *resolvConf) {
 	rounds := uint64(conf.attempts * max(len(conf.nameservers), 1))
 	return fmt.Sprintf(" The resolver's settings (%s): name servers %s, options %s, so each wait is %d s and a lookup "+
 		"that gets no answer waits %d rounds (attempts × servers) before it fails: at most %d lookups failed outright.",
-		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, g.timeouts/rounds) + search, conf
+		conf.from, strings.Join(conf.nameservers, ", "), opts, conf.timeout, rounds, (g.timeouts-g.nbQueries+g.nbRounds)/rounds) + search, conf
 }
 
 // forget lets go of ended processes and threads (Doctor.forget): their
@@ -935,7 +1010,179 @@ func (r *resolver) forget(pids, tids map[uint32]bool) {
 			delete(r.stream, k)
 		}
 	}
+	for k := range r.wq {
+		if pids[k.pid] {
+			delete(r.wq, k)
+		}
+	}
 	for tid := range tids {
 		delete(r.threads, tid)
 	}
+	for pid := range pids {
+		delete(r.nb, pid)
+		delete(r.nbUntil, pid)
+	}
+}
+
+// nbRead takes a read of a UDP socket connected to port 53. One that
+// found nothing (EAGAIN) is a query the resolver will wait for
+// elsewhere: Go's resolver writes the query on a connected non-blocking
+// socket, reads at once, and parks the goroutine on the runtime's
+// netpoller until the answer or the deadline (resolv.conf's timeout),
+// then closes the socket. The wait is not a poll of the socket: it is
+// the netpoller's epoll_pwait, or an idle thread's timed futex, on any
+// thread. A failed read always crosses over; one that got bytes was
+// answered.
+func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
+	s := &e.Syscall
+	if s.Ret != -11 && s.Ret <= 0 {
+		return
+	}
+	d := r.socks[key]
+	if d == nil && s.Ret == -11 {
+		if server := r.udpDNSPeer(e.PID, key.fd); server != "" {
+			d = &dnsThread{pid: e.PID, fd: key.fd, server: server}
+			if len(r.socks) < dnsKept {
+				r.socks[key] = d
+			}
+		}
+	}
+	if d == nil || d.tcp {
+		return
+	}
+	if s.Ret > 0 {
+		// Answered (this read crossed over as a sample): its query
+		// waits no more.
+		qs := r.nb[e.PID]
+		kept := qs[:0]
+		for _, q := range qs {
+			if q.fd != key.fd {
+				kept = append(kept, q)
+			}
+		}
+		if len(qs) != len(kept) {
+			if g := r.group(d.server, false); g != nil {
+				g.answered++
+			}
+		}
+		r.nb[e.PID] = kept
+		return
+	}
+	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, qname: r.wq[key]}
+	delete(r.wq, key)
+	if _, ok := r.conf[e.PID]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
+		r.conf[e.PID] = readResolvConf(e.PID)
+	}
+	qs := r.nb[e.PID]
+	if len(qs) >= dnsNBMax {
+		qs = qs[1:]
+	}
+	if len(r.nb) < dnsKept || r.nb[e.PID] != nil {
+		r.nb[e.PID] = append(qs, q)
+	}
+}
+
+// nbClose: the resolver closed the socket of a query it found
+// unanswered. Closed with no answer read since and at least dnsWaitMin
+// later, the query waited out the resolver's deadline (Go closes the
+// socket then, and sends the query again on a new one or fails the
+// lookup); closed sooner, it was given up for another reason. Live, the
+// read of an answer and the close of such a socket always cross over
+// (bpf/dnswatch.h): neither is left to the sample.
+func (r *resolver) nbClose(e *event.Event, key dnsSockKey) {
+	qs := r.nb[e.PID]
+	if len(qs) == 0 {
+		return
+	}
+	kept := qs[:0]
+	var done []dnsNBQuery
+	for _, q := range qs {
+		if q.fd != key.fd {
+			kept = append(kept, q)
+		} else if e.Time >= q.at+dnsWaitMin {
+			done = append(done, q)
+		}
+	}
+	r.nb[e.PID] = kept
+	if len(done) > 0 {
+		r.nbTimedOut(e, done)
+	}
+}
+
+// nbTimedOut counts the queries whose socket close e ended unanswered:
+// each is one query that got no answer. The time lost is the wait from
+// the query's read to the close, counted once where the process's
+// queries waited side by side (A and AAAA on two sockets).
+func (r *resolver) nbTimedOut(e *event.Event, qs []dnsNBQuery) {
+	pid := e.PID
+	for _, q := range qs {
+		g := r.group(q.server, false)
+		if g == nil {
+			continue
+		}
+		from := max(q.at, r.nbUntil[pid])
+		lost := uint64(0)
+		if e.Time > from {
+			lost = e.Time - from
+		}
+		if lost > 0 {
+			r.nbUntil[pid] = e.Time
+		}
+		g.procs[pid] = q.comm
+		g.timeouts++
+		g.nbQueries++
+		if q.qname != "" {
+			g.addNames([]string{q.qname})
+		}
+		g.waited += lost
+		g.byPID[pid] += lost
+		if lost >= dnsWaitMin {
+			g.nbRounds++
+			if r.kept < dnsKept {
+				g.waits = append(g.waits, e.Time-q.at)
+				r.kept++
+			}
+		}
+		g.waitCalls["netpoller (read EAGAIN … close)"]++
+		if g.example == nil {
+			g.example = []string{fmt.Sprintf("read(%d) = -EAGAIN, then %s %s later, no answer read",
+				q.fd, event.FormatSyscall(r.arch, &e.Syscall), units.Duration(e.Time-q.at))}
+		}
+	}
+	if _, ok := r.conf[pid]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
+		r.conf[pid] = readResolvConf(pid)
+	}
+}
+
+// udpDNSPeer reads, live, whether descriptor fd of process pid is a UDP
+// socket connected to port 53 (its inode in the network namespace's udp
+// tables), and returns its server ("" if not, or not live). An inode
+// read once is remembered: a busy program's non-blocking reads fail with
+// EAGAIN on the same sockets again and again.
+func (r *resolver) udpDNSPeer(pid, fd uint32) string {
+	if !r.host.canRead() {
+		return ""
+	}
+	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10)
+	link, err := os.Readlink(dir + "/fd/" + strconv.FormatUint(uint64(fd), 10))
+	if err != nil || !strings.HasPrefix(link, "socket:[") {
+		return ""
+	}
+	inode := strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")
+	if server, ok := r.udpPeer[inode]; ok {
+		return server
+	}
+	server := ""
+	for _, t := range []string{"udp", "udp6"} {
+		scanTable(dir+"/net/"+t, func(fs []string) {
+			if server == "" && len(fs) >= 10 && fs[9] == inode && strings.HasSuffix(fs[2], ":0035") {
+				server = strings.TrimSuffix(hexAddr(fs[2]), ":53")
+			}
+		})
+	}
+	if len(r.udpPeer) >= dnsKept {
+		clear(r.udpPeer)
+	}
+	r.udpPeer[inode] = server
+	return server
 }

@@ -462,3 +462,136 @@ func TestDNSTimeoutTCPRead(t *testing.T) {
 		t.Errorf("a read on port 8053: %s", f.Title)
 	}
 }
+
+// goLookup is Go's pure-Go resolver: A and AAAA each on a socket of its
+// own (fds 6 and 9, on two threads) connected to the server, written,
+// read at once (EAGAIN), then either answered after wait (a read that
+// gets the answer, then the close) or closed at the deadline with no
+// answer read. The wait itself is the runtime's (epoll_pwait on
+// another thread), which says nothing of the socket.
+func goLookup(r *dnsRun, wait uint64, answered, connectSeen bool) {
+	const nrWrite, nrRead, nrEpollPwait = 1, 0, 281
+	start := r.t
+	for i, fd := range []uint64{6, 9} {
+		tid := uint32(20 + i)
+		r.t = start + uint64(i)*20_000
+		if connectSeen {
+			c := r.add(sys(tid, 0, dnsNrConnect, 0, 4000, fd, 0x7ffc1000, 16))
+			c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+			r.add(sys(tid, 0, nrWrite, 48, 6000, fd, 0x7ffc3000, 48))
+		}
+		r.add(sys(tid, 0, nrRead, -11, 2000, fd, 0x7ffc4000, 1232))
+	}
+	readAt := r.t
+	r.t = readAt + 1000
+	r.add(sys(22, 0, nrEpollPwait, 0, wait-2000, 7, 0x7ffc5000, 128, wait/1_000_000))
+	for i, fd := range []uint64{6, 9} {
+		tid := uint32(20 + i)
+		if answered {
+			r.add(sys(tid, 0, nrRead, 48, 2000, fd, 0x7ffc4000, 1232))
+		}
+		r.add(sys(tid, 0, dnsNrClose, 0, 1000, fd))
+	}
+	for i := range r.evs {
+		r.evs[i].PID = 20
+	}
+}
+
+func TestDNSTimeoutGo(t *testing.T) {
+	const second = 1_000_000_000
+	for _, tc := range []struct {
+		name        string
+		wait        uint64
+		answered    bool
+		connectSeen func(i int) bool
+		queries     uint64 // 0: no finding
+	}{
+		{name: "silent server", wait: second, connectSeen: func(int) bool { return true }, queries: 8},
+		// Live, the connect is a sample, and /proc names the peer of a
+		// descriptor whose connect was not seen; from a capture with
+		// no connect seen nothing names a server.
+		{name: "connect never seen", wait: second, connectSeen: func(int) bool { return false }},
+		{name: "answered", wait: 2 * ms, answered: true, connectSeen: func(int) bool { return true }},
+		{name: "slow but answered", wait: 300 * ms, answered: true, connectSeen: func(int) bool { return true }},
+		// A server that answers after exactly the resolver's timeout:
+		// the answer was read, so nothing timed out.
+		{name: "answered at a second", wait: second, answered: true, connectSeen: func(int) bool { return true }},
+		// Closed with no answer read, but sooner than any resolver's wait.
+		{name: "under the bar", wait: 50 * ms, connectSeen: func(int) bool { return true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &dnsRun{t: 1e9}
+			for i := range 4 {
+				goLookup(r, tc.wait, tc.answered, tc.connectSeen(i))
+				r.t += 10_000
+			}
+			f := byID(findings(r.evs), DNSTimeout)
+			if tc.queries == 0 {
+				if f != nil {
+					t.Fatalf("finding on %s: %s", tc.name, f.Title)
+				}
+				return
+			}
+			if f == nil {
+				t.Fatal("no dns-timeout")
+			}
+			if f.Evidence["timed_out_waits"] != tc.queries || f.Evidence["nonblocking_queries_unanswered"] != tc.queries {
+				t.Errorf("timed_out_waits %v nonblocking %v, want %d", f.Evidence["timed_out_waits"], f.Evidence["nonblocking_queries_unanswered"], tc.queries)
+			}
+			// A and AAAA waited side by side: each lookup's time once,
+			// from the first read to the last close.
+			w, _ := f.Evidence["waited_ns"].(uint64)
+			if w < 4*tc.wait || w > 4*(tc.wait+50_000) {
+				t.Errorf("waited_ns %d, want 4 × about %d", w, tc.wait)
+			}
+			if f.Severity != Warning || f.Evidence["server"] != "10.0.0.53" || !strings.Contains(f.Summary, "netpoller") {
+				t.Errorf("severity %s server %v summary %q", f.Severity, f.Evidence["server"], f.Summary)
+			}
+		})
+	}
+}
+
+// musl binds its resolver's socket to port 0 before it sends: that bind
+// moves the thread nowhere, even when the send before it was not seen.
+func TestDNSTimeoutMuslBind(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 9}
+	for i := range 3 {
+		r.add(sys(9, 0, dnsNrSocket, 4, 3000, 2, 0x80802, 0))
+		b := r.add(sys(9, 0, dnsNrBind, 0, 3000, 4, 0x7ffc1000, 16))
+		b.Syscall.Data[1] = sockaddr4([4]byte{}, 0)
+		if i == 2 {
+			s := r.add(sys(9, 0, dnsNrSendto, 37, 9000, 4, 0x7ffc3000, 37, 0x4000, 0x7ffc1000, 16))
+			s.Syscall.Data[4] = sockaddr4(nameServer, 53)
+		}
+		r.add(sys(9, 0, dnsNrPoll, 0, 1_000_000_000, 0x7ffc2000, 1, 1000))
+		r.add(sys(9, 0, dnsNrClose, 0, 1000, 4))
+	}
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil || f.Evidence["timed_out_waits"] != uint64(3) {
+		t.Fatalf("want 3 timed-out waits (the two before the send seen held, then counted); got %+v", f)
+	}
+}
+
+// musl sends A and AAAA with two sendto calls before one poll: the wait
+// is named by both.
+func TestDNSTimeoutSendtoNames(t *testing.T) {
+	r := &dnsRun{t: 1e9, tid: 9}
+	for _, typ := range []dnsmessage.Type{dnsmessage.TypeA, dnsmessage.TypeAAAA} {
+		s := r.add(sys(9, 0, dnsNrSendto, 37, 9000, 3, 0x7ffc3000, 37, 0x4000, 0x7ffc1000, 16))
+		s.Syscall.Data[1] = dnsQuery(t, "svc.example.test.", typ)
+		s.Syscall.Data[4] = sockaddr4(nameServer, 53)
+	}
+	r.add(sys(9, 0, dnsNrPoll, 0, 1_000_000_000, 0x7ffc2000, 1, 1000))
+	f := byID(findings(r.evs), DNSTimeout)
+	if f == nil {
+		t.Fatal("no dns-timeout")
+	}
+	names, _ := f.Evidence["names"].([]map[string]any)
+	if len(names) != 1 || names[0]["name"] != "svc.example.test" {
+		t.Fatalf("names %v", f.Evidence["names"])
+	}
+	types, _ := names[0]["types"].(map[string]uint64)
+	if types["A"] != 1 || types["AAAA"] != 1 {
+		t.Errorf("types %v, want one A and one AAAA", types)
+	}
+}

@@ -134,7 +134,7 @@ func (s *slow) Observe(e *event.Event) {
 		// No switch-out at all: whether sleep tracking was on (so it ran
 		// on the CPU), the report knows.
 		if unstacked(name, sc) && len(s.unstacked) < unstackedMax {
-			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, sc: *sc})
+			s.unstacked = append(s.unstacked, unstackedCall{pid: e.PID, comm: e.Comm, at: e.Time, cpu: e.CPU, sc: *sc})
 		}
 		return
 	}
@@ -142,12 +142,18 @@ func (s *slow) Observe(e *event.Event) {
 	if c.audit || c.waiting || event.Is(name, event.Waits) {
 		return // audit-backlog-stall's, or a wait by design
 	}
+	if sc.Latency-min(c.queued, sc.Latency) < s.bar {
+		// Slow only for the wait for a CPU: the host's load, which
+		// cpu-wait reports, not a slow call (a loaded host made
+		// map32's forks 18 ms, 13 of them queued).
+		return
+	}
 	g := s.groups[c.key]
 	if g == nil {
 		g = newGroup(c.key, c.stack)
 		s.groups[c.key] = g
 	}
-	g.add(s.arch, e.PID, e.Comm, sc, name, c.stack, c.blocked, c.queued)
+	g.add(s.arch, e.PID, e.Comm, sc, name, c.stack, c.blocked, c.queued, 0)
 	s.count(c.key, name, sc, c.queued)
 }
 
@@ -173,13 +179,23 @@ func (s *slow) Findings(env *Env) []Finding {
 		if !s.stacked && (event.Is(name, event.MayWait) || vforkCall(name, &u.sc)) {
 			continue // without stacks, a read may have waited by design
 		}
+		// A call that never switched out, with sleeps tracked, ran on one
+		// CPU throughout: what the hypervisor took of that CPU meanwhile
+		// was not the call's work.
+		var stolen uint64
+		if sleepsTracked(env, s.stacked) {
+			stolen = env.stolen(u.cpu, u.at, u.at+u.sc.Latency)
+		}
+		if u.sc.Latency-min(stolen, u.sc.Latency) < s.bar {
+			continue // slow only for the steal, as a call slow only for its wait for a CPU
+		}
 		g := s.groups[name]
 		if g == nil {
 			g = newGroup(name, nil)
 			s.groups[name] = g
 		}
-		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0)
-		s.count(name, name, &u.sc, 0)
+		g.add(s.arch, u.pid, u.comm, &u.sc, name, nil, 0, 0, stolen)
+		s.count(name, name, &u.sc, stolen)
 	}
 	s.unstacked = nil
 	var out []Finding
@@ -226,11 +242,16 @@ func (s *slow) Findings(env *Env) []Finding {
 			f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel", g.n, callList(g.calls), units.Duration(g.maxNS))
 			f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, most of it on the CPU inside the kernel "+
 				"rather than asleep: the work the calls asked for is large (a big buffer, many pages, a long list).%s",
-				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), queuedText(g))
+				g.n, callList(g.calls), units.Duration(g.totalNS), units.Duration(g.maxNS), queuedText(g)+stolenText(g))
 			if queuedText(g) != "" {
 				f.Evidence["queued_ns"] = g.queuedNS
 			}
 			f.Fix = "Ask for less per call, or less often; `sysray profile -- CMD` shows the kernel functions the time goes to."
+			if stolenText(g) != "" && g.stolenNS*2 >= g.totalNS {
+				f.Title = fmt.Sprintf("%d slow %s, up to %s, most of it CPU time the hypervisor took (steal)", g.n, callList(g.calls), units.Duration(g.maxNS))
+				f.Fix = "The call is not the cause: this virtual machine's CPUs were given to other guests. " +
+					"Watch `st` in `top` or `vmstat 1`; ask the provider for dedicated CPUs or a larger instance, or move the work to a less loaded host."
+			}
 			if bulk == g.n {
 				f.Title = fmt.Sprintf("%d slow %s, up to %s, running in the kernel on large copies", g.n, callList(g.calls), units.Duration(g.maxNS))
 				f.Summary = fmt.Sprintf("%d syscalls (%s) took %s in all and up to %s each, on the CPU inside the kernel, moving %s: "+
@@ -281,6 +302,17 @@ func queuedText(g *slowGroup) string {
 		return ""
 	}
 	return fmt.Sprintf(" Of that, %s went to waiting for a CPU while runnable: more runnable threads than CPUs.", units.Duration(g.queuedNS))
+}
+
+// stolenText says how much of the calls' time their virtual CPU was not
+// running (steal), when that is a tenth or more of it: the same share at
+// which their wait for a CPU is worth a sentence.
+func stolenText(g *slowGroup) string {
+	if g.stolenNS == 0 || g.stolenNS*10 < g.totalNS {
+		return ""
+	}
+	return fmt.Sprintf(" Of that, %s the hypervisor gave their virtual CPU to another guest (steal time): the calls stood still, "+
+		"and no switch in this guest shows it.", units.Duration(g.stolenNS))
 }
 
 func sleptWhere(g *slowGroup) string {

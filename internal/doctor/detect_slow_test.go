@@ -102,3 +102,112 @@ func TestSlowBulkWorkIsNotAStall(t *testing.T) {
 		}
 	}
 }
+
+// A getdents64 that never switched out took 100 ms in a guest whose
+// hypervisor took its CPU for 70 of them (the benign corpus's go test saw
+// this on a loaded VM): 30 ms of its own is not a stall. The same call
+// with nothing stolen, or on the other CPU, still warns.
+func TestSlowStealIsNotTheCallsTime(t *testing.T) {
+	const nrGetdents64 = 217
+	run := func(cpu uint32, steal []uint64) *Finding {
+		d := New(Host{Arch: event.ArchAMD64, Live: true}, nil)
+		log := NewStealLog()
+		log.Add(1_000_000_000, []uint64{0, 0})
+		log.Add(1_050_000_000, []uint64{0, 0})
+		log.Add(1_100_000_000, steal)
+		log.Add(1_200_000_000, steal)
+		d.Steal(log)
+		e := sys(70, 1_000_000_000, nrGetdents64, 112, 100_000_000)
+		e.CPU = cpu
+		d.Observe(&e)
+		return byID(checked(d.Report()).Findings, "slow-syscall")
+	}
+	if f := run(1, []uint64{0, 95_000_000}); f != nil {
+		t.Errorf("95 of 100 ms stolen: 5 ms of its own is not slow, got %+v", f)
+	}
+	f := run(1, []uint64{0, 70_000_000})
+	if f == nil || f.Severity != Info {
+		t.Fatalf("70 of 100 ms stolen: want an info slow-syscall, got %+v", f)
+	}
+	if got := f.Evidence["stolen_ns"]; got != uint64(70_000_000) {
+		t.Errorf("stolen_ns = %v, want 70000000", got)
+	}
+	if !strings.Contains(f.Title, "steal") || !strings.Contains(f.Summary, "70.00ms the hypervisor gave") {
+		t.Errorf("the text does not say the time was stolen: %s / %s", f.Title, f.Summary)
+	}
+	for _, c := range []struct {
+		cpu   uint32
+		steal []uint64
+	}{{1, []uint64{0, 0}}, {0, []uint64{0, 70_000_000}}} {
+		f := run(c.cpu, c.steal)
+		if f == nil || f.Severity != Warning {
+			t.Errorf("cpu %d, steal %v: want a warning slow-syscall, got %+v", c.cpu, c.steal, f)
+		}
+	}
+}
+
+// The log interpolates between reads and keeps a run of unchanged reads
+// as its two ends.
+func TestStealLogDuring(t *testing.T) {
+	l := NewStealLog()
+	for i := range uint64(10) {
+		l.Add(i*100, []uint64{0})
+	}
+	l.Add(1000, []uint64{50})
+	l.Add(1100, []uint64{50})
+	if n := len(l.at); n != 4 {
+		t.Errorf("%d reads kept, want 4 (two ends of the flat run, the step, its end)", n)
+	}
+	for _, c := range []struct{ from, to, want uint64 }{
+		{0, 900, 0}, {900, 1000, 50}, {950, 1000, 25}, {900, 950, 25}, {0, 2000, 50}, {1000, 1100, 0}, {950, 960, 5}, {2000, 3000, 0},
+	} {
+		if got := l.During(0, c.from, c.to); got != c.want {
+			t.Errorf("During(%d, %d) = %d, want %d", c.from, c.to, got, c.want)
+		}
+	}
+	if got := l.During(3, 0, 2000); got != 0 {
+		t.Errorf("a CPU the log does not have: %d stolen", got)
+	}
+	var none *StealLog
+	if got := none.During(0, 0, 10); got != 0 {
+		t.Errorf("no log: %d stolen", got)
+	}
+}
+
+// A call is slow for its own time: a clone of 18 ms of which 13 were spent
+// runnable without a CPU is the host's load (cpu-wait's), not a slow call;
+// with 5 of them queued it is one.
+func TestSlowBarIsTheCallsOwnTime(t *testing.T) {
+	for _, c := range []struct {
+		queued uint64
+		want   bool
+	}{{13_000_000, false}, {5_000_000, true}} {
+		e := sys(70, 100, nrClone, 71, 18_000_000)
+		e.Syscall.Sleeps = []event.Sleep{{Duration: c.queued, Preempted: true,
+			Stack: frames("__schedule+0x618", "preempt_schedule_irq+0x3b", "copy_process+0x2a")}}
+		if f := byID(findings([]event.Event{e}), "slow-syscall"); (f != nil) != c.want {
+			t.Errorf("18 ms clone, %d ns queued: slow-syscall %+v, want one: %v", c.queued, f, c.want)
+		}
+	}
+}
+
+// Trim keeps the last read before the cut, so a call that began before it
+// is still read whole.
+func TestStealLogTrim(t *testing.T) {
+	l := NewStealLog()
+	for i := range uint64(10) {
+		l.Add(i*100, []uint64{i * 10})
+	}
+	l.Trim(450)
+	if len(l.at) != 6 || l.at[0] != 400 {
+		t.Fatalf("kept %v, want 400 to 900", l.at)
+	}
+	if got := l.During(0, 420, 900); got != 48 {
+		t.Errorf("During(420, 900) = %d, want 48", got)
+	}
+	l.Trim(0)
+	l.Trim(10_000)
+	if len(l.at) != 1 || l.at[0] != 900 {
+		t.Errorf("after a cut past the end, kept %v, want the last read", l.at)
+	}
+}

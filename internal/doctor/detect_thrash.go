@@ -66,11 +66,16 @@ type thrashReads interface {
 	// (/proc/PID/io read_bytes: read-ahead and reads it caused, counted
 	// when submitted).
 	diskRead(pid uint32) (uint64, bool)
+	// born says the memory cgroup was made after the trace began (Host.CgroupBorn).
+	born(cgroup string) bool
 }
 
 type liveThrashReads struct{ h *Host }
 
 func (l liveThrashReads) can() bool { return l.h.canRead() }
+func (l liveThrashReads) born(cg string) bool {
+	return l.h.CgroupBorn != nil && l.h.CgroupBorn(cg)
+}
 func (liveThrashReads) memFacts(pid uint32) (event.MemFacts, bool) {
 	return proc.ReadMemFacts(pid)
 }
@@ -170,8 +175,10 @@ type thrashProc struct {
 	ioFirst, ioLast uint64
 	ioRead          bool
 	// The memory cgroup's facts as first and last read for the process:
-	// the refault counter is cumulative.
+	// the refault counter is cumulative. born: the cgroup was made during
+	// the trace, so its counter counts from zero.
 	first, last event.MemFacts
+	born        bool
 }
 
 type thrash struct {
@@ -276,7 +283,7 @@ func (t *thrash) Observe(e *event.Event) {
 		if w.Duration > placed {
 			p.otherNS += w.Duration - placed
 		}
-		p.note(w.Mem)
+		t.note(p, w.Mem)
 	}
 }
 
@@ -372,7 +379,7 @@ func (t *thrash) observeCall(e *event.Event) {
 	if waitNS > 0 && t.host.can() && (p.factsAt == 0 || e.Time >= p.factsAt+thrashFactsEvery) {
 		p.factsAt = e.Time
 		if m, ok := t.host.memFacts(e.PID); ok {
-			p.note(m)
+			t.note(p, m)
 		}
 		if n, ok := t.host.diskRead(e.PID); ok {
 			if !p.ioRead {
@@ -386,13 +393,17 @@ func (t *thrash) observeCall(e *event.Event) {
 // note keeps a read of the process's memory cgroup: the first of the
 // cgroup, and the last. A process on its way out reads as in no cgroup
 // (an older writer's capture): the cgroup it lived in is the one that
-// counts.
-func (p *thrashProc) note(m event.MemFacts) {
+// counts. At the first read it asks whether the cgroup was made during
+// the trace: the first read comes with the first event that shows a wait,
+// live a slow call, and a fast device lets a reader refault for seconds
+// before any call is slow.
+func (t *thrash) note(p *thrashProc, m event.MemFacts) {
 	if !m.Read || m.Host && p.last.Read && !p.last.Host {
 		return
 	}
 	if !p.first.Read || p.first.Cgroup != m.Cgroup || p.first.Host != m.Host {
 		p.first = m
+		p.born = !m.Host && t.host != nil && t.host.can() && t.host.born(m.Cgroup)
 	}
 	p.last = m
 }
@@ -435,8 +446,12 @@ type thrashGroup struct {
 	ns, count      uint64
 	reclaimNS      uint64
 	majflt, minflt uint64
-	refaults       uint64
+	// refaults: the cgroup's refaults over the trace, from zero when born
+	// (the cgroup was made during it), else from the first read; span: from
+	// the first read, the span /proc/PID/io's diskBytes covers.
+	refaults, span uint64
 	first, last    event.MemFacts
+	born           bool
 	stack          []string
 	stackNS        uint64
 	// Through read calls, on all the processes' files.
@@ -460,7 +475,7 @@ type thrashGroup struct {
 // /proc/PID/io: a capture, the fault path) counts as yes, the refaults
 // alone deciding.
 func (g *thrashGroup) rereads() bool {
-	return !g.ioKnown || g.diskBytes == 0 || float64(g.refaults)*4096 >= thrashRereadShare*float64(g.diskBytes)
+	return !g.ioKnown || g.diskBytes == 0 || float64(g.span)*4096 >= thrashRereadShare*float64(g.diskBytes)
 }
 
 // proven is the time the group's processes were seen waiting for the
@@ -503,7 +518,7 @@ func (t *thrash) Findings(env *Env) []Finding {
 		g := groups[k]
 		if g == nil {
 			g = &thrashGroup{file: &thrashFile{path: f.path}, cgroup: p.last.Cgroup, host: !p.last.Read || p.last.Host,
-				procs: map[uint32]string{}, first: p.first, last: p.last, readCalls: map[string]uint64{}}
+				procs: map[uint32]string{}, first: p.first, last: p.last, born: p.born, readCalls: map[string]uint64{}}
 			groups[k] = g
 		}
 		g.procs[p.pid] = p.comm
@@ -547,6 +562,7 @@ func (t *thrash) Findings(env *Env) []Finding {
 		if p.first.Read && p.first.RefaultFile < g.first.RefaultFile {
 			g.first = p.first
 		}
+		g.born = g.born || p.born && p.first.Cgroup == g.cgroup
 		if p.last.RefaultFile > g.last.RefaultFile {
 			g.last = p.last
 		}
@@ -577,7 +593,11 @@ func (t *thrash) Findings(env *Env) []Finding {
 			}
 		}
 		if g.first.Read && g.last.RefaultFile >= g.first.RefaultFile {
-			g.refaults = g.last.RefaultFile - g.first.RefaultFile
+			g.span = g.last.RefaultFile - g.first.RefaultFile
+			g.refaults = g.span
+			if g.born {
+				g.refaults = g.last.RefaultFile
+			}
 		}
 		limited := !g.host && g.last.Read
 		sev := Info
@@ -589,6 +609,14 @@ func (t *thrash) Findings(env *Env) []Finding {
 		out = append(out, thrashFinding(env, g, sev, lost, share))
 	}
 	return out
+}
+
+// refaultsAre says what refaulted_pages counted.
+func refaultsAre(g *thrashGroup, where string) string {
+	if g.born {
+		return "workingset_refault_file of " + where + ", made during the trace, at its last read: all of its refaults"
+	}
+	return "workingset_refault_file of " + where + " between the first and last reads during the trace (at least what happened in it)"
 }
 
 func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share float64) Finding {
@@ -627,7 +655,7 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		"time_lost_ns": lost, "share_of_thread_time": share,
 		"major_faults": g.majflt, "minor_faults": g.minflt,
 		"major_faults_are": "counted by the kernel per thread, from each thread's first sleep in a fault sysray saw",
-		"refaulted_pages":  g.refaults, "refaulted_pages_are": "workingset_refault_file of " + where + " between the first and last reads during the trace (at least what happened in it)",
+		"refaulted_pages":  g.refaults, "refaulted_pages_are": refaultsAre(g, where),
 		"cgroup": g.cgroup, "stack": g.stack}
 	if g.file.reads > 0 {
 		ev["file_bytes"], ev["traced_read_calls"], ev["traced_bytes_read"] = g.file.fileSize, g.readCalls, g.file.readBytes
@@ -639,7 +667,7 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 			ev["read_from_disk_bytes"] = g.diskBytes
 			ev["read_from_disk_bytes_are"] = "read_bytes of the processes' /proc/PID/io between their first and last reads of the memory cgroup"
 			if g.diskBytes > 0 {
-				ev["refaulted_share_of_read_from_disk"] = float64(g.refaults) * 4096 / float64(g.diskBytes)
+				ev["refaulted_share_of_read_from_disk"] = float64(g.span) * 4096 / float64(g.diskBytes)
 			}
 		}
 		ev["read_time_is"] = "the traced read calls on the file, in the kernel less waiting for a CPU"
@@ -698,7 +726,7 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		fewer := fmt.Sprintf("fewer than %d", thrashRefaultMin)
 		if g.refaults >= thrashRefaultMin {
 			fewer = fmt.Sprintf("%.0f%% of the %s the processes had read from storage meanwhile (under %.0f%%)",
-				100*float64(g.refaults)*4096/float64(g.diskBytes), thrashBytes(g.diskBytes), 100*thrashRereadShare)
+				100*float64(g.span)*4096/float64(g.diskBytes), thrashBytes(g.diskBytes), 100*thrashRereadShare)
 		}
 		summary = fmt.Sprintf("%s %s: %s. The kernel read back %d evicted pages of %s while sysray watched, "+
 			"%s: the pages were read for the first time (a cold start, a single pass), not evicted and read again. "+

@@ -113,6 +113,36 @@ func TestPageCacheThrash(t *testing.T) {
 	}
 }
 
+// A memory cgroup made during the trace counts from zero: its reader
+// refaulted for seconds of fast reads before the first slow one, the
+// doctor's first look. What was read from disk is still compared with the
+// refaults over the span /proc/PID/io covers, the first look on; with the
+// cgroup made earlier, the refaults are that span's too.
+func TestPageCacheThrashCgroupMadeDuringTrace(t *testing.T) {
+	for _, made := range []bool{true, false} {
+		// Disk reads: 4 refaults a page read from disk over the span. Born,
+		// the count is 1,000 more than the span's.
+		fake := &fakeReads{mem: limited, refaults: 4000, made: made, disk: 1000 * 4096}
+		f := readFindings(t, fake, readRun(nrPread, fileFd, 60*ms, 10*ms, readWaitStack), nil)
+		if f == nil {
+			t.Fatal("no finding")
+		}
+		want, are := uint64(28000), "between the first and last reads"
+		if made {
+			want, are = 29000, "made during the trace"
+		}
+		if got := f.Evidence["refaulted_pages"]; got != want {
+			t.Errorf("made %v: refaulted_pages = %v, want %d", made, got, want)
+		}
+		if s, _ := f.Evidence["refaulted_pages_are"].(string); !strings.Contains(s, are) {
+			t.Errorf("made %v: refaulted_pages_are %q, want %q in it", made, s, are)
+		}
+		if got := f.Evidence["refaulted_share_of_read_from_disk"]; got != 4.0 {
+			t.Errorf("made %v: share %v, want 4 (the span's refaults over the span's disk reads)", made, got)
+		}
+	}
+}
+
 // The evidence carries the exact sums of the windows.
 func TestPageCacheThrashEvidence(t *testing.T) {
 	f := byID(findings(thrashRun(7, 8, 100*ms, fileFaultStack, 4000, limited)), PageCacheThrash)
@@ -165,6 +195,8 @@ type fakeReads struct {
 	// disk: bytes read from storage between reads of /proc/PID/io; 0: as
 	// many as the refaults (every page read from disk a refault).
 	disk, nio uint64
+	// made: the memory cgroup was made during the trace.
+	made bool
 }
 
 func (f *fakeReads) diskRead(uint32) (uint64, bool) {
@@ -177,7 +209,8 @@ func (f *fakeReads) diskRead(uint32) (uint64, bool) {
 	return n, true
 }
 
-func (*fakeReads) can() bool { return true }
+func (*fakeReads) can() bool          { return true }
+func (f *fakeReads) born(string) bool { return f.made }
 func (f *fakeReads) memFacts(uint32) (event.MemFacts, bool) {
 	m := f.mem
 	m.RefaultFile = 1000 + f.n*f.refaults

@@ -115,6 +115,10 @@ type Host struct {
 	// would wait with everyone else's). Detectors then read nothing from
 	// /proc or /sys and report what the events say.
 	ReadsStall func() bool
+	// CgroupBorn, if set, says whether the memory cgroup at a path was made
+	// after the trace began: its cumulative counters then hold only what
+	// happened during it, from zero, not from the doctor's first look.
+	CgroupBorn func(cgroup string) bool
 }
 
 // slowBar is the bar from which a syscall is slow.
@@ -137,6 +141,7 @@ type Env struct {
 	threads map[uint32]*lifetime // by tid: first and last event
 	series  *Series              // live: the kernel's counts over time
 	oncpu   []CPUSample          // live: where the CPUs were, sampled
+	steal   *StealLog            // live: the CPUs' steal time, read over the run
 	// traced, when set, is the only stretch of time syscalls were traced
 	// (a duty-cycled agent): a thread's time counts only within it.
 	traced [2]uint64

@@ -39,7 +39,9 @@ func sc(name string, ret ArgKind, args ...ArgSpec) Spec {
 var specTable = []Spec{
 	// Files and descriptors.
 	sc("read", ArgInt, fd("fd"), ptr("buf"), size("count")),
-	sc("write", ArgInt, fd("fd"), ptr("buf"), size("count")),
+	// A write on a socket connected to port 53 is a DNS query (Go's
+	// resolver writes its queries): its first bytes are copied then only.
+	sc("write", ArgInt, fd("fd"), addr("buf", ArgDNSQuery, 2), size("count")),
 	sc("open", ArgFd, path("pathname"), arg("flags", ArgOpenFlags), arg("mode", ArgMode)),
 	sc("openat", ArgFd, dirfd("dirfd"), path("pathname"), arg("flags", ArgOpenFlags), arg("mode", ArgMode)),
 	sc("openat2", ArgFd, dirfd("dirfd"), path("pathname"), ptr("how"), size("size")),

@@ -8,16 +8,24 @@ import (
 
 // fastPath says whether syscalls are taken without task storage
 // (bpf/fast.h): nothing that needs a thread's storage (sleep stacks; in
-// stat, samples or exact timing). It must say what
-// fast_path() in the kernel says.
+// stat, samples or exact timing), or the doctor's calls until they switch
+// out (fastDoctor). It must say what fast_path() in the kernel says.
 func (c *Config) fastPath() bool {
-	return !c.Stacks && (!c.Stat || (c.Budget > 0 && c.Sample == 0))
+	return !c.Stacks && (!c.Stat || (c.Budget > 0 && c.Sample == 0)) || c.fastDoctor()
+}
+
+// fastDoctor is fast_doctor() in the kernel: sampled stat with sleep
+// stacks and budgeted timing, whose rows keep their threads' recent calls
+// too (fast_recent).
+func (c *Config) fastDoctor() bool {
+	return c.Stat && c.Budget > 0 && c.Sample > 0 && c.Stacks
 }
 
 // Rows of the fast path's table: four for each thread the host has at
 // start, so that two threads in a call at once rarely share a row (the
 // second one's call then takes the slower task storage path; nothing is
-// lost). A row is 640 bytes: from 2.5 MiB to 10 MiB.
+// lost). A row is 640 bytes: from 2.5 MiB to 10 MiB; the doctor adds
+// 264 bytes a row for its threads' recent calls (fast_recent).
 const (
 	minFastRows = 4096
 	maxFastRows = 16384

@@ -229,6 +229,10 @@ func Open(cfg Config) (*Probe, error) {
 		}
 	}
 	specs.FastRows.MaxEntries = rows
+	specs.FastRecent.MaxEntries = 1
+	if cfg.fastDoctor() {
+		specs.FastRecent.MaxEntries = rows
+	}
 	if err := specs.CfgFastShift.Set(uint32(32 - bits.TrailingZeros32(rows))); err != nil {
 		return nil, err
 	}
@@ -605,6 +609,11 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	exit, _ := event.SyscallByName(arch, "exit")
 	exitGroup, _ := event.SyscallByName(arch, "exit_group")
 	futex, _ := event.SyscallByName(arch, "futex")
+	read, _ := event.SyscallByName(arch, "read")
+	recvfrom, _ := event.SyscallByName(arch, "recvfrom")
+	recvmsg, _ := event.SyscallByName(arch, "recvmsg")
+	closeNr, _ := event.SyscallByName(arch, "close")
+	sendto, _ := event.SyscallByName(arch, "sendto")
 	futexWait, _ := event.SyscallByName(arch, "futex_wait")
 	futexWake, _ := event.SyscallByName(arch, "futex_wake")
 	if futexWait == 0 || futexWake == 0 {
@@ -638,6 +647,11 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrExitGroup, exitGroup},
 		{vars.CfgFutex, b(cfg.futexOn())},
 		{vars.CfgNrFutex, futex},
+		{vars.CfgNrRead, read},
+		{vars.CfgNrRecvfrom, recvfrom},
+		{vars.CfgNrRecvmsg, recvmsg},
+		{vars.CfgNrClose, closeNr},
+		{vars.CfgNrSendto, sendto},
 		{vars.CfgNrFutexWait, futexWait},
 		{vars.CfgNrFutexWake, futexWake},
 		{vars.SysMask, mask},

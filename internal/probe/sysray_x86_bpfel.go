@@ -252,6 +252,20 @@ type sysrayProfKey struct {
 	Comm    [16]int8
 }
 
+type sysrayRecentCalls struct {
+	_   structs.HostLayout
+	N   uint32
+	Pad uint32
+	C   [8]struct {
+		_       structs.HostLayout
+		Ts      uint64
+		Latency uint64
+		Ret     int64
+		Nr      uint32
+		Pad     uint32
+	}
+}
+
 type sysrayRecentRec struct {
 	_   structs.HostLayout
 	H   sysrayHdr
@@ -515,20 +529,8 @@ type sysrayTaskState struct {
 		_            [4]byte
 		Sl           sysraySleeps
 	}
-	Recent struct {
-		_   structs.HostLayout
-		N   uint32
-		Pad uint32
-		C   [8]struct {
-			_       structs.HostLayout
-			Ts      uint64
-			Latency uint64
-			Ret     int64
-			Nr      uint32
-			Pad     uint32
-		}
-	}
-	Fault struct {
+	Recent sysrayRecentCalls
+	Fault  struct {
 		_    structs.HostLayout
 		Ts   uint64
 		Addr uint64
@@ -553,8 +555,10 @@ type sysrayVsysRec struct {
 const (
 	sysrayMapBlockedScratch       = "blocked_scratch"
 	sysrayMapCgroups              = "cgroups"
+	sysrayMapDnsWatched           = "dns_watched"
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
+	sysrayMapFastRecent           = "fast_recent"
 	sysrayMapFastRows             = "fast_rows"
 	sysrayMapFutexes              = "futexes"
 	sysrayMapFwTasks              = "fw_tasks"
@@ -615,6 +619,7 @@ const (
 	sysrayVarCfgFutex             = "cfg_futex"
 	sysrayVarCfgLeanStacks        = "cfg_lean_stacks"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
+	sysrayVarCfgNrClose           = "cfg_nr_close"
 	sysrayVarCfgNrExecve          = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
 	sysrayVarCfgNrExit            = "cfg_nr_exit"
@@ -622,7 +627,11 @@ const (
 	sysrayVarCfgNrFutex           = "cfg_nr_futex"
 	sysrayVarCfgNrFutexWait       = "cfg_nr_futex_wait"
 	sysrayVarCfgNrFutexWake       = "cfg_nr_futex_wake"
+	sysrayVarCfgNrRead            = "cfg_nr_read"
+	sysrayVarCfgNrRecvfrom        = "cfg_nr_recvfrom"
+	sysrayVarCfgNrRecvmsg         = "cfg_nr_recvmsg"
 	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
+	sysrayVarCfgNrSendto          = "cfg_nr_sendto"
 	sysrayVarCfgPids              = "cfg_pids"
 	sysrayVarCfgRunq              = "cfg_runq"
 	sysrayVarCfgSample            = "cfg_sample"
@@ -635,6 +644,7 @@ const (
 	sysrayVarCfgTickNs            = "cfg_tick_ns"
 	sysrayVarCfgWakeupBytes       = "cfg_wakeup_bytes"
 	sysrayVarCgroupGen            = "cgroup_gen"
+	sysrayVarDnsWatching          = "dns_watching"
 	sysrayVarFutexZero            = "futex_zero"
 	sysrayVarNameGen              = "name_gen"
 	sysrayVarRecBlocked           = "rec_blocked"
@@ -735,8 +745,10 @@ type sysrayProgramSpecs struct {
 type sysrayMapSpecs struct {
 	BlockedScratch *ebpf.MapSpec `ebpf:"blocked_scratch"`
 	Cgroups        *ebpf.MapSpec `ebpf:"cgroups"`
+	DnsWatched     *ebpf.MapSpec `ebpf:"dns_watched"`
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
+	FastRecent     *ebpf.MapSpec `ebpf:"fast_recent"`
 	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
 	Futexes        *ebpf.MapSpec `ebpf:"futexes"`
 	FwTasks        *ebpf.MapSpec `ebpf:"fw_tasks"`
@@ -776,6 +788,7 @@ type sysrayVariableSpecs struct {
 	CfgFutex         *ebpf.VariableSpec `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.VariableSpec `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
+	CfgNrClose       *ebpf.VariableSpec `ebpf:"cfg_nr_close"`
 	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
 	CfgNrExit        *ebpf.VariableSpec `ebpf:"cfg_nr_exit"`
@@ -783,7 +796,11 @@ type sysrayVariableSpecs struct {
 	CfgNrFutex       *ebpf.VariableSpec `ebpf:"cfg_nr_futex"`
 	CfgNrFutexWait   *ebpf.VariableSpec `ebpf:"cfg_nr_futex_wait"`
 	CfgNrFutexWake   *ebpf.VariableSpec `ebpf:"cfg_nr_futex_wake"`
+	CfgNrRead        *ebpf.VariableSpec `ebpf:"cfg_nr_read"`
+	CfgNrRecvfrom    *ebpf.VariableSpec `ebpf:"cfg_nr_recvfrom"`
+	CfgNrRecvmsg     *ebpf.VariableSpec `ebpf:"cfg_nr_recvmsg"`
 	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
+	CfgNrSendto      *ebpf.VariableSpec `ebpf:"cfg_nr_sendto"`
 	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
 	CfgRunq          *ebpf.VariableSpec `ebpf:"cfg_runq"`
 	CfgSample        *ebpf.VariableSpec `ebpf:"cfg_sample"`
@@ -796,6 +813,7 @@ type sysrayVariableSpecs struct {
 	CfgTickNs        *ebpf.VariableSpec `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.VariableSpec `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
+	DnsWatching      *ebpf.VariableSpec `ebpf:"dns_watching"`
 	FutexZero        *ebpf.VariableSpec `ebpf:"futex_zero"`
 	NameGen          *ebpf.VariableSpec `ebpf:"name_gen"`
 	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
@@ -841,8 +859,10 @@ func (o *sysrayObjects) Close() error {
 type sysrayMaps struct {
 	BlockedScratch *ebpf.Map `ebpf:"blocked_scratch"`
 	Cgroups        *ebpf.Map `ebpf:"cgroups"`
+	DnsWatched     *ebpf.Map `ebpf:"dns_watched"`
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
+	FastRecent     *ebpf.Map `ebpf:"fast_recent"`
 	FastRows       *ebpf.Map `ebpf:"fast_rows"`
 	Futexes        *ebpf.Map `ebpf:"futexes"`
 	FwTasks        *ebpf.Map `ebpf:"fw_tasks"`
@@ -869,8 +889,10 @@ func (m *sysrayMaps) Close() error {
 	return _SysrayClose(
 		m.BlockedScratch,
 		m.Cgroups,
+		m.DnsWatched,
 		m.Drops,
 		m.Errnos,
+		m.FastRecent,
 		m.FastRows,
 		m.Futexes,
 		m.FwTasks,
@@ -911,6 +933,7 @@ type sysrayVariables struct {
 	CfgFutex         *ebpf.Variable `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.Variable `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
+	CfgNrClose       *ebpf.Variable `ebpf:"cfg_nr_close"`
 	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`
 	CfgNrExit        *ebpf.Variable `ebpf:"cfg_nr_exit"`
@@ -918,7 +941,11 @@ type sysrayVariables struct {
 	CfgNrFutex       *ebpf.Variable `ebpf:"cfg_nr_futex"`
 	CfgNrFutexWait   *ebpf.Variable `ebpf:"cfg_nr_futex_wait"`
 	CfgNrFutexWake   *ebpf.Variable `ebpf:"cfg_nr_futex_wake"`
+	CfgNrRead        *ebpf.Variable `ebpf:"cfg_nr_read"`
+	CfgNrRecvfrom    *ebpf.Variable `ebpf:"cfg_nr_recvfrom"`
+	CfgNrRecvmsg     *ebpf.Variable `ebpf:"cfg_nr_recvmsg"`
 	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
+	CfgNrSendto      *ebpf.Variable `ebpf:"cfg_nr_sendto"`
 	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
 	CfgRunq          *ebpf.Variable `ebpf:"cfg_runq"`
 	CfgSample        *ebpf.Variable `ebpf:"cfg_sample"`
@@ -931,6 +958,7 @@ type sysrayVariables struct {
 	CfgTickNs        *ebpf.Variable `ebpf:"cfg_tick_ns"`
 	CfgWakeupBytes   *ebpf.Variable `ebpf:"cfg_wakeup_bytes"`
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
+	DnsWatching      *ebpf.Variable `ebpf:"dns_watching"`
 	FutexZero        *ebpf.Variable `ebpf:"futex_zero"`
 	NameGen          *ebpf.Variable `ebpf:"name_gen"`
 	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`

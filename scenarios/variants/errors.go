@@ -20,7 +20,7 @@ var errorVariants = []Variant{
 	// 4,400-6,700 failures a second here under the doctor, which now also
 	// follows wake-ups: 3 s makes the 10,000 of a storm with room.
 	{Name: "error-storm/esrch-pid", Differs: "kill(pid, 0) of a process that is gone, already running; -p for 3 s",
-		Mode: PID, Argv: []string{"errloop", "-k", "esrch", "-d", "6", "-i", "20"},
+		Mode: PID, Argv: []string{"errloop", "-k", "esrch", "-d", "30", "-i", "20"},
 		Lead: 500 * time.Millisecond, For: 3 * time.Second, Expect: storm("kill", "ESRCH")},
 	{Name: "error-storm/enoent-host", Differs: "a missing file polled by 2 threads, already running; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"errloop", "-k", "enoent", "-t", "2", "-d", "4", "-i", "20"},

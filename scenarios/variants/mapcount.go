@@ -26,7 +26,7 @@ var mapCountVariants = []Variant{
 	{Name: "map-count-limit/slow-retry", Differs: "a retry every 100 ms for 1 s: a dozen failures, not thousands",
 		Mode: Cmd, Argv: []string{"mapcount", "-b", "100000", "-d", "1"}, Expect: mapCountAt("mmap")},
 	{Name: "map-count-limit/pid", Differs: "at the limit and retrying before sysray starts; -p for 1.5 s",
-		Mode: PID, Argv: []string{"mapcount", "-d", "6"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Mode: PID, Argv: []string{"mapcount", "-d", "30"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: mapCountAt("mmap")},
 	{Name: "map-count-limit/host", Differs: "2 processes of 2 threads at the limit before sysray starts; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"mapcount", "-p", "2", "-t", "2", "-d", "12"}, Lead: 5 * time.Second, For: 1500 * time.Millisecond,

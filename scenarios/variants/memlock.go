@@ -30,7 +30,7 @@ var memlockVariants = []Variant{
 	{Name: "memlock-limit/gave-up", Differs: "one refused mlock, then exit 1: a program that gives up",
 		Mode: Cmd, Argv: []string{"memlock", "-x"}, Expect: memlockAt("mlock", "gave up")},
 	{Name: "memlock-limit/pid", Differs: "at the limit and retrying before sysray starts; -p for 1.5 s",
-		Mode: PID, Argv: []string{"memlock", "-d", "6"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
+		Mode: PID, Argv: []string{"memlock", "-d", "30"}, Lead: 1500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: memlockAt("mlock", "VmLck")},
 	{Name: "memlock-limit/host", Differs: "2 processes at the limit (mmap(MAP_LOCKED)) before sysray starts; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"memlock", "-m", "maplocked", "-p", "2", "-d", "8"}, Lead: 2 * time.Second, For: 1500 * time.Millisecond,

@@ -21,16 +21,16 @@ var mmapLockVariants = []Variant{
 		Mode: Cmd, Argv: []string{"mmaplock", "-h", "munmap", "-t", "4"},
 		Expect: Expect{IDs: []doctor.ID{doctor.MmapLockContention}, Severity: doctor.Info, Words: []string{"mmap lock"}}},
 	{Name: "mmap-lock-contention/pid", Differs: "already running; -p for 2 s",
-		Mode: PID, Argv: []string{"mmaplock", "-d", "5"}, Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: lockWarns("mprotect")},
+		Mode: PID, Argv: []string{"mmaplock", "-d", "30"}, Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: lockWarns("mprotect")},
 	{Name: "mmap-lock-contention/host", Differs: "already running; the whole host for 2 s",
-		Mode: Host, Argv: []string{"mmaplock", "-w", "mmap", "-d", "5"}, Lead: 500 * time.Millisecond, For: 2 * time.Second,
+		Mode: Host, Argv: []string{"mmaplock", "-w", "mmap", "-d", "30"}, Lead: 500 * time.Millisecond, For: 2 * time.Second,
 		Expect: lockWarns("mmap")},
 	// Waits in page faults, in no syscall: 4 threads read fresh pages of
 	// a mapping whose protection a sibling changes again and again.
 	{Name: "mmap-lock-contention/fault", Differs: "the waiters wait in page faults, not calls: 4 threads fault on a 256 MiB mapping a sibling mprotects again and again",
 		Mode: Cmd, Argv: []string{"mmaplock", "-h", "mprotect", "-w", "fault", "-t", "4", "-s", "256", "-d", "3"}, Expect: lockWarns("page fault")},
 	{Name: "mmap-lock-contention/fault-pid", Differs: "the faulting threads already running; -p for 2 s",
-		Mode: PID, Argv: []string{"mmaplock", "-h", "mprotect", "-w", "fault", "-t", "4", "-s", "256", "-d", "6"},
+		Mode: PID, Argv: []string{"mmaplock", "-h", "mprotect", "-w", "fault", "-t", "4", "-s", "256", "-d", "30"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: lockWarns("page fault")},
 }
 

@@ -21,11 +21,11 @@ var portVariants = []Variant{
 		Mode: Cmd, Argv: []string{"portexhaust", "-l", "-n", "16", "-d", "3"},
 		Expect: portWarns("EADDRNOTAVAIL", "127.0.0.1:8080", "range of 16 ports")},
 	{Name: "port-range-exhausted/pid", Differs: "refused before sysray starts; its namespace read from outside; -p for 1.5 s",
-		Mode: PID, Argv: []string{"portexhaust", "-d", "5"},
+		Mode: PID, Argv: []string{"portexhaust", "-d", "30"},
 		Lead: time.Second, For: 1500 * time.Millisecond,
 		Expect: portWarns("EADDRNOTAVAIL", "TIME_WAIT", "range of 64 ports")},
 	{Name: "port-range-exhausted/host", Differs: "refused before sysray starts; the whole host for 1.5 s",
-		Mode: Host, Argv: []string{"portexhaust", "-d", "5"},
+		Mode: Host, Argv: []string{"portexhaust", "-d", "30"},
 		Lead: time.Second, For: 1500 * time.Millisecond,
 		Expect: portWarns("EADDRNOTAVAIL", "TIME_WAIT", "range of 64 ports")},
 	// The container's own network namespace holds the narrow range and

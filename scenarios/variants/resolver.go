@@ -25,7 +25,7 @@ var resolverVariants = []Variant{
 	{Name: "dns-timeout/container", Differs: "in a cgroup of its own (cgrun, as a container runtime), 3 lookups",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "resolver", "-n", "3"}, Expect: dnsWarns("127.0.0.153", "3 DNS queries")},
 	{Name: "dns-timeout/pid", Differs: "the service looking names up before sysray starts, one a second; -p for 3 s",
-		Mode: PID, Argv: []string{"resolver", "-n", "0", "-d", "8"},
+		Mode: PID, Argv: []string{"resolver", "-n", "0", "-d", "30"},
 		Lead: time.Second, For: 3 * time.Second, Expect: dnsWarns("127.0.0.153", "DNS queries")},
 	{Name: "dns-timeout/host", Differs: "2 processes looking names up before sysray starts; the whole host for 3 s",
 		Mode: Host, Argv: []string{"resolver", "-p", "2", "-n", "0", "-d", "8"},
@@ -48,6 +48,32 @@ var resolverVariants = []Variant{
 		Mode: Cmd, Argv: []string{"resolver", "-n", "2", "-S", "corp.test svc.test", "-o", "ndots:5"}, Expect: dnsWarns("4 DNS queries", "Search list corp.test svc.test, ndots:5", ".sysray.test")},
 	{Name: "dns-timeout/tcp-answer", Differs: "benign: glibc over TCP (use-vc), a responder that answers each query after 300 ms",
 		Mode: Cmd, Argv: []string{"resolver", "-n", "4", "-m", "tcp-answer", "-o", "use-vc", "-s", "300"}, Expect: dnsSilent()},
+	// musl's resolver (the same program built with musl-gcc, static): a
+	// socket bound to port 0, each query sent with sendto naming the
+	// server, A and AAAA one after the other, then its own poll rounds.
+	{Name: "dns-timeout/musl", Differs: "musl's resolver (static musl build), one process, 4 getaddrinfo(AF_INET) lookups: sendto on an unconnected socket, one 1 s poll each",
+		Mode: Cmd, Argv: []string{"resolver-musl", "-n", "4"}, Expect: dnsWarns("127.0.0.153", "4 DNS queries", "sendto")},
+	{Name: "dns-timeout/musl-4-procs", Differs: "musl's resolver, 4 processes, AF_UNSPEC: A and AAAA with two sendto calls, one wait",
+		Mode: Cmd, Argv: []string{"resolver-musl", "-p", "4", "-n", "2", "-c", "unspec"}, Expect: dnsWarns("4 processes", "8 DNS queries", "sendto")},
+	// Go's own resolver (CGO_ENABLED=0): A and AAAA on two connected
+	// non-blocking sockets in parallel goroutines, written with write,
+	// read at once (EAGAIN), waited for in the runtime's netpoller
+	// (epoll_pwait on any thread), closed at the deadline.
+	{Name: "dns-timeout/go", Differs: "Go's pure-Go resolver, one process, 3 LookupHost: A and AAAA each on its own non-blocking socket, the wait in the netpoller, not a poll of the socket",
+		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "3", "-c", "unspec"}, Expect: dnsWarns("127.0.0.153", "6 DNS queries", "netpoller")},
+	{Name: "dns-timeout/go-pid", Differs: "Go's resolver looking names up before sysray starts (its connects unseen); -p for 3 s",
+		Mode: PID, Argv: []string{"resolver", "-x", "goresolve", "-n", "0", "-d", "8", "-c", "unspec"},
+		Lead: time.Second, For: 3 * time.Second, Expect: dnsWarns("127.0.0.153", "netpoller")},
+	{Name: "dns-timeout/go-container", Differs: "Go's resolver in a cgroup of its own (cgrun), 2 processes, A only (LookupIP ip4), attempts:2",
+		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "resolver", "-x", "goresolve", "-p", "2", "-n", "2", "-a", "2"}, Expect: dnsWarns("2 processes", "8 DNS queries", "netpoller")},
+	{Name: "dns-timeout/go-answered", Differs: "benign: Go's resolver, a responder that answers at once, 100 lookups",
+		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "100", "-m", "answer", "-c", "unspec"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/go-slow-answer", Differs: "benign: Go's resolver, a responder that answers after 300 ms, 5 lookups",
+		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "5", "-m", "answer", "-s", "300", "-c", "unspec"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/go-answered-each-second", Differs: "benign: Go's resolver, answered at once, one lookup a second: the next lookup's timer ends a whole second after each answered query",
+		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "4", "-m", "answer", "-i", "1000", "-c", "unspec"}, Expect: dnsSilent()},
+	{Name: "dns-timeout/musl-answered", Differs: "benign: musl's resolver, a responder that answers after 300 ms, 5 lookups",
+		Mode: Cmd, Argv: []string{"resolver-musl", "-n", "5", "-m", "answer", "-s", "300", "-c", "unspec"}, Expect: dnsSilent()},
 }
 
 func dnsWarns(words ...string) Expect {

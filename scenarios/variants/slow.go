@@ -25,7 +25,7 @@ var slowVariants = []Variant{
 		Mode: Cmd, Argv: []string{"slowcall", "-k", "urandom", "-s", "192", "-n", "3"},
 		Expect: Expect{IDs: []doctor.ID{doctor.SlowSyscall}, Severity: doctor.Info, Words: []string{"3 slow read", "running", "large copies"}}},
 	{Name: "slow-syscall/fsync-pid", Differs: "64 MiB overwritten and fsynced in a loop, already running; -p for 1.5 s",
-		Mode: PID, Argv: []string{"slowcall", "-k", "fsync", "-s", "64", "-d", "4"},
+		Mode: PID, Argv: []string{"slowcall", "-k", "fsync", "-s", "64", "-d", "30"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: Expect{IDs: []doctor.ID{doctor.SlowSyscall}, Severity: doctor.Info, Words: []string{"fsync"}}},
 	{Name: "slow-syscall/log-truncate-host", Differs: "the log truncation, already running; the whole host for 1.5 s",

@@ -79,10 +79,15 @@ type Variant struct {
 	Name    string // detector/what-differs
 	Differs string // what differs from the bundled demo, for people
 	Mode    Mode
-	Argv    []string      // argv[0] is relative to the scenarios' bin directory
-	Lead    time.Duration // PID and Host: how long the workload runs before sysray starts
-	For     time.Duration // PID and Host: how long sysray traces
-	Expect  Expect
+	Argv    []string // argv[0] is relative to the scenarios' bin directory
+	// PID and Host: how long the workload runs before sysray starts, and
+	// how long sysray traces once attached. A workload there runs longer
+	// than both (-d 30) and is stopped with SIGTERM when the trace ends:
+	// on a loaded host attaching alone took 3-7 s, and a workload of a
+	// few seconds had ended before the trace began.
+	Lead   time.Duration
+	For    time.Duration
+	Expect Expect
 	// Without names capabilities sysray gives up before it starts
 	// (PID and Host modes, once the workload runs with them all): a
 	// user's sysray may have fewer than the root that set the trouble up.

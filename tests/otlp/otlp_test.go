@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -97,12 +98,23 @@ type agent struct {
 	cmd  *exec.Cmd
 	base string
 	done chan error
+
+	mu  sync.Mutex
+	out []string // the lines it logged
 }
 
 func startAgent(t *testing.T, sysray string, args ...string) *agent {
 	t.Helper()
+	return startAgentEnv(t, sysray, nil, args...)
+}
+
+// startAgentEnv starts the agent with env added to the test's
+// environment.
+func startAgentEnv(t *testing.T, sysray string, env []string, args ...string) *agent {
+	t.Helper()
 	cmd := exec.Command(sysray, append([]string{"agent", "--listen", "127.0.0.1:0", "--interval", "500ms",
 		"--capture-dir", "", "--syscalls", "always", "--window", "1s"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +128,9 @@ func startAgent(t *testing.T, sysray string, args ...string) *agent {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			a.mu.Lock()
+			a.out = append(a.out, sc.Text())
+			a.mu.Unlock()
 			var m map[string]any
 			if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "listening" {
 				addr <- m["addr"].(string)

@@ -32,6 +32,10 @@
  *   -o   more resolv.conf options, as one word (e.g. single-request)
  *   -S   a resolv.conf search line (e.g. "corp.test svc.test")
  *   -i   pause between lookups, ms (0)
+ *   -x   each worker execs this program to look the names up instead
+ *        (the same namespaces, server and resolv.conf), with
+ *        -id I -n N -d SECONDSs -c CALL -i MSms: goresolve, Go's own
+ *        resolver
  *
  * Nothing outside the program changes: it runs in network, mount and UTS
  * namespaces of its own (so 127.0.0.153 and port 53 are its own, and the
@@ -70,7 +74,7 @@
 
 static int nprocs = 1, nlookups = 3, timeout_s = 1, attempts = 1, slow_ms, pause_ms;
 static double dur = 20;
-static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "", *search = "";
+static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "", *search = "", *prog;
 
 struct tally {
 	long lookups, failed;
@@ -261,6 +265,27 @@ static int lookup(const char *name)
 static void work(int id, struct tally *t)
 {
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (prog) {
+		char sid[16], sn[16], sd[32], si[32];
+		snprintf(sid, sizeof(sid), "%d", id);
+		snprintf(sn, sizeof(sn), "%d", nlookups);
+		snprintf(sd, sizeof(sd), "%gs", dur);
+		snprintf(si, sizeof(si), "%dms", pause_ms);
+		/* A bare name is a program beside this one (scenarios/bin). */
+		char path[4096];
+		if (!strchr(prog, '/')) {
+			ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+			if (n < 0)
+				die("/proc/self/exe");
+			path[n] = 0;
+			char *slash = strrchr(path, '/');
+			snprintf(slash + 1, sizeof(path) - (slash + 1 - path), "%s", prog);
+			prog = path;
+		}
+		char *argv[] = {(char *)prog, "-id", sid, "-n", sn, "-d", sd, "-c", (char *)call, "-i", si, NULL};
+		execv(prog, argv);
+		die(prog);
+	}
 	double stop = now() + dur;
 	int hb = -1;
 	if (!strcmp(mode, "idle")) {
@@ -310,7 +335,7 @@ static void on_signal(int sig) { stopping = sig; }
 int main(int argc, char **argv)
 {
 	int o;
-	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:S:")) != -1) {
+	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:S:x:")) != -1) {
 		switch (o) {
 		case 'p': nprocs = atoi(optarg); break;
 		case 'n': nlookups = atoi(optarg); break;
@@ -323,10 +348,11 @@ int main(int argc, char **argv)
 		case 'i': pause_ms = atoi(optarg); break;
 		case 'o': extra = optarg; break;
 		case 'S': search = optarg; break;
+		case 'x': prog = optarg; break;
 		default:
 			fprintf(stderr, "usage: resolver [-p PROCS] [-n LOOKUPS] [-d SECONDS] [-c getaddrinfo|unspec|gethostbyname] "
 					"[-m blackhole|answer|nxdomain|refused|listen|idle|tcp-blackhole|tcp-answer] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] "
-					"[-o OPTIONS] [-S SEARCH]\n");
+					"[-o OPTIONS] [-S SEARCH] [-x PROGRAM]\n");
 			return 2;
 		}
 	}
