@@ -186,7 +186,11 @@ static __always_inline bool dest_dns(const void *addr, __u64 fd)
  * or of a write on a socket connected to port 53;
  * CAP_DNS_MMSG: the first iovec of msgvec[0] for the rule on argument 1,
  * of msgvec[1] for the one on argument 2, vlen: glibc sends A and AAAA
- * together). Returns the bytes copied, plus
+ * together; CAP_DNS_IOV: writev over TCP, where glibc's send_vc puts each
+ * query after its two-byte length, in iovecs of their own (2, query[, 2,
+ * query]): the first query for the rule on argument 1, the second for the
+ * one on argument 2, iovcnt; a length and a query in one iovec give the
+ * query, without its length). Returns the bytes copied, plus
  * DNS_QUERY_MAX + 1 when the message was longer; 0 when nothing was.
  * Captures are kept and shown, and other traffic's bytes may hold
  * secrets: nothing is copied for any other destination. Not inlined: the
@@ -217,6 +221,23 @@ static __noinline long dns_copy(char *dst, struct call *c, long ret, __u32 rule)
 		dest = m.msg_name;
 		ptr = iov.iov_base;
 		blen = iov.iov_len;
+	} else if (kind == CAP_DNS_IOV) {
+		/* iov[at] is a length: the query follows in iov[at + 1] */
+		__u64 cnt = c->args[2], at = arg == 2 ? 2 : 0;
+		struct iovec iov[2] = {};
+		if (ret < 14 || cnt <= at || cnt > 1024)
+			return 0;
+		if (bpf_probe_read_user(&iov, cnt > at + 1 ? sizeof(iov) : sizeof(iov[0]), ptr + at * sizeof(iov[0])))
+			return 0;
+		if (iov[0].iov_len == 2 && cnt > at + 1) {
+			ptr = iov[1].iov_base;
+			blen = iov[1].iov_len;
+		} else if (arg == 1 && iov[0].iov_len > 2) {
+			ptr = iov[0].iov_base + 2;
+			blen = iov[0].iov_len - 2;
+		} else {
+			return 0;
+		}
 	}
 	if (!ptr || blen == 0 || !dest_dns(dest, c->args[0]))
 		return 0;
@@ -266,7 +287,7 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 				if (n == DATA_SLOT - 1)
 					r->dtrunc |= 1 << i;
 			}
-		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG) {
+		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG || kind == CAP_DNS_IOV) {
 			if (ret < 0)
 				continue;
 			n = dns_copy(dst, c, ret, kind | arg << 8 | lenarg << 16);

@@ -85,6 +85,18 @@ func Parse(b []byte) (q Question, ok bool) {
 	return q, true
 }
 
+// ParseFramed reads the first question of a query sent over TCP, where
+// the message follows its two-byte length (RFC 1035 4.2.2), from the
+// first bytes b of a write of n bytes: Go's resolver writes length and
+// message at once. The length must be the rest of the write's, so a UDP
+// message is never taken for a framed one.
+func ParseFramed(b []byte, n uint64) (q Question, ok bool) {
+	if len(b) < 2+headerLen || uint64(binary.BigEndian.Uint16(b))+2 != n {
+		return q, false
+	}
+	return Parse(b[2:])
+}
+
 func pad3(c byte) string {
 	s := strconv.Itoa(int(c))
 	return strings.Repeat("0", 3-len(s)) + s

@@ -183,14 +183,18 @@ type resolver struct {
 	udpPeer map[string]string
 }
 
-// dnsNBQuery: a read of a UDP socket connected to port 53 that found
-// nothing (EAGAIN): the resolver sent its query and waits elsewhere for
-// the answer (Go's resolver parks the goroutine on the runtime's
-// netpoller and sets a deadline of resolv.conf's timeout).
+// dnsNBQuery: a read of a socket connected to port 53 that found nothing
+// (EAGAIN): the resolver sent its query and waits elsewhere for the
+// answer (Go's resolver parks the goroutine on the runtime's netpoller
+// and sets a deadline of resolv.conf's timeout). Over UDP, or over TCP
+// (Go with `options use-vc`, or after a truncated answer), whose
+// non-blocking connect crossed over as EINPROGRESS: glibc's TCP reads
+// block, and never find nothing.
 type dnsNBQuery struct {
 	fd     uint32
 	at     uint64 // the read's end
 	server string
+	tcp    bool
 	comm   string
 	qname  string // "NAME TYPE", when its write was seen
 }
@@ -249,8 +253,9 @@ func (r *resolver) queried(e *event.Event, fd uint32, server string, tcp bool, c
 				t.qnames = nil
 			}
 			t.query, t.sent = call, true
-			if call == "sendto" || call == "sendmmsg" {
-				// sendmmsg's second message's query is copied under vlen
+			if call == "sendto" || call == "sendmmsg" || call == "writev" {
+				// sendmmsg's second message's query is copied under
+				// vlen, writev's (glibc over TCP) under iovcnt
 				for _, b := range [][]byte{e.Syscall.Data[1], e.Syscall.Data[2]} {
 					if q, ok := dns.Parse(b); ok && len(t.qnames) < dnsQueriesPerWait {
 						t.qnames = append(t.qnames, q.String())
@@ -385,8 +390,13 @@ func (r *resolver) Observe(e *event.Event) {
 		}
 		if name == "write" {
 			// Go writes its query on the connected socket: the kernel
-			// copied its first bytes only if the peer is port 53.
-			if q, ok := dns.Parse(s.Data[1]); ok && (r.wq[key] != "" || len(r.wq) < dnsKept) {
+			// copied its first bytes only if the peer is port 53. Over
+			// TCP the message follows its length.
+			q, ok := dns.Parse(s.Data[1])
+			if !ok {
+				q, ok = dns.ParseFramed(s.Data[1], s.Args[2])
+			}
+			if ok && (r.wq[key] != "" || len(r.wq) < dnsKept) {
 				r.wq[key] = q.String()
 			}
 		}
@@ -1047,7 +1057,7 @@ func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
 			}
 		}
 	}
-	if d == nil || d.tcp {
+	if d == nil {
 		return
 	}
 	if s.Ret > 0 {
@@ -1061,14 +1071,14 @@ func (r *resolver) nbRead(e *event.Event, key dnsSockKey) {
 			}
 		}
 		if len(qs) != len(kept) {
-			if g := r.group(d.server, false); g != nil {
+			if g := r.group(d.server, d.tcp); g != nil {
 				g.answered++
 			}
 		}
 		r.nb[e.PID] = kept
 		return
 	}
-	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, comm: e.Comm, qname: r.wq[key]}
+	q := dnsNBQuery{fd: key.fd, at: e.Time + s.Latency, server: d.server, tcp: d.tcp, comm: e.Comm, qname: r.wq[key]}
 	delete(r.wq, key)
 	if _, ok := r.conf[e.PID]; !ok && len(r.conf) < dnsKept && r.host.canRead() {
 		r.conf[e.PID] = readResolvConf(e.PID)
@@ -1116,7 +1126,7 @@ func (r *resolver) nbClose(e *event.Event, key dnsSockKey) {
 func (r *resolver) nbTimedOut(e *event.Event, qs []dnsNBQuery) {
 	pid := e.PID
 	for _, q := range qs {
-		g := r.group(q.server, false)
+		g := r.group(q.server, q.tcp)
 		if g == nil {
 			continue
 		}

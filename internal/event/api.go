@@ -67,6 +67,13 @@ const (
 	// copies, under it, the second message's query (glibc sends A and
 	// AAAA together), only for port 53 and only when both were sent.
 	ArgDNSMmsgLen
+	// ArgDNSIov is writev's iovec array: on a TCP socket connected to
+	// port 53 the kernel copies the first query after its two-byte length
+	// (glibc's send_vc writes length and query in iovecs of their own).
+	ArgDNSIov
+	// ArgDNSIovLen is writev's iovcnt, shown as a number; the kernel
+	// copies, under it, the second query of the same writev (A and AAAA).
+	ArgDNSIovLen
 )
 
 // ArgSpec describes one argument of a syscall.
@@ -93,6 +100,7 @@ const (
 	CapSockaddrOut CaptureKind = 3 // *(socklen_t*)args[LenArg] bytes at exit, only if ret >= 0
 	CapDNS         CaptureKind = 4 // up to 128 of args[LenArg] bytes at exit, only if ret >= 0 and the call went to port 53
 	CapDNSMmsg     CaptureKind = 5 // as CapDNS, from msgvec[Arg-1]'s first iovec (Arg 1 or 2)
+	CapDNSIov      CaptureKind = 6 // as CapDNS, the query after a length in writev's iovecs (Arg 1: the first, 2: the second), without the length
 )
 
 // Capture is one argument the kernel should copy.

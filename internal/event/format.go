@@ -49,9 +49,9 @@ func formatArg(a Arch, spec ArgSpec, v uint64, data []byte, trunc bool) string {
 			return formatPtr(v)
 		}
 		return FormatSockaddr(data)
-	case ArgDNSQuery, ArgDNSMmsg, ArgDNSMmsgLen:
+	case ArgDNSQuery, ArgDNSMmsg, ArgDNSMmsgLen, ArgDNSIov, ArgDNSIovLen:
 		text := formatPtr(v)
-		if spec.Kind == ArgDNSMmsgLen {
+		if spec.Kind == ArgDNSMmsgLen || spec.Kind == ArgDNSIovLen {
 			text = strconv.FormatUint(v, 10)
 		}
 		if q, ok := dns.Parse(data); ok {

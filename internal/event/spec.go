@@ -57,7 +57,8 @@ var specTable = []Spec{
 	sc("pread64", ArgInt, fd("fd"), ptr("buf"), size("count"), off("offset")),
 	sc("pwrite64", ArgInt, fd("fd"), ptr("buf"), size("count"), off("offset")),
 	sc("readv", ArgInt, fd("fd"), ptr("iov"), size("iovcnt")),
-	sc("writev", ArgInt, fd("fd"), ptr("iov"), size("iovcnt")),
+	// glibc over TCP (options use-vc) writes its queries with writev.
+	sc("writev", ArgInt, fd("fd"), arg("iov", ArgDNSIov), arg("iovcnt", ArgDNSIovLen)),
 	sc("preadv", ArgInt, fd("fd"), ptr("iov"), size("iovcnt"), off("offset")),
 	sc("pwritev", ArgInt, fd("fd"), ptr("iov"), size("iovcnt"), off("offset")),
 	sc("preadv2", ArgInt, fd("fd"), ptr("iov"), size("iovcnt"), off("offset"), hx("offset_high"), hx("flags")),
@@ -515,6 +516,8 @@ func Captures(a Arch, nr uint32) []Capture {
 			out = append(out, Capture{Arg: i, Kind: CapDNS, LenArg: int(as.LenArg)})
 		case ArgDNSMmsg, ArgDNSMmsgLen:
 			out = append(out, Capture{Arg: i, Kind: CapDNSMmsg, LenArg: -1})
+		case ArgDNSIov, ArgDNSIovLen:
+			out = append(out, Capture{Arg: i, Kind: CapDNSIov, LenArg: -1})
 		}
 	}
 	return out

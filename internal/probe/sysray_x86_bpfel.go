@@ -31,6 +31,7 @@ const (
 	sysrayCapKindCAP_SOCKADDR_OUT sysrayCapKind = 3
 	sysrayCapKindCAP_DNS          sysrayCapKind = 4
 	sysrayCapKindCAP_DNS_MMSG     sysrayCapKind = 5
+	sysrayCapKindCAP_DNS_IOV      sysrayCapKind = 6
 )
 
 type sysrayCapRule struct {
