@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,11 +176,13 @@ type receiver struct {
 	res      [][]*commonpb.KeyValue
 	reject   int64
 	block    chan struct{}
-	header   http.Header // the last request's
+	blocked  atomic.Int32 // requests held at block
+	header   http.Header  // the last request's
 }
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rc.block != nil {
+		rc.blocked.Add(1)
 		<-rc.block
 	}
 	b, _ := io.ReadAll(r.Body)
@@ -341,8 +344,9 @@ func TestOTLPNeverBlocks(t *testing.T) {
 	defer close(rc.block)
 	o, _ := newTestOTLP(t, srv.URL)
 	o.Send(record(0))
-	// The first batch is out once the queue is empty again.
-	waitFor(t, "the first batch out", func() bool { return len(o.queue) == 0 })
+	// The first batch is out once the receiver holds its request: until
+	// then the sender may still be filling the batch from the queue.
+	waitFor(t, "the first batch out", func() bool { return rc.blocked.Load() == 1 })
 	start := time.Now()
 	n := otlpQueueLen + 50
 	for i := range n {
