@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sysray/sysray/internal/capture"
+	"github.com/sysray/sysray/internal/dns"
 	"github.com/sysray/sysray/internal/event"
 )
 
@@ -255,6 +256,79 @@ func TestStoryResolverTCP(t *testing.T) {
 	}
 	if d := totalMS - waited/1e6; d < 0 || d > 10 {
 		t.Errorf("reads waited %.1f ms against the lookups' %.1f ms", waited/1e6, totalMS)
+	}
+	// The names, from the writev calls that crossed over (live, the
+	// process's first and a sample): the scenario's, and no other.
+	names, _ := f.Evidence["names"].([]any)
+	if len(names) == 0 {
+		t.Errorf("no names: %v", f.Evidence)
+	}
+	for _, n := range names {
+		if m, _ := n.(map[string]any); m["name"] != "svc-0-0.sysray.test" && m["name"] != "svc-0-1.sysray.test" {
+			t.Errorf("name %v is not one the scenario looked up", n)
+		}
+	}
+}
+
+// glibc over TCP writes each query after its 2-byte length, in iovecs of
+// their own: the kernel copies the queries without their lengths, for a
+// socket connected to port 53 only; a length and a query in one iovec
+// give the query. In a network namespace of the test's own, with
+// listeners on loopback.
+func TestDNSPayloadWritevTCP(t *testing.T) {
+	requireBPF(t)
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("no python3")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "writev.py")
+	if err := os.WriteFile(script, []byte(`import socket, os, struct
+qa = bytes.fromhex("123401000001000000000000") + b"\x06secret\x04test\x00\x00\x01\x00\x01"
+qb = bytes.fromhex("123501000001000000000000") + b"\x06secret\x04test\x00\x00\x1c\x00\x01"
+ls = []
+for port in (9999, 53):
+    l = socket.socket(); l.bind(("127.0.0.1", port)); l.listen(4); ls.append(l)
+for port in (9999, 53):
+    s = socket.create_connection(("127.0.0.1", port))
+    os.writev(s.fileno(), [struct.pack(">H", len(qa)), qa, struct.pack(">H", len(qb)), qb])
+    os.writev(s.fileno(), [struct.pack(">H", len(qa)) + qa])
+    s.close()
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	capFile := filepath.Join(dir, "writev.sysray")
+	run(t, "record", "-e", "writev", "-w", capFile, "--", "unshare", "-n", "sh", "-c", "ip link set lo up && exec "+py+" "+script)
+	c, err := capture.Open(capFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got []string
+	for {
+		var e event.Event
+		if err := c.Next(&e); err != nil {
+			break
+		}
+		if e.Kind != event.KindSyscall || event.SyscallName(event.ArchAMD64, e.Syscall.Nr) != "writev" || !strings.HasPrefix(e.Comm, "python") {
+			continue
+		}
+		var qs []string
+		for _, b := range e.Syscall.Data[1:3] {
+			if b == nil {
+				qs = append(qs, "-")
+			} else if q, ok := dns.Parse(b); ok {
+				qs = append(qs, q.String())
+			} else {
+				qs = append(qs, fmt.Sprintf("%q", b))
+			}
+		}
+		got = append(got, strings.Join(qs, ","))
+	}
+	// port 9999: nothing; port 53: A and AAAA, then the one-iovec A
+	want := []string{"-,-", "-,-", "secret.test A,secret.test AAAA", "secret.test A,-"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("writev payloads %q, want %q", got, want)
 	}
 }
 

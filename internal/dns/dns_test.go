@@ -108,3 +108,30 @@ func FuzzParse(f *testing.F) {
 		_ = q.String()
 	})
 }
+
+// A query written over TCP follows its two-byte length; the length must
+// be the rest of the write, so a UDP message whose ID happens to look
+// like a length is never shifted.
+func TestParseFramed(t *testing.T) {
+	m := query(t, "db.example.org.", dnsmessage.TypeAAAA)
+	framed := append([]byte{byte(len(m) >> 8), byte(len(m))}, m...)
+	if q, ok := ParseFramed(framed, uint64(len(framed))); !ok || q.Name != "db.example.org" || q.Type != uint16(dnsmessage.TypeAAAA) {
+		t.Errorf("framed: %+v %v", q, ok)
+	}
+	// Cut to the kernel's first bytes, the write's length still says.
+	if q, ok := ParseFramed(framed[:20], uint64(len(framed))); !ok || !q.Cut {
+		t.Errorf("cut framed: %+v %v", q, ok)
+	}
+	for name, c := range map[string]struct {
+		b []byte
+		n uint64
+	}{
+		"length not the write's": {framed, uint64(len(framed) + 1)},
+		"unframed":               {m, uint64(len(m))},
+		"too short":              {framed[:13], uint64(len(framed))},
+	} {
+		if q, ok := ParseFramed(c.b, c.n); ok {
+			t.Errorf("%s: read %+v", name, q)
+		}
+	}
+}

@@ -479,10 +479,17 @@ func (r *resolver) vcRead(e *event.Event, name string, key dnsSockKey) {
 	if t == nil {
 		return
 	}
+	// The queries written on this socket since the thread's last wait
+	// (writev: glibc sends A and AAAA in one) are the ones that waited.
+	var qnames []string
+	if t.sent && t.fd == key.fd {
+		qnames = t.qnames
+	}
+	t.sent, t.qnames = false, nil
 	t.fd, t.server, t.tcp, t.other = key.fd, d.server, true, false
 	g.vcReads++
 	g.vcNS += s.Latency
-	r.timedOut(t, e.PID, e.Comm, name, s, nil)
+	r.timedOut(t, e.PID, e.Comm, name, s, qnames)
 }
 
 // dnsTCPPeer reads, live, whether descriptor fd of process pid is a TCP

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -430,17 +431,20 @@ func TestDNSTimeoutTCPRead(t *testing.T) {
 	const second = 1_000_000_000
 	const nrRead, nrWritev = 0, 20
 	r := &dnsRun{t: 1e9, tid: 7}
-	lookup := func(ret int64, wait uint64) {
+	lookup := func(ret int64, wait uint64, name string) {
 		r.add(sys(7, 0, dnsNrSocket, 4, 3000, 2, 0x80001, 0))
 		c := r.add(sys(7, 0, dnsNrConnect, 0, 40000, 4, 0x7ffc1000, 16))
 		c.Syscall.Data[1] = sockaddr4(nameServer, 53)
-		r.add(sys(7, 0, nrWritev, 39, 9000, 4, 0x7ffc3000, 2))
+		w := r.add(sys(7, 0, nrWritev, 39, 9000, 4, 0x7ffc3000, 4))
+		// the kernel copied each query without its length (CAP_DNS_IOV)
+		w.Syscall.Data[1] = dnsQuery(t, name, dnsmessage.TypeA)
+		w.Syscall.Data[2] = dnsQuery(t, name, dnsmessage.TypeAAAA)
 		r.add(sys(7, 0, nrRead, ret, wait, 4, 0x7ffc4000, 2))
 		r.add(sys(7, 0, dnsNrClose, 0, 1000, 4))
 	}
-	lookup(-104, second) // ECONNRESET
-	lookup(0, 2*second)  // EOF
-	lookup(2, 300*ms)    // answered late
+	lookup(-104, second, "reset.example.") // ECONNRESET
+	lookup(0, 2*second, "eof.example.")    // EOF
+	lookup(2, 300*ms, "late.example.")     // answered late
 	f := byID(findings(r.evs), DNSTimeout)
 	if f == nil {
 		t.Fatal("no dns-timeout")
@@ -451,6 +455,15 @@ func TestDNSTimeoutTCPRead(t *testing.T) {
 	}
 	if !strings.Contains(f.Title, "over TCP") || !strings.Contains(f.Summary, "writev") || f.Severity != Warning {
 		t.Errorf("%s: %s / %s", f.Severity, f.Title, f.Summary)
+	}
+	// The unanswered reads' queries are named, A and AAAA; the answered one's not.
+	for _, w := range []string{"reset.example (1 A, 1 AAAA)", "eof.example (1 A, 1 AAAA)"} {
+		if !strings.Contains(f.Summary, w) {
+			t.Errorf("summary lacks %q: %s", w, f.Summary)
+		}
+	}
+	if strings.Contains(f.Summary, "late.example") {
+		t.Errorf("the answered query is named: %s", f.Summary)
 	}
 	// The same reads on a socket connected elsewhere are not DNS.
 	r = &dnsRun{t: 1e9, tid: 7}
@@ -548,6 +561,54 @@ func TestDNSTimeoutGo(t *testing.T) {
 				t.Errorf("severity %s server %v summary %q", f.Severity, f.Evidence["server"], f.Summary)
 			}
 		})
+	}
+}
+
+// Go over TCP (`options use-vc`, or a truncated answer asked again): a
+// non-blocking connect (EINPROGRESS, a failure that always crosses over),
+// the query written after its two-byte length, a read at once (EAGAIN),
+// and at the deadline the close with no answer read.
+func TestDNSTimeoutGoTCP(t *testing.T) {
+	const second = 1_000_000_000
+	const nrWrite, nrRead = 1, 0
+	for _, answered := range []bool{false, true} {
+		r := &dnsRun{t: 1e9}
+		for i := range 3 {
+			fd := uint64(6 + i)
+			r.add(sys(20, 0, dnsNrSocket, int64(fd), 3000, 2, 0x80801, 0))
+			c := r.add(sys(20, 0, dnsNrConnect, -115, 4000, fd, 0x7ffc1000, 16))
+			c.Syscall.Data[1] = sockaddr4(nameServer, 53)
+			q := dnsQuery(t, "svc"+strconv.Itoa(i)+".example.", dnsmessage.TypeA)
+			w := r.add(sys(20, 0, nrWrite, int64(len(q)+2), 6000, fd, 0x7ffc3000, uint64(len(q)+2)))
+			w.Syscall.Data[1] = append([]byte{0, byte(len(q))}, q...)
+			r.add(sys(20, 0, nrRead, -11, 2000, fd, 0x7ffc4000, 1232))
+			r.t += second
+			if answered {
+				r.add(sys(20, 0, nrRead, 48, 2000, fd, 0x7ffc4000, 1232))
+			}
+			r.add(sys(20, 0, dnsNrClose, 0, 1000, fd))
+		}
+		for i := range r.evs {
+			r.evs[i].PID = 20
+		}
+		f := byID(findings(r.evs), DNSTimeout)
+		if answered {
+			if f != nil {
+				t.Errorf("answered over TCP: %s", f.Title)
+			}
+			continue
+		}
+		if f == nil {
+			t.Fatal("no dns-timeout")
+		}
+		if f.Evidence["protocol"] != "TCP" || f.Evidence["nonblocking_queries_unanswered"] != uint64(3) || f.Severity != Warning {
+			t.Errorf("%s %s: %v", f.Severity, f.Title, f.Evidence)
+		}
+		for i := range 3 {
+			if w := "svc" + strconv.Itoa(i) + ".example (1 A)"; !strings.Contains(f.Summary, w) {
+				t.Errorf("summary lacks %q: %s", w, f.Summary)
+			}
+		}
 	}
 }
 
