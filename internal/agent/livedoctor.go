@@ -40,7 +40,7 @@ type liveDoctor struct {
 	dir    *flight.Dir // nil: captures off
 	cool   *flight.Cooldown
 	every  time.Duration
-	names  Namer
+	names  Namer // findings' (findingNamer)
 	otlp   *OTLP // nil: findings not sent over OTLP
 
 	// The kernel's audit counters and the tasks asleep in audit_log_start,
@@ -63,7 +63,7 @@ func (a *liveDoctor) wait() { a.saving.Wait() }
 func newLiveDoctor(log *slog.Logger, lc *session.Live, aw *auditWatch, o Config) (*liveDoctor, error) {
 	_, kernel := host.Uname()
 	a := &liveDoctor{log: log, lc: lc, audit: aw, arch: event.HostArch(), kernel: kernel, vsys: host.VsyscallMode(), hz: host.HZ(),
-		every: o.Window, names: namer(lc), cool: flight.NewCooldown(o.Cooldown),
+		every: o.Window, names: findingNamer(lc), cool: flight.NewCooldown(o.Cooldown),
 		rec: flight.New(flight.Config{Window: o.FlightWindow, MaxBytes: o.FlightBytes})}
 	// The processes running now, read in the background: each is a few
 	// opens, and where the audit backlog is full every open may wait

@@ -13,6 +13,7 @@ import (
 	"github.com/sysray/sysray/internal/checkup"
 	"github.com/sysray/sysray/internal/doctor"
 	"github.com/sysray/sysray/internal/event"
+	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/host"
 	"github.com/sysray/sysray/internal/live"
 	"github.com/sysray/sysray/internal/probe"
@@ -44,21 +45,48 @@ const reclaim = time.Minute
 // namer names containers as stat --by container does, short of the
 // image: a series' labels must not change while the container lives.
 func namer(lc *session.Live) Namer {
+	return func(pid uint32, cg uint64) (Labels, bool) { return labelsOf(lc.Container(pid, cg)) }
+}
+
+// findingWait bounds how long the names of one window's findings wait,
+// all together, for the runtime to name a container and for processes
+// the container table has not placed yet to be read from /proc. A
+// finding's labels are part of its key and name its flight capture: a
+// process the table's probe queue had not reached (a busy host, a
+// container started in the window) would otherwise be the host's.
+const findingWait = time.Second
+
+// findingNamer names the containers of findings: as namer, but placing a
+// process at once and waiting, up to findingWait for all the questions of
+// one window's close, for a name the runtime has not given yet.
+func findingNamer(lc *session.Live) Namer {
+	var mu sync.Mutex
+	var until time.Time
 	return func(pid uint32, cg uint64) (Labels, bool) {
-		c := lc.Container(pid, cg)
-		if c.ID == "" {
-			return Host, false
+		mu.Lock()
+		if now := time.Now(); now.After(until.Add(findingWait)) {
+			until = now.Add(findingWait) // a new window's questions
 		}
-		name := c.Name
-		if name == "" {
-			name = c.ID
-			if len(name) > 12 {
-				name = name[:12]
-			}
-		}
-		// Without the runtime's answer the name is the bare id for now.
-		return Labels{Container: name, Pod: c.PodName, Namespace: c.PodNamespace}, c.Name != "" || c.Image != ""
+		deadline := until
+		mu.Unlock()
+		return labelsOf(lc.ContainerBy(pid, cg, deadline))
 	}
+}
+
+// labelsOf is a container's labels; sure says the runtime named it.
+func labelsOf(c filter.Container) (Labels, bool) {
+	if c.ID == "" {
+		return Host, false
+	}
+	name := c.Name
+	if name == "" {
+		name = c.ID
+		if len(name) > 12 {
+			name = name[:12]
+		}
+	}
+	// Without the runtime's answer the name is the bare id for now.
+	return Labels{Container: name, Pod: c.PodName, Namespace: c.PodNamespace}, c.Name != "" || c.Image != ""
 }
 
 // whyUnnamed logs why a container's counts went under its bare id: the

@@ -320,6 +320,22 @@ func (t *Table) ByPID(pid uint32) (Ref, bool) {
 	return Ref{}, false
 }
 
+// Place reads a process's /proc/PID/cgroup now, not when the probe
+// queue gets to it, and keeps what it says as a probe would: for reports,
+// whose first question about a process may come before the queue's
+// answer. false: the process is gone.
+func (t *Table) Place(pid uint32) (Ref, bool) {
+	if pid == 0 {
+		return Ref{}, false
+	}
+	pl, ok := t.readPlacement(pid)
+	if !ok {
+		return Ref{}, false
+	}
+	t.extra.Store(pid, pl.Ref)
+	return pl.Ref, true
+}
+
 func (t *Table) probe(pid uint32) {
 	if pid == 0 {
 		return

@@ -330,3 +330,22 @@ func TestTableConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Place reads a process the table has not seen at once: on a hybrid host
+// a container placed in the v1 controllers only has a v2 cgroup that
+// names nothing, and the probe queue may answer after a report asks.
+func TestTablePlace(t *testing.T) {
+	h := newFakeHost(t)
+	root := h.mkcg(".")
+	tb := newTable(t, h, Options{})
+	h.proc_(300, hybrid("/default/late", "/"))
+	if r, ok := tb.Place(300); !ok || !r.IsContainer() || r.ID != "late" {
+		t.Fatalf("Place(300) = %+v %v, want containerd's default/late", r, ok)
+	}
+	if r := tb.Lookup(300, root); r.ID != "late" {
+		t.Errorf("Lookup after Place: %+v", r)
+	}
+	if r, ok := tb.Place(301); ok || r.IsContainer() {
+		t.Errorf("Place of a process that is gone: %+v %v", r, ok)
+	}
+}

@@ -76,6 +76,11 @@ func (l *Live) Observe(e *event.Event) {
 		l.seen[e.Cgroup] = r
 		l.mu.Unlock()
 		l.t.Meta(r) // start fetching while the runtime still knows it
+	} else {
+		// The v2 path names no container, but a hybrid host's runtime may
+		// place it in the v1 controllers only: /proc says, read while the
+		// process lives (a crash right after exec leaves nothing to read).
+		l.t.ByPID(e.PID)
 	}
 	if _, ok := l.t.ByCgroup(e.Cgroup); !ok {
 		l.t.Kick()
@@ -111,6 +116,16 @@ func (l *Live) Container(pid uint32, cg uint64) filter.Container {
 	return c
 }
 
+// ContainerBy is Container for a report: a process the table has not
+// placed yet is read from /proc at once, and the runtime has until
+// deadline to name a container it has not named yet.
+func (l *Live) ContainerBy(pid uint32, cg uint64, deadline time.Time) filter.Container {
+	if !l.Ref(pid, cg).IsContainer() {
+		l.t.Place(pid)
+	}
+	return l.containerBy(pid, cg, deadline)
+}
+
 // containerBy is Container, waiting until deadline for the runtime to name
 // a container it has not named yet.
 func (l *Live) containerBy(pid uint32, cg uint64, deadline time.Time) filter.Container {
@@ -142,13 +157,13 @@ func Describer(c Containers) func(pid uint32, cg uint64) string {
 	var once sync.Once
 	return func(pid uint32, cg uint64) string {
 		w, ok := c.(interface {
-			containerBy(pid uint32, cg uint64, deadline time.Time) filter.Container
+			ContainerBy(pid uint32, cg uint64, deadline time.Time) filter.Container
 		})
 		if !ok {
 			return Describe(c.Container(pid, cg))
 		}
 		once.Do(func() { deadline = time.Now().Add(reportWait) })
-		return Describe(w.containerBy(pid, cg, deadline))
+		return Describe(w.ContainerBy(pid, cg, deadline))
 	}
 }
 
@@ -352,14 +367,16 @@ func (c *Late) Container(pid uint32, cg uint64) filter.Container {
 	return l.Container(pid, cg)
 }
 
-func (c *Late) containerBy(pid uint32, cg uint64, deadline time.Time) filter.Container {
-	if c.Container(pid, cg).ID == "" { // waits for the table, the first time
-		return filter.Container{}
-	}
+// ContainerBy is Live's, once the table is made.
+func (c *Late) ContainerBy(pid uint32, cg uint64, deadline time.Time) filter.Container {
+	c.Container(pid, cg) // waits for the table, the first time
 	c.mu.Lock()
 	l := c.l
 	c.mu.Unlock()
-	return l.containerBy(pid, cg, deadline)
+	if l == nil {
+		return filter.Container{}
+	}
+	return l.ContainerBy(pid, cg, deadline)
 }
 
 func (c *Late) Close() {
