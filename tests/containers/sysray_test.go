@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,36 @@ func TestSysrayAttributesContainerEvents(t *testing.T) {
 	}
 }
 
+// waitAttached returns once process pid holds its BPF programs' links,
+// two at least (sys_enter and sys_exit) and no more coming for 300 ms: a
+// host-wide trace says nothing when it starts, and a loaded host takes
+// seconds to load and attach.
+func waitAttached(t *testing.T, pid int) {
+	t.Helper()
+	links := func() int {
+		n := 0
+		fds, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "fdinfo", "*"))
+		for _, fd := range fds {
+			if b, err := os.ReadFile(fd); err == nil && strings.Contains(string(b), "link_type:") {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	last, since := -1, time.Now()
+	for time.Now().Before(deadline) {
+		n := links()
+		if n != last {
+			last, since = n, time.Now()
+		} else if n >= 2 && time.Since(since) >= 300*time.Millisecond {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("pid %d did not attach in 60 s (%d links)", pid, last)
+}
+
 // Story 000 in a real container: an entrypoint that touches the vsyscall
 // page dies at once. A host-wide doctor names the cause and the container,
 // although the container and its cgroup are gone by the report.
@@ -140,17 +171,22 @@ func TestDoctorNamesDeadContainer(t *testing.T) {
 	}
 	name := "sysray-crash"
 	report := filepath.Join(t.TempDir(), "report.json")
-	doc := exec.Command(bin, "doctor", "--json", "-o", report, "--duration", "6s")
+	// Stopped by SIGINT once the container is gone, as a user's Ctrl-C:
+	// on a loaded host neither attaching nor ctr run takes a known time.
+	doc := exec.Command(bin, "doctor", "--json", "-o", report, "--duration", "120s")
 	if err := doc.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // let the doctor attach
+	t.Cleanup(func() { doc.Process.Kill() })
+	waitAttached(t, doc.Process.Pid)
 	ctr := exec.Command("ctr", "run", "--rm", "--mount", "type=bind,src="+crash+",dst=/entrypoint,options=rbind:ro",
 		image, name, "/entrypoint")
 	out, err := ctr.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 139 {
 		t.Errorf("container exit: %v (want status 139, SIGSEGV)\n%s", err, out)
 	}
+	time.Sleep(500 * time.Millisecond) // the crash's last events through the ring
+	doc.Process.Signal(os.Interrupt)
 	if err := doc.Wait(); err != nil {
 		t.Fatalf("doctor: %v", err)
 	}
