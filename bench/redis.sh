@@ -75,13 +75,14 @@ start_tool() {
 	ablate-percpu) "$ABLATE/sysray-percpu" stat -o "$work/stat.txt" >/dev/null 2>&1 & ;;
 	prev-stat) "$PREV/sysray" stat -o "$work/stat.txt" >/dev/null 2>&1 & ;; # PREV: a directory with another build of sysray (an earlier commit), for an A/B in one run
 	prev-record) "$PREV/sysray" record -w "$work/r.sysray" >/dev/null 2>&1 & ;;
+	prev-agent) "$PREV/sysray" agent --listen 127.0.0.1:0 --capture-dir "$work/caps" >/dev/null 2>&1 & ;; # another build's agent at its defaults
 	bpftrace-hist) bpftrace -q -e 'tracepoint:raw_syscalls:sys_enter { @s[tid] = nsecs; } tracepoint:raw_syscalls:sys_exit /@s[tid]/ { @[args->id] = hist(nsecs - @s[tid]); delete(@s[tid]); }' >/dev/null 2>&1 & ;;
 	perf-trace) perf trace -s -a -o "$work/pt.txt" >/dev/null 2>&1 & ;;
 	strace-server) strace -f -c -o "$work/st.txt" -p "$rpid" >/dev/null 2>&1 & ;;
 	esac
 	[ "$1" = baseline ] || tool=$!
 	case $1 in
-	sysray-agent*) sleep 5 ;; # the container table waits up to 2 s before the probe loads
+	sysray-agent* | prev-agent) sleep 5 ;; # the container table waits up to 2 s before the probe loads
 	*) sleep 2 ;;
 	esac
 }
@@ -122,7 +123,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	done
 done
 
-base=$(echo "${samples[baseline]}" | median)
+# Without a baseline in ONLY the changes are against nothing: shown as nan.
+base=$(echo "${samples[baseline]:-nan}" | median)
 echo "## redis GET throughput, $REQS requests x $ROUNDS rounds, 50 clients, loopback, whole host traced; medians"
 echo
 echo "kernel $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%d)"
