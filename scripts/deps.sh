@@ -35,6 +35,7 @@ want_lean 'command -v sysdig' sysdig                # tests/importscap_test.go, 
 want_lean 'command -v tshark' tshark                # tests/importscap_test.go: Wireshark's reading of their blocks
 want 'command -v tmux' tmux                         # tests/top_test.go: the TUI in a real terminal
 want 'command -v curl' curl                         # tests/agentweb_test.go: the agent over TLS
+want 'command -v wget' wget                         # tests/benign_test.go: http-loopback mirrors a tree
 want 'command -v ip' iproute2                       # network namespaces and veth pairs
 want 'command -v nft' nftables                      # network scenarios' drop rules
 want 'command -v chromium' chromium                 # tests/report_test.go renders reports

@@ -245,6 +245,33 @@ redis-cli -p $port shutdown nosave || true
 wait $srv`,
 	},
 	{
+		// A static file server and its clients on loopback: python's
+		// http.server (HTTP/1.0: a connection a request, closed after
+		// the response), curl fetching files one process each and 50 in
+		// one process, wget mirroring the tree. Every connect is
+		// answered at once; no response waits on the network.
+		name:  "http-loopback",
+		tools: []string{"python3", "curl", "wget"},
+		prep:  freePort,
+		script: `set -e
+port=$4
+mkdir -p "$1/www/d"
+for i in $(seq 1 50); do head -c $((i*1000)) /dev/urandom > "$1/www/d/f$i"; done
+cd "$1/www"
+python3 -m http.server --bind 127.0.0.1 $port > "$1/http.log" 2>&1 &
+srv=$!
+i=0
+until curl -sf -o /dev/null http://127.0.0.1:$port/; do
+	i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.1
+done
+for i in $(seq 1 50); do curl -sf -o /dev/null http://127.0.0.1:$port/d/f$i; done
+curl -sf $(for i in $(seq 1 50); do printf ' -o /dev/null http://127.0.0.1:%s/d/f%s' $port $i; done)
+wget -q -r -np -P "$1/mirror" http://127.0.0.1:$port/d/
+test $(ls "$1/mirror/127.0.0.1:$port/d" | wc -l) -ge 50
+kill $srv
+wait $srv || true`,
+	},
+	{
 		// Inserts in one transaction, then one transaction (and fsync)
 		// each, in rollback-journal and WAL databases.
 		name:  "sqlite3",
