@@ -227,6 +227,9 @@ static __noinline long dns_copy(char *dst, struct call *c, long ret, __u32 rule)
 		struct iovec iov[2] = {};
 		if (ret < 14 || cnt <= at || cnt > 1024)
 			return 0;
+		/* the socket first: any other writev reads no user memory (its peer is read again below only for port 53) */
+		if (!fd_peer_dns(c->args[0]))
+			return 0;
 		if (bpf_probe_read_user(&iov, cnt > at + 1 ? sizeof(iov) : sizeof(iov[0]), ptr + at * sizeof(iov[0])))
 			return 0;
 		if (iov[0].iov_len == 2 && cnt > at + 1) {
