@@ -413,7 +413,7 @@ func (c *compaction) finding(env *Env, g *compactGroup) (Finding, bool) {
 		"in_faults_ns": faultNS, "in_syscalls_ns": callNS,
 		"thread_ns": g.threadNS, "threads": g.threads,
 		"share_of_thread_time": fmt.Sprintf("%.0f%%", 100*share),
-		"orders": orders, "processes": procs,
+		"orders":               orders, "processes": procs,
 		"thp_enabled": enabled, "thp_defrag": defrag,
 		"compaction_proactiveness": c.setting(env, hostfacts.MetaCompactionProactiveness),
 		"watermark_scale_factor":   c.setting(env, hostfacts.MetaWatermarkScaleFactor),
