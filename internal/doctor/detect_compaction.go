@@ -68,6 +68,7 @@ type compactProc struct {
 	ns       [3][2]uint64
 	passes   [3]uint64
 	stalls   uint64
+	inFaults uint64 // of stalls, the ones in page faults
 	maxStall uint64
 	calls    map[string]uint64 // ns in each syscall
 	orders   map[int16]uint64  // passes by allocation order
@@ -126,6 +127,9 @@ func (c *compaction) Observe(e *event.Event) {
 	// same fault or call, begun right after it ended.
 	if t.lastEnd == 0 || r.Nr != t.lastNr || r.FaultAddr != t.lastAddr || begin > t.lastEnd+compactSameStallNS {
 		p.stalls++
+		if r.Nr < 0 {
+			p.inFaults++
+		}
 		t.stallNS = 0
 	}
 	t.lastEnd, t.lastNr, t.lastAddr = e.Time, r.Nr, r.FaultAddr
@@ -230,6 +234,7 @@ type compactGroup struct {
 	ns       [3][2]uint64
 	passes   [3]uint64
 	stalls   uint64
+	inFaults uint64
 	maxStall uint64
 	calls    map[string]uint64
 	orders   map[int16]uint64
@@ -290,6 +295,7 @@ func (c *compaction) Findings(env *Env) []Finding {
 			g.passes[w] += p.passes[w]
 		}
 		g.stalls += p.stalls
+		g.inFaults += p.inFaults
 		g.maxStall = max(g.maxStall, p.maxStall)
 		for k, v := range p.calls {
 			g.calls[k] += v
@@ -407,7 +413,7 @@ func (c *compaction) finding(env *Env, g *compactGroup) (Finding, bool) {
 		}
 	}
 	ev := map[string]any{
-		"stall_ns": total, "stalls": g.stalls, "max_stall_ns": g.maxStall,
+		"stall_ns": total, "stalls": g.stalls, "fault_stalls": g.inFaults, "max_stall_ns": g.maxStall,
 		"compaction_ns": compactNS, "compaction_passes": g.passes[event.ReclaimCompact],
 		"direct_reclaim_ns": reclaimNS, "direct_reclaim_passes": g.passes[event.ReclaimDirect],
 		"in_faults_ns": faultNS, "in_syscalls_ns": callNS,

@@ -55,7 +55,7 @@ func TestCompactionStall(t *testing.T) {
 	}
 	f := fs[0]
 	ev := f.Evidence
-	if f.Severity != Warning || ev["stall_ns"] != uint64(400*ms) || ev["stalls"] != uint64(40) || ev["compaction_passes"] != uint64(80) ||
+	if f.Severity != Warning || ev["stall_ns"] != uint64(400*ms) || ev["stalls"] != uint64(40) || ev["fault_stalls"] != uint64(40) || ev["compaction_passes"] != uint64(80) ||
 		ev["in_faults_ns"] != uint64(400*ms) || ev["in_syscalls_ns"] != uint64(0) || ev["max_stall_ns"] != uint64(10*ms) ||
 		ev["thp_enabled"] != "madvise" || ev["thp_defrag"] != "madvise" || ev["threads"] != 1 {
 		t.Errorf("got %s %+v", f.Severity, ev)

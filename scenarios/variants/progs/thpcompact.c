@@ -10,18 +10,25 @@
 // unfragmented (-b).
 //
 // usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS]
-//                   [-d SECONDS] [-b]
+//                   [-d SECONDS] [-D SECONDS] [-b]
 //   -f free memory to leave the host (default 1536 MiB): the rest of
 //      MemFree is reserved as hugetlb pages (vm.nr_hugepages, put back on
 //      every way out, by a janitor child if need be), which takes the
 //      host's free 2 MiB blocks away cheaply.
 //   -k then 4 KiB pages (MADV_NOHUGEPAGE) are faulted in until MemFree
 //      is down to KEEP_MIB (default 384), and every other one is given
-//      back (MADV_DONTNEED): the free memory left is scattered pages.
+//      back (MADV_DONTNEED); the free 2 MiB blocks left (/proc/buddyinfo,
+//      orders 9 and 10) are reserved as hugetlb pages too: the free
+//      memory left is scattered pages and small blocks.
 //   -s the MADV_HUGEPAGE region then faulted, one write per 2 MiB
 //      (default 256 MiB), by THREADS threads (default 1), each its part.
 //   -d seconds to wait between fragmenting and the THP faults (default
-//      0): time for a tracer to attach to a process already running.
+//      0).
+//   -D go on for SECONDS (default 0: one round): after each round the
+//      region is unmapped, the 2 MiB blocks it gave back are reserved
+//      again, and as much of the 4 KiB pages is given back as the round
+//      took (keeping one page in each 2 MiB of them), so the next round
+//      compacts again; until the pages run out, or SIGTERM.
 //   -b benign: no reservation and no fragmenting, the same THP faults.
 //
 // Printed on stderr: "thpcompact: fragmented pid=N ..." before the THP
@@ -50,7 +57,7 @@
 #define HUGE (2UL << 20)
 
 static const char *nr_path = "/proc/sys/vm/nr_hugepages";
-static long free_mib = 1536, keep_mib = 384, thp_mib = 256, delay_s;
+static long free_mib = 1536, keep_mib = 384, thp_mib = 256, delay_s, dur_s;
 static int threads = 1, benign;
 static char orig_nr[32];
 static pid_t main_pid;
@@ -114,6 +121,46 @@ static long allocstall(void)
 	return s;
 }
 
+// bigblocks counts the free blocks of 2 MiB and more in the zones huge
+// pages come from, in 2 MiB units (/proc/buddyinfo orders 9 and 10).
+static long bigblocks(void)
+{
+	static char buf[4096];
+	if (get("/proc/buddyinfo", buf, sizeof buf) < 0)
+		return 0;
+	long n = 0;
+	for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		char *z = strstr(p, "zone");
+		char *eol = strchr(p, '\n');
+		if (!z || (eol && z > eol))
+			continue;
+		z += 4;
+		z += strspn(z, " ");
+		if (strncmp(z, "DMA32", 5) != 0 && strncmp(z, "Normal", 6) != 0)
+			continue;
+		z += strcspn(z, " ");
+		long v[11] = {0};
+		for (int i = 0; i < 11; i++)
+			v[i] = strtol(z, &z, 10);
+		n += v[9] + 2 * v[10];
+	}
+	return n;
+}
+
+// reserve adds n hugetlb pages to the pool; it returns how many it got.
+static long reserve(long n)
+{
+	char v[32];
+	if (n <= 0 || get(nr_path, v, sizeof v) < 0)
+		return 0;
+	long before = strtol(v, NULL, 10);
+	snprintf(v, sizeof v, "%ld", before + n);
+	put(nr_path, v);
+	if (get(nr_path, v, sizeof v) < 0)
+		return 0;
+	return strtol(v, NULL, 10) - before;
+}
+
 static void restore(void)
 {
 	if (orig_nr[0])
@@ -170,34 +217,31 @@ static void *fault_part(void *arg)
 	return NULL;
 }
 
+// The 4 KiB pages fragment keeps: every other one of frag_n pages, given
+// back further a round at a time (giveback), one kept in each 2 MiB.
+static char *frag;
+static size_t frag_n, give_at;
+
 // fragment leaves the host's free memory in scattered 4 KiB pages: it
 // reserves all but free_mib of MemFree as hugetlb pages, faults 4 KiB pages
-// until MemFree is down to keep_mib, and gives every other one back.
+// until MemFree is down to keep_mib, gives every other one back, and
+// reserves the 2 MiB blocks still free.
 static int fragment(long *hugetlb, long *frag_pages)
 {
 	long memfree = field("/proc/meminfo", "MemFree"); // kB
-	long orig = strtol(orig_nr, NULL, 10);
 	long want = (memfree - free_mib * 1024) / 2048;
-	if (want > 0) {
-		char v[32];
-		snprintf(v, sizeof v, "%ld", orig + want);
-		if (put(nr_path, v) < 0) {
-			perror("thpcompact: vm.nr_hugepages");
-			return -1;
-		}
-	}
-	char v[32];
-	if (get(nr_path, v, sizeof v) == 0)
-		*hugetlb = strtol(v, NULL, 10) - orig;
+	*hugetlb = reserve(want);
 	memfree = field("/proc/meminfo", "MemFree");
 	size_t len = memfree > keep_mib * 1024 ? (size_t)(memfree - keep_mib * 1024) * 1024 : 0;
+	len -= len % HUGE;
 	if (len == 0)
 		return 0;
-	char *r = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *r = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (r == MAP_FAILED) {
 		perror("thpcompact: mmap");
 		return -1;
 	}
+	r = (char *)(((uintptr_t)r + HUGE - 1) & ~(HUGE - 1));
 	madvise(r, len, MADV_NOHUGEPAGE);
 	size_t n = 0;
 	for (size_t off = 0; off < len && !stop; off += PAGE, n++) {
@@ -208,25 +252,46 @@ static int fragment(long *hugetlb, long *frag_pages)
 			break;
 		}
 	}
+	n -= n % 512;
 	for (size_t i = 0; i < n; i += 2)
 		madvise(r + i * PAGE, PAGE, MADV_DONTNEED);
+	frag = r;
+	frag_n = n;
+	*hugetlb += reserve(bigblocks());
 	*frag_pages = n;
 	return 0;
+}
+
+// giveback gives back pages more of the 4 KiB pages kept, odd ones below
+// the last of each 2 MiB: holes in blocks that stay in use. It returns
+// how many it gave back.
+static size_t giveback(size_t pages)
+{
+	size_t done = 0;
+	for (; give_at < frag_n && done < pages; give_at++) {
+		size_t in = give_at % 512;
+		if (in % 2 == 0 || in == 511)
+			continue;
+		madvise(frag + give_at * PAGE, PAGE, MADV_DONTNEED);
+		done++;
+	}
+	return done;
 }
 
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "f:k:s:t:d:b")) != -1) {
+	while ((c = getopt(argc, argv, "f:k:s:t:d:D:b")) != -1) {
 		switch (c) {
 		case 'f': free_mib = atol(optarg); break;
 		case 'k': keep_mib = atol(optarg); break;
 		case 's': thp_mib = atol(optarg); break;
 		case 't': threads = atoi(optarg); break;
 		case 'd': delay_s = atol(optarg); break;
+		case 'D': dur_s = atol(optarg); break;
 		case 'b': benign = 1; break;
 		default:
-			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-b]\n");
+			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-D SECONDS] [-b]\n");
 			return 2;
 		}
 	}
@@ -269,54 +334,64 @@ int main(int argc, char **argv)
 
 	size_t len = (size_t)thp_mib << 20;
 	len -= len % HUGE;
-	char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (raw == MAP_FAILED) {
-		perror("thpcompact: mmap");
-		restore();
-		return 1;
-	}
-	char *thp = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
-	if (madvise(thp, len, MADV_HUGEPAGE) < 0)
-		perror("thpcompact: madvise(MADV_HUGEPAGE)");
-
 	long cs0 = field("/proc/vmstat", "compact_stall"), ok0 = field("/proc/vmstat", "compact_success"),
 	     fail0 = field("/proc/vmstat", "compact_fail"), ta0 = field("/proc/vmstat", "thp_fault_alloc"),
 	     tf0 = field("/proc/vmstat", "thp_fault_fallback"), as0 = allocstall();
-	struct part parts[64];
-	pthread_t tids[64];
-	size_t chunks = len / HUGE, per = chunks / threads, extra = chunks % threads, at = 0;
-	double t0 = now();
-	for (int i = 0; i < threads; i++) {
-		size_t n = per + ((size_t)i < extra);
-		parts[i] = (struct part){.base = thp + at * HUGE, .len = n * HUGE};
-		at += n;
-		if (threads == 1)
-			fault_part(&parts[0]);
-		else
-			pthread_create(&tids[i], NULL, fault_part, &parts[i]);
+	long faults = 0, huge_kb = 0, rounds = 0;
+	double total = 0, max = 0, wall = 0, deadline = now() + dur_s;
+	for (;;) {
+		char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (raw == MAP_FAILED) {
+			perror("thpcompact: mmap");
+			restore();
+			return 1;
+		}
+		char *thp = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
+		if (madvise(thp, len, MADV_HUGEPAGE) < 0)
+			perror("thpcompact: madvise(MADV_HUGEPAGE)");
+		struct part parts[64];
+		pthread_t tids[64];
+		size_t chunks = len / HUGE, per = chunks / threads, extra = chunks % threads, at = 0;
+		double t0 = now();
+		for (int i = 0; i < threads; i++) {
+			size_t n = per + ((size_t)i < extra);
+			parts[i] = (struct part){.base = thp + at * HUGE, .len = n * HUGE};
+			at += n;
+			if (threads == 1)
+				fault_part(&parts[0]);
+			else
+				pthread_create(&tids[i], NULL, fault_part, &parts[i]);
+		}
+		if (threads > 1)
+			for (int i = 0; i < threads; i++)
+				pthread_join(tids[i], NULL);
+		wall += now() - t0;
+		for (int i = 0; i < threads; i++) {
+			faults += parts[i].faults;
+			total += parts[i].total;
+			if (parts[i].max > max)
+				max = parts[i].max;
+		}
+		huge_kb += field("/proc/self/smaps_rollup", "AnonHugePages");
+		rounds++;
+		if (stop || benign || now() >= deadline)
+			break;
+		// The next round: the region's 2 MiB blocks taken back, and as many
+		// scattered pages given back as it took.
+		munmap(raw, len + HUGE);
+		hugetlb += reserve(bigblocks());
+		if (giveback(len / PAGE) < len / PAGE)
+			break;
 	}
-	if (threads > 1)
-		for (int i = 0; i < threads; i++)
-			pthread_join(tids[i], NULL);
-	double wall = now() - t0;
 	long cs = field("/proc/vmstat", "compact_stall") - cs0, ok = field("/proc/vmstat", "compact_success") - ok0,
 	     fail = field("/proc/vmstat", "compact_fail") - fail0, ta = field("/proc/vmstat", "thp_fault_alloc") - ta0,
 	     tf = field("/proc/vmstat", "thp_fault_fallback") - tf0, as = allocstall() - as0;
-	long huge_kb = field("/proc/self/smaps_rollup", "AnonHugePages");
 
-	long faults = 0;
-	double total = 0, max = 0;
-	for (int i = 0; i < threads; i++) {
-		faults += parts[i].faults;
-		total += parts[i].total;
-		if (parts[i].max > max)
-			max = parts[i].max;
-	}
 	restore();
-	printf("RESULT pid=%d threads=%d benign=%d faults=%ld huge_pages=%ld fault_ms=%.3f avg_fault_us=%.1f max_fault_us=%.1f "
+	printf("RESULT pid=%d threads=%d benign=%d rounds=%ld faults=%ld huge_pages=%ld fault_ms=%.3f avg_fault_us=%.1f max_fault_us=%.1f "
 	       "wall_ms=%.3f compact_stall=%ld compact_success=%ld compact_fail=%ld thp_fault_alloc=%ld "
 	       "thp_fault_fallback=%ld allocstall=%ld hugetlb=%ld frag_pages=%ld\n",
-	       getpid(), threads, benign, faults, huge_kb / 2048, total * 1e3, faults ? total * 1e6 / faults : 0, max * 1e6,
+	       getpid(), threads, benign, rounds, faults, huge_kb / 2048, total * 1e3, faults ? total * 1e6 / faults : 0, max * 1e6,
 	       wall * 1e3, cs, ok, fail, ta, tf, as, hugetlb, frag_pages);
 	fflush(stdout);
 	return 0;
