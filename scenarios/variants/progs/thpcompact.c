@@ -31,8 +31,10 @@
 //      compacts again; until the pages run out, or SIGTERM.
 //   -b benign: no reservation and no fragmenting, the same THP faults.
 //
+// The process that fragments memory names itself thpfrag; each round of
+// THP faults is a child of its own, thpcompact, which ends with the round.
 // Printed on stderr: "thpcompact: fragmented pid=N ..." before the THP
-// faults, then a RESULT line: the faults' own timing (clock_gettime around
+// faults, then a RESULT line (pid: the last round's process): the faults' own timing (clock_gettime around
 // each first write), the host's /proc/vmstat deltas over the THP faults
 // (compact_stall, compact_success, compact_fail, thp_fault_alloc,
 // thp_fault_fallback, allocstall: host-wide counts, the ground truth the
@@ -49,6 +51,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -298,6 +302,8 @@ int main(int argc, char **argv)
 	if (threads < 1 || threads > 64 || thp_mib < 2)
 		return 2;
 	main_pid = getpid();
+	// The fragmenter: the victims, its children, are thpcompact.
+	prctl(PR_SET_NAME, "thpfrag");
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -334,51 +340,82 @@ int main(int argc, char **argv)
 
 	size_t len = (size_t)thp_mib << 20;
 	len -= len % HUGE;
+	// A round's figures, written by its child.
+	struct round {
+		long faults, huge_kb;
+		double total, max, wall;
+	} *res = mmap(NULL, sizeof(struct round), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (res == MAP_FAILED) {
+		perror("thpcompact: mmap");
+		restore();
+		return 1;
+	}
 	long cs0 = field("/proc/vmstat", "compact_stall"), ok0 = field("/proc/vmstat", "compact_success"),
 	     fail0 = field("/proc/vmstat", "compact_fail"), ta0 = field("/proc/vmstat", "thp_fault_alloc"),
 	     tf0 = field("/proc/vmstat", "thp_fault_fallback"), as0 = allocstall();
 	long faults = 0, huge_kb = 0, rounds = 0;
 	double total = 0, max = 0, wall = 0, deadline = now() + dur_s;
+	pid_t victim = 0;
 	for (;;) {
-		char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (raw == MAP_FAILED) {
-			perror("thpcompact: mmap");
-			restore();
-			return 1;
+		// Each round is a process of its own that faults the region and
+		// ends, as workers a job runner starts do: its life is its faults.
+		memset(res, 0, sizeof *res);
+		victim = fork();
+		if (victim < 0) {
+			perror("thpcompact: fork");
+			break;
 		}
-		char *thp = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
-		if (madvise(thp, len, MADV_HUGEPAGE) < 0)
-			perror("thpcompact: madvise(MADV_HUGEPAGE)");
-		struct part parts[64];
-		pthread_t tids[64];
-		size_t chunks = len / HUGE, per = chunks / threads, extra = chunks % threads, at = 0;
-		double t0 = now();
-		for (int i = 0; i < threads; i++) {
-			size_t n = per + ((size_t)i < extra);
-			parts[i] = (struct part){.base = thp + at * HUGE, .len = n * HUGE};
-			at += n;
-			if (threads == 1)
-				fault_part(&parts[0]);
-			else
-				pthread_create(&tids[i], NULL, fault_part, &parts[i]);
+		if (victim == 0) {
+			prctl(PR_SET_NAME, "thpcompact");
+			signal(SIGINT, SIG_DFL);
+			signal(SIGTERM, SIG_DFL);
+			signal(SIGHUP, SIG_DFL);
+			char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (raw == MAP_FAILED)
+				_exit(1);
+			char *thp = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
+			if (madvise(thp, len, MADV_HUGEPAGE) < 0)
+				perror("thpcompact: madvise(MADV_HUGEPAGE)");
+			struct part parts[64];
+			pthread_t tids[64];
+			size_t chunks = len / HUGE, per = chunks / threads, extra = chunks % threads, at = 0;
+			double t0 = now();
+			for (int i = 0; i < threads; i++) {
+				size_t n = per + ((size_t)i < extra);
+				parts[i] = (struct part){.base = thp + at * HUGE, .len = n * HUGE};
+				at += n;
+				if (threads == 1)
+					fault_part(&parts[0]);
+				else
+					pthread_create(&tids[i], NULL, fault_part, &parts[i]);
+			}
+			if (threads > 1)
+				for (int i = 0; i < threads; i++)
+					pthread_join(tids[i], NULL);
+			res->wall = now() - t0;
+			for (int i = 0; i < threads; i++) {
+				res->faults += parts[i].faults;
+				res->total += parts[i].total;
+				if (parts[i].max > res->max)
+					res->max = parts[i].max;
+			}
+			res->huge_kb = field("/proc/self/smaps_rollup", "AnonHugePages");
+			_exit(0);
 		}
-		if (threads > 1)
-			for (int i = 0; i < threads; i++)
-				pthread_join(tids[i], NULL);
-		wall += now() - t0;
-		for (int i = 0; i < threads; i++) {
-			faults += parts[i].faults;
-			total += parts[i].total;
-			if (parts[i].max > max)
-				max = parts[i].max;
-		}
-		huge_kb += field("/proc/self/smaps_rollup", "AnonHugePages");
+		int st;
+		while (waitpid(victim, &st, 0) < 0 && errno == EINTR)
+			;
+		faults += res->faults;
+		total += res->total;
+		wall += res->wall;
+		huge_kb += res->huge_kb;
+		if (res->max > max)
+			max = res->max;
 		rounds++;
 		if (stop || benign || now() >= deadline)
 			break;
-		// The next round: the region's 2 MiB blocks taken back, and as many
-		// scattered pages given back as it took.
-		munmap(raw, len + HUGE);
+		// The next round: the 2 MiB blocks the ended one gave back taken
+		// again, and as many scattered pages given back as it took.
 		hugetlb += reserve(bigblocks());
 		if (giveback(len / PAGE) < len / PAGE)
 			break;
@@ -391,7 +428,7 @@ int main(int argc, char **argv)
 	printf("RESULT pid=%d threads=%d benign=%d rounds=%ld faults=%ld huge_pages=%ld fault_ms=%.3f avg_fault_us=%.1f max_fault_us=%.1f "
 	       "wall_ms=%.3f compact_stall=%ld compact_success=%ld compact_fail=%ld thp_fault_alloc=%ld "
 	       "thp_fault_fallback=%ld allocstall=%ld hugetlb=%ld frag_pages=%ld\n",
-	       getpid(), threads, benign, rounds, faults, huge_kb / 2048, total * 1e3, faults ? total * 1e6 / faults : 0, max * 1e6,
+	       (int)victim, threads, benign, rounds, faults, huge_kb / 2048, total * 1e3, faults ? total * 1e6 / faults : 0, max * 1e6,
 	       wall * 1e3, cs, ok, fail, ta, tf, as, hugetlb, frag_pages);
 	fflush(stdout);
 	return 0;
