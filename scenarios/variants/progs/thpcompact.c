@@ -234,7 +234,10 @@ static int fragment(long *hugetlb, long *frag_pages)
 {
 	long memfree = field("/proc/meminfo", "MemFree"); // kB
 	long want = (memfree - free_mib * 1024) / 2048;
-	*hugetlb = reserve(want);
+	// No more than the free 2 MiB blocks there are: a block the pool has
+	// to compact or reclaim for would make this write stall, not the faults.
+	long blocks = bigblocks();
+	*hugetlb = reserve(want < blocks ? want : blocks);
 	memfree = field("/proc/meminfo", "MemFree");
 	size_t len = memfree > keep_mib * 1024 ? (size_t)(memfree - keep_mib * 1024) * 1024 : 0;
 	len -= len % HUGE;
