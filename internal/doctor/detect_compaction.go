@@ -35,9 +35,12 @@ const compactWarnRepeat = 5
 // normal way to keep huge pages coming, and nobody can feel it.
 const compactInfoNS = 10_000_000
 
-// compactSameStallNS: passes of one thread in one fault or call, less than
-// this apart, are one stall: the allocator compacts zone after zone, and
-// tries again after reclaim, within one allocation.
+// compactSameStallNS: passes of one thread in one call (or a fault whose
+// address is unknown), less than this apart, are one stall: the allocator
+// compacts zone after zone, and tries again after reclaim, within one
+// allocation. Passes in a fault whose address is known are one stall by
+// that address, however far apart: between passes the allocator may wait
+// for a contended zone, or be preempted.
 const compactSameStallNS = 1_000_000
 
 // compactProcsMax bounds the processes followed; compactRegionsMax the
@@ -124,8 +127,13 @@ func (c *compaction) Observe(e *event.Event) {
 	}
 	t.first, t.last = min(t.first, begin), max(t.last, e.Time)
 	// A new stall unless the pass continues the thread's last one: the
-	// same fault or call, begun right after it ended.
-	if t.lastEnd == 0 || r.Nr != t.lastNr || r.FaultAddr != t.lastAddr || begin > t.lastEnd+compactSameStallNS {
+	// same fault (its address says which, however long the allocator
+	// waited between passes), or the same call begun right after it ended.
+	same := t.lastEnd != 0 && r.Nr == t.lastNr && r.FaultAddr == t.lastAddr
+	if same && r.FaultAddr == 0 && begin > t.lastEnd+compactSameStallNS {
+		same = false
+	}
+	if !same {
 		p.stalls++
 		if r.Nr < 0 {
 			p.inFaults++

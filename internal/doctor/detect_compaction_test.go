@@ -176,6 +176,25 @@ func TestCompactionStallBenign(t *testing.T) {
 	}
 }
 
+// Passes of one fault are one stall however far apart; passes of one call
+// are one only when they follow each other.
+func TestCompactionStallCounting(t *testing.T) {
+	c := newCompaction(&host)
+	pass := func(t0, dur uint64, nr int32, addr uint64) {
+		c.Observe(&event.Event{Kind: event.KindReclaim, Time: t0 + dur, PID: 7, TID: 7, Comm: "thp",
+			Reclaim: event.Reclaim{Duration: dur, Nr: nr, What: event.ReclaimCompact, Order: 9, FaultAddr: addr}})
+	}
+	pass(1e9, ms, -1, 0x7f0000000000)
+	pass(1e9+10*ms, ms, -1, 0x7f0000000000) // preempted between: the same fault
+	pass(1e9+12*ms, ms, -1, 0x7f0000200000) // the next fault
+	pass(2e9, ms, 1, 0)
+	pass(2e9+ms+ms/2, ms, 1, 0) // the same write
+	pass(2e9+10*ms, ms, 1, 0)   // another
+	if p := c.procs[7]; p.stalls != 4 || p.inFaults != 2 || p.maxStall != 2*ms {
+		t.Errorf("stalls %d (%d in faults), max %d", p.stalls, p.inFaults, p.maxStall)
+	}
+}
+
 // The mapping a fault stalled in, from the live process's smaps.
 func TestCompactionRegion(t *testing.T) {
 	c := newCompaction(&Host{Live: true})
