@@ -23,10 +23,10 @@ var compactionVariants = []Variant{
 	// Fragmenting takes a few seconds before the faults; the rounds go on
 	// (-D) until the trace ends and SIGTERM stops them.
 	{Name: "compaction-stall/pid", Differs: "running before sysray, faulting round after round; -p for 2.5 s",
-		Mode: PID, Argv: []string{"thpcompact", "-f", "3072", "-s", "64", "-D", "60"}, Lead: 2 * time.Second, For: 2500 * time.Millisecond,
+		Mode: PID, Argv: []string{"thpcompact", "-f", "4096", "-s", "64", "-D", "60"}, Lead: 3 * time.Second, For: 2500 * time.Millisecond,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
 	{Name: "compaction-stall/host", Differs: "running before sysray, faulting round after round; the whole host for 2.5 s",
-		Mode: Host, Argv: []string{"thpcompact", "-f", "3072", "-s", "64", "-D", "60"}, Lead: 2 * time.Second, For: 2500 * time.Millisecond,
+		Mode: Host, Argv: []string{"thpcompact", "-f", "4096", "-s", "64", "-D", "60"}, Lead: 3 * time.Second, For: 2500 * time.Millisecond,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
 	{Name: "compaction-stall/unfragmented", Differs: "benign: the same THP faults on the host's free memory as it is, in large blocks: no compaction",
 		Mode: Cmd, Argv: []string{"thpcompact", "-b"}, Expect: compactionQuiet()},

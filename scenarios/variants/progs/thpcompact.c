@@ -222,7 +222,8 @@ static void *fault_part(void *arg)
 }
 
 // The 4 KiB pages fragment keeps: every other one of frag_n pages, given
-// back further a round at a time (giveback), one kept in each 2 MiB.
+// back further a round at a time (giveback), one kept in each 2 MiB;
+// give_at is the next 2 MiB giveback takes a page from.
 static char *frag;
 static size_t frag_n, give_at;
 
@@ -269,18 +270,21 @@ static int fragment(long *hugetlb, long *frag_pages)
 	return 0;
 }
 
-// giveback gives back pages more of the 4 KiB pages kept, odd ones below
-// the last of each 2 MiB: holes in blocks that stay in use. It returns
-// how many it gave back.
+// giveback gives back pages more of the 4 KiB pages kept: one more odd
+// page of each 2 MiB in turn, so that every 2 MiB stays as full as the
+// others (compacting any of them migrates as much) and none is emptied
+// (the last page of each stays). It returns how many it gave back.
+static size_t give_lvl = 1;
 static size_t giveback(size_t pages)
 {
-	size_t done = 0;
-	for (; give_at < frag_n && done < pages; give_at++) {
-		size_t in = give_at % 512;
-		if (in % 2 == 0 || in == 511)
-			continue;
-		madvise(frag + give_at * PAGE, PAGE, MADV_DONTNEED);
+	size_t done = 0, blocks = frag_n / 512;
+	while (done < pages && blocks > 0 && give_lvl < 511) {
+		madvise(frag + (give_at * 512 + give_lvl) * PAGE, PAGE, MADV_DONTNEED);
 		done++;
+		if (++give_at == blocks) {
+			give_at = 0;
+			give_lvl += 2;
+		}
 	}
 	return done;
 }
