@@ -20,13 +20,14 @@ var compactionVariants = []Variant{
 		Mode: Cmd, Argv: []string{"thpcompact", "-t", "2"}, Expect: compactionWarns("thpcompact", "direct compaction", "2 thread(s)")},
 	{Name: "compaction-stall/cgroup", Differs: "in a cgroup of its own, as a container runtime makes (cgrun, a pids limit only: no memory limit to reclaim against)",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "thpcompact"}, Expect: compactionWarns("thpcompact", "direct compaction")},
-	// Fragmenting takes a few seconds before the faults; the rounds go on
-	// (-D) until the trace ends and SIGTERM stops them.
-	{Name: "compaction-stall/pid", Differs: "running before sysray, faulting round after round; -p for 2.5 s",
-		Mode: PID, Argv: []string{"thpcompact", "-f", "4096", "-s", "64", "-D", "60"}, Lead: 3 * time.Second, For: 2500 * time.Millisecond,
+	// Fragmenting takes seconds (more on a loaded host); the rounds begin
+	// 5 s after it (-d) and go on (-D) until the trace ends and SIGTERM
+	// stops them, or the pages to give back run out.
+	{Name: "compaction-stall/pid", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round (a child a round, 16 faults each); -p for 4 s",
+		Mode: PID, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 3 * time.Second, For: 4 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
-	{Name: "compaction-stall/host", Differs: "running before sysray, faulting round after round; the whole host for 2.5 s",
-		Mode: Host, Argv: []string{"thpcompact", "-f", "4096", "-s", "64", "-D", "60"}, Lead: 3 * time.Second, For: 2500 * time.Millisecond,
+	{Name: "compaction-stall/host", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round; the whole host for 4 s",
+		Mode: Host, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 3 * time.Second, For: 4 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
 	{Name: "compaction-stall/unfragmented", Differs: "benign: the same THP faults on the host's free memory as it is, in large blocks: no compaction",
 		Mode: Cmd, Argv: []string{"thpcompact", "-b"}, Expect: compactionQuiet()},

@@ -309,6 +309,7 @@ int main(int argc, char **argv)
 	if (threads < 1 || threads > 64 || thp_mib < 2)
 		return 2;
 	main_pid = getpid();
+	double start = now();
 	// The fragmenter: the victims, its children, are thpcompact.
 	prctl(PR_SET_NAME, "thpfrag");
 	struct sigaction sa = {.sa_handler = on_signal};
@@ -419,6 +420,9 @@ int main(int argc, char **argv)
 		if (res->max > max)
 			max = res->max;
 		rounds++;
+		if (dur_s > 0)
+			fprintf(stderr, "thpcompact: round %ld pid=%d at=%.2fs faults=%ld fault_ms=%.1f\n", rounds, (int)victim,
+				now() - start, res->faults, res->total * 1e3);
 		if (stop || benign || now() >= deadline)
 			break;
 		// The next round: the 2 MiB blocks the ended one gave back taken
