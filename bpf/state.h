@@ -119,6 +119,9 @@ struct task_state {
 	struct recent_calls recent;
 	struct kept_fault fault;
 	__u64 reclaim_ts; /* in memory-cgroup reclaim since; 0: not */
+	__u64 dreclaim_ts; /* in global direct reclaim since; 0: not */
+	__u64 compact_ts;  /* in direct compaction since; 0: not */
+	__s64 dreclaim_order; /* the order direct reclaim was asked for */
 };
 
 /*

@@ -217,17 +217,29 @@ struct exit_rec {
 	__u32 pad;
 };
 
+/* What a reclaim_rec timed. */
+enum reclaim_what {
+	RECLAIM_MEMCG = 0,   /* memory-cgroup reclaim (try_to_free_mem_cgroup_pages) */
+	RECLAIM_DIRECT = 1,  /* global direct reclaim in the page allocator (try_to_free_pages) */
+	RECLAIM_COMPACT = 2, /* direct compaction of one zone in the page allocator (compact_zone) */
+};
+
 /*
  * One pass of memory-cgroup reclaim (try_to_free_mem_cgroup_pages) a task
- * made to charge memory: its whole time, on and off the CPU, which sleep
- * stacks alone cannot show (reclaim mostly runs on the CPU).
+ * made to charge memory, or of global direct reclaim or direct compaction
+ * the page allocator made it do: its whole time, on and off the CPU, which
+ * sleep stacks alone cannot show (all three mostly run on the CPU).
  */
 struct reclaim_rec {
 	struct hdr h;   /* ts: when the reclaim ended */
 	__u64 dur;      /* ns from begin to end */
-	__u64 pages;    /* reclaimed */
+	__u64 pages;    /* reclaimed (reclaim); pages the migration scanner looked at (compaction) */
 	__s32 nr;       /* the syscall in flight; -1: none (a fault in user mode, or on the way back to it) */
 	__s32 kstack;   /* stack id where it reclaimed (with stacks), < 0 if none */
+	__u64 addr;     /* with nr -1: the address of the user fault in progress, when kept (faults.h); else 0 */
+	__u16 what;     /* enum reclaim_what */
+	__s16 order;    /* of the allocation (compaction, direct reclaim); 0 for memcg reclaim */
+	__s32 status;   /* compaction: the kernel's enum compact_result at the end; else 0 */
 };
 
 #define RUNQ_BUCKETS 8 /* a power of two */
@@ -324,7 +336,7 @@ _Static_assert(sizeof(struct fork_rec) == 72, "fork_rec");
 _Static_assert(sizeof(struct exec_rec) == 1144, "exec_rec");
 _Static_assert(sizeof(struct exit_rec) == 56, "exit_rec");
 _Static_assert(sizeof(struct recent_rec) == 312, "recent_rec");
-_Static_assert(sizeof(struct reclaim_rec) == 72, "reclaim_rec");
+_Static_assert(sizeof(struct reclaim_rec) == 88, "reclaim_rec");
 _Static_assert(sizeof(struct sleep) == 48, "sleep");
 _Static_assert(sizeof(struct sleeps) == 200, "sleeps");
 _Static_assert(sizeof(struct blocked_rec) == 544, "blocked_rec");

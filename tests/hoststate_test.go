@@ -27,6 +27,7 @@ var watchedSysctls = []string{
 	"net/ipv4/ip_local_port_range", "net/ipv4/tcp_tw_reuse",
 	"kernel/kptr_restrict", "kernel/bpf_stats_enabled", "kernel/perf_event_paranoid",
 	"kernel/threads-max", "kernel/core_pattern", "fs/file-max",
+	"vm/nr_hugepages",
 }
 
 // cgroup subtrees systemd manages on its own schedule (timers start and

@@ -86,6 +86,8 @@ var demos = []demo{
 		[]string{"thrash", "-m", "read", "-d", "5"}, []doctor.ID{doctor.PageCacheThrash}},
 	{"cpuwait", "A loop that sleeps 1 ms and measures how late it wakes shares its CPU with three busier processes at nice -10: it waits milliseconds for the CPU at every wake-up.",
 		[]string{"cpuwait", "-d", "3"}, []doctor.ID{doctor.CPUWait}},
+	{"compaction", "A process faults in a region it advised MADV_HUGEPAGE while the host's free memory is scattered 4 KiB pages: each fault compacts memory for a 2 MiB page first (THP defrag=madvise).",
+		[]string{"thpcompact"}, []doctor.ID{doctor.CompactionStall}},
 }
 
 func newDemo() *cobra.Command {

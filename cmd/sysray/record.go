@@ -54,6 +54,10 @@ func newRecordTo(cmdOut io.Writer) *cobra.Command {
 				opts.Stdout = cmdOut
 			}
 			opts.Probe.RunQueue = cpuWait
+			// Direct compaction and reclaim, which `doctor -r` reads
+			// (compaction-stall); their tracepoints fire only when free
+			// memory runs short or fragmented.
+			opts.Probe.Compaction = true
 			if !opts.Probe.Stacks && opts.Probe.Poll == 0 {
 				opts.Probe.Poll = recordPoll
 			}

@@ -70,6 +70,11 @@ func TestRoundTripKinds(t *testing.T) {
 			Reclaim: event.Reclaim{Duration: 1234567, Pages: 32, Nr: 1, Stack: []event.Frame{{Addr: 0xffffffff81234567, Name: "try_charge_memcg+0x1b0"}, {Addr: 1}}}}},
 		{"reclaim outside", event.Event{Kind: event.KindReclaim, Time: 15, TID: 6,
 			Reclaim: event.Reclaim{Duration: math.MaxUint64, Pages: math.MaxUint64, Nr: -1, Stack: []event.Frame{}}}},
+		{"direct compaction in a fault", event.Event{Kind: event.KindReclaim, Time: 16, PID: 5, TID: 6,
+			Reclaim: event.Reclaim{Duration: 4_000_000, Pages: 512, Nr: -1, What: event.ReclaimCompact, Order: 9, Status: -1,
+				FaultAddr: 0x7f1234600000}}},
+		{"direct reclaim in a syscall", event.Event{Kind: event.KindReclaim, Time: 16, PID: 5, TID: 6,
+			Reclaim: event.Reclaim{Duration: 1, Pages: 3, Nr: 9, What: event.ReclaimDirect, Order: math.MinInt16, Status: math.MaxInt32}}},
 		{"futex sums", event.Event{Kind: event.KindFutex, Time: 17, PID: 5, TID: 6, Cgroup: 9,
 			Futex: event.Futex{Addr: 0x4c3440, Waits: 10, Slept: 9, Woken: 8, Timeouts: 1, Again: 1, ByProc: 8, WaitNS: math.MaxUint64,
 				MaxNS: 7, Wakes: 11, Woke: 12, WokeOne: 10, WakerTID: math.MaxUint32,
@@ -220,7 +225,7 @@ var subStruct = map[event.Kind]string{
 // written from randomEvents: left out, the generator makes that file's
 // events again (olderFixture, set by TestReadsVersion1 only).
 var (
-	newerThanV1  = map[string]bool{"Queued": true, "ArgvTruncated": true}
+	newerThanV1  = map[string]bool{"Queued": true, "ArgvTruncated": true, "What": true, "Order": true, "Status": true, "FaultAddr": true}
 	olderFixture bool
 )
 

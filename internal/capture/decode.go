@@ -270,6 +270,12 @@ func (d *blockDecoder) next(e *event.Event) error {
 		r.Pages = y.uvarint()
 		r.Nr = int32(unzigzag(y.uvarint()))
 		r.Stack = y.frames()
+		if y.pos < len(y.buf) {
+			r.What = event.ReclaimWhat(y.uvarint())
+			r.Order = int16(unzigzag(y.uvarint()))
+			r.Status = int32(unzigzag(y.uvarint()))
+			r.FaultAddr = y.uvarint()
+		}
 		if y.bad != "" {
 			d.fail("reclaim: " + y.bad)
 		}

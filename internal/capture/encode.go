@@ -258,6 +258,14 @@ func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 		v = appendUvarint(v, r.Pages)
 		v = appendUvarint(v, zigzag(int64(r.Nr)))
 		v = appendFrames(v, r.Stack)
+		// Optional tail: absent for memory-cgroup reclaim (What 0), which
+		// then reads as it did before the tail existed.
+		if r.What != event.ReclaimMemcg || r.Order != 0 || r.Status != 0 || r.FaultAddr != 0 {
+			v = appendUvarint(v, uint64(r.What))
+			v = appendUvarint(v, zigzag(int64(r.Order)))
+			v = appendUvarint(v, zigzag(int64(r.Status)))
+			v = appendUvarint(v, r.FaultAddr)
+		}
 		b = appendBytes(b, v)
 		s.extField = v
 	case event.KindFutex:

@@ -35,6 +35,10 @@ func Configure(c *probe.Config, arch event.Arch, m Mode) {
 	// where a call that waits by design briefly waited.
 	c.LeanStacks = true
 	c.WaitCalls = WaitCalls(arch)
+	// Direct compaction and direct reclaim, for compaction-stall: their
+	// tracepoints fire only when the page allocator runs short of free
+	// or contiguous memory (and in kcompactd, left at once).
+	c.Compaction = true
 	switch m {
 	case Command, Filtered:
 		// Futex waits and wakes summed by address, for lock-convoy: a

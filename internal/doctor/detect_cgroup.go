@@ -254,7 +254,7 @@ func (c *cgroupLimit) Observe(e *event.Event) {
 			p.code = 128 + sig
 		}
 	}
-	if e.Kind == event.KindReclaim {
+	if e.Kind == event.KindReclaim && e.Reclaim.What == event.ReclaimMemcg {
 		if hasFrame(e.Reclaim.Stack, memcgControlFrames) {
 			return // asked for, not a limit reached
 		}

@@ -229,6 +229,9 @@ func (t *thrash) Observe(e *event.Event) {
 	case event.KindSyscall:
 		t.observeCall(e)
 	case event.KindReclaim:
+		if e.Reclaim.What != event.ReclaimMemcg {
+			return // the host's free memory, not the cgroup's limit
+		}
 		// Inside a read call, reclaim is the page cache's charge for the
 		// page the read brings in, as it is a fault's outside one.
 		if e.Reclaim.Nr >= 0 && readFamily[event.SyscallName(t.arch, uint32(e.Reclaim.Nr))] {

@@ -218,17 +218,56 @@ type RecentCall struct {
 	Latency uint64
 }
 
-// Reclaim is one pass of memory-cgroup reclaim (try_to_free_mem_cgroup_pages)
-// a thread made: its cgroup, or one above it, was at a memory limit when
-// the thread charged memory (or a write to memory.reclaim or memory.high
-// asked for it; Stack tells which). Event.Time is when it ended.
+// Reclaim is one pass of reclaim or compaction a thread made, What says
+// which. Memory-cgroup reclaim (try_to_free_mem_cgroup_pages): its cgroup,
+// or one above it, was at a memory limit when the thread charged memory
+// (or a write to memory.reclaim or memory.high asked for it; Stack tells
+// which). Direct reclaim and direct compaction: the page allocator found
+// too little free memory, or none contiguous enough for the order, and made
+// the thread that asked free or move pages itself. Event.Time is when it
+// ended.
 type Reclaim struct {
 	Duration uint64 // ns, on and off the CPU
-	Pages    uint64 // pages reclaimed
+	// Pages: reclaimed (reclaim); pages the migration scanner looked at
+	// (compaction).
+	Pages uint64
 	// Nr is the syscall the thread was in; -1 outside one (a page fault in
 	// user mode, or the memory.high penalty on the way back to it).
 	Nr    int32
 	Stack []Frame // kernel stack, with stacks on; nil otherwise
+	What  ReclaimWhat
+	// Order is the allocation's order (direct reclaim and compaction: 9 is
+	// a 2 MiB huge page on x86-64); 0 for memory-cgroup reclaim, which
+	// does not keep it.
+	Order int16
+	// Status is compaction's result (the kernel's enum compact_result); 0
+	// otherwise.
+	Status int32
+	// FaultAddr, with Nr -1, is the address of the user page fault the
+	// pass ran in, when the probe kept it; 0 otherwise.
+	FaultAddr uint64
+}
+
+// ReclaimWhat says what a Reclaim event timed.
+type ReclaimWhat uint8
+
+const (
+	ReclaimMemcg   ReclaimWhat = 0 // memory-cgroup reclaim
+	ReclaimDirect  ReclaimWhat = 1 // global direct reclaim in the page allocator
+	ReclaimCompact ReclaimWhat = 2 // direct compaction of one zone in the page allocator
+)
+
+// String names w as the kernel's tracepoints do.
+func (w ReclaimWhat) String() string {
+	switch w {
+	case ReclaimMemcg:
+		return "memcg reclaim"
+	case ReclaimDirect:
+		return "direct reclaim"
+	case ReclaimCompact:
+		return "direct compaction"
+	}
+	return "reclaim?"
 }
 
 // Futex is what one thread did on one futex word (Addr, in its process's

@@ -67,6 +67,9 @@ func Facts() map[string]string {
 	m := Limits()
 	m["kernel"] = kernel
 	m["vsyscall_mode"] = VsyscallMode()
+	for k, v := range MemoryFacts() {
+		m[k] = v
+	}
 	if rc := ResolvConf("/etc/resolv.conf"); rc != "" {
 		m[MetaResolvConf] = rc
 	}

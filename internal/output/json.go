@@ -177,6 +177,11 @@ type ReclaimJSON struct {
 	Pages      uint64   `json:"pages"`
 	Syscall    string   `json:"syscall,omitempty"`
 	Stack      []string `json:"stack,omitempty"`
+	// What: "memcg reclaim", "direct reclaim" or "direct compaction".
+	What      string `json:"what"`
+	Order     int16  `json:"order,omitempty"`
+	Status    int32  `json:"status,omitempty"`
+	FaultAddr uint64 `json:"fault_addr,omitempty"`
 }
 
 // JSON converts an event to its JSON record.
@@ -255,7 +260,8 @@ func JSON(e *event.Event, arch event.Arch, boot int64) *Record {
 	case event.KindCPUWait:
 		r.CPUWait = cpuWaitJSON(&e.CPUWait, arch)
 	case event.KindReclaim:
-		rj := &ReclaimJSON{DurationNS: e.Reclaim.Duration, Pages: e.Reclaim.Pages, Stack: frameTexts(e.Reclaim.Stack)}
+		rj := &ReclaimJSON{DurationNS: e.Reclaim.Duration, Pages: e.Reclaim.Pages, Stack: frameTexts(e.Reclaim.Stack),
+			What: e.Reclaim.What.String(), Order: e.Reclaim.Order, Status: e.Reclaim.Status, FaultAddr: e.Reclaim.FaultAddr}
 		if e.Reclaim.Nr >= 0 {
 			rj.Syscall = event.SyscallName(arch, uint32(e.Reclaim.Nr))
 		}

@@ -211,6 +211,16 @@ func Body(e *event.Event, arch event.Arch) string {
 		if r.Nr >= 0 {
 			in = "in " + event.SyscallName(arch, uint32(r.Nr))
 		}
+		switch r.What {
+		case event.ReclaimDirect:
+			return fmt.Sprintf("direct_reclaim order=%d pages=%d %s <%d.%06d>", r.Order, r.Pages, in, r.Duration/1e9, r.Duration%1e9/1e3)
+		case event.ReclaimCompact:
+			if r.FaultAddr != 0 {
+				in = fmt.Sprintf("in a fault at 0x%x", r.FaultAddr)
+			}
+			return fmt.Sprintf("direct_compaction order=%d scanned=%d status=%d %s <%d.%06d>", r.Order, r.Pages, r.Status, in,
+				r.Duration/1e9, r.Duration%1e9/1e3)
+		}
 		return fmt.Sprintf("memcg_reclaim pages=%d %s <%d.%06d>", r.Pages, in, r.Duration/1e9, r.Duration%1e9/1e3)
 	case event.KindFutex:
 		f := &e.Futex

@@ -23,7 +23,7 @@ const (
 	execSize    = 1144
 	exitSize    = 56
 	recentSize  = 312
-	reclaimSize = 72
+	reclaimSize = 88
 	runqSize    = 376
 	recentMax   = 8
 
@@ -241,7 +241,8 @@ func decode(b []byte, e *event.Event, cm *comms, stacks stackFunc) error {
 		}
 	case event.KindReclaim:
 		e.Reclaim = event.Reclaim{Duration: le.Uint64(b[48:]), Pages: le.Uint64(b[56:]), Nr: int32(le.Uint32(b[64:])),
-			Stack: stackFrames(int32(le.Uint32(b[68:])), stacks)}
+			Stack: stackFrames(int32(le.Uint32(b[68:])), stacks), FaultAddr: le.Uint64(b[72:]),
+			What: event.ReclaimWhat(le.Uint16(b[80:])), Order: int16(le.Uint16(b[82:])), Status: int32(le.Uint32(b[84:]))}
 	case event.KindFaultWait:
 		decodeFaultWait(b, &e.FaultWait, stacks)
 	case event.KindCPUWait:

@@ -68,6 +68,10 @@ func TestDecodeReclaim(t *testing.T) {
 	le.PutUint64(b[56:], 96)
 	le.PutUint32(b[64:], uint32(0xffffffff)) // -1: outside a syscall
 	le.PutUint32(b[68:], 3)
+	le.PutUint64(b[72:], 0x7f0000200000)
+	le.PutUint16(b[80:], uint16(event.ReclaimCompact))
+	le.PutUint16(b[82:], 9)
+	le.PutUint32(b[84:], 5)
 	stacks := func(id int32) []uint64 {
 		if id != 3 {
 			t.Errorf("stack id %d, want 3", id)
@@ -80,7 +84,8 @@ func TestDecodeReclaim(t *testing.T) {
 	}
 	r := e.Reclaim
 	if e.Kind != event.KindReclaim || e.PID != 7 || e.Time != 5000 || r.Duration != 2_500_000 || r.Pages != 96 || r.Nr != -1 ||
-		len(r.Stack) != 2 || r.Stack[1].Addr != 0xffffffff81000020 {
+		len(r.Stack) != 2 || r.Stack[1].Addr != 0xffffffff81000020 || r.FaultAddr != 0x7f0000200000 ||
+		r.What != event.ReclaimCompact || r.Order != 9 || r.Status != 5 {
 		t.Errorf("decoded as %+v", e)
 	}
 	if err := decode(b[:reclaimSize-1], &e, &comms{}, nil); err == nil {

@@ -73,6 +73,7 @@ func TestLayoutsMatchBTF(t *testing.T) {
 		{"recent_rec.n", 48}, {"recent_rec.c", 56},
 		{"recent_call.ts", 0}, {"recent_call.latency", 8}, {"recent_call.ret", 16}, {"recent_call.nr", 24},
 		{"reclaim_rec.dur", 48}, {"reclaim_rec.pages", 56}, {"reclaim_rec.nr", 64}, {"reclaim_rec.kstack", 68},
+		{"reclaim_rec.addr", 72}, {"reclaim_rec.what", 80}, {"reclaim_rec.order", 82}, {"reclaim_rec.status", 84},
 		{"blocked_rec.pid", 0}, {"blocked_rec.tid", 4}, {"blocked_rec.nr", 8}, {"blocked_rec.nframes", 12},
 		{"blocked_rec.comm", 16}, {"blocked_rec.ips", 32},
 	}

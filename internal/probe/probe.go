@@ -96,6 +96,11 @@ type Config struct {
 	// FaultWait, with Stacks, follows sleeps outside syscalls (page
 	// faults) into event.FaultWait windows (bpf/faultwait.h).
 	FaultWait bool
+	// Compaction follows global direct reclaim and direct compaction in
+	// the page allocator (bpf/reclaim.h) into event.Reclaim events: time a
+	// thread spends on the CPU inside a page fault or a syscall, which
+	// sleep stacks do not show.
+	Compaction bool
 }
 
 // futexOn: the futex sums need the sleep tracking for the time asleep.
@@ -118,11 +123,13 @@ type Probe struct {
 	arch     event.Arch
 	stacksOn bool
 	runqOn   bool
-	budget   bool // budgeted timing: threads keep counts pending (Stats)
-	fast     bool // the fast path (bpf/fast.h); in stat its rows keep counts pending too
-	poll     time.Duration
-	futex    bool // Config.Futex: Run reads the futex sums
-	fwOn     bool // fault waits followed (faultwait.go)
+	// compactOn attaches direct reclaim's and compaction's tracepoints.
+	compactOn bool
+	budget    bool // budgeted timing: threads keep counts pending (Stats)
+	fast      bool // the fast path (bpf/fast.h); in stat its rows keep counts pending too
+	poll      time.Duration
+	futex     bool // Config.Futex: Run reads the futex sums
+	fwOn      bool // fault waits followed (faultwait.go)
 
 	linkMu sync.Mutex
 	// duty are the places in links of the programs PauseSyscalls
@@ -257,7 +264,7 @@ func Open(cfg Config) (*Probe, error) {
 		return nil, err
 	}
 
-	p := &Probe{arch: arch, stacksOn: cfg.Stacks, runqOn: cfg.RunQueue, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll,
+	p := &Probe{arch: arch, stacksOn: cfg.Stacks, runqOn: cfg.RunQueue, compactOn: cfg.Compaction, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll,
 		futex: cfg.futexOn()}
 	var opts ebpf.CollectionOptions
 	if cfg.SlowOpens {
@@ -350,6 +357,7 @@ func (p *Probe) attach() error {
 	if err := p.attachRunq(); err != nil {
 		return err
 	}
+	p.attachCompaction()
 	for _, f := range features {
 		if f.stacks && !p.stacksOn {
 			continue
@@ -698,4 +706,28 @@ func roundRing(n int) int {
 		size <<= 1
 	}
 	return size
+}
+
+// attachCompaction attaches global direct reclaim's and direct
+// compaction's tracepoints (bpf/reclaim.h) when Config.Compaction asks.
+// They fire only when the page allocator runs short of free or contiguous
+// memory, and in kcompactd, whose passes the programs leave at once.
+func (p *Probe) attachCompaction() {
+	if !p.compactOn {
+		return
+	}
+	for _, pr := range []struct {
+		name, what string
+		prog       *ebpf.Program
+	}{{"mm_vmscan_direct_reclaim_begin", "direct reclaim", p.objs.DirectReclaimBegin},
+		{"mm_vmscan_direct_reclaim_end", "direct reclaim", p.objs.DirectReclaimEnd},
+		{"mm_compaction_begin", "direct compaction", p.objs.CompactionBegin},
+		{"mm_compaction_end", "direct compaction", p.objs.CompactionEnd}} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: pr.prog})
+		if err != nil {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s is not traced: tracepoint %s: %v", pr.what, pr.name, err))
+			continue
+		}
+		p.links = append(p.links, l)
+	}
 }

@@ -289,6 +289,10 @@ type sysrayReclaimRec struct {
 	Pages  uint64
 	Nr     int32
 	Kstack int32
+	Addr   uint64
+	What   uint16
+	Order  int16
+	Status int32
 }
 
 type sysrayRunqCpu struct {
@@ -539,7 +543,10 @@ type sysrayTaskState struct {
 		Err  uint64
 		Sp   uint64
 	}
-	ReclaimTs uint64
+	ReclaimTs     uint64
+	DreclaimTs    uint64
+	CompactTs     uint64
+	DreclaimOrder int64
 }
 
 type sysrayVsysRec struct {
@@ -583,6 +590,10 @@ const (
 	sysrayProgBlocked             = "blocked"
 	sysrayProgCgroupAttachTask    = "cgroup_attach_task"
 	sysrayProgCgroupTransferTasks = "cgroup_transfer_tasks"
+	sysrayProgCompactionBegin     = "compaction_begin"
+	sysrayProgCompactionEnd       = "compaction_end"
+	sysrayProgDirectReclaimBegin  = "direct_reclaim_begin"
+	sysrayProgDirectReclaimEnd    = "direct_reclaim_end"
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
 	sysrayProgFlushFast           = "flush_fast"
 	sysrayProgFlushPending        = "flush_pending"
@@ -714,6 +725,10 @@ type sysrayProgramSpecs struct {
 	Blocked             *ebpf.ProgramSpec `ebpf:"blocked"`
 	CgroupAttachTask    *ebpf.ProgramSpec `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.ProgramSpec `ebpf:"cgroup_transfer_tasks"`
+	CompactionBegin     *ebpf.ProgramSpec `ebpf:"compaction_begin"`
+	CompactionEnd       *ebpf.ProgramSpec `ebpf:"compaction_end"`
+	DirectReclaimBegin  *ebpf.ProgramSpec `ebpf:"direct_reclaim_begin"`
+	DirectReclaimEnd    *ebpf.ProgramSpec `ebpf:"direct_reclaim_end"`
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
 	FlushFast           *ebpf.ProgramSpec `ebpf:"flush_fast"`
 	FlushPending        *ebpf.ProgramSpec `ebpf:"flush_pending"`
@@ -990,6 +1005,10 @@ type sysrayPrograms struct {
 	Blocked             *ebpf.Program `ebpf:"blocked"`
 	CgroupAttachTask    *ebpf.Program `ebpf:"cgroup_attach_task"`
 	CgroupTransferTasks *ebpf.Program `ebpf:"cgroup_transfer_tasks"`
+	CompactionBegin     *ebpf.Program `ebpf:"compaction_begin"`
+	CompactionEnd       *ebpf.Program `ebpf:"compaction_end"`
+	DirectReclaimBegin  *ebpf.Program `ebpf:"direct_reclaim_begin"`
+	DirectReclaimEnd    *ebpf.Program `ebpf:"direct_reclaim_end"`
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
 	FlushFast           *ebpf.Program `ebpf:"flush_fast"`
 	FlushPending        *ebpf.Program `ebpf:"flush_pending"`
@@ -1021,6 +1040,10 @@ func (p *sysrayPrograms) Close() error {
 		p.Blocked,
 		p.CgroupAttachTask,
 		p.CgroupTransferTasks,
+		p.CompactionBegin,
+		p.CompactionEnd,
+		p.DirectReclaimBegin,
+		p.DirectReclaimEnd,
 		p.EmulateVsyscall,
 		p.FlushFast,
 		p.FlushPending,

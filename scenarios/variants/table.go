@@ -35,4 +35,5 @@ var All = slices.Concat(
 	thrashVariants,
 	cpuWaitVariants,
 	connectVariants,
+	compactionVariants,
 )

@@ -1,0 +1,45 @@
+package variants
+
+import (
+	"time"
+
+	"github.com/sysray/sysray/internal/doctor"
+)
+
+var compactionVariants = []Variant{
+	// compaction-stall: a process faults a MADV_HUGEPAGE region while the
+	// host's free memory is scattered 4 KiB pages (thpcompact: hugetlb
+	// pages reserved, 4 KiB pages faulted and every other one given back,
+	// the free 2 MiB blocks left reserved too), so each fault compacts
+	// first. These change what the mechanism does not care about: threads,
+	// a cgroup of its own, how sysray is pointed at it; and the cousins
+	// that must stay below a warning.
+	{Name: "compaction-stall/madvise-region", Differs: "the demo: one thread faults a 256 MiB MADV_HUGEPAGE region on fragmented free memory",
+		Mode: Cmd, Argv: []string{"thpcompact"}, Expect: compactionWarns("thpcompact", "direct compaction", "page faults")},
+	{Name: "compaction-stall/2-threads", Differs: "2 threads fault their halves of the region at once",
+		Mode: Cmd, Argv: []string{"thpcompact", "-t", "2"}, Expect: compactionWarns("thpcompact", "direct compaction", "2 thread(s)")},
+	{Name: "compaction-stall/cgroup", Differs: "in a cgroup of its own, as a container runtime makes (cgrun, a pids limit only: no memory limit to reclaim against)",
+		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "thpcompact"}, Expect: compactionWarns("thpcompact", "direct compaction")},
+	// Fragmenting takes seconds (more on a loaded host); the rounds begin
+	// 5 s after it (-d) and go on (-D) until the trace ends and SIGTERM
+	// stops them, or the pages to give back run out.
+	{Name: "compaction-stall/pid", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round (a child a round, 16 faults each); -p for 4 s",
+		Mode: PID, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 3 * time.Second, For: 4 * time.Second,
+		Expect: compactionWarns("thpcompact", "direct compaction")},
+	{Name: "compaction-stall/host", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round; the whole host for 4 s",
+		Mode: Host, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 3 * time.Second, For: 4 * time.Second,
+		Expect: compactionWarns("thpcompact", "direct compaction")},
+	{Name: "compaction-stall/unfragmented", Differs: "benign: the same THP faults on the host's free memory as it is, in large blocks: no compaction",
+		Mode: Cmd, Argv: []string{"thpcompact", "-b"}, Expect: compactionQuiet()},
+	{Name: "compaction-stall/one-fault", Differs: "benign: one THP fault on fragmented free memory: one stall at most (on this VM it often finds a 2 MiB block left free and does not compact)",
+		Mode: Cmd, Argv: []string{"thpcompact", "-s", "2"}, Expect: compactionQuiet()},
+}
+
+func compactionWarns(words ...string) Expect {
+	return Expect{IDs: []doctor.ID{doctor.CompactionStall}, Severity: doctor.Warning, Words: words}
+}
+
+// compactionQuiet: at most an info.
+func compactionQuiet() Expect {
+	return Expect{IDs: []doctor.ID{doctor.CompactionStall}, Below: doctor.Warning}
+}
