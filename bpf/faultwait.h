@@ -192,6 +192,24 @@ static __always_inline void faultwait_switch(void *ctx, struct task_struct *prev
 		fw_send(next, fw);
 }
 
+/*
+ * Sends a thread's last window, at its exit or when tracing stops. With
+ * none open, the faults since the last one still go, in a window of no
+ * time: a major fault whose read completed before the fault waited for
+ * the page (a fast device) never sleeps, and a thread's last faults may
+ * all be such.
+ */
+static __always_inline void fw_last(struct task_struct *t, struct fw_task *fw)
+{
+	if (!fw->w.start && fw->counting &&
+	    (BPF_CORE_READ(t, maj_flt) != fw->maj0 || BPF_CORE_READ(t, min_flt) != fw->min0)) {
+		__u64 now = bpf_ktime_get_ns();
+		fw->w.start = now;
+		fw->w.h.ts = now;
+	}
+	fw_send(t, fw);
+}
+
 /* Attached only with cfg_faultwait: a thread's last window goes with it. */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(fw_exit, struct task_struct *p)
@@ -199,7 +217,7 @@ int BPF_PROG(fw_exit, struct task_struct *p)
 	struct task_struct *t = bpf_get_current_task_btf();
 	struct fw_task *fw = bpf_task_storage_get(&fw_tasks, t, 0, 0);
 	if (fw)
-		fw_send(t, fw);
+		fw_last(t, fw);
 	return 0;
 }
 
@@ -212,7 +230,7 @@ int fw_flush(struct bpf_iter__task *ctx)
 		return 0;
 	struct fw_task *fw = bpf_task_storage_get(&fw_tasks, task, 0, 0);
 	if (fw)
-		fw_send(task, fw);
+		fw_last(task, fw);
 	return 0;
 }
 
