@@ -6,8 +6,11 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/filter"
 	"github.com/sysray/sysray/internal/session"
@@ -255,5 +258,86 @@ func TestProcListCgroups(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// An exec whose own event was not caught (it ran while the probes
+// attached) still gives libsinsp the thread's container at the execve's
+// exit: with that event's cgroups left empty, sysdig put the rest of the
+// process's calls on the host (CI: 18 calls of a container's `sleep`).
+func TestExportExecMissed(t *testing.T) {
+	c, err := session.Open(containersCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := capture.Open(containersCapture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	path := filepath.Join(t.TempDir(), "exec-missed.sysray")
+	w, err := capture.Create(path, r.Header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tid uint32
+	var ctr filter.Container
+	if _, err := c.Each(func(e *event.Event) error {
+		if x := c.Container(e.PID, e.Cgroup); tid == 0 && e.Kind == event.KindExec && x.ID != "" {
+			tid, ctr = e.TID, x
+			return nil
+		}
+		return w.Write(e)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(nil); err != nil {
+		t.Fatal(err)
+	}
+	if tid == 0 {
+		t.Fatal("no exec in a container in the capture")
+	}
+
+	var buf bytes.Buffer
+	if _, err := Export(path, &buf); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := NewReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exit := writePairs["execve"] + 1
+	found := false
+	var ev Event
+	for {
+		b, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !IsEvent(b.Type) {
+			continue
+		}
+		if err := ParseEvent(b.Type, b.Body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != exit || ev.TID != uint64(tid) {
+			continue
+		}
+		found = true
+		for i, p := range writeEvents[exit].params {
+			if p.name == "cgroups" {
+				got := string(ev.Params[i])
+				if want := cgroupsOf(ctr); len(want) == 0 || !strings.Contains(got, want[0]) {
+					t.Errorf("execve exit of %d (exec event missed): cgroups %q, want %q (%s)", tid, got, want, ctr.ID)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no execve exit for thread %d", tid)
 	}
 }

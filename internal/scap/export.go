@@ -635,25 +635,37 @@ func (x *exporter) effects(typ uint16, name string, e *event.Event, params [][]b
 	}
 	switch name {
 	case "execve", "execveat":
-		ex := x.execs[e.TID]
-		if ex == nil {
-			return
+		// libsinsp looks for the thread's container anew at an exec, in
+		// this event's cgroups: left empty, it moves the thread to the
+		// host.
+		var cg []string
+		if ex := x.execs[e.TID]; ex != nil {
+			delete(x.execs, e.TID)
+			args = ex.Argv
+			exe = ex.Filename
+			if len(args) > 0 {
+				exe = args[0]
+			}
+			if t != nil {
+				t.Exe, t.Args = ex.Filename, args
+			}
+			cg = cgroupsOf(x.execCtr[e.TID])
+			delete(x.execCtr, e.TID)
+		} else {
+			// The exec's own event was not caught (it ran while the
+			// probes attached, or was lost): the new program is not
+			// known, but the thread's container is the exit's.
+			if t != nil {
+				exe, args = t.Exe, t.Args
+				if len(args) > 0 {
+					exe = args[0]
+				}
+			}
+			cg = cgroupsOf(x.container(e))
 		}
-		delete(x.execs, e.TID)
-		args = ex.Argv
-		exe = ex.Filename
-		if len(args) > 0 {
-			exe = args[0]
-		}
-		if t != nil {
-			t.Exe, t.Args, t.Comm = ex.Filename, args, e.Comm
-		}
-		// libsinsp looks for the thread's container anew at an exec.
-		cg := cgroupsOf(x.execCtr[e.TID])
-		delete(x.execCtr, e.TID)
 		set("cgroups", cgroupsBytes(cg))
 		if t != nil {
-			t.Cgroups = cg
+			t.Comm, t.Cgroups = e.Comm, cg
 		}
 	case "clone", "clone3", "fork", "vfork":
 		if sc.Ret <= 0 {
