@@ -178,3 +178,51 @@ func nextAfterLock(stack []event.Frame, callers []string) bool {
 	}
 	return false
 }
+
+// allocStalls follows, by thread, the time its syscall in progress spent
+// compacting or reclaiming memory itself in the page allocator's slow path
+// (direct compaction and direct reclaim passes, whose events carry the
+// syscall they ran in). That time is on the CPU, so no sleep stack shows
+// it: a call slow for it is compaction-stall's, not slow-syscall's (a
+// write to vm.nr_hugepages that compacted for 180 ms was reported as a
+// slow write "running in the kernel"). Passes end inside their call, so
+// their events come before its exit.
+type allocStalls map[uint32]allocStall
+
+type allocStall struct{ ns, from uint64 } // from: the first pass's begin
+
+// allocStallsMax bounds the threads followed: past it, a thread's passes
+// are not kept and its slow calls stay slow-syscall's.
+const allocStallsMax = 1 << 14
+
+// observe keeps a direct compaction or reclaim pass made inside a syscall.
+func (a allocStalls) observe(e *event.Event) {
+	r := &e.Reclaim
+	if e.Kind != event.KindReclaim || r.Nr < 0 || (r.What != event.ReclaimCompact && r.What != event.ReclaimDirect) {
+		return
+	}
+	s, ok := a[e.TID]
+	if !ok && len(a) >= allocStallsMax {
+		return
+	}
+	begin := e.Time - min(r.Duration, e.Time)
+	if !ok || begin < s.from {
+		s.from = begin
+	}
+	s.ns += r.Duration
+	a[e.TID] = s
+}
+
+// owns takes the thread's passes at the exit of its call, and says whether
+// they were at least half the call: then the allocator is why it was slow.
+// Passes that began before the call did belong to an earlier one whose
+// exit was not seen.
+func (a allocStalls) owns(e *event.Event) bool {
+	s, ok := a[e.TID]
+	if !ok {
+		return false
+	}
+	delete(a, e.TID)
+	sc := &e.Syscall
+	return s.from+sc.Latency >= e.Time && s.ns*2 >= sc.Latency
+}

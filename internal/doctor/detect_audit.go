@@ -40,22 +40,30 @@ type auditStall struct {
 	stacked   bool
 	unstacked []unstackedCall // slow calls without sleeps, for inferAudit
 	counts    []uint64        // calls by syscall number, fast or slow (inferAudit)
+	alloc     allocStalls     // the calls compaction-stall explains
 	// inferred: the calls were not seen asleep in audit_log_start but
 	// inferred to be from an imported capture's audit settings
 	// (detect_audit_infer.go).
 	inferred *auditInference
 }
 
-func newAuditStall(arch event.Arch) *auditStall { return &auditStall{arch: arch, bar: slowMin} }
+func newAuditStall(arch event.Arch) *auditStall {
+	return &auditStall{arch: arch, bar: slowMin, alloc: allocStalls{}}
+}
 
 // Observe keeps the slow calls that slept in audit_log_start, and for an
 // imported capture without sleeps what inferAudit needs: the slow calls
 // slow-syscall would look at, and every call's count.
 func (a *auditStall) Observe(e *event.Event) {
+	if e.Kind == event.KindReclaim {
+		a.alloc.observe(e)
+		return
+	}
 	if e.Kind != event.KindSyscall {
 		return
 	}
 	sc := &e.Syscall
+	inAlloc := a.alloc.owns(e)
 	if int(sc.Nr) < 1<<12 {
 		if int(sc.Nr) >= len(a.counts) {
 			a.counts = append(a.counts, make([]uint64, int(sc.Nr)+1-len(a.counts))...)
@@ -72,7 +80,7 @@ func (a *auditStall) Observe(e *event.Event) {
 		return
 	}
 	name := event.SyscallName(a.arch, sc.Nr)
-	if ownedElsewhere(name, sc) {
+	if inAlloc || ownedElsewhere(name, sc) {
 		return
 	}
 	if len(sc.Sleeps) == 0 {

@@ -41,6 +41,7 @@ type slow struct {
 	stacked   bool
 	unstacked []unstackedCall
 	counts    []uint64 // calls by syscall number, fast or slow (inferAudit)
+	alloc     allocStalls
 	// under is the longest call under bar that does not wait by
 	// design: the nearest miss (near).
 	under struct {
@@ -97,14 +98,19 @@ func (s *slow) count(key, name string, sc *event.Syscall, queued uint64) {
 // from a failing disk; the device's own statistics would.
 
 func newSlow(arch event.Arch) *slow {
-	return &slow{arch: arch, bar: slowMin, groups: map[string]*slowGroup{}, stallNS: map[string]uint64{}, bulk: map[string]uint64{}, bytes: map[string]uint64{}}
+	return &slow{arch: arch, bar: slowMin, alloc: allocStalls{}, groups: map[string]*slowGroup{}, stallNS: map[string]uint64{}, bulk: map[string]uint64{}, bytes: map[string]uint64{}}
 }
 
 func (s *slow) Observe(e *event.Event) {
+	if e.Kind == event.KindReclaim {
+		s.alloc.observe(e)
+		return
+	}
 	if e.Kind != event.KindSyscall {
 		return
 	}
 	sc := &e.Syscall
+	inAlloc := s.alloc.owns(e)
 	if int(sc.Nr) < 1<<12 {
 		if int(sc.Nr) >= len(s.counts) {
 			s.counts = append(s.counts, make([]uint64, int(sc.Nr)+1-len(s.counts))...)
@@ -127,7 +133,7 @@ func (s *slow) Observe(e *event.Event) {
 		return
 	}
 	name := event.SyscallName(s.arch, sc.Nr)
-	if ownedElsewhere(name, sc) {
+	if inAlloc || ownedElsewhere(name, sc) {
 		return
 	}
 	if len(sc.Sleeps) == 0 {

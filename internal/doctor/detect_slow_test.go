@@ -211,3 +211,42 @@ func TestStealLogTrim(t *testing.T) {
 		t.Errorf("after a cut past the end, kept %v, want the last read", l.at)
 	}
 }
+
+// A write to vm.nr_hugepages that compacted memory for most of its 180 ms
+// ran on the CPU, with no sleep to show why: its passes, in events of
+// their own before its exit, make it compaction-stall's. Passes that are
+// less than half the call, or that began before it (an earlier call's),
+// leave it slow-syscall's.
+func TestSlowLeavesCompactionStalls(t *testing.T) {
+	const ms = 1_000_000
+	// Its one sleep: migration waiting for a page's lock.
+	call := func(start uint64) event.Event {
+		e := sys(7, start+180*ms, nrWrite, 2, 180*ms)
+		e.Syscall.Sleeps = []event.Sleep{{Duration: 5 * ms,
+			Stack: frames("__schedule+0x618", "schedule+0x23", "io_schedule+0x12", "folio_wait_bit_common+0x13d", "migrate_pages_batch+0x6b2")}}
+		return e
+	}
+	pass := func(end, dur uint64) event.Event {
+		return event.Event{Kind: event.KindReclaim, Time: end, PID: 7, TID: 7, Comm: "writer",
+			Reclaim: event.Reclaim{Duration: dur, Nr: nrWrite, What: event.ReclaimCompact, Order: 9}}
+	}
+	other := pass(1e9+170*ms, 150*ms)
+	other.TID = 8
+	for _, c := range []struct {
+		name string
+		evs  []event.Event
+		slow bool
+	}{
+		{"compacted", []event.Event{pass(1e9+60*ms, 50*ms), pass(1e9+170*ms, 100*ms), call(1e9)}, false},
+		{"no passes", []event.Event{call(1e9)}, true},
+		{"a third compacting", []event.Event{pass(1e9+70*ms, 60*ms), call(1e9)}, true},
+		{"an earlier call's", []event.Event{pass(1e9-10*ms, 150*ms), call(1e9)}, true},
+		{"taken by the call before", []event.Event{pass(1e9-10*ms, 150*ms), sys(7, 1e9-5*ms, nrWrite, 2, 160*ms), call(1e9)}, true},
+		{"another thread's", []event.Event{other, call(1e9)}, true},
+	} {
+		fs := findings(c.evs)
+		if got := byID(fs, "slow-syscall") != nil; got != c.slow {
+			t.Errorf("%s: slow-syscall %v, want %v: %+v", c.name, got, c.slow, fs)
+		}
+	}
+}

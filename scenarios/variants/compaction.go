@@ -14,7 +14,7 @@ var compactionVariants = []Variant{
 	// first. These change what the mechanism does not care about: threads,
 	// a cgroup of its own, how sysray is pointed at it; and the cousins
 	// that must stay below a warning.
-	{Name: "compaction-stall/madvise-region", Differs: "the demo: one thread faults a 256 MiB MADV_HUGEPAGE region on fragmented free memory",
+	{Name: "compaction-stall/madvise-region", Differs: "the demo: one thread faults a 512 MiB MADV_HUGEPAGE region on fragmented free memory",
 		Mode: Cmd, Argv: []string{"thpcompact"}, Expect: compactionWarns("thpcompact", "direct compaction", "page faults")},
 	{Name: "compaction-stall/2-threads", Differs: "2 threads fault their halves of the region at once",
 		Mode: Cmd, Argv: []string{"thpcompact", "-t", "2"}, Expect: compactionWarns("thpcompact", "direct compaction", "2 thread(s)")},

@@ -21,7 +21,7 @@
 //      orders 9 and 10) are reserved as hugetlb pages too: the free
 //      memory left is scattered pages and small blocks.
 //   -s the MADV_HUGEPAGE region then faulted, one write per 2 MiB
-//      (default 256 MiB), by THREADS threads (default 1), each its part.
+//      (default 512 MiB), by THREADS threads (default 1), each its part.
 //   -d seconds to wait between fragmenting and the THP faults (default
 //      0).
 //   -D go on for SECONDS (default 0: one round): after each round the
@@ -61,7 +61,7 @@
 #define HUGE (2UL << 20)
 
 static const char *nr_path = "/proc/sys/vm/nr_hugepages";
-static long free_mib = 1536, keep_mib = 384, thp_mib = 256, delay_s, dur_s;
+static long free_mib = 1536, keep_mib = 384, thp_mib = 512, delay_s, dur_s;
 static int threads = 1, benign;
 static char orig_nr[32];
 static pid_t main_pid;
