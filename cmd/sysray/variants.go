@@ -194,6 +194,18 @@ func runInContainer(v variants.Variant, bin, dir, tmp string) (*doctor.Report, e
 		}
 		args = append(args, a)
 	}
+	for _, k := range v.Container.Sysctls {
+		was, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err != nil {
+			return nil, fmt.Errorf("variant %s: %w", v.Name, err)
+		}
+		// Runs after the teardown below: deferred first.
+		defer func() {
+			if err := os.WriteFile(filepath.Join("/proc/sys", k), was, 0); err != nil {
+				fmt.Fprintf(os.Stderr, "variant %s: putting back %s: %v\n", v.Name, k, err)
+			}
+		}()
+	}
 	defer func() {
 		if out, err := exec.Command("bash", filepath.Join(scripts, "teardown.sh"), name).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "variant %s: teardown.sh: %v\n%s", v.Name, err, out)

@@ -42,6 +42,13 @@ type Container struct {
 	// filter (its namespaces stay its own): for workloads that set their
 	// namespace's sysctls or make namespaces of their own.
 	Privileged bool
+	// Sysctls the workload sets for the whole host (paths under
+	// /proc/sys, e.g. "vm/nr_hugepages": a privileged container's are
+	// the host's when they are not namespaced). The runner reads them
+	// before the container starts and writes them back once it is gone:
+	// the container ends with SIGKILL, which its workload cannot catch
+	// to put them back itself.
+	Sysctls []string
 }
 
 // Where a container variant's workload finds the scenarios' binaries and
