@@ -179,21 +179,26 @@ func nextAfterLock(stack []event.Frame, callers []string) bool {
 	return false
 }
 
-// allocStalls follows, by thread, the time its syscall in progress spent
-// compacting or reclaiming memory itself in the page allocator's slow path
-// (direct compaction and direct reclaim passes, whose events carry the
-// syscall they ran in). That time is on the CPU, so no sleep stack shows
-// it: a call slow for it is compaction-stall's, not slow-syscall's (a
-// write to vm.nr_hugepages that compacted for 180 ms was reported as a
-// slow write "running in the kernel"). Passes end inside their call, so
-// their events come before its exit.
-type allocStalls map[uint32]allocStall
+// allocStalls follows, by thread, the direct compaction and direct
+// reclaim passes made inside syscalls since its last call seen ended (the
+// pass events carry the syscall they ran in). That time is on the CPU, so
+// no sleep stack shows it: a call slow for it is compaction-stall's, not
+// slow-syscall's (a write to vm.nr_hugepages that compacted for 180 ms
+// was reported as a slow write "running in the kernel"). Passes end inside
+// their call, so their events come before its exit; a call that did not
+// cross over (a fast one, live) leaves its passes to be told apart by time
+// at the next call's exit.
+type allocStalls map[uint32][]allocPass
 
-type allocStall struct{ ns, from uint64 } // from: the first pass's begin
+type allocPass struct{ begin, ns uint64 }
 
-// allocStallsMax bounds the threads followed: past it, a thread's passes
-// are not kept and its slow calls stay slow-syscall's.
-const allocStallsMax = 1 << 14
+// allocStallsMax bounds the threads followed, allocPassesMax the passes
+// kept for one (the latest): past them a call's passes may be missed, and
+// the call stays slow-syscall's.
+const (
+	allocStallsMax = 1 << 14
+	allocPassesMax = 64
+)
 
 // observe keeps a direct compaction or reclaim pass made inside a syscall.
 func (a allocStalls) observe(e *event.Event) {
@@ -201,28 +206,32 @@ func (a allocStalls) observe(e *event.Event) {
 	if e.Kind != event.KindReclaim || r.Nr < 0 || (r.What != event.ReclaimCompact && r.What != event.ReclaimDirect) {
 		return
 	}
-	s, ok := a[e.TID]
+	ps, ok := a[e.TID]
 	if !ok && len(a) >= allocStallsMax {
 		return
 	}
-	begin := e.Time - min(r.Duration, e.Time)
-	if !ok || begin < s.from {
-		s.from = begin
+	if len(ps) == allocPassesMax {
+		ps = append(ps[:0], ps[1:]...)
 	}
-	s.ns += r.Duration
-	a[e.TID] = s
+	a[e.TID] = append(ps, allocPass{begin: e.Time - min(r.Duration, e.Time), ns: r.Duration})
 }
 
 // owns takes the thread's passes at the exit of its call, and says whether
-// they were at least half the call: then the allocator is why it was slow.
-// Passes that began before the call did belong to an earlier one whose
-// exit was not seen.
+// those made during the call were at least half of it: then the allocator
+// is why it was slow.
 func (a allocStalls) owns(e *event.Event) bool {
-	s, ok := a[e.TID]
+	ps, ok := a[e.TID]
 	if !ok {
 		return false
 	}
 	delete(a, e.TID)
 	sc := &e.Syscall
-	return s.from+sc.Latency >= e.Time && s.ns*2 >= sc.Latency
+	start := e.Time - min(sc.Latency, e.Time)
+	var ns uint64
+	for _, p := range ps {
+		if p.begin >= start {
+			ns += p.ns
+		}
+	}
+	return ns > 0 && ns*2 >= sc.Latency
 }

@@ -215,8 +215,8 @@ func TestStealLogTrim(t *testing.T) {
 // A write to vm.nr_hugepages that compacted memory for most of its 180 ms
 // ran on the CPU, with no sleep to show why: its passes, in events of
 // their own before its exit, make it compaction-stall's. Passes that are
-// less than half the call, or that began before it (an earlier call's),
-// leave it slow-syscall's.
+// less than half the call, or that began before it (an earlier call's,
+// which may not have crossed over), leave it slow-syscall's.
 func TestSlowLeavesCompactionStalls(t *testing.T) {
 	const ms = 1_000_000
 	// Its one sleep: migration waiting for a page's lock.
@@ -238,6 +238,7 @@ func TestSlowLeavesCompactionStalls(t *testing.T) {
 		slow bool
 	}{
 		{"compacted", []event.Event{pass(1e9+60*ms, 50*ms), pass(1e9+170*ms, 100*ms), call(1e9)}, false},
+		{"compacted, after a call that did not cross over", []event.Event{pass(1e9-10*ms, 2*ms), pass(1e9+170*ms, 150*ms), call(1e9)}, false},
 		{"no passes", []event.Event{call(1e9)}, true},
 		{"a third compacting", []event.Event{pass(1e9+70*ms, 60*ms), call(1e9)}, true},
 		{"an earlier call's", []event.Event{pass(1e9-10*ms, 150*ms), call(1e9)}, true},
