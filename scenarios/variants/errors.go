@@ -22,8 +22,8 @@ var errorVariants = []Variant{
 	{Name: "error-storm/esrch-pid", Differs: "kill(pid, 0) of a process that is gone, already running; -p for 3 s",
 		Mode: PID, Argv: []string{"errloop", "-k", "esrch", "-d", "30", "-i", "20"},
 		Lead: 500 * time.Millisecond, For: 3 * time.Second, Expect: storm("kill", "ESRCH")},
-	{Name: "error-storm/enoent-host", Differs: "a missing file polled by 2 threads, already running; the whole host for 1.5 s",
-		Mode: Host, Argv: []string{"errloop", "-k", "enoent", "-t", "2", "-d", "4", "-i", "20"},
+	{Name: "error-storm/enoent-host", Differs: "a missing file polled by 2 threads, already running (for 8 s); the whole host for 1.5 s",
+		Mode: Host, Argv: []string{"errloop", "-k", "enoent", "-t", "2", "-d", "8", "-i", "20"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: storm("newfstatat", "ENOENT")},
 }
 

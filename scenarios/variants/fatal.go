@@ -23,9 +23,9 @@ var fatalVariants = []Variant{
 	// does: attaching (loading and verifying the programs) took 0.55-0.65 s
 	// on a quiet host and over 1 s in a slow hour, when 1.5 s left too
 	// little and the crash came before the probe was on.
-	{Name: "fatal-signal/pid", Differs: "already running; reads a freed block 2 s after sysray attaches with -p",
-		Mode: PID, Argv: []string{"crasher", "-k", "segv-unmapped", "-w", "2.5"},
-		Lead: 500 * time.Millisecond, For: 3 * time.Second, Expect: killed("SIGSEGV", "unmapped")},
+	{Name: "fatal-signal/pid", Differs: "already running; reads a freed block 8 s after it started, about 4 s after sysray attaches with -p",
+		Mode: PID, Argv: []string{"crasher", "-k", "segv-unmapped", "-w", "8"},
+		Lead: 500 * time.Millisecond, For: 6 * time.Second, Expect: killed("SIGSEGV", "unmapped")},
 	{Name: "fatal-signal/sigill-host", Differs: "SIGILL (ud2) in a child restarted every 200 ms by a supervisor already running; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"crasher", "-k", "sigill", "-r", "200", "-d", "4"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: killed("SIGILL", "illegal")},

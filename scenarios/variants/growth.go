@@ -19,8 +19,8 @@ var growthVariants = []Variant{
 		Mode: Cmd, Argv: []string{"map32", "-m", "stack", "-n", "4000"}, Expect: grows("clone")},
 	{Name: "latency-grows-with-count/busy-neighbour", Differs: "thread-stacks while another program streams memory on every CPU (membusy): most forks wait a tick or more for the CPU, the short ones as well as the long",
 		Mode: Cmd, Argv: []string{"map32", "-m", "stack", "-n", "4000"}, Neighbour: []string{"membusy"}, Expect: grows("clone")},
-	{Name: "latency-grows-with-count/pid", Differs: "forking every 60 ms for ~4.5 s; sysray attaches with -p after 0.5 s, for 4 s",
-		Mode: PID, Argv: []string{"forkgrow", "-n", "60", "-m", "800", "-i", "60"},
+	{Name: "latency-grows-with-count/pid", Differs: "forking every 60 ms for ~4.5 s from 3 s after its start; sysray attaches with -p after 0.5 s (tracing from about 4 s), for 4 s",
+		Mode: PID, Argv: []string{"forkgrow", "-n", "60", "-m", "800", "-i", "60", "-w", "3"},
 		Lead: 500 * time.Millisecond, For: 4 * time.Second, Expect: grows("clone")},
 }
 

@@ -22,8 +22,8 @@ var hotspotVariants = []Variant{
 	{Name: "kernel-hotspot/pid", Differs: "one writer already running; sysray attaches with -p for 2 s (info, as one process)",
 		Mode: PID, Argv: []string{"fadvise-writer", "-f", "{tmp}/w.log", "-s", "200", "-d", "5"},
 		Lead: time.Second, For: 2 * time.Second, Expect: hotspotInfo},
-	{Name: "kernel-hotspot/host", Differs: "3 writers in one cgroup already running; sysray traces the whole host for 2 s",
-		Mode: Host, Argv: []string{"fadvise", "-writers", "3", "-cgroups=false", "-d", "5s"},
+	{Name: "kernel-hotspot/host", Differs: "3 writers in one cgroup already running (for 9 s); sysray traces the whole host for 2 s",
+		Mode: Host, Argv: []string{"fadvise", "-writers", "3", "-cgroups=false", "-d", "9s"},
 		Lead: time.Second, For: 2 * time.Second, Expect: hotspot},
 }
 

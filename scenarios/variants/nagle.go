@@ -43,8 +43,8 @@ var nagleVariants = []Variant{
 		Mode: Cmd, Argv: []string{"nagle", "-n", "30", "-N", "-s", "40"}, Expect: nagleSilent()},
 	// The setsockopt unseen and every reply in the timer's band: only the
 	// socket itself can say TCP_NODELAY is set.
-	{Name: "nagle-delayed-ack/slow-server-nodelay-pid", Differs: "benign: two writes, TCP_NODELAY set before sysray starts (its setsockopt unseen), a server that takes 40 ms on every request; -p for 2 s",
-		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "6", "-N", "-s", "40"},
+	{Name: "nagle-delayed-ack/slow-server-nodelay-pid", Differs: "benign: two writes, TCP_NODELAY set before sysray starts (its setsockopt unseen), a server that takes 40 ms on every request, for 10 s; -p for 2 s",
+		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "10", "-N", "-s", "40"},
 		Lead: time.Second, For: 2 * time.Second, Expect: nagleSilent()},
 }
 
