@@ -23,10 +23,10 @@ var blockedIOVariants = []Variant{
 		Mode: Cmd, Argv: []string{"blockedio", "-mode", "dirty", "-mb", "64", "-n", "8"},
 		Expect: blockedBy("write", "dirty-page throttling", "vm.dirty_bytes=4194304")},
 	{Name: "blocked-in-kernel-io/truncate-pid", Differs: "ftruncate, already running; -p for 2 s",
-		Mode: PID, Argv: []string{"blockedio", "-op", "truncate", "-d", "5s"},
+		Mode: PID, Argv: []string{"blockedio", "-op", "truncate", "-d", "9s"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: blockedBy("ftruncate", "discard")},
 	{Name: "blocked-in-kernel-io/dirty-host", Differs: "the throttled writer already running; the whole host for 2 s",
-		Mode: Host, Argv: []string{"blockedio", "-mode", "dirty", "-mb", "64", "-d", "5s"},
+		Mode: Host, Argv: []string{"blockedio", "-mode", "dirty", "-mb", "64", "-d", "9s"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: blockedBy("write", "dirty-page throttling")},
 }
 

@@ -27,7 +27,7 @@ var fatalVariants = []Variant{
 		Mode: PID, Argv: []string{"crasher", "-k", "segv-unmapped", "-w", "8"},
 		Lead: 500 * time.Millisecond, For: 6 * time.Second, Expect: killed("SIGSEGV", "unmapped")},
 	{Name: "fatal-signal/sigill-host", Differs: "SIGILL (ud2) in a child restarted every 200 ms by a supervisor already running; the whole host for 1.5 s",
-		Mode: Host, Argv: []string{"crasher", "-k", "sigill", "-r", "200", "-d", "4"},
+		Mode: Host, Argv: []string{"crasher", "-k", "sigill", "-r", "200", "-d", "8"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: killed("SIGILL", "illegal")},
 }
 

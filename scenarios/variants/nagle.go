@@ -25,10 +25,10 @@ var nagleVariants = []Variant{
 	// (the doctor then reads nothing, and the finding names an unknown
 	// peer), so the variants do not ask for the address.
 	{Name: "nagle-delayed-ack/pid", Differs: "the client running before sysray, write and read only (its connect unseen); -p for 2 s",
-		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "6"},
+		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "10"},
 		Lead: time.Second, For: 2 * time.Second, Expect: nagleWarns("delayed ACK", "write", "read")},
 	{Name: "nagle-delayed-ack/host", Differs: "2 clients running before sysray, sendto and poll; the whole host for 2 s",
-		Mode: Host, Argv: []string{"nagle", "-p", "2", "-n", "0", "-d", "6", "-w", "sendto", "-r", "poll"},
+		Mode: Host, Argv: []string{"nagle", "-p", "2", "-n", "0", "-d", "10", "-w", "sendto", "-r", "poll"},
 		Lead: time.Second, For: 2 * time.Second, Expect: nagleWarns("2 processes", "sendto", "poll")},
 	{Name: "nagle-delayed-ack/nodelay", Differs: "benign: TCP_NODELAY set, the same two writes; replies in microseconds",
 		Mode: Cmd, Argv: []string{"nagle", "-n", "200", "-N"}, Expect: nagleSilent()},
@@ -37,7 +37,7 @@ var nagleVariants = []Variant{
 	{Name: "nagle-delayed-ack/slow-server", Differs: "benign: one write, a server that takes 40 ms to answer (a slow server, not a timer)",
 		Mode: Cmd, Argv: []string{"nagle", "-n", "30", "-1", "-s", "40"}, Expect: nagleSilent()},
 	{Name: "nagle-delayed-ack/sometimes-slow-pid", Differs: "benign: two writes, TCP_NODELAY set before sysray starts (its setsockopt unseen), a server that takes 40 ms on every 4th request; -p for 2 s",
-		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "6", "-N", "-s", "40", "-e", "4"},
+		Mode: PID, Argv: []string{"nagle", "-n", "0", "-d", "10", "-N", "-s", "40", "-e", "4"},
 		Lead: time.Second, For: 2 * time.Second, Expect: nagleSilent()},
 	{Name: "nagle-delayed-ack/slow-server-nodelay", Differs: "benign: two writes with TCP_NODELAY, a server that takes 40 ms",
 		Mode: Cmd, Argv: []string{"nagle", "-n", "30", "-N", "-s", "40"}, Expect: nagleSilent()},

@@ -25,7 +25,7 @@ var oomVariants = []Variant{
 		Mode: PID, Argv: []string{"oomer", "-p", "0", "-s", "4", "-i", "250", "-l", "128"},
 		Lead: 700 * time.Millisecond, For: 6 * time.Second, Expect: oomKilled},
 	{Name: "oom-kill/host-restarts", Differs: "a supervisor, already running, restarts a worker the OOM killer ends every ~0.8 s; the whole host for 2 s",
-		Mode: Host, Argv: []string{"oomer", "-p", "1", "-r", "-d", "4", "-s", "8", "-i", "100"},
+		Mode: Host, Argv: []string{"oomer", "-p", "1", "-r", "-d", "8", "-s", "8", "-i", "100"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: oomKilled},
 }
 
