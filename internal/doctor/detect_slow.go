@@ -40,8 +40,8 @@ type slow struct {
 	// was on and a slow call without a switch-out ran on the CPU.
 	stacked   bool
 	unstacked []unstackedCall
-	counts    []uint64 // calls by syscall number, fast or slow (inferAudit)
-	alloc     allocStalls
+	counts    []uint64    // calls by syscall number, fast or slow (inferAudit)
+	alloc     allocStalls // the calls compaction-stall explains (core_causes.go)
 	// under is the longest call under bar that does not wait by
 	// design: the nearest miss (near).
 	under struct {
