@@ -28,8 +28,8 @@ var slowVariants = []Variant{
 		Mode: PID, Argv: []string{"slowcall", "-k", "fsync", "-s", "64", "-d", "30"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: Expect{IDs: []doctor.ID{doctor.SlowSyscall}, Severity: doctor.Info, Words: []string{"fsync"}}},
-	{Name: "slow-syscall/log-truncate-host", Differs: "the log truncation, already running; the whole host for 1.5 s",
-		Mode: Host, Argv: []string{"slowcall", "-k", "truncate", "-s", "512", "-d", "4"},
+	{Name: "slow-syscall/log-truncate-host", Differs: "the log truncation, already running (for 8 s); the whole host for 1.5 s",
+		Mode: Host, Argv: []string{"slowcall", "-k", "truncate", "-s", "512", "-d", "8"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond,
 		Expect: Expect{IDs: []doctor.ID{doctor.SlowSyscall}, Severity: doctor.Warning, Words: []string{"write", "rwsem"}}},
 }
