@@ -641,11 +641,7 @@ func (x *exporter) effects(typ uint16, name string, e *event.Event, params [][]b
 		var cg []string
 		if ex := x.execs[e.TID]; ex != nil {
 			delete(x.execs, e.TID)
-			args = ex.Argv
-			exe = ex.Filename
-			if len(args) > 0 {
-				exe = args[0]
-			}
+			exe, args = ex.Filename, ex.Argv
 			if t != nil {
 				t.Exe, t.Args = ex.Filename, args
 			}
@@ -657,11 +653,11 @@ func (x *exporter) effects(typ uint16, name string, e *event.Event, params [][]b
 			// known, but the thread's container is the exit's.
 			if t != nil {
 				exe, args = t.Exe, t.Args
-				if len(args) > 0 {
-					exe = args[0]
-				}
 			}
 			cg = cgroupsOf(x.container(e))
+		}
+		if len(args) > 0 {
+			exe = args[0]
 		}
 		set("cgroups", cgroupsBytes(cg))
 		if t != nil {
