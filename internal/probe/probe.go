@@ -274,7 +274,7 @@ func Open(cfg Config) (*Probe, error) {
 			opts.Programs.KernelTypes = types
 		}
 	}
-	if err := spec.LoadAndAssign(&p.objs, &opts); err != nil {
+	if err := load(spec, opts, &p.objs); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel rejected sysray's BPF program: %+v", ve)
