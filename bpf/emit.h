@@ -193,11 +193,21 @@ static __always_inline bool dest_dns(const void *addr, __u64 fd)
  * query, without its length). Returns the bytes copied, plus
  * DNS_QUERY_MAX + 1 when the message was longer; 0 when nothing was.
  * Captures are kept and shown, and other traffic's bytes may hold
- * secrets: nothing is copied for any other destination. Not inlined: the
- * three emit paths share one copy of it.
+ * secrets: nothing is copied for any other destination.
+ *
+ * Global, not static: the verifier checks a global function once, on its
+ * own, where a static one is walked again at every call with the caller's
+ * states (over half of the doctor's sys_enter walk). Its pointers are then
+ * checked by their types' sizes, and may be NULL.
  */
-static __noinline long dns_copy(char *dst, struct call *c, long ret, __u32 rule)
+struct dns_bytes {
+	char b[DNS_QUERY_MAX];
+};
+
+__noinline long dns_copy(struct dns_bytes *dst, struct call *c, long ret, __u32 rule)
 {
+	if (!dst || !c)
+		return 0;
 	/* the rule's kind, argument and length argument, packed: BPF calls take five arguments */
 	__u8 kind = rule, arg = rule >> 8, lenarg = rule >> 16;
 	const void *ptr = (const void *)c->args[1];
@@ -249,7 +259,7 @@ static __noinline long dns_copy(char *dst, struct call *c, long ret, __u32 rule)
 	len &= 0xff;
 	if (len > DNS_QUERY_MAX)
 		len = DNS_QUERY_MAX;
-	if (bpf_probe_read_user(dst, len, ptr))
+	if (bpf_probe_read_user(dst->b, len, ptr))
 		return 0;
 	return blen > DNS_QUERY_MAX ? len + DNS_QUERY_MAX + 1 : len;
 }
@@ -293,7 +303,7 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG || kind == CAP_DNS_IOV) {
 			if (ret < 0)
 				continue;
-			n = dns_copy(dst, c, ret, kind | arg << 8 | lenarg << 16);
+			n = dns_copy((struct dns_bytes *)dst, c, ret, kind | arg << 8 | lenarg << 16);
 			if (n > DNS_QUERY_MAX) { /* the message was longer */
 				n -= DNS_QUERY_MAX + 1;
 				r->dtrunc |= 1 << i;

@@ -14,12 +14,13 @@ import (
 // load creates the object's maps, then has the kernel verify its programs
 // on as many CPUs as the process may use, and assigns them all to objs.
 //
-// The verifier is most of the start-up: on the 2-CPU hosts of design.md
-// it walks the doctor's sys_exit for 1.3 s, sys_enter for 0.6 s and
-// sched_process_exit for 0.3 s. cilium/ebpf loads a collection's programs
-// one after another; verified side by side the doctor attaches in the time
-// of its longest program. The kernel takes privileged loads in parallel
-// (bpf_verifier_lock is held only for unprivileged ones).
+// The verifier is most of the start-up. On the 2-CPU hosts of design.md,
+// one after another, the doctor's sys_enter and sys_exit take about 0.9 s
+// each to verify, and everything else 0.3 s (GOMAXPROCS=1). cilium/ebpf
+// loads a collection's programs one after another; verified side by side
+// the doctor attaches in about the time of its longest program. The kernel
+// takes privileged loads in parallel (bpf_verifier_lock is held only for
+// unprivileged ones).
 func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayObjects) error {
 	if opts.Cache == nil {
 		opts.Cache = btf.NewCache() // decode the kernel's BTF once for every worker

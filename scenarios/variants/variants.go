@@ -92,9 +92,10 @@ type Variant struct {
 	// than both (-d 30) and is stopped with SIGTERM when the trace ends:
 	// on a loaded host attaching alone took 3-7 s, and a workload of a
 	// few seconds had ended before the trace began. The doctor takes
-	// about 3.3 s to load and attach on an idle 2-CPU VM (the verifier
-	// walks sys_exit for 1.3 s of it): trouble timed from the workload's
-	// start comes later than Lead plus that, with seconds to spare.
+	// about 1 s to load and attach on an idle 2-CPU VM (3.3 s before its
+	// programs were verified side by side): trouble timed from the
+	// workload's start comes later than Lead plus 3.3 s, with seconds to
+	// spare, so that a slower start still sees it.
 	Lead   time.Duration
 	For    time.Duration
 	Expect Expect
