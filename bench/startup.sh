@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# How long each command takes to load, attach and end on `true`: almost
+# all of it is the kernel's verifier walking sysray's programs, paid at
+# every start, and a `-p` or whole-host trace misses whatever happens
+# meanwhile. Interleaved round by round; medians in seconds. PREV=DIR adds
+# another build (DIR/sysray) in the same rounds.
+#
+#   bash bench/startup.sh [ROUNDS]
+#
+# Needs root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-5}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+make -s build
+builds=(./bin/sysray)
+[ -n "${PREV:-}" ] && builds+=("$PREV/sysray")
+for ((r = 1; r <= ROUNDS; r++)); do
+	for mode in doctor stat record; do
+		args=("$mode")
+		[ "$mode" = record ] && args+=(-w "$work/c.sysray")
+		for b in "${builds[@]}"; do
+			s=$(date +%s%N)
+			"$b" "${args[@]}" -- true >/dev/null 2>&1
+			e=$(date +%s%N)
+			name=this
+			[ "$b" = ./bin/sysray ] || name=prev
+			echo "$name-$mode $(((e - s) / 1000000))"
+		done
+	done
+done | {
+echo "| build-command | median s | runs (ms) |"
+echo "|---|---:|---|"
+awk '
+	{ v[$1] = v[$1] " " $2 }
+	END {
+		for (k in v) {
+			n = split(substr(v[k], 2), a, " ")
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			m = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+			printf "| %s | %.2f |%s |\n", k, m / 1000, v[k]
+		}
+	}' | sort
+}
