@@ -44,9 +44,10 @@ deps:
 	bash scripts/deps.sh
 
 # Each run's tests go through scripts/testsum: failures with their output,
-# every skip with its reason, the counts and the slowest tests. Where the
+# every skip with its reason, the counts and the slowest tests (TESTTIMES=FILE
+# appends every test's time to FILE, to plan the tiers from). Where the
 # live tests must run (SYSRAY_REQUIRE_BPF=1, as CI sets), a skip fails.
-TESTSUM = bin/testsum $(if $(filter 1,$(SYSRAY_REQUIRE_BPF)),-skips-fail)
+TESTSUM = bin/testsum $(if $(filter 1,$(SYSRAY_REQUIRE_BPF)),-skips-fail) $(if $(TESTTIMES),-times $(abspath $(TESTTIMES)))
 
 # Tests that belong to the long tier (make test-long) only: the agent's
 # ten-minute soak (make soak), and sysray on a host in trouble of its own

@@ -3,6 +3,10 @@
 // every test that failed, every skipped test with its reason, a count of
 // each, and the slowest tests (where a tier's time goes).
 //
+// With -times FILE it also appends every test's time to FILE, a line each
+// (seconds, result, package, test, tab-separated, slowest first): what a
+// tier's split is planned from.
+//
 // It exits non-zero when a test or a build failed, or, with -skips-fail,
 // when any test was skipped: in CI a skip is a check that did not run.
 package main
@@ -14,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -38,11 +43,28 @@ type result struct {
 func main() {
 	skipsFail := flag.Bool("skips-fail", false, "exit non-zero when a test was skipped")
 	slowest := flag.Int("slowest", 40, "list this many of the slowest tests")
+	timesPath := flag.String("times", "", "append every test's time to this file (seconds, result, package, test)")
 	flag.Parse()
-	os.Exit(run(os.Stdin, os.Stdout, *skipsFail, *slowest))
+	var times io.Writer
+	if *timesPath != "" {
+		f, err := os.OpenFile(*timesPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testsum:", err)
+			os.Exit(2)
+		}
+		times = f
+	}
+	code := run(os.Stdin, os.Stdout, *skipsFail, *slowest, times)
+	if f, ok := times.(*os.File); ok {
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "testsum:", err)
+			code = max(code, 2)
+		}
+	}
+	os.Exit(code)
 }
 
-func run(in io.Reader, w io.Writer, skipsFail bool, slowest int) int {
+func run(in io.Reader, w io.Writer, skipsFail bool, slowest int, times io.Writer) int {
 	tests := map[string]*result{}
 	var order []*result
 	pkgOut := map[string][]string{}
@@ -154,6 +176,16 @@ func run(in io.Reader, w io.Writer, skipsFail bool, slowest int) int {
 		fmt.Fprintln(w, "slowest:")
 		for _, r := range top {
 			fmt.Fprintf(w, "  %8s %s (%s)\n", dur(r.elapsed), r.test, r.pkg)
+		}
+	}
+	if times != nil {
+		all := slices.Clone(order)
+		sort.SliceStable(all, func(i, j int) bool { return all[i].elapsed > all[j].elapsed })
+		for _, r := range all {
+			if r.action == "" {
+				continue // never ended: its time is not known
+			}
+			fmt.Fprintf(times, "%.2f\t%s\t%s\t%s\n", r.elapsed, r.action, r.pkg, r.test)
 		}
 	}
 	switch {
