@@ -66,6 +66,15 @@ var resolverVariants = []Variant{
 		Lead: time.Second, For: 3 * time.Second, Expect: dnsWarns("127.0.0.153", "netpoller")},
 	{Name: "dns-timeout/go-container", Differs: "Go's resolver in a cgroup of its own (cgrun), 2 processes, A only (LookupIP ip4), attempts:2",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "resolver", "-x", "goresolve", "-p", "2", "-n", "2", "-a", "2"}, Expect: dnsWarns("2 processes", "8 DNS queries", "netpoller")},
+	// In a real container (containerd and runc, a busybox root without
+	// glibc): the static builds; privileged, as the workload makes its
+	// own network and mount namespaces inside the container's.
+	{Name: "dns-timeout/musl-containerd", Differs: "musl's resolver in a containerd container, looking names up before sysray starts, one a second; traced by --container for 4 s",
+		Mode: InContainer, Container: &Container{Privileged: true}, Argv: []string{"resolver-musl", "-n", "0", "-d", "30"},
+		Lead: time.Second, For: 4 * time.Second, Expect: dnsWarns("127.0.0.153", "DNS queries", "sendto")},
+	{Name: "dns-timeout/go-containerd", Differs: "Go's resolver in a containerd container, A and AAAA, begun before sysray starts; -p on the container's first process for 4 s",
+		Mode: PID, Container: &Container{Privileged: true}, Argv: []string{"resolver-musl", "-x", "{bin}/goresolve", "-n", "0", "-d", "30", "-c", "unspec"},
+		Lead: time.Second, For: 4 * time.Second, Expect: dnsWarns("127.0.0.153", "netpoller")},
 	{Name: "dns-timeout/go-answered", Differs: "benign: Go's resolver, a responder that answers at once, 100 lookups",
 		Mode: Cmd, Argv: []string{"resolver", "-x", "goresolve", "-n", "100", "-m", "answer", "-c", "unspec"}, Expect: dnsSilent()},
 	{Name: "dns-timeout/go-slow-answer", Differs: "benign: Go's resolver, a responder that answers after 300 ms, 5 lookups",

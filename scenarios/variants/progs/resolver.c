@@ -110,6 +110,15 @@ static void overlay(const char *target, const char *content)
 	if (write(fd, content, strlen(content)) != (ssize_t)strlen(content))
 		die("write");
 	close(fd);
+	/* A container's root may lack the file (a busybox image has no
+	 * resolv.conf): a bind mount needs one to cover, made in this
+	 * namespace's view of the root, which is the container's own. */
+	if (access(target, F_OK) < 0) {
+		int t = open(target, O_WRONLY | O_CREAT, 0644);
+		if (t < 0)
+			die(target);
+		close(t);
+	}
 	if (mount(path, target, NULL, MS_BIND, NULL) < 0)
 		die(target);
 	unlink(path);
