@@ -19,13 +19,13 @@ var fatalVariants = []Variant{
 		Mode: Cmd, Argv: []string{"crasher", "-k", "segv-ro", "-t", "3"}, Expect: killed("SIGSEGV", "read-only")},
 	{Name: "fatal-signal/sigfpe-thread", Differs: "SIGFPE: the last of 3 threads divides by zero; no page fault at all",
 		Mode: Cmd, Argv: []string{"crasher", "-k", "sigfpe", "-t", "3"}, Expect: killed("SIGFPE", "by zero")},
-	// The crash comes 2.5 s after the program starts, 2 s after sysray
-	// does: attaching (loading and verifying the programs) took 0.55-0.65 s
-	// on a quiet host and over 1 s in a slow hour, when 1.5 s left too
-	// little and the crash came before the probe was on.
-	{Name: "fatal-signal/pid", Differs: "already running; reads a freed block 8 s after it started, about 4 s after sysray attaches with -p",
+	// The crash comes 8 s after the program starts. Sysray starts 0.5 s
+	// in and attaches in 0.5-1 s on a quiet host, up to 6 s on a loaded
+	// one: the trace (10 s) covers 8 s for any attach in that range. A
+	// trace of 6 s ended before the crash once the doctor attached in 1 s.
+	{Name: "fatal-signal/pid", Differs: "already running; reads a freed block 8 s after it started; -p for 10 s",
 		Mode: PID, Argv: []string{"crasher", "-k", "segv-unmapped", "-w", "8"},
-		Lead: 500 * time.Millisecond, For: 6 * time.Second, Expect: killed("SIGSEGV", "unmapped")},
+		Lead: 500 * time.Millisecond, For: 10 * time.Second, Expect: killed("SIGSEGV", "unmapped")},
 	{Name: "fatal-signal/sigill-host", Differs: "SIGILL (ud2) in a child restarted every 200 ms by a supervisor already running; the whole host for 1.5 s",
 		Mode: Host, Argv: []string{"crasher", "-k", "sigill", "-r", "200", "-d", "8"},
 		Lead: 500 * time.Millisecond, For: 1500 * time.Millisecond, Expect: killed("SIGILL", "illegal")},

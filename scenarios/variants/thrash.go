@@ -21,13 +21,17 @@ var thrashVariants = []Variant{
 	{Name: "page-cache-thrash/runtime-cgroup", Differs: "the limit set by a container runtime's way (cgrun: memory.high on cgroup v2, memory.limit_in_bytes on v1), a 64 MiB file under 24 MiB",
 		Mode: Cmd, Argv: []string{"cgrun", "-m", "24", "--", "thrash", "-l", "0", "-s", "64", "-d", "4"}, Expect: thrashWarns("sysray-thrash", "24.0 MiB", "64.0 MiB")},
 	// The reader outlasts sysray's start however slow (SIGTERM ends it
-	// after the trace), so the trace sees it read.
-	{Name: "page-cache-thrash/pid", Differs: "the reader running before sysray; -p for 2.5 s",
+	// after the trace), so the trace sees it read. Sysray starts 3 s in,
+	// after the file is written and its first, cold pass (which reads
+	// from disk without refaulting) is done: a trace of the first pass
+	// alone would rightly not say thrash, and the doctor attaches in
+	// about 1 s on a quiet host.
+	{Name: "page-cache-thrash/pid", Differs: "the reader running before sysray; -p for 3 s",
 		Mode: PID, Argv: []string{"thrash", "-d", "60"},
-		Lead: time.Second, For: 2500 * time.Millisecond, Expect: thrashWarns("sysray-thrash", "32.0 MiB")},
-	{Name: "page-cache-thrash/host", Differs: "2 readers running before sysray; the whole host for 2.5 s",
+		Lead: 3 * time.Second, For: 3 * time.Second, Expect: thrashWarns("sysray-thrash", "32.0 MiB")},
+	{Name: "page-cache-thrash/host", Differs: "2 readers running before sysray; the whole host for 3 s",
 		Mode: Host, Argv: []string{"thrash", "-p", "2", "-d", "60"},
-		Lead: time.Second, For: 2500 * time.Millisecond, Expect: thrashWarns("2 processes", "sysray-thrash", "32.0 MiB")},
+		Lead: 3 * time.Second, For: 3 * time.Second, Expect: thrashWarns("2 processes", "sysray-thrash", "32.0 MiB")},
 	{Name: "page-cache-thrash/one-cold-pass", Differs: "benign: one pass over the file by mmap with no limit: every page read once",
 		Mode: Cmd, Argv: []string{"thrash", "-l", "0", "-n", "1"}, Expect: thrashQuiet()},
 	{Name: "page-cache-thrash/one-pass-under-limit", Differs: "benign: one pass over the file under the 32 MiB limit: pages evicted, none read again",
@@ -45,12 +49,12 @@ var thrashVariants = []Variant{
 		Mode: Cmd, Argv: []string{"thrash", "-m", "pread", "-p", "4", "-d", "4"}, Expect: thrashWarns("4 processes", "sysray-thrash", "in pread64")},
 	{Name: "page-cache-thrash/readv-4-threads", Differs: "4 threads each readv() their quarter of the file on an fd of their own, for 4 s",
 		Mode: Cmd, Argv: []string{"thrash", "-m", "readv", "-t", "4", "-d", "4"}, Expect: thrashWarns("sysray-thrash", "32.0 MiB", "in readv")},
-	{Name: "page-cache-thrash/read-pid", Differs: "the read() reader running before sysray; -p for 2.5 s",
+	{Name: "page-cache-thrash/read-pid", Differs: "the read() reader running before sysray; -p for 3 s",
 		Mode: PID, Argv: []string{"thrash", "-m", "read", "-d", "60"},
-		Lead: time.Second, For: 2500 * time.Millisecond, Expect: thrashWarns("sysray-thrash", "32.0 MiB", "in read")},
-	{Name: "page-cache-thrash/pread-host", Differs: "2 pread() readers running before sysray; the whole host for 2.5 s",
+		Lead: 3 * time.Second, For: 3 * time.Second, Expect: thrashWarns("sysray-thrash", "32.0 MiB", "in read")},
+	{Name: "page-cache-thrash/pread-host", Differs: "2 pread() readers running before sysray; the whole host for 3 s",
 		Mode: Host, Argv: []string{"thrash", "-m", "pread", "-p", "2", "-d", "60"},
-		Lead: time.Second, For: 2500 * time.Millisecond, Expect: thrashWarns("2 processes", "sysray-thrash", "in pread64")},
+		Lead: 3 * time.Second, For: 3 * time.Second, Expect: thrashWarns("2 processes", "sysray-thrash", "in pread64")},
 	{Name: "page-cache-thrash/read-runtime-cgroup", Differs: "read() under a limit set the way a container runtime sets it (cgrun: memory.high on cgroup v2, memory.limit_in_bytes on v1), a 64 MiB file under 24 MiB",
 		Mode: Cmd, Argv: []string{"cgrun", "-m", "24", "--", "thrash", "-m", "read", "-l", "0", "-s", "64", "-d", "4"}, Expect: thrashWarns("sysray-thrash", "24.0 MiB", "64.0 MiB", "in read")},
 	{Name: "page-cache-thrash/read-once-under-limit", Differs: "benign: one read() pass over the file under the 32 MiB limit: pages evicted, none read again",

@@ -92,10 +92,11 @@ type Variant struct {
 	// than both (-d 30) and is stopped with SIGTERM when the trace ends:
 	// on a loaded host attaching alone took 3-7 s, and a workload of a
 	// few seconds had ended before the trace began. The doctor takes
-	// about 1 s to load and attach on an idle 2-CPU VM (3.3 s before its
-	// programs were verified side by side): trouble timed from the
-	// workload's start comes later than Lead plus 3.3 s, with seconds to
-	// spare, so that a slower start still sees it.
+	// 0.5-1 s to load and attach on an idle 2-CPU VM and up to 6 s on a
+	// loaded one: trouble that comes at a set time c after the workload's
+	// start is seen for any attach a in that range only when
+	// Lead + 6 s < c < Lead + 0.5 s + For. A workload whose trouble lasts
+	// (a reader, a retry loop) needs only to outlast the trace.
 	Lead   time.Duration
 	For    time.Duration
 	Expect Expect
