@@ -14,9 +14,8 @@ import (
 // load creates the object's maps, then has the kernel verify its programs
 // on as many CPUs as the process may use, and assigns them all to objs.
 //
-// The verifier is most of the start-up. On the 2-CPU hosts of design.md,
-// one after another, the doctor's sys_enter and sys_exit take about 0.9 s
-// each to verify, and everything else 0.3 s (GOMAXPROCS=1). cilium/ebpf
+// The verifier is most of the start-up (bench/startup.sh), and the
+// doctor's sys_enter and sys_exit most of the verifier's time. cilium/ebpf
 // loads a collection's programs one after another; verified side by side
 // the doctor attaches in about the time of its longest program. The kernel
 // takes privileged loads in parallel (bpf_verifier_lock is held only for
