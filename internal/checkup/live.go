@@ -53,6 +53,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 	// background, at once or, while audit is on, once tracing has started.
 	vsys, oom := make(chan string, 1), make(chan uint64, 1)
 	epoch := make(chan *proc.CgroupEpoch, 1)
+	epochTaken := make(chan struct{})
 	readFacts := sync.OnceFunc(func() {
 		go symbol.LoadKernel()
 		go func() { vsys <- hostfacts.VsyscallMode() }()
@@ -60,7 +61,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 		// Taken while the probe loads, or once tracing has started on a
 		// sick host: a cgroup made in between counts as older than the
 		// trace, its counters read from the doctor's first look.
-		go func() { epoch <- proc.TakeCgroupEpoch() }()
+		go func() { epoch <- proc.TakeCgroupEpoch(); close(epochTaken) }()
 	})
 	if !frugal {
 		readFacts()
@@ -188,6 +189,17 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 				every = 3 * time.Second
 			}
 			watch.Run(every)
+		}
+		// The command starts when this returns. A memory cgroup it makes
+		// must number above the epoch's walk, or its counters count from
+		// the doctor's first look rather than from zero (page-cache-thrash's
+		// refaults). With audit on the walk begins just above, and a
+		// command that makes its cgroup at once could race it. The walk
+		// takes milliseconds; on a sick host its opens may wait, and the
+		// command does not wait long for it.
+		select {
+		case <-epochTaken:
+		case <-time.After(250 * time.Millisecond):
 		}
 		if !guard.sick.Load() {
 			// Processes that were running before, named by their command
