@@ -152,7 +152,7 @@ func TestThrashReadGroundTruth(t *testing.T) {
 				t.Errorf("read_calls %v, the reader made %d", f.Evidence["read_calls"], want)
 			}
 			if n, _ := f.Evidence["refaulted_pages"].(float64); n < float64(passes-2)*16384 {
-				t.Errorf("%v pages refaulted in %d passes, want at least %d passes' worth", f.Evidence["refaulted_pages"], passes, passes-2)
+				t.Errorf("%v pages refaulted in %d passes, want at least %d passes' worth (%v)", f.Evidence["refaulted_pages"], passes, passes-2, f.Evidence["refaulted_pages_are"])
 			}
 			if n, _ := f.Evidence["file_bytes"].(float64); n != 96<<20 {
 				t.Errorf("file_bytes %v, want 96 MiB", f.Evidence["file_bytes"])
