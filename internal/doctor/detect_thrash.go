@@ -49,7 +49,7 @@ var readPageFrames = []string{"filemap_read", "filemap_get_pages", "filemap_read
 const thrashRereadShare = 0.5
 
 // thrashFactsEvery: how often (event time) a reading process's memory
-// cgroup is read again while it waits for file pages in read calls. The
+// cgroup is read again once it has waited for file pages in read calls. The
 // refault counter is cumulative, so only the first and the last read
 // count; reading often keeps the last close to the process's end (the
 // cgroup may be gone by the report), and 200 ms is what fault-wait
@@ -379,7 +379,13 @@ func (t *thrash) observeCall(e *event.Event) {
 	if waitNS > p.stackNS {
 		p.stackNS, p.stack = waitNS, ownFrames(stack)
 	}
-	if waitNS > 0 && t.host.can() && (p.factsAt == 0 || e.Time >= p.factsAt+thrashFactsEvery) {
+	// From a process's first wait on, any of its read calls that crosses
+	// over (a sampled one too: a call under the slow bar carries no
+	// sleeps) reads the cgroup again. On a fast device the waiting calls
+	// thin out, and a last read taken only at one could trail the
+	// process's end by seconds: its refaults since then counted nowhere,
+	// as the cgroup is gone by the report.
+	if (waitNS > 0 || p.first.Read) && t.host.can() && (p.factsAt == 0 || e.Time >= p.factsAt+thrashFactsEvery) {
 		p.factsAt = e.Time
 		if m, ok := t.host.memFacts(e.PID); ok {
 			t.note(p, m)
