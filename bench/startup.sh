@@ -10,6 +10,7 @@
 # Needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 ROUNDS=${1:-5}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -29,17 +30,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			echo "$name-$mode $(((e - s) / 1000000))"
 		done
 	done
-done | {
+done >"$work/runs"
 echo "| build-command | median s | runs (ms) |"
 echo "|---|---:|---|"
-awk '
-	{ v[$1] = v[$1] " " $2 }
-	END {
-		for (k in v) {
-			n = split(substr(v[k], 2), a, " ")
-			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-			m = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-			printf "| %s | %.2f |%s |\n", k, m / 1000, v[k]
-		}
-	}' | sort
-}
+for k in $(cut -d' ' -f1 "$work/runs" | sort -u); do
+	runs=$(awk -v k="$k" '$1 == k { printf " %s", $2 }' "$work/runs")
+	printf '| %s | %.2f |%s |\n' "$k" "$(echo "$runs" | median | awk '{ print $1 / 1000 }')" "$runs"
+done
