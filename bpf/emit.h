@@ -135,52 +135,6 @@ static __always_inline void load_args(struct call *c, struct pt_regs *regs)
 }
 
 /*
- * Whether descriptor fd of the current task is an internet socket whose
- * peer is port 53: a connected UDP socket (glibc's resolver sends with a
- * NULL address on one) or a TCP one. Read only for a call that crosses
- * over and carries a DNS capture rule, never on the counting path.
- */
-static __always_inline bool fd_peer_dns(__u64 fd)
-{
-	struct task_struct *t = bpf_get_current_task_btf();
-	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
-	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
-		return false;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
-	struct file *f = NULL;
-	if (!fds || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
-		return false;
-	/* private_data is a struct socket only on a socket's file */
-	if ((BPF_CORE_READ(f, f_inode, i_mode) & 0170000) != 0140000) /* S_IFMT, S_IFSOCK */
-		return false;
-	struct socket *sock = BPF_CORE_READ(f, private_data);
-	if (!sock)
-		return false;
-	struct sock *sk = BPF_CORE_READ(sock, sk);
-	if (!sk)
-		return false;
-	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	if (family != 2 && family != 10) /* AF_INET, AF_INET6 */
-		return false;
-	return BPF_CORE_READ(sk, __sk_common.skc_dport) == bpf_htons(53);
-}
-
-/*
- * Whether a send goes to port 53: the address it names (user memory,
- * sockaddr_in and sockaddr_in6 keep the port at the same offset) or, with
- * none, the socket's peer.
- */
-static __always_inline bool dest_dns(const void *addr, __u64 fd)
-{
-	if (!addr)
-		return fd_peer_dns(fd);
-	__u16 sa[2];
-	if (bpf_probe_read_user(sa, sizeof(sa), addr))
-		return false;
-	return (sa[0] == 2 || sa[0] == 10) && sa[1] == bpf_htons(53);
-}
-
-/*
  * Copies the first bytes of a DNS query to dst when the send c goes to
  * port 53 (CAP_DNS: the buffer args[1] of args[lenarg] bytes, of sendto
  * or of a write on a socket connected to port 53;
@@ -190,7 +144,10 @@ static __always_inline bool dest_dns(const void *addr, __u64 fd)
  * query after its two-byte length, in iovecs of their own (2, query[, 2,
  * query]): the first query for the rule on argument 1, the second for the
  * one on argument 2, iovcnt; a length and a query in one iovec give the
- * query, without its length). Returns the bytes copied, plus
+ * query, without its length; CAP_DNS_ANS: the ret bytes a read or recvfrom
+ * put in the buffer args[1], from a socket dnswatch.h marked: the answer's
+ * header and question, whose rcode says "no such name"). Returns the
+ * bytes copied, plus
  * DNS_QUERY_MAX + 1 when the message was longer; 0 when nothing was.
  * Captures are kept and shown, and other traffic's bytes may hold
  * secrets: nothing is copied for any other destination.
@@ -214,7 +171,12 @@ __noinline long dns_copy(struct dns_bytes *dst, struct call *c, long ret, __u32 
 	/* sendto's dest_addr; write and send name none: the socket's peer says */
 	const void *dest = c->nr == cfg_nr_sendto ? (const void *)c->args[4] : NULL;
 	__u64 blen = lenarg < 6 ? c->args[lenarg & 7] : 0;
-	if (kind == CAP_DNS_MMSG) {
+	if (kind == CAP_DNS_ANS) {
+		/* a header is 12 bytes; glibc reads TCP's 2-byte length alone */
+		if (ret < 12 || !dns_marked(c->args[0]))
+			return 0;
+		blen = ret;
+	} else if (kind == CAP_DNS_MMSG) {
 		/* message arg - 1, if it was sent */
 		if (arg == 2) {
 			if (ret < 2)
@@ -252,7 +214,7 @@ __noinline long dns_copy(struct dns_bytes *dst, struct call *c, long ret, __u32 
 			return 0;
 		}
 	}
-	if (!ptr || blen == 0 || !dest_dns(dest, c->args[0]))
+	if (!ptr || blen == 0 || (kind != CAP_DNS_ANS && !dest_dns(dest, c->args[0])))
 		return 0;
 	__u32 len = blen > DNS_QUERY_MAX ? DNS_QUERY_MAX : blen;
 	asm volatile("" : "+r"(len));
@@ -300,7 +262,7 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 				if (n == DATA_SLOT - 1)
 					r->dtrunc |= 1 << i;
 			}
-		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG || kind == CAP_DNS_IOV) {
+		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG || kind == CAP_DNS_IOV || kind == CAP_DNS_ANS) {
 			if (ret < 0)
 				continue;
 			n = dns_copy((struct dns_bytes *)dst, c, ret, kind | arg << 8 | lenarg << 16);

@@ -269,7 +269,7 @@ static __noinline void row_cross(struct fast_row *r, __u64 *ctx, __u64 lat, __u6
  * The doctor: counts the row's call, which never switched out (fast_migrate
  * would have moved it), and lets it cross over as sys_exit's stat mode
  * does: failed, after a failure, slow, sampled, one of its cell's first
- * or slowest, or a resolver's socket watched (dnswatch.h). Out of line, as
+ * or slowest, or a call on a resolver's socket (dnswatch.h). Out of line, as
  * row_cross.
  */
 static __noinline void fast_doctor_exit(struct fast_row *r, __u64 *ctx)
@@ -289,7 +289,7 @@ static __noinline void fast_doctor_exit(struct fast_row *r, __u64 *ctx)
 		r->timing.record_at = now;
 		sampled = true;
 	}
-	/* A resolver's socket read empty, then its answer or its close (dnswatch.h). */
+	/* A resolver's socket's sends, reads and close (dnswatch.h). */
 	bool watched = dns_watch(r->call.nr, regs, ret);
 	if (!failed && !after_failure && lat < cfg_slow && !sampled && !watched) {
 		row_recent_add(r, (__u64)regs, lat, ret);

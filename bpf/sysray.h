@@ -60,6 +60,7 @@ enum cap_kind {
 	CAP_DNS = 4,      /* a send buffer, only when the call goes to port 53 */
 	CAP_DNS_MMSG = 5, /* sendmmsg's first message's first iovec, only for port 53 */
 	CAP_DNS_IOV = 6,  /* a query writev sends over TCP after its length, only for port 53 */
+	CAP_DNS_ANS = 7,  /* a read buffer, the ret bytes read, only from a resolver's socket (dnswatch.h) */
 };
 
 #define DNS_QUERY_MAX 128 /* the header and a question: a name is at most 255 bytes, but few are over 100 */

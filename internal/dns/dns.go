@@ -1,5 +1,6 @@
 // Package dns reads the question of a DNS query from the first bytes of
-// its message, as the kernel copies them from a send to port 53. The
+// its message, as the kernel copies them from a send to port 53, and the
+// header and question of an answer read from a resolver's socket. The
 // bytes come from any process and may be cut anywhere, so nothing here
 // trusts them: bad input yields ok == false, never a panic.
 package dns
@@ -28,12 +29,61 @@ const headerLen = 12
 // question, a compression pointer or a label type a query's name does not
 // use, or a name longer than 255 bytes.
 func Parse(b []byte) (q Question, ok bool) {
-	if len(b) < headerLen {
+	if len(b) < headerLen || binary.BigEndian.Uint16(b[2:])&0x8000 != 0 { // QR: a response
 		return q, false
 	}
+	return question(b)
+}
+
+// Answer is what a response's header and first question say.
+type Answer struct {
+	Question
+	Rcode uint8 // RFC 1035 4.1.1: 0 no error, 2 server failure, 3 no such name
+	// Records is ANCOUNT: 0 with no error is "no data", the name exists
+	// without a record of the type (RFC 2308).
+	Records   uint16
+	Truncated bool // TC: the answer did not fit, and is asked again over TCP
+}
+
+// ParseAnswer reads the header and first question of a DNS response, as
+// the kernel copies its first bytes from a read of a resolver's socket.
+// ok is false for bytes that are not a response to a query with one.
+func ParseAnswer(b []byte) (a Answer, ok bool) {
+	if len(b) < headerLen || binary.BigEndian.Uint16(b[2:])&0x8000 == 0 {
+		return a, false
+	}
+	q, ok := question(b)
+	if !ok {
+		return a, false
+	}
+	flags := binary.BigEndian.Uint16(b[2:])
+	return Answer{Question: q, Rcode: uint8(flags & 0xf), Records: binary.BigEndian.Uint16(b[6:]), Truncated: flags&0x0200 != 0}, true
+}
+
+var rcodeNames = map[uint8]string{0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}
+
+// RcodeName is a response code's mnemonic (RFC 1035, 6895), RCODEn for others.
+func RcodeName(r uint8) string {
+	if n, ok := rcodeNames[r]; ok {
+		return n
+	}
+	return "RCODE" + strconv.Itoa(int(r))
+}
+
+// String is "NAME TYPE RCODE", with NODATA for no error and no record.
+func (a Answer) String() string {
+	rc := RcodeName(a.Rcode)
+	if a.Rcode == 0 && a.Records == 0 {
+		rc = "NODATA"
+	}
+	return a.Question.String() + " " + rc
+}
+
+// question reads a message's ID and first question, query or response.
+func question(b []byte) (q Question, ok bool) {
 	q.ID = binary.BigEndian.Uint16(b)
 	flags := binary.BigEndian.Uint16(b[2:])
-	if flags&0x8000 != 0 || flags>>11&0xf > 2 { // QR: a response; opcodes beyond QUERY, IQUERY, STATUS
+	if flags>>11&0xf > 2 { // opcodes beyond QUERY, IQUERY, STATUS
 		return q, false
 	}
 	if binary.BigEndian.Uint16(b[4:]) == 0 {

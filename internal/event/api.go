@@ -74,6 +74,11 @@ const (
 	// ArgDNSIovLen is writev's iovcnt, shown as a number; the kernel
 	// copies, under it, the second query of the same writev (A and AAAA).
 	ArgDNSIovLen
+	// ArgDNSAnswer is a read buffer: the kernel copies the first of the
+	// bytes read only from a socket the doctor follows as a resolver's
+	// (bpf/dnswatch.h), never in trace or record: the answer's header
+	// and question.
+	ArgDNSAnswer
 )
 
 // ArgSpec describes one argument of a syscall.
@@ -101,6 +106,7 @@ const (
 	CapDNS         CaptureKind = 4 // up to 128 of args[LenArg] bytes at exit, only if ret >= 0 and the call went to port 53
 	CapDNSMmsg     CaptureKind = 5 // as CapDNS, from msgvec[Arg-1]'s first iovec (Arg 1 or 2)
 	CapDNSIov      CaptureKind = 6 // as CapDNS, the query after a length in writev's iovecs (Arg 1: the first, 2: the second), without the length
+	CapDNSAns      CaptureKind = 7 // up to 128 of the ret bytes read, only from a resolver's socket (bpf/dnswatch.h)
 )
 
 // Capture is one argument the kernel should copy.

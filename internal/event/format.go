@@ -58,6 +58,11 @@ func formatArg(a Arch, spec ArgSpec, v uint64, data []byte, trunc bool) string {
 			text += " [dns " + q.String() + "]"
 		}
 		return text
+	case ArgDNSAnswer:
+		if a, ok := dns.ParseAnswer(data); ok {
+			return formatPtr(v) + " [dns " + a.String() + "]"
+		}
+		return formatPtr(v)
 	case ArgOpenFlags:
 		return formatOpenFlags(a, v)
 	case argFdFlags:

@@ -103,6 +103,12 @@ func TestFormatArg(t *testing.T) {
 		{k(ArgDNSMmsgLen), 2, nil, false, "2"},
 		{k(ArgDNSQuery), 0x7ffd1000, []byte("GET / HTTP/1.1"), false, "0x7ffd1000"},
 		{k(ArgDNSQuery), 0x7ffd1000, nil, false, "0x7ffd1000"},
+		// an answer read from a resolver's socket: its rcode, "no data" for no error and no record
+		{k(ArgDNSAnswer), 0x7ffd1000, []byte("\x12\x34\x81\x83\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x04corp\x00\x00\x01\x00\x01"), false, "0x7ffd1000 [dns api.corp A NXDOMAIN]"},
+		{k(ArgDNSAnswer), 0x7ffd1000, []byte("\x12\x34\x81\x80\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x00\x00\x1c\x00\x01"), false, "0x7ffd1000 [dns api AAAA NODATA]"},
+		{k(ArgDNSAnswer), 0x7ffd1000, []byte("\x12\x34\x81\x80\x00\x01\x00\x01\x00\x00\x00\x00\x03api\x00\x00\x01\x00\x01"), false, "0x7ffd1000 [dns api A NOERROR]"},
+		// a query read back (a server's own socket) is not an answer
+		{k(ArgDNSAnswer), 0x7ffd1000, []byte("\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x03api\x00\x00\x01\x00\x01"), false, "0x7ffd1000"},
 		{k(ArgDirFd), atFDCWDArg, nil, false, "AT_FDCWD"},
 		{k(ArgDirFd), 0xffffff9c, nil, false, "AT_FDCWD"},
 		{k(ArgDirFd), 5, nil, false, "5"},

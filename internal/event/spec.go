@@ -38,7 +38,7 @@ func sc(name string, ret ArgKind, args ...ArgSpec) Spec {
 // register) so that a name and the positional "argN" of ArgValue agree.
 var specTable = []Spec{
 	// Files and descriptors.
-	sc("read", ArgInt, fd("fd"), ptr("buf"), size("count")),
+	sc("read", ArgInt, fd("fd"), arg("buf", ArgDNSAnswer), size("count")),
 	// A write on a socket connected to port 53 is a DNS query (Go's
 	// resolver writes its queries): its first bytes are copied then only.
 	sc("write", ArgInt, fd("fd"), addr("buf", ArgDNSQuery, 2), size("count")),
@@ -350,7 +350,7 @@ var specTable = []Spec{
 	sc("getsockname", ArgInt, fd("sockfd"), addr("addr", ArgSockaddrOut, 2), ptr("addrlen")),
 	sc("getpeername", ArgInt, fd("sockfd"), addr("addr", ArgSockaddrOut, 2), ptr("addrlen")),
 	sc("sendto", ArgInt, fd("sockfd"), addr("buf", ArgDNSQuery, 2), size("len"), hx("flags"), addr("dest_addr", ArgSockaddr, 5), size("addrlen")),
-	sc("recvfrom", ArgInt, fd("sockfd"), ptr("buf"), size("len"), hx("flags"), addr("src_addr", ArgSockaddrOut, 5), ptr("addrlen")),
+	sc("recvfrom", ArgInt, fd("sockfd"), arg("buf", ArgDNSAnswer), size("len"), hx("flags"), addr("src_addr", ArgSockaddrOut, 5), ptr("addrlen")),
 	sc("sendmsg", ArgInt, fd("sockfd"), ptr("msg"), hx("flags")),
 	sc("recvmsg", ArgInt, fd("sockfd"), ptr("msg"), hx("flags")),
 	sc("sendmmsg", ArgInt, fd("sockfd"), arg("msgvec", ArgDNSMmsg), arg("vlen", ArgDNSMmsgLen), hx("flags")),
@@ -518,6 +518,8 @@ func Captures(a Arch, nr uint32) []Capture {
 			out = append(out, Capture{Arg: i, Kind: CapDNSMmsg, LenArg: -1})
 		case ArgDNSIov, ArgDNSIovLen:
 			out = append(out, Capture{Arg: i, Kind: CapDNSIov, LenArg: -1})
+		case ArgDNSAnswer:
+			out = append(out, Capture{Arg: i, Kind: CapDNSAns, LenArg: -1})
 		}
 	}
 	return out

@@ -83,7 +83,7 @@ func TestLookup(t *testing.T) {
 	}{
 		{ArchAMD64, 257, "openat", ArgFd, []string{"dirfd", "pathname", "flags", "mode"}, []ArgKind{ArgDirFd, ArgPath, ArgOpenFlags, ArgMode}},
 		{ArchARM64, 56, "openat", ArgFd, []string{"dirfd", "pathname", "flags", "mode"}, []ArgKind{ArgDirFd, ArgPath, ArgOpenFlags, ArgMode}},
-		{ArchAMD64, 0, "read", ArgInt, []string{"fd", "buf", "count"}, []ArgKind{ArgFd, ArgPtr, ArgUint}},
+		{ArchAMD64, 0, "read", ArgInt, []string{"fd", "buf", "count"}, []ArgKind{ArgFd, ArgDNSAnswer, ArgUint}},
 		{ArchAMD64, 9, "mmap", ArgHex, []string{"addr", "length", "prot", "flags", "fd", "offset"}, []ArgKind{ArgPtr, ArgUint, ArgProt, ArgMapFlags, ArgFd, ArgHex}},
 		{ArchAMD64, 221, "fadvise64", ArgInt, []string{"fd", "offset", "len", "advice"}, []ArgKind{ArgFd, argLong, argLong, ArgFadvise}},
 		{ArchAMD64, 42, "connect", ArgInt, []string{"sockfd", "addr", "addrlen"}, []ArgKind{ArgFd, ArgSockaddr, ArgUint}},
@@ -132,10 +132,11 @@ func TestCaptures(t *testing.T) {
 		{ArchAMD64, "accept4", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
 		{ArchAMD64, "getsockname", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
 		{ArchAMD64, "getpeername", []Capture{{Arg: 1, Kind: CapSockaddrOut, LenArg: 2}}},
-		{ArchAMD64, "recvfrom", []Capture{{Arg: 4, Kind: CapSockaddrOut, LenArg: 5}}},
+		{ArchAMD64, "recvfrom", []Capture{{Arg: 1, Kind: CapDNSAns, LenArg: -1}, {Arg: 4, Kind: CapSockaddrOut, LenArg: 5}}},
 		{ArchARM64, "connect", []Capture{{Arg: 1, Kind: CapSockaddr, LenArg: 2}}},
 		{ArchARM64, "unlinkat", []Capture{{Arg: 1, Kind: CapPath, LenArg: -1}}},
-		{ArchAMD64, "read", nil},
+		{ArchAMD64, "read", []Capture{{Arg: 1, Kind: CapDNSAns, LenArg: -1}}},
+		{ArchAMD64, "pread64", nil},
 		{ArchAMD64, "getpid", nil},
 	}
 	for _, tt := range tests {

@@ -113,7 +113,7 @@ func TestLayoutsMatchBTF(t *testing.T) {
 	})
 	sameEnum(t, spec.Types, "cap_kind", map[string]uint64{
 		"CAP_PATH": uint64(event.CapPath), "CAP_SOCKADDR": uint64(event.CapSockaddr),
-		"CAP_SOCKADDR_OUT": uint64(event.CapSockaddrOut), "CAP_DNS": uint64(event.CapDNS), "CAP_DNS_MMSG": uint64(event.CapDNSMmsg), "CAP_DNS_IOV": uint64(event.CapDNSIov),
+		"CAP_SOCKADDR_OUT": uint64(event.CapSockaddrOut), "CAP_DNS": uint64(event.CapDNS), "CAP_DNS_MMSG": uint64(event.CapDNSMmsg), "CAP_DNS_IOV": uint64(event.CapDNSIov), "CAP_DNS_ANS": uint64(event.CapDNSAns),
 	})
 }
 

@@ -617,10 +617,6 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 	exit, _ := event.SyscallByName(arch, "exit")
 	exitGroup, _ := event.SyscallByName(arch, "exit_group")
 	futex, _ := event.SyscallByName(arch, "futex")
-	read, _ := event.SyscallByName(arch, "read")
-	recvfrom, _ := event.SyscallByName(arch, "recvfrom")
-	recvmsg, _ := event.SyscallByName(arch, "recvmsg")
-	closeNr, _ := event.SyscallByName(arch, "close")
 	sendto, _ := event.SyscallByName(arch, "sendto")
 	futexWait, _ := event.SyscallByName(arch, "futex_wait")
 	futexWake, _ := event.SyscallByName(arch, "futex_wake")
@@ -655,10 +651,7 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 		{vars.CfgNrExitGroup, exitGroup},
 		{vars.CfgFutex, b(cfg.futexOn())},
 		{vars.CfgNrFutex, futex},
-		{vars.CfgNrRead, read},
-		{vars.CfgNrRecvfrom, recvfrom},
-		{vars.CfgNrRecvmsg, recvmsg},
-		{vars.CfgNrClose, closeNr},
+		{vars.CfgDnsClass, dnsClasses(arch)},
 		{vars.CfgNrSendto, sendto},
 		{vars.CfgNrFutexWait, futexWait},
 		{vars.CfgNrFutexWake, futexWake},
@@ -676,6 +669,27 @@ func configure(vars *sysrayVariableSpecs, cfg Config, arch event.Arch) error {
 }
 
 const maxSyscall = 512
+
+// dnsClasses says what each syscall is to a resolver's socket
+// (bpf/dnswatch.h): the calls glibc's, musl's and Go's resolvers send,
+// read and close with, and connect, which marks the socket.
+func dnsClasses(arch event.Arch) [maxSyscall]uint8 {
+	var out [maxSyscall]uint8
+	for class, names := range [][]string{
+		sysrayDnsClassDNS_RD:      {"read", "readv", "recvfrom", "recvmsg", "recvmmsg"},
+		sysrayDnsClassDNS_WR:      {"write", "writev", "sendmsg", "sendmmsg"},
+		sysrayDnsClassDNS_SENDTO:  {"sendto"},
+		sysrayDnsClassDNS_CLOSE:   {"close"},
+		sysrayDnsClassDNS_CONNECT: {"connect"},
+	} {
+		for _, name := range names {
+			if nr, ok := event.SyscallByName(arch, name); ok && nr < maxSyscall {
+				out[nr] = uint8(class)
+			}
+		}
+	}
+	return out
+}
 
 // stageFlush is comfortably more than STAGE_NS in bpf/sysray.bpf.c.
 const stageFlush = 5 * time.Millisecond

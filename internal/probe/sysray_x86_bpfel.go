@@ -32,6 +32,7 @@ const (
 	sysrayCapKindCAP_DNS          sysrayCapKind = 4
 	sysrayCapKindCAP_DNS_MMSG     sysrayCapKind = 5
 	sysrayCapKindCAP_DNS_IOV      sysrayCapKind = 6
+	sysrayCapKindCAP_DNS_ANS      sysrayCapKind = 7
 )
 
 type sysrayCapRule struct {
@@ -40,6 +41,16 @@ type sysrayCapRule struct {
 	Arg    [2]uint8
 	Lenarg [2]uint8
 }
+
+type sysrayDnsClass uint32
+
+const (
+	sysrayDnsClassDNS_RD      sysrayDnsClass = 1
+	sysrayDnsClassDNS_WR      sysrayDnsClass = 2
+	sysrayDnsClassDNS_SENDTO  sysrayDnsClass = 3
+	sysrayDnsClassDNS_CLOSE   sysrayDnsClass = 4
+	sysrayDnsClassDNS_CONNECT sysrayDnsClass = 5
+)
 
 type sysrayErrnoKey struct {
 	_   structs.HostLayout
@@ -624,6 +635,7 @@ const (
 	sysrayVarCfgBudget            = "cfg_budget"
 	sysrayVarCfgCgroups           = "cfg_cgroups"
 	sysrayVarCfgDeferNs           = "cfg_defer_ns"
+	sysrayVarCfgDnsClass          = "cfg_dns_class"
 	sysrayVarCfgEveryShift        = "cfg_every_shift"
 	sysrayVarCfgFastShift         = "cfg_fast_shift"
 	sysrayVarCfgFaultwait         = "cfg_faultwait"
@@ -631,7 +643,6 @@ const (
 	sysrayVarCfgFutex             = "cfg_futex"
 	sysrayVarCfgLeanStacks        = "cfg_lean_stacks"
 	sysrayVarCfgMinLatency        = "cfg_min_latency"
-	sysrayVarCfgNrClose           = "cfg_nr_close"
 	sysrayVarCfgNrExecve          = "cfg_nr_execve"
 	sysrayVarCfgNrExecveat        = "cfg_nr_execveat"
 	sysrayVarCfgNrExit            = "cfg_nr_exit"
@@ -639,9 +650,6 @@ const (
 	sysrayVarCfgNrFutex           = "cfg_nr_futex"
 	sysrayVarCfgNrFutexWait       = "cfg_nr_futex_wait"
 	sysrayVarCfgNrFutexWake       = "cfg_nr_futex_wake"
-	sysrayVarCfgNrRead            = "cfg_nr_read"
-	sysrayVarCfgNrRecvfrom        = "cfg_nr_recvfrom"
-	sysrayVarCfgNrRecvmsg         = "cfg_nr_recvmsg"
 	sysrayVarCfgNrRtSigreturn     = "cfg_nr_rt_sigreturn"
 	sysrayVarCfgNrSendto          = "cfg_nr_sendto"
 	sysrayVarCfgPids              = "cfg_pids"
@@ -661,6 +669,7 @@ const (
 	sysrayVarNameGen              = "name_gen"
 	sysrayVarRecBlocked           = "rec_blocked"
 	sysrayVarRecCap               = "rec_cap"
+	sysrayVarRecDns               = "rec_dns"
 	sysrayVarRecExec              = "rec_exec"
 	sysrayVarRecExit              = "rec_exit"
 	sysrayVarRecFault             = "rec_fault"
@@ -797,6 +806,7 @@ type sysrayVariableSpecs struct {
 	CfgBudget        *ebpf.VariableSpec `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.VariableSpec `ebpf:"cfg_cgroups"`
 	CfgDeferNs       *ebpf.VariableSpec `ebpf:"cfg_defer_ns"`
+	CfgDnsClass      *ebpf.VariableSpec `ebpf:"cfg_dns_class"`
 	CfgEveryShift    *ebpf.VariableSpec `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.VariableSpec `ebpf:"cfg_fast_shift"`
 	CfgFaultwait     *ebpf.VariableSpec `ebpf:"cfg_faultwait"`
@@ -804,7 +814,6 @@ type sysrayVariableSpecs struct {
 	CfgFutex         *ebpf.VariableSpec `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.VariableSpec `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.VariableSpec `ebpf:"cfg_min_latency"`
-	CfgNrClose       *ebpf.VariableSpec `ebpf:"cfg_nr_close"`
 	CfgNrExecve      *ebpf.VariableSpec `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.VariableSpec `ebpf:"cfg_nr_execveat"`
 	CfgNrExit        *ebpf.VariableSpec `ebpf:"cfg_nr_exit"`
@@ -812,9 +821,6 @@ type sysrayVariableSpecs struct {
 	CfgNrFutex       *ebpf.VariableSpec `ebpf:"cfg_nr_futex"`
 	CfgNrFutexWait   *ebpf.VariableSpec `ebpf:"cfg_nr_futex_wait"`
 	CfgNrFutexWake   *ebpf.VariableSpec `ebpf:"cfg_nr_futex_wake"`
-	CfgNrRead        *ebpf.VariableSpec `ebpf:"cfg_nr_read"`
-	CfgNrRecvfrom    *ebpf.VariableSpec `ebpf:"cfg_nr_recvfrom"`
-	CfgNrRecvmsg     *ebpf.VariableSpec `ebpf:"cfg_nr_recvmsg"`
 	CfgNrRtSigreturn *ebpf.VariableSpec `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgNrSendto      *ebpf.VariableSpec `ebpf:"cfg_nr_sendto"`
 	CfgPids          *ebpf.VariableSpec `ebpf:"cfg_pids"`
@@ -834,6 +840,7 @@ type sysrayVariableSpecs struct {
 	NameGen          *ebpf.VariableSpec `ebpf:"name_gen"`
 	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
 	RecCap           *ebpf.VariableSpec `ebpf:"rec_cap"`
+	RecDns           *ebpf.VariableSpec `ebpf:"rec_dns"`
 	RecExec          *ebpf.VariableSpec `ebpf:"rec_exec"`
 	RecExit          *ebpf.VariableSpec `ebpf:"rec_exit"`
 	RecFault         *ebpf.VariableSpec `ebpf:"rec_fault"`
@@ -942,6 +949,7 @@ type sysrayVariables struct {
 	CfgBudget        *ebpf.Variable `ebpf:"cfg_budget"`
 	CfgCgroups       *ebpf.Variable `ebpf:"cfg_cgroups"`
 	CfgDeferNs       *ebpf.Variable `ebpf:"cfg_defer_ns"`
+	CfgDnsClass      *ebpf.Variable `ebpf:"cfg_dns_class"`
 	CfgEveryShift    *ebpf.Variable `ebpf:"cfg_every_shift"`
 	CfgFastShift     *ebpf.Variable `ebpf:"cfg_fast_shift"`
 	CfgFaultwait     *ebpf.Variable `ebpf:"cfg_faultwait"`
@@ -949,7 +957,6 @@ type sysrayVariables struct {
 	CfgFutex         *ebpf.Variable `ebpf:"cfg_futex"`
 	CfgLeanStacks    *ebpf.Variable `ebpf:"cfg_lean_stacks"`
 	CfgMinLatency    *ebpf.Variable `ebpf:"cfg_min_latency"`
-	CfgNrClose       *ebpf.Variable `ebpf:"cfg_nr_close"`
 	CfgNrExecve      *ebpf.Variable `ebpf:"cfg_nr_execve"`
 	CfgNrExecveat    *ebpf.Variable `ebpf:"cfg_nr_execveat"`
 	CfgNrExit        *ebpf.Variable `ebpf:"cfg_nr_exit"`
@@ -957,9 +964,6 @@ type sysrayVariables struct {
 	CfgNrFutex       *ebpf.Variable `ebpf:"cfg_nr_futex"`
 	CfgNrFutexWait   *ebpf.Variable `ebpf:"cfg_nr_futex_wait"`
 	CfgNrFutexWake   *ebpf.Variable `ebpf:"cfg_nr_futex_wake"`
-	CfgNrRead        *ebpf.Variable `ebpf:"cfg_nr_read"`
-	CfgNrRecvfrom    *ebpf.Variable `ebpf:"cfg_nr_recvfrom"`
-	CfgNrRecvmsg     *ebpf.Variable `ebpf:"cfg_nr_recvmsg"`
 	CfgNrRtSigreturn *ebpf.Variable `ebpf:"cfg_nr_rt_sigreturn"`
 	CfgNrSendto      *ebpf.Variable `ebpf:"cfg_nr_sendto"`
 	CfgPids          *ebpf.Variable `ebpf:"cfg_pids"`
@@ -979,6 +983,7 @@ type sysrayVariables struct {
 	NameGen          *ebpf.Variable `ebpf:"name_gen"`
 	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`
 	RecCap           *ebpf.Variable `ebpf:"rec_cap"`
+	RecDns           *ebpf.Variable `ebpf:"rec_dns"`
 	RecExec          *ebpf.Variable `ebpf:"rec_exec"`
 	RecExit          *ebpf.Variable `ebpf:"rec_exit"`
 	RecFault         *ebpf.Variable `ebpf:"rec_fault"`
