@@ -78,6 +78,8 @@ var demos = []demo{
 		[]string{"nagle", "-n", "40"}, []doctor.ID{doctor.NagleDelayedAck}},
 	{"resolver", "A service's name server never answers: each getaddrinfo waits out the resolver's timeout (options timeout:1 attempts:1) before it fails.",
 		[]string{"resolver", "-n", "4"}, []doctor.ID{doctor.DNSTimeout}},
+	{"ndots", "A service looks its API's name up for every request under a Kubernetes-style resolv.conf (search corp.test svc.test, ndots:5): each lookup is first answered \"no such name\" at both search domains.",
+		[]string{"resolver", "-n", "30", "-m", "search", "-S", "corp.test svc.test", "-o", "ndots:5", "-N", "api.sysray.test", "-c", "unspec"}, []doctor.ID{doctor.DNSNXDomain}},
 	{"lockconvoy", "Eight threads take one pthread mutex around 20 µs of work each: they run one at a time, most of their life asleep in futex waiting for the lock.",
 		[]string{"lockconvoy", "-t", "8", "-d", "3"}, []doctor.ID{doctor.LockConvoy}},
 	{"thrash", "A reader maps a 96 MiB file and reads it pass after pass in a memory cgroup of 32 MiB: every pass reads the file from disk again.",

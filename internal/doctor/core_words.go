@@ -54,3 +54,11 @@ func sortedKeys(m map[string]uint64) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// plural is one or many, by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -295,13 +295,6 @@ func (r *refused) finding(env *Env, g *refusedGroup) Finding {
 	return f
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // answeredBy names who refused, for a finding's key.
 func answeredBy(kernel bool) string {
 	if kernel {

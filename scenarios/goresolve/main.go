@@ -27,6 +27,7 @@ func main() {
 	d := flag.Duration("d", 20*time.Second, "stop after this long whatever -n says")
 	call := flag.String("c", "unspec", "unspec: LookupHost (A and AAAA); getaddrinfo: LookupIP ip4 (A only)")
 	pause := flag.Duration("i", 0, "pause between lookups")
+	fixed := flag.String("name", "", "look this name up each time (svc-ID-I.sysray.test: a new name each)")
 	flag.Parse()
 
 	stop := time.Now().Add(*d)
@@ -34,6 +35,9 @@ func main() {
 	var total, most float64
 	for i := 0; (*n == 0 || i < *n) && time.Now().Before(stop); i++ {
 		name := fmt.Sprintf("svc-%d-%d.sysray.test", *id, i)
+		if *fixed != "" {
+			name = *fixed
+		}
 		t0 := time.Now()
 		var err error
 		if *call == "getaddrinfo" {

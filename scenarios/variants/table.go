@@ -31,6 +31,7 @@ var All = slices.Concat(
 	memlockVariants,
 	nagleVariants,
 	resolverVariants,
+	nxdomainVariants,
 	lockConvoyVariants,
 	thrashVariants,
 	cpuWaitVariants,

@@ -17,7 +17,9 @@
  *   -m   blackhole: a socket bound to 127.0.0.153:53 that never reads
  *        (the default); answer: a responder that answers at once (-s MS
  *        later: a slow but answering server); nxdomain: answers "no such
- *        name" at once; refused: nothing listens (port unreachable);
+ *        name" at once; search: answers names in the zone sysray.test and
+ *        "no such name" to any other (a name with a search domain put
+ *        after it, as resolv.conf's search list makes); refused: nothing listens (port unreachable);
  *        listen: one answered lookup, then each "lookup" is a poll with
  *        a 1 s timeout on a UDP socket bound to 127.0.0.1:7777 that
  *        nothing sends to (a heartbeat listener, not DNS); idle: one
@@ -27,14 +29,16 @@
  *        and never answers, closing it after the timeout (-t) seconds
  *        (with -o use-vc: glibc reads the answer with no timeout of its
  *        own, so the server's silence is a read that waits); tcp-answer:
- *        a TCP responder that answers each query (-s MS later)
+ *        a TCP responder that answers each query (-s MS later);
+ *        tcp-search: a TCP responder that answers as search does
  *   -t, -a  resolv.conf's `options timeout:T attempts:A` (1 and 1)
  *   -o   more resolv.conf options, as one word (e.g. single-request)
  *   -S   a resolv.conf search line (e.g. "corp.test svc.test")
+ *   -N   look this name up each time (svc-ID-I.sysray.test: a new name each)
  *   -i   pause between lookups, ms (0)
  *   -x   each worker execs this program to look the names up instead
  *        (the same namespaces, server and resolv.conf), with
- *        -id I -n N -d SECONDSs -c CALL -i MSms: goresolve, Go's own
+ *        -id I -n N -d SECONDSs -c CALL -i MSms [-name NAME]: goresolve, Go's own
  *        resolver
  *
  * Nothing outside the program changes: it runs in network, mount and UTS
@@ -73,8 +77,10 @@
 #define SERVER "127.0.0.153"
 
 static int nprocs = 1, nlookups = 3, timeout_s = 1, attempts = 1, slow_ms, pause_ms;
+/* which names the responders answer "no such name": 1 every one, 2 those outside sysray.test */
+static int nxmode;
 static double dur = 20;
-static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "", *search = "", *prog;
+static const char *call = "getaddrinfo", *mode = "blackhole", *extra = "", *search = "", *prog, *fixed;
 
 struct tally {
 	long lookups, failed;
@@ -194,7 +200,29 @@ static void put16(unsigned char *p, int v)
 	p[1] = v;
 }
 
-/* The answer to query q of n bytes into r: an A record 10.0.0.1 for A, no data for others, or NXDOMAIN; 0 if q is bad. */
+/* Whether the question's name (from q + 12, n bytes in all) ends in the zone sysray.test. */
+static int in_zone(const unsigned char *q, ssize_t n)
+{
+	char name[256];
+	int p = 12, len = 0;
+	while (p < n && q[p] && len + q[p] + 1 < (int)sizeof(name)) {
+		if (len)
+			name[len++] = '.';
+		memcpy(name + len, q + p + 1, q[p]);
+		len += q[p];
+		p += q[p] + 1;
+	}
+	name[len] = 0;
+	const char *zone = "sysray.test";
+	size_t zl = strlen(zone);
+	return len >= (int)zl && !strcasecmp(name + len - zl, zone) && (len == (int)zl || name[len - zl - 1] == '.');
+}
+
+/*
+ * The answer to query q of n bytes into r: an A record 10.0.0.1 for A, no
+ * data for others, or NXDOMAIN (nxdomain 1: for every name; 2: for a name
+ * outside sysray.test, as a search domain makes it); 0 if q is bad.
+ */
 static int answer(const unsigned char *q, ssize_t n, unsigned char *r, int nxdomain)
 {
 	if (n < 12)
@@ -205,6 +233,8 @@ static int answer(const unsigned char *q, ssize_t n, unsigned char *r, int nxdom
 	end += 5; /* the root label, type, class */
 	if (end > n)
 		return 0;
+	if (nxdomain == 2)
+		nxdomain = !in_zone(q, n);
 	int qtype = q[end - 4] << 8 | q[end - 3];
 	memcpy(r, q, end);
 	r[2] = 0x80 | (q[2] & 0x01); /* QR, RD as asked */
@@ -249,7 +279,7 @@ static void respond_tcp(int c)
 		int ql = q[0] << 8 | q[1];
 		if (ql > 512 || recv(c, q, ql, MSG_WAITALL) != ql)
 			break;
-		int len = answer(q, ql, r + 2, 0);
+		int len = answer(q, ql, r + 2, nxmode);
 		if (len <= 0)
 			break;
 		put16(r, len);
@@ -291,7 +321,8 @@ static void work(int id, struct tally *t)
 			snprintf(slash + 1, sizeof(path) - (slash + 1 - path), "%s", prog);
 			prog = path;
 		}
-		char *argv[] = {(char *)prog, "-id", sid, "-n", sn, "-d", sd, "-c", (char *)call, "-i", si, NULL};
+		char *argv[] = {(char *)prog, "-id", sid, "-n", sn, "-d", sd, "-c", (char *)call, "-i", si,
+				fixed ? "-name" : NULL, (char *)fixed, NULL};
 		execv(prog, argv);
 		die(prog);
 	}
@@ -314,7 +345,10 @@ static void work(int id, struct tally *t)
 	}
 	for (int i = 0; (nlookups == 0 || i < nlookups) && now() < stop; i++) {
 		char name[64];
-		snprintf(name, sizeof(name), "svc-%d-%d.sysray.test", id, i);
+		if (fixed)
+			snprintf(name, sizeof(name), "%s", fixed);
+		else
+			snprintf(name, sizeof(name), "svc-%d-%d.sysray.test", id, i);
 		double t0 = now();
 		int rc;
 		if (hb >= 0) {
@@ -344,7 +378,7 @@ static void on_signal(int sig) { stopping = sig; }
 int main(int argc, char **argv)
 {
 	int o;
-	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:S:x:")) != -1) {
+	while ((o = getopt(argc, argv, "p:n:d:c:m:t:a:s:i:o:S:x:N:")) != -1) {
 		switch (o) {
 		case 'p': nprocs = atoi(optarg); break;
 		case 'n': nlookups = atoi(optarg); break;
@@ -358,37 +392,39 @@ int main(int argc, char **argv)
 		case 'o': extra = optarg; break;
 		case 'S': search = optarg; break;
 		case 'x': prog = optarg; break;
+		case 'N': fixed = optarg; break;
 		default:
 			fprintf(stderr, "usage: resolver [-p PROCS] [-n LOOKUPS] [-d SECONDS] [-c getaddrinfo|unspec|gethostbyname] "
-					"[-m blackhole|answer|nxdomain|refused|listen|idle|tcp-blackhole|tcp-answer] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] "
-					"[-o OPTIONS] [-S SEARCH] [-x PROGRAM]\n");
+					"[-m blackhole|answer|nxdomain|search|refused|listen|idle|tcp-blackhole|tcp-answer|tcp-search] [-t TIMEOUT] [-a ATTEMPTS] [-s MS] [-i MS] "
+					"[-o OPTIONS] [-S SEARCH] [-N NAME] [-x PROGRAM]\n");
 			return 2;
 		}
 	}
 	if (nprocs < 1 || nprocs > 64 || dur <= 0 || dur > 120)
 		return 2;
+	nxmode = !strcmp(mode, "nxdomain") ? 1 : !strcmp(mode, "search") || !strcmp(mode, "tcp-search") ? 2 : 0;
 	isolate();
 	/* The server is this process's socket (never read), or a responder child. */
 	pid_t responder = 0;
 	int s = -1;
 	if (strcmp(mode, "refused"))
 		s = udp53();
-	if (!strcmp(mode, "answer") || !strcmp(mode, "nxdomain") || !strcmp(mode, "listen") ||
+	if (!strcmp(mode, "answer") || !strcmp(mode, "nxdomain") || !strcmp(mode, "search") || !strcmp(mode, "listen") ||
 	    !strcmp(mode, "idle")) {
 		responder = fork();
 		if (responder == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			respond(s, !strcmp(mode, "nxdomain"));
+			respond(s, nxmode);
 		}
 		close(s);
 	}
-	if (!strcmp(mode, "tcp-blackhole") || !strcmp(mode, "tcp-answer")) {
+	if (!strcmp(mode, "tcp-blackhole") || !strcmp(mode, "tcp-answer") || !strcmp(mode, "tcp-search")) {
 		/* listening before any worker starts: no lookup is refused */
 		int l = tcp53();
 		responder = fork();
 		if (responder == 0) {
 			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			tcp_server(l, !strcmp(mode, "tcp-answer"));
+			tcp_server(l, strcmp(mode, "tcp-blackhole"));
 		}
 		close(l);
 	}
