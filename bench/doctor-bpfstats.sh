@@ -6,8 +6,11 @@
 # only the programs of the sysray process under test (its fds), but they
 # run for every syscall on the host: a busy host's other calls are in the
 # average too. PREV=DIR adds the doctor of another build (DIR/sysray).
+# LOOP=read times 1-byte reads of /dev/zero instead, LOOP=read-dns the
+# same with a UDP socket connected to port 53 held open (bench/read_loop.c:
+# the DNS follower's worst case, a table lookup on each read).
 #
-#   bash bench/doctor-bpfstats.sh [ROUNDS] [CALLS]
+#   [LOOP=getppid|read|read-dns] bash bench/doctor-bpfstats.sh [ROUNDS] [CALLS]
 #
 # Needs root and bpftool. The accounting adds its own clock reads to every
 # run (~40 ns here); it is left as it was found.
@@ -20,14 +23,20 @@ command -v bpftool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninter
 work=$(mktemp -d)
 was=$(sysctl -n kernel.bpf_stats_enabled)
 trap '[ "$was" = 1 ] || sysctl -q kernel.bpf_stats_enabled=0; rm -rf "$work"' EXIT
-gcc -O2 -static -o "$work/loop" bench/getppid_loop.c
+LOOP=${LOOP:-getppid}
+case $LOOP in
+getppid) gcc -O2 -static -o "$work/loop" bench/getppid_loop.c; args= ;;
+read) gcc -O2 -static -o "$work/loop" bench/read_loop.c; args= ;;
+read-dns) gcc -O2 -static -o "$work/loop" bench/read_loop.c; args=dns ;;
+*) echo "LOOP: getppid, read or read-dns" >&2; exit 2 ;;
+esac
 make -s build
 sysctl -q kernel.bpf_stats_enabled=1
 
 # one NAME SYSRAY MODE: appends "NAME enter_ns exit_ns" to $work/rows.
 one() {
 	local name=$1 s=$2 mode=$3
-	"$s" "$mode" -o "$work/out" -- sh -c "sleep 0.3; $work/loop $CALLS >/dev/null; sleep 0.5" 2>/dev/null &
+	"$s" "$mode" -o "$work/out" -- sh -c "sleep 0.3; $work/loop $CALLS $args >/dev/null; sleep 0.5" 2>/dev/null &
 	local pid=$!
 	: >"$work/last"
 	while kill -0 "$pid" 2>/dev/null; do
@@ -56,7 +65,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	one doctor bin/sysray doctor
 	[ -n "${PREV:-}" ] && one prev-doctor "$PREV/sysray" doctor
 done
-echo "## BPF run time on a getppid loop: $CALLS calls, $ROUNDS rounds, medians"
+echo "## BPF run time on a $LOOP loop: $CALLS calls, $ROUNDS rounds, medians"
 echo
 echo "| mode | sys_enter ns/run | sys_exit ns/run | both |"
 echo "|---|---:|---:|---:|"

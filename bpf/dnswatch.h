@@ -14,8 +14,8 @@
  *
  * Cost: a table load by syscall number on each exit, and for a connect a
  * look at the socket, for a sendto naming an address 4 bytes of it; a
- * read, send or close looks the table up only while some socket is marked
- * (one global load otherwise). Stat without samples and trace and record
+ * read, send or close loads one global while no socket is marked, and one
+ * array slot otherwise (dns_slots), the table only when the slot is shared. Stat without samples and trace and record
  * never come here, so they mark nothing and copy no answer.
  *
  * Part of the one BPF object sysray loads; included by sysray.bpf.c before
@@ -103,12 +103,40 @@ static __always_inline __u64 dns_key(__u64 fd)
 	return (bpf_get_current_pid_tgid() & 0xffffffff00000000ULL) | (__u32)fd;
 }
 
+/*
+ * Marked sockets by a hash of their key: a process that holds a
+ * resolver's socket open (a forwarder's upstream socket, a resolver that
+ * keeps its socket) makes every read and send of any of its descriptors
+ * ask whether it is marked, and a hash table lookup there cost the doctor
+ * 84 ns a read (bench/doctor-bpfstats.sh, LOOP=read-dns). An array's
+ * lookup is inlined by the verifier: a slot at 0 says no at the cost of a
+ * load, and only a slot some marked socket shares goes on to the table.
+ * A slot an evicted entry leaves raised costs lookups, never a miss.
+ */
+#define DNS_SLOTS 16384
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, DNS_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} dns_slots SEC(".maps");
+
+/* The slot of a key: the top 14 bits of a multiplicative (Fibonacci) hash. */
+static __always_inline __u32 dns_slot(__u64 key)
+{
+	return (key * 0x9E3779B97F4A7C15ULL) >> (64 - 14);
+}
+
 /* Whether descriptor fd of the current process is a marked resolver's socket. */
 static __always_inline bool dns_marked(__u64 fd)
 {
 	if (dns_watching <= 0)
 		return false;
 	__u64 key = dns_key(fd);
+	__u32 idx = dns_slot(key);
+	__u32 *n = bpf_map_lookup_elem(&dns_slots, &idx);
+	if (!n || !*n)
+		return false;
 	return bpf_map_lookup_elem(&dns_watched, &key) != NULL;
 }
 
@@ -116,8 +144,25 @@ static __always_inline void dns_mark(__u64 fd)
 {
 	__u8 one = 1;
 	__u64 key = dns_key(fd);
-	if (!bpf_map_update_elem(&dns_watched, &key, &one, BPF_NOEXIST))
-		__sync_fetch_and_add(&dns_watching, 1);
+	if (bpf_map_update_elem(&dns_watched, &key, &one, BPF_NOEXIST))
+		return;
+	__sync_fetch_and_add(&dns_watching, 1);
+	__u32 idx = dns_slot(key);
+	__u32 *n = bpf_map_lookup_elem(&dns_slots, &idx);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+static __always_inline void dns_unmark(__u64 fd)
+{
+	__u64 key = dns_key(fd);
+	if (bpf_map_delete_elem(&dns_watched, &key))
+		return;
+	__sync_fetch_and_add(&dns_watching, -1);
+	__u32 idx = dns_slot(key);
+	__u32 *n = bpf_map_lookup_elem(&dns_slots, &idx);
+	if (n && *n)
+		__sync_fetch_and_add(n, -1);
 }
 
 /* Whether this call (nr, returning ret) must cross over for the watch. */
@@ -128,7 +173,7 @@ static __always_inline bool dns_watch(__u32 nr, struct pt_regs *regs, long ret)
 	__u8 cls = cfg_dns_class[nr];
 	if (!cls)
 		return false;
-	__u64 fd = BPF_CORE_READ(regs, di);
+	__u64 fd = regs->di; /* a trusted pointer (tp_btf): a load, not a helper call */
 	if (cls == DNS_CONNECT) {
 		/* 0, or EINPROGRESS: a non-blocking TCP connect under way, its peer set */
 		if ((ret == 0 || ret == -115) && fd_peer_dns(fd)) {
@@ -138,7 +183,7 @@ static __always_inline bool dns_watch(__u32 nr, struct pt_regs *regs, long ret)
 		return false;
 	}
 	if (cls == DNS_SENDTO && ret >= 0) {
-		const void *dest = (const void *)BPF_CORE_READ(regs, r8);
+		const void *dest = (const void *)regs->r8;
 		if (dest && dest_dns(dest, fd)) {
 			dns_mark(fd);
 			return true;
@@ -151,11 +196,8 @@ static __always_inline bool dns_watch(__u32 nr, struct pt_regs *regs, long ret)
 	}
 	if (!dns_marked(fd))
 		return false;
-	if (cls == DNS_CLOSE) {
-		__u64 key = dns_key(fd);
-		if (!bpf_map_delete_elem(&dns_watched, &key))
-			__sync_fetch_and_add(&dns_watching, -1);
-	}
+	if (cls == DNS_CLOSE)
+		dns_unmark(fd);
 	return true;
 }
 

@@ -574,6 +574,7 @@ type sysrayVsysRec struct {
 const (
 	sysrayMapBlockedScratch       = "blocked_scratch"
 	sysrayMapCgroups              = "cgroups"
+	sysrayMapDnsSlots             = "dns_slots"
 	sysrayMapDnsWatched           = "dns_watched"
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
@@ -770,6 +771,7 @@ type sysrayProgramSpecs struct {
 type sysrayMapSpecs struct {
 	BlockedScratch *ebpf.MapSpec `ebpf:"blocked_scratch"`
 	Cgroups        *ebpf.MapSpec `ebpf:"cgroups"`
+	DnsSlots       *ebpf.MapSpec `ebpf:"dns_slots"`
 	DnsWatched     *ebpf.MapSpec `ebpf:"dns_watched"`
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
@@ -882,6 +884,7 @@ func (o *sysrayObjects) Close() error {
 type sysrayMaps struct {
 	BlockedScratch *ebpf.Map `ebpf:"blocked_scratch"`
 	Cgroups        *ebpf.Map `ebpf:"cgroups"`
+	DnsSlots       *ebpf.Map `ebpf:"dns_slots"`
 	DnsWatched     *ebpf.Map `ebpf:"dns_watched"`
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
@@ -912,6 +915,7 @@ func (m *sysrayMaps) Close() error {
 	return _SysrayClose(
 		m.BlockedScratch,
 		m.Cgroups,
+		m.DnsSlots,
 		m.DnsWatched,
 		m.Drops,
 		m.Errnos,
