@@ -263,7 +263,8 @@ static __always_inline __u32 capture_args(struct sys_rec *r, char *data, struct 
 					r->dtrunc |= 1 << i;
 			}
 		} else if (kind == CAP_DNS || kind == CAP_DNS_MMSG || kind == CAP_DNS_IOV || kind == CAP_DNS_ANS) {
-			if (ret < 0)
+			/* no socket marked (always so in trace and record): no answer to copy, and no call */
+			if (ret < 0 || (kind == CAP_DNS_ANS && dns_watching <= 0))
 				continue;
 			n = dns_copy((struct dns_bytes *)dst, c, ret, kind | arg << 8 | lenarg << 16);
 			if (n > DNS_QUERY_MAX) { /* the message was longer */
