@@ -49,6 +49,7 @@ want 'command -v xz' xz-utils
 want 'command -v sqlite3' sqlite3
 want 'command -v redis-server' redis-server
 want 'command -v redis-benchmark' redis-tools
+want 'command -v dnsmasq' dnsmasq-base              # dns-dnsmasq: a name server that answers
 want '/usr/bin/python3 -c "import test.test_json"' python3 libpython3.11-testsuite
 
 missing_helm=

@@ -272,6 +272,42 @@ kill $srv
 wait $srv || true`,
 	},
 	{
+		// A name server that answers (dnsmasq) and the programs that ask
+		// it, in network and mount namespaces of their own (127.0.0.1:53
+		// and resolv.conf are theirs): getent and python's getaddrinfo
+		// (glibc's resolver, A and AAAA: the A found, no AAAA record),
+		// names fully qualified, a short name found at its first search
+		// domain, and one name that does not exist, asked once.
+		name:  "dns-dnsmasq",
+		tools: []string{"dnsmasq", "unshare", "ip", "getent", "python3"},
+		script: `set -e
+printf 'nameserver 127.0.0.1\nsearch corp.test\n' > "$1/resolv.conf"
+printf 'hosts: files dns\n' > "$1/nsswitch.conf"
+exec unshare -n -m sh -ec '
+ip link set lo up
+mount --make-rprivate /
+mount --bind "$1/resolv.conf" /etc/resolv.conf
+mount --bind "$1/nsswitch.conf" /etc/nsswitch.conf
+dnsmasq --keep-in-foreground --no-resolv --no-hosts --listen-address=127.0.0.1 --bind-interfaces --user=root \
+	--address=/sysray.test/10.0.0.1 --address=/corp.test/10.0.0.2 --address=/invalid/ --pid-file="$1/dnsmasq.pid" --log-facility="$1/dnsmasq.log" &
+srv=$!
+i=0
+until getent hosts up.sysray.test > /dev/null; do
+	i=$((i+1)); [ $i -lt 100 ] || exit 1; sleep 0.1
+done
+for i in $(seq 1 100); do getent ahosts svc$i.sysray.test > /dev/null; done
+for i in $(seq 1 20); do getent hosts db > /dev/null; done
+python3 -c "
+import socket
+for i in range(300):
+    socket.getaddrinfo(\"api%d.sysray.test\" % (i % 30), 80)
+"
+! getent hosts gone.invalid.
+kill $srv
+wait $srv || true
+' sh "$1"`,
+	},
+	{
 		// Inserts in one transaction, then one transaction (and fsync)
 		// each, in rollback-journal and WAL databases.
 		name:  "sqlite3",

@@ -465,7 +465,8 @@ func (x *nxdomain) missingFinding(env *Env, sh *nxShape) Finding {
 	b.WriteString("The program gets an error (EAI_NONAME, \"Name or service not known\"), and the negative answer is cached, if at all, " +
 		"only as long as the zone's SOA minimum says.")
 	return Finding{ID: DNSNXDomain, Severity: sev,
-		Title:   fmt.Sprintf("DNS lookups of names that do not exist: %d failed lookups", lookups),
+		Title: fmt.Sprintf("DNS lookups of names that do not exist: %d failed %s", lookups,
+			plural(int(lookups), "lookup", "lookups")),
 		Summary: b.String(), Evidence: ev,
 		Fix: "Find where the program takes the name from (its configuration, a service discovery record, an environment variable) " +
 			"and correct it, or create the record. A program that retries a failing lookup in a loop should back off.",

@@ -44,6 +44,13 @@ var nxdomainVariants = []Variant{
 	{Name: "dns-nxdomain/host", Differs: "2 processes of Go's resolver, every 100 ms, begun before sysray; the whole host for 3 s",
 		Mode: Host, Argv: nxArgs([]string{"resolver", "-x", "goresolve", "-p", "2", "-n", "0", "-d", "30", "-i", "100"}),
 		Lead: time.Second, For: 3 * time.Second, Expect: nxWarns("api.sysray.test", "2 processes")},
+	// In a real container (containerd and runc, a busybox root without
+	// glibc): the static musl build, privileged, as the workload makes
+	// its own namespaces inside the container's. Its resolv.conf is read
+	// through the container's root, where the program bind-mounted it.
+	{Name: "dns-nxdomain/musl-containerd", Differs: "musl's resolver in a containerd container, looking the name up every 100 ms before sysray starts; traced by --container for 4 s",
+		Mode: InContainer, Container: &Container{Privileged: true}, Argv: nxArgs([]string{"resolver-musl", "-n", "0", "-d", "30", "-i", "100"}),
+		Lead: time.Second, For: 4 * time.Second, Expect: nxWarns("api.sysray.test", "Search list corp.test svc.test, ndots:5")},
 	{Name: "dns-nxdomain/missing-name", Differs: "a name that does not exist, looked up 20 times (a configuration naming a host that is gone): every name tried is answered \"no such name\"",
 		Mode: Cmd, Argv: []string{"resolver", "-n", "20", "-m", "nxdomain", "-N", "gone.sysray.test", "-c", "unspec"}, Expect: nxWarns("gone.sysray.test", "20 failed lookups")},
 	{Name: "dns-nxdomain/trailing-dot", Differs: "benign: the same lookups with the name written fully qualified (api.sysray.test.): the search list is skipped",
