@@ -3,7 +3,7 @@
 # syscall by each tracer, on a tight getppid loop, in one run. Modes are
 # interleaved round by round so that drift in a noisy machine (±50% from
 # hour to hour here) hits all of them alike; the table gives medians, and
-# the ratios under it are the headline (issue #14's goals):
+# the ratios under it are the headline, against these goals:
 #   stat / bpftrace bare counter <= 0.8, stat / sysray floor <= 2.5,
 #   record / perf record <= 0.25.
 #
