@@ -299,10 +299,15 @@ func TestPageCacheThrashRead(t *testing.T) {
 			[]string{"on the host"}},
 		{"a socket's reads are not the file's", sock, limited, 4000, []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 100,
 			Total: 200 * ms}, {Key: stat.Key{PID: 7, Nr: nrReadT}, Count: 8, Total: 1600 * ms}}, Info, []string{dataPath}},
-		{"felt by no one", readRun(nrPread, fileFd, 10*ms, 0, readWaitStack), limited, 4000, exact, Info, nil},
+		{"felt by no one", readRun(nrPread, fileFd, 10*ms, 0, readWaitStack), limited, 4000,
+			[]stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 6144, Total: 90 * ms, Runq: 10 * ms}}, Info, nil},
 		{"refaults a few percent of what was read from disk: files read once", readRun(nrPread, fileFd, 60*ms, 0, readWaitStack),
 			limited, 4000, exact, Info, []string{"a first read", "28000 evicted pages", "3% of the"}},
-		{"reclaim alone is cgroup-limit's", readRun(nrPread, fileFd, 0, 60*ms, readWaitStack), limited, 4000, exact, Info, nil},
+		{"reclaim alone is cgroup-limit's: a cold read under the limit", readRun(nrPread, fileFd, 0, 60*ms, readWaitStack), limited, 0, exact, Info, nil},
+		// A device fast enough that no read waits past the slow bar: the
+		// device's reads, all refaults, and the kernel's exact read time.
+		{"a fast device: no wait seen", readRun(nrPread, fileFd, 0, 60*ms, readWaitStack), limited, 4000, exact, Warning,
+			[]string{"none slow enough to carry its stack", "100% of it pages the cgroup had read before", "took 1.50s in the kernel"}},
 		{"a socket's waits", readRun(nrReadT, sockFd, 200*ms, 0, sockReadStack), limited, 4000, exact, Info, nil},
 	}
 	for _, tt := range tests {
