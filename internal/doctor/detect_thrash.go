@@ -470,8 +470,8 @@ type thrashGroup struct {
 	readNS, readSleeps, readReclaimNS uint64
 	// noWaits: no read waited past the slow bar; the proof is the
 	// refaults and the device's reads, the time the exact read time.
-	noWaits bool
-	readCalls                         map[string]uint64
+	noWaits   bool
+	readCalls map[string]uint64
 	// readTimeNS: the read calls' whole time in the kernel, of which
 	// readNS and readReclaimNS are the part proven by stacks and reclaim
 	// timing; readExact says it is the kernel's count of every call.
