@@ -21,26 +21,21 @@ var compactionVariants = []Variant{
 	{Name: "compaction-stall/cgroup", Differs: "in a cgroup of its own, as a container runtime makes (cgrun, a pids limit only: no memory limit to reclaim against)",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "thpcompact"}, Expect: compactionWarns("thpcompact", "direct compaction")},
 	// Fragmenting takes seconds (4-9 here, more on a loaded host); the
-	// rounds begin 5 s after it (-d) and are spread over 14 s (-D), as
-	// many as the pages to give back allow (18 on a host whose free
-	// memory was mostly in large blocks; back to back they took half a
-	// second), until the trace ends and SIGTERM stops them. -f 4096
-	// leaves 4 GiB to fragment, not 1.5: with the page cache dropped the
-	// host's free memory is mostly large blocks the pool takes, and 1 GiB
-	// of fragments made compactions of a few ms, 40-90 ms in a trace. sysray
+	// rounds begin 5 s after it (-d) and go on (-D) until the trace ends
+	// and SIGTERM stops them, or the pages to give back run out. sysray
 	// starts 9 s after the workload and takes 0.5-1 s to attach on a
 	// quiet host, up to 6 s on a loaded one: it traces 8 s from 9.5-15 s,
 	// within the rounds however long the fragmenting took. (Started at
 	// 6 s, a 1 s attach traced the 7-13 s before most rounds began.)
 	{Name: "compaction-stall/pid", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round (a child a round, 16 faults each); -p for 8 s",
-		Mode: PID, Argv: []string{"thpcompact", "-s", "32", "-f", "4096", "-d", "5", "-D", "14"}, Lead: 9 * time.Second, For: 8 * time.Second,
+		Mode: PID, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 9 * time.Second, For: 8 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
 	{Name: "compaction-stall/host", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round; the whole host for 8 s",
-		Mode: Host, Argv: []string{"thpcompact", "-s", "32", "-f", "4096", "-d", "5", "-D", "14"}, Lead: 9 * time.Second, For: 8 * time.Second,
+		Mode: Host, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 9 * time.Second, For: 8 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
 	{Name: "compaction-stall/container", Differs: "in a containerd container (privileged: it reserves the host's hugetlb pages), running before sysray, fragmenting, then 5 s later faulting round after round; --container for 8 s",
 		Mode: InContainer, Container: &Container{Privileged: true, Sysctls: []string{"vm/nr_hugepages"}},
-		Argv: []string{"thpcompact", "-s", "32", "-f", "4096", "-d", "5", "-D", "14"}, Lead: 9 * time.Second, For: 8 * time.Second,
+		Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 9 * time.Second, For: 8 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
 	{Name: "compaction-stall/unfragmented", Differs: "benign: the same THP faults on the host's free memory as it is, in large blocks: no compaction",
 		Mode: Cmd, Argv: []string{"thpcompact", "-b"}, Expect: compactionQuiet()},

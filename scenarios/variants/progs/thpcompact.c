@@ -11,8 +11,7 @@
 //
 // usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS]
 //                   [-d SECONDS] [-D SECONDS] [-b]
-//   -f free memory to leave the host (default 1536 MiB): the page cache
-//      is dropped (vm.drop_caches=1, clean pages only), then the rest of
+//   -f free memory to leave the host (default 1536 MiB): the rest of
 //      MemFree is reserved as hugetlb pages (vm.nr_hugepages, put back on
 //      every way out, by a janitor child if need be), which takes the
 //      host's free 2 MiB blocks away cheaply.
@@ -29,9 +28,7 @@
 //      region is unmapped, the 2 MiB blocks it gave back are reserved
 //      again, and as much of the 4 KiB pages is given back as the round
 //      took (keeping one page in each 2 MiB of them), so the next round
-//      compacts again; the rounds the pages allow are spread over the
-//      SECONDS (a pause of up to 2 s between them), until the pages run
-//      out, or SIGTERM.
+//      compacts again; until the pages run out, or SIGTERM.
 //   -b benign: no reservation and no fragmenting, the same THP faults.
 //
 // The process that fragments memory names itself thpfrag; each round of
@@ -236,16 +233,6 @@ static size_t frag_n, give_at;
 // reserves the 2 MiB blocks still free.
 static int fragment(long *hugetlb, long *frag_pages)
 {
-	// The page cache a busy host holds (the tests run before this one:
-	// gigabytes after the benign corpus and the soak) is free memory in
-	// waiting: MemFree then reached keep_mib after a fraction of the
-	// faulting, the rounds' pages ran out in half a second, and kswapd,
-	// freeing the cache in whole 2 MiB blocks, gave the THP faults blocks
-	// that needed no compaction (CI: compact_stall 0, a -p variant whose
-	// process had ended before the trace). Dropped first, clean pages only:
-	// this program takes the host's memory over anyway.
-	sync();
-	put("/proc/sys/vm/drop_caches", "1");
 	long memfree = field("/proc/meminfo", "MemFree"); // kB
 	long want = (memfree - free_mib * 1024) / 2048;
 	// No more than the free 2 MiB blocks there are: a block the pool has
@@ -283,38 +270,11 @@ static int fragment(long *hugetlb, long *frag_pages)
 	return 0;
 }
 
-// settle reserves the free 2 MiB blocks that appear after fragment until
-// none has for 300 ms (3 s at most). Faulting MemFree down to keep_mib
-// woke kswapd, which goes on freeing the page cache a busy host holds (the
-// tests run before this one), in runs of whole 2 MiB blocks, after the
-// fragmenting has stopped and through any delay (-d): the THP faults then
-// found free blocks and never compacted (CI saw compact_stall 0, and
-// rounds with no stall at all, after the benign corpus and the soak).
-static void settle(long *hugetlb)
-{
-	for (int quiet = 0, i = 0; quiet < 3 && i < 30 && !stop; i++) {
-		usleep(100000);
-		long b = bigblocks();
-		quiet = b > 0 ? 0 : quiet + 1;
-		*hugetlb += reserve(b);
-	}
-}
-
-static size_t give_lvl = 1;
-
-// givable is how many pages giveback can still give back.
-static size_t givable(void)
-{
-	size_t blocks = frag_n / 512;
-	if (give_lvl >= 511 || blocks == 0)
-		return 0;
-	return ((511 - give_lvl) / 2 + 1) * blocks - give_at;
-}
-
 // giveback gives back pages more of the 4 KiB pages kept: one more odd
 // page of each 2 MiB in turn, so that every 2 MiB stays as full as the
 // others (compacting any of them migrates as much) and none is emptied
 // (the last page of each stays). It returns how many it gave back.
+static size_t give_lvl = 1;
 static size_t giveback(size_t pages)
 {
 	size_t done = 0, blocks = frag_n / 512;
@@ -385,8 +345,6 @@ int main(int argc, char **argv)
 		getpid(), hugetlb, frag_pages, field("/proc/meminfo", "MemFree"), enabled, defrag);
 	for (long i = 0; i < delay_s * 10 && !stop; i++)
 		usleep(100000);
-	if (!benign)
-		settle(&hugetlb);
 
 	size_t len = (size_t)thp_mib << 20;
 	len -= len % HUGE;
@@ -472,15 +430,6 @@ int main(int argc, char **argv)
 		hugetlb += reserve(bigblocks());
 		if (giveback(len / PAGE) < len / PAGE)
 			break;
-		// The rounds the pages left allow, spread over what is left of
-		// -D: how many there are depends on how much of the host's
-		// memory fragment got (a few hundred MiB to gigabytes), and back
-		// to back 18 rounds took half a second, over before a trace
-		// begun seconds later could see them.
-		size_t per = len / PAGE, left = givable() / per + 1;
-		double gap = (deadline - now()) / (double)left;
-		for (double until = now() + (gap < 2 ? gap : 2); now() < until && !stop;)
-			usleep(20000);
 	}
 	long cs = field("/proc/vmstat", "compact_stall") - cs0, ok = field("/proc/vmstat", "compact_success") - ok0,
 	     fail = field("/proc/vmstat", "compact_fail") - fail0, ta = field("/proc/vmstat", "thp_fault_alloc") - ta0,
