@@ -15,8 +15,9 @@
  * Cost: a table load by syscall number on each exit, and for a connect a
  * look at the socket, for a sendto naming an address 4 bytes of it; a
  * read, send or close loads one global while no socket is marked, and one
- * array slot otherwise (dns_slots), the table only when the slot is shared. Stat without samples and trace and record
- * never come here, so they mark nothing and copy no answer.
+ * array slot otherwise (dns_slots), the table only when the slot is
+ * shared. Stat without samples and trace and record never come here, so
+ * they mark nothing and copy no answer.
  *
  * Part of the one BPF object sysray loads; included by sysray.bpf.c before
  * emit.h, whose DNS captures use it.
@@ -55,8 +56,8 @@ volatile __s64 dns_watching;
  * Whether descriptor fd of the current task is an internet socket whose
  * peer is port 53: a connected UDP socket (glibc's resolver sends with a
  * NULL address on one) or a TCP one. Read only for a call that crosses
- * over and carries a DNS capture rule, or a connect with samples, never
- * on the counting path.
+ * over and carries a DNS capture rule, and with samples for a connect or
+ * a read that found nothing (EAGAIN), never on the counting path.
  */
 static __always_inline bool fd_peer_dns(__u64 fd)
 {

@@ -41,8 +41,7 @@ type Answer struct {
 	Rcode uint8 // RFC 1035 4.1.1: 0 no error, 2 server failure, 3 no such name
 	// Records is ANCOUNT: 0 with no error is "no data", the name exists
 	// without a record of the type (RFC 2308).
-	Records   uint16
-	Truncated bool // TC: the answer did not fit, and is asked again over TCP
+	Records uint16
 }
 
 // ParseAnswer reads the header and first question of a DNS response, as
@@ -57,7 +56,7 @@ func ParseAnswer(b []byte) (a Answer, ok bool) {
 		return a, false
 	}
 	flags := binary.BigEndian.Uint16(b[2:])
-	return Answer{Question: q, Rcode: uint8(flags & 0xf), Records: binary.BigEndian.Uint16(b[6:]), Truncated: flags&0x0200 != 0}, true
+	return Answer{Question: q, Rcode: uint8(flags & 0xf), Records: binary.BigEndian.Uint16(b[6:])}, true
 }
 
 var rcodeNames = map[uint8]string{0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP", 5: "REFUSED"}

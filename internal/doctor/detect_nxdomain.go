@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,8 +50,6 @@ type nxdomain struct {
 	// sent is when each query went out, by process and message ID: an
 	// answer's round trip is its read's end minus its send's end.
 	sent map[nxQueryKey]uint64
-	// answers counts the answers read, of any rcode.
-	answers uint64
 }
 
 type nxQueryKey struct {
@@ -60,13 +59,11 @@ type nxQueryKey struct {
 }
 
 type nxProc struct {
-	comm   string
-	conf   *resolvConf
-	read   bool               // conf was looked for
-	names  map[string]*nxCand // the answers, by the name asked (lower case)
-	failed uint64             // answers NXDOMAIN or NODATA
-	total  uint64
-	calls  map[string]uint64 // the calls the answers were read with
+	comm  string
+	conf  *resolvConf
+	read  bool               // conf was looked for
+	names map[string]*nxCand // the answers, by the name asked (lower case)
+	calls map[string]uint64  // the calls the answers were read with
 }
 
 // nxBase is the lookups of one name as the program wrote it: the answers
@@ -137,7 +134,6 @@ func (x *nxdomain) Observe(e *event.Event) {
 }
 
 func (x *nxdomain) answer(e *event.Event, a dns.Answer, call string) {
-	x.answers++
 	p := x.procs[e.PID]
 	if p == nil {
 		if len(x.procs) >= nxKept {
@@ -168,13 +164,11 @@ func (x *nxdomain) answer(e *event.Event, a dns.Answer, call string) {
 	t := dns.TypeName(a.Type)
 	c.answers[t]++
 	p.calls[call]++
-	p.total++
 	key := nxQueryKey{e.PID, a.ID, a.Question.String()}
 	sent, seen := x.sent[key]
 	delete(x.sent, key)
 	if a.Rcode == 3 || a.Rcode == 0 && a.Records == 0 {
 		c.failed[t]++
-		p.failed++
 		if seen && e.End() >= sent {
 			c.failedNS += e.End() - sent
 			c.timed++
@@ -190,6 +184,7 @@ type nxShape struct {
 	procs   map[uint32]uint64 // failed answers, by process
 	names   map[string]uint64 // failed answers, by name as written
 	lookups map[string]uint64 // lookups, by name as written
+	nLookup uint64            // lookups of every name
 	failed  uint64
 	total   uint64
 	ns      uint64 // round trips of the failed answers timed
@@ -198,7 +193,6 @@ type nxShape struct {
 	repeat  uint64 // the most lookups of one name
 	calls   map[string]uint64
 	conf    *resolvConf
-	confPID uint32
 	// inferred: search domains read from the answers, where no
 	// resolv.conf was (a process gone before it could be read).
 	inferred []string
@@ -265,59 +259,63 @@ func (x *nxdomain) Findings(env *Env) []Finding {
 		if len(inferred) > 0 && search.inferred == nil {
 			search.inferred = inferred
 		}
+		var in []*nxShape // the shapes the process's names joined
 		for base, b := range bases {
-			var failed, total, records, ns, timed, lookups uint64
+			var total, lookups, records uint64
 			for _, c := range b.cands {
-				for t, n := range c.answers {
+				for _, n := range c.answers {
 					total += n
 					// A lookup asks each candidate once for each type.
 					lookups = max(lookups, n)
-					failed += c.failed[t]
 				}
 				records += c.records
+			}
+			// Found in some form (a record): the candidates that failed
+			// before it were the waste, and the answer with a record and
+			// its NODATA sibling (A found, no AAAA) are the name found.
+			// Never found: every failed answer is the missing name's.
+			sh := missing
+			if records > 0 {
+				sh = search
+			}
+			var failed, ns, timed uint64
+			for _, c := range b.cands {
+				if c.records > 0 {
+					continue
+				}
+				for _, n := range c.failed {
+					failed += n
+				}
 				ns += c.failedNS
 				timed += c.timed
+				if records > 0 && c.domain != "" {
+					sh.domains[c.domain] += lookups
+				}
 			}
 			if failed == 0 {
 				continue
 			}
-			sh := missing
-			if records > 0 {
-				// Found in some form: the candidates that failed before it
-				// were the waste. The answer with a record and its
-				// NODATA sibling (A found, no AAAA) are the name found.
-				sh = search
-				failed = 0
-				for _, c := range b.cands {
-					if c.records > 0 {
-						continue
-					}
-					for _, n := range c.failed {
-						failed += n
-					}
-					if d := c.domain; d != "" {
-						sh.domains[d] += lookups
-					}
-				}
-				if failed == 0 {
-					continue
-				}
-			}
 			sh.procs[pid] += failed
 			sh.names[base] += failed
 			sh.lookups[base] += lookups
+			sh.nLookup += lookups
 			sh.failed += failed
 			sh.total += total
 			sh.ns += ns
 			sh.timed += timed
-			if lookups > sh.repeat {
-				sh.repeat = lookups
+			sh.repeat = max(sh.repeat, lookups)
+			if sh.conf == nil && p.conf != nil {
+				sh.conf = p.conf
 			}
+			if !slices.Contains(in, sh) {
+				in = append(in, sh)
+			}
+		}
+		// The calls the process read its answers with, once for each
+		// finding its names joined.
+		for _, sh := range in {
 			for c, n := range p.calls {
 				sh.calls[c] += n
-			}
-			if sh.conf == nil && p.conf != nil {
-				sh.conf, sh.confPID = p.conf, pid
 			}
 		}
 	}
@@ -362,12 +360,8 @@ func (sh *nxShape) nameList() (string, []map[string]any) {
 }
 
 func (sh *nxShape) evidence(pids []uint32) map[string]any {
-	var lookups uint64
-	for _, n := range sh.lookups {
-		lookups += n
-	}
 	ev := map[string]any{"failed_answers": sh.failed, "answers": sh.total, "processes": len(pids),
-		"most_lookups_of_a_name": sh.repeat, "lookups": lookups, "names_count": len(sh.names)}
+		"most_lookups_of_a_name": sh.repeat, "lookups": sh.nLookup, "names_count": len(sh.names)}
 	if sh.timed > 0 {
 		ev["failed_round_trip_ns"] = sh.ns / sh.timed
 	}
@@ -395,13 +389,9 @@ func (x *nxdomain) searchFinding(env *Env, sh *nxShape) Finding {
 	sev, because := sh.severity()
 	ev["severity_because"] = because
 	var b strings.Builder
-	var lookups uint64
-	for _, n := range sh.lookups {
-		lookups += n
-	}
 	fmt.Fprintf(&b, "%s: %d of its %d DNS answers were \"no such name\" (NXDOMAIN) or \"no record\" (NODATA) for a name with a search domain "+
 		"put after it, before the name was found: %s. ", who, sh.failed, sh.total, list)
-	per := float64(int(float64(sh.failed)/float64(max(lookups, 1))*10+0.5)) / 10
+	per := float64(int(float64(sh.failed)/float64(max(sh.nLookup, 1))*10+0.5)) / 10
 	ev["wasted_per_lookup"] = per
 	fmt.Fprintf(&b, "That is %.1f wasted queries a lookup", per)
 	if sh.timed > 0 {
@@ -451,10 +441,7 @@ func (x *nxdomain) missingFinding(env *Env, sh *nxShape) Finding {
 	ev["names"] = names
 	sev, because := sh.severity()
 	ev["severity_because"] = because
-	var lookups uint64
-	for _, n := range sh.lookups {
-		lookups += n
-	}
+	lookups := sh.nLookup
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d %s of %d %s failed: the name server answered \"no such name\" (NXDOMAIN) or \"no record\" "+
 		"(NODATA) for every name tried, %d answers in all: %s. ", who, lookups, plural(int(lookups), "lookup", "lookups"),

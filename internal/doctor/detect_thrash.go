@@ -468,10 +468,7 @@ type thrashGroup struct {
 	stackNS        uint64
 	// Through read calls, on all the processes' files.
 	readNS, readSleeps, readReclaimNS uint64
-	// noWaits: no read waited past the slow bar; the proof is the
-	// refaults and the device's reads, the time the exact read time.
-	noWaits   bool
-	readCalls map[string]uint64
+	readCalls                         map[string]uint64
 	// readTimeNS: the read calls' whole time in the kernel, of which
 	// readNS and readReclaimNS are the part proven by stacks and reclaim
 	// timing; readExact says it is the kernel's count of every call.
@@ -631,7 +628,6 @@ func (t *thrash) Findings(env *Env) []Finding {
 			g.refaults >= thrashRefaultMin && g.rereads()
 		if readProof && g.readTimeNS > proof {
 			proof = g.readTimeNS
-			g.noWaits = g.ns+g.readNS == 0
 		}
 		if g.ns+g.readNS == 0 && !readProof {
 			continue // reclaim alone, no page waited for: cgroup-limit's
@@ -699,7 +695,7 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		ev["read_wait_ns"], ev["read_waits"], ev["reclaim_in_reads_ns"] = g.readNS, g.readSleeps, g.readReclaimNS
 		ev["read_wait_ns_are"] = "sleeps waiting for the file's pages in the read calls slow enough to carry their sleeps (at least: a faster call's wait is not seen)"
 		ev["read_time_ns"] = g.readTimeNS
-		if g.noWaits || g.readNS == 0 {
+		if g.readNS == 0 {
 			ev["read_waits_seen"] = "none: no read was slow enough to carry its stack; the refaults and the device's reads are the proof"
 		}
 		if g.ioKnown {
@@ -732,7 +728,7 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		faults = fmt.Sprintf("the %s calls took %s in the kernel; %s of it seen asleep waiting for the file's pages (in %d sleeps "+
 			"of the calls slow enough to carry their stacks: a faster call's wait is not seen), and %s reclaiming memory inside the reads",
 			calls, units.Duration(g.readTimeNS), units.Duration(g.readNS), g.readSleeps, units.Duration(g.readReclaimNS))
-		if g.noWaits || g.readNS == 0 {
+		if g.readNS == 0 {
 			faults = fmt.Sprintf("the %s calls took %s in the kernel, none slow enough to carry its stack (a fast device: each "+
 				"wait for the file's pages is short), and %s reclaiming memory inside the reads; the device read %s for them, "+
 				"%.0f%% of it pages the cgroup had read before and evicted",
