@@ -20,22 +20,23 @@ var compactionVariants = []Variant{
 		Mode: Cmd, Argv: []string{"thpcompact", "-t", "2"}, Expect: compactionWarns("thpcompact", "direct compaction", "2 thread(s)")},
 	{Name: "compaction-stall/cgroup", Differs: "in a cgroup of its own, as a container runtime makes (cgrun, a pids limit only: no memory limit to reclaim against)",
 		Mode: Cmd, Argv: []string{"cgrun", "-p", "64", "--", "thpcompact"}, Expect: compactionWarns("thpcompact", "direct compaction")},
-	// Fragmenting takes seconds (4-9 here, more on a loaded host); the
-	// rounds begin 5 s after it (-d) and go on (-D) until the trace ends
-	// and SIGTERM stops them, or the pages to give back run out. sysray
-	// starts 9 s after the workload and takes 0.5-1 s to attach on a
-	// quiet host, up to 6 s on a loaded one: it traces 8 s from 9.5-15 s,
-	// within the rounds however long the fragmenting took. (Started at
-	// 6 s, a 1 s attach traced the 7-13 s before most rounds began.)
-	{Name: "compaction-stall/pid", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round (a child a round, 16 faults each); -p for 8 s",
-		Mode: PID, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 9 * time.Second, For: 8 * time.Second,
+	// Fragmenting takes 1-3 s here, more on a loaded host; the rounds
+	// begin 8 s after the workload started (-d, a clock) and are spread
+	// over the 16 s after (-D), as many as the pages given back allow.
+	// sysray starts 9 s after the workload and takes 0.5-1 s to attach on
+	// a quiet host, up to 6 s on a loaded one: it traces 8 s from 9.5-15
+	// s, within the rounds. (Back to back, the rounds ran out of pages in
+	// under a second on a host that compacts fast, before sysray
+	// attached.)
+	{Name: "compaction-stall/pid", Differs: "running before sysray, fragmenting, then faulting round after round from 8 s to 24 s (a child a round, 16 faults each); -p for 8 s",
+		Mode: PID, Argv: []string{"thpcompact", "-s", "32", "-f", "3072", "-d", "8", "-D", "16"}, Lead: 9 * time.Second, For: 8 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
-	{Name: "compaction-stall/host", Differs: "running before sysray, fragmenting, then 5 s later faulting round after round; the whole host for 8 s",
-		Mode: Host, Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 9 * time.Second, For: 8 * time.Second,
+	{Name: "compaction-stall/host", Differs: "running before sysray, fragmenting, then faulting round after round from 8 s to 24 s; the whole host for 8 s",
+		Mode: Host, Argv: []string{"thpcompact", "-s", "32", "-f", "3072", "-d", "8", "-D", "16"}, Lead: 9 * time.Second, For: 8 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
-	{Name: "compaction-stall/container", Differs: "in a containerd container (privileged: it reserves the host's hugetlb pages), running before sysray, fragmenting, then 5 s later faulting round after round; --container for 8 s",
+	{Name: "compaction-stall/container", Differs: "in a containerd container (privileged: it reserves the host's hugetlb pages), running before sysray, fragmenting, then faulting round after round from 8 s to 24 s; --container for 8 s",
 		Mode: InContainer, Container: &Container{Privileged: true, Sysctls: []string{"vm/nr_hugepages"}},
-		Argv: []string{"thpcompact", "-s", "32", "-d", "5", "-D", "60"}, Lead: 9 * time.Second, For: 8 * time.Second,
+		Argv: []string{"thpcompact", "-s", "32", "-f", "3072", "-d", "8", "-D", "16"}, Lead: 9 * time.Second, For: 8 * time.Second,
 		Expect: compactionWarns("thpcompact", "direct compaction")},
 	{Name: "compaction-stall/unfragmented", Differs: "benign: the same THP faults on the host's free memory as it is, in large blocks: no compaction",
 		Mode: Cmd, Argv: []string{"thpcompact", "-b"}, Expect: compactionQuiet()},

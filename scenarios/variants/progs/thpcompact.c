@@ -10,11 +10,18 @@
 // unfragmented (-b).
 //
 // usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS]
-//                   [-d SECONDS] [-D SECONDS] [-b]
+//                   [-d SECONDS] [-D SECONDS] [-i MS] [-b]
 //   -f free memory to leave the host (default 1536 MiB): the rest of
 //      MemFree is reserved as hugetlb pages (vm.nr_hugepages, put back on
 //      every way out, by a janitor child if need be), which takes the
-//      host's free 2 MiB blocks away cheaply.
+//      host's free 2 MiB blocks away cheaply. With -D, where MemFree is
+//      short of it by more than 512 MiB (a host whose memory is page
+//      cache), the page cache is written back and dropped first (sync,
+//      vm.drop_caches=1), once: what is fragmented, and so how long the
+//      rounds can go on, must not depend on what the host read before.
+//      (Not for one round: a tracer that runs the command would see the
+//      drop's second-long write, and a host just dropped often has free
+//      2 MiB blocks left after fragmenting.)
 //   -k then 4 KiB pages (MADV_NOHUGEPAGE) are faulted in until MemFree
 //      is down to KEEP_MIB (default 384), and every other one is given
 //      back (MADV_DONTNEED); the free 2 MiB blocks left (/proc/buddyinfo,
@@ -22,13 +29,19 @@
 //      memory left is scattered pages and small blocks.
 //   -s the MADV_HUGEPAGE region then faulted, one write per 2 MiB
 //      (default 512 MiB), by THREADS threads (default 1), each its part.
-//   -d seconds to wait between fragmenting and the THP faults (default
-//      0).
+//   -d the THP faults begin SECONDS after thpcompact started (default 0),
+//      or as soon as fragmenting ends if that is later: a clock, so that
+//      when they begin does not depend on how fast this host fragments.
 //   -D go on for SECONDS (default 0: one round): after each round the
-//      region is unmapped, the 2 MiB blocks it gave back are reserved
-//      again, and as much of the 4 KiB pages is given back as the round
-//      took (keeping one page in each 2 MiB of them), so the next round
-//      compacts again; until the pages run out, or SIGTERM.
+//      region is unmapped, as much of the 4 KiB pages is given back as the
+//      round took (keeping one page in each 2 MiB of them), and the 2 MiB
+//      blocks free are reserved again, so the next round compacts again;
+//      until the pages run out, or SIGTERM. The pages to give back last a
+//      fixed number of rounds (about 16 of 32 MiB per GiB fragmented):
+//      back to back, on a host that compacts fast, they ran out in under a
+//      second, before a tracer started seconds later could attach. So the
+//      rounds are spread over SECONDS, as many as the pages allow.
+//   -i a round begins at least MS after the one before began (default 0).
 //   -b benign: no reservation and no fragmenting, the same THP faults.
 //
 // The process that fragments memory names itself thpfrag; each round of
@@ -61,7 +74,7 @@
 #define HUGE (2UL << 20)
 
 static const char *nr_path = "/proc/sys/vm/nr_hugepages";
-static long free_mib = 1536, keep_mib = 384, thp_mib = 512, delay_s, dur_s;
+static long free_mib = 1536, keep_mib = 384, thp_mib = 512, delay_s, dur_s, every_ms;
 static int threads = 1, benign;
 static char orig_nr[32];
 static pid_t main_pid;
@@ -234,6 +247,14 @@ static size_t frag_n, give_at;
 static int fragment(long *hugetlb, long *frag_pages)
 {
 	long memfree = field("/proc/meminfo", "MemFree"); // kB
+	if (dur_s > 0 && memfree >= 0 && memfree < (free_mib + 512) * 1024) {
+		sync(); // dirty pages are not dropped
+		int ok = put("/proc/sys/vm/drop_caches", "1") == 0;
+		long after = field("/proc/meminfo", "MemFree");
+		fprintf(stderr, "thpcompact: MemFree %ld MiB, short of -f %ld MiB: page cache %s, MemFree now %ld MiB\n",
+			memfree / 1024, free_mib, ok ? "dropped" : "could not be dropped", after / 1024);
+		memfree = after;
+	}
 	long want = (memfree - free_mib * 1024) / 2048;
 	// No more than the free 2 MiB blocks there are: a block the pool has
 	// to compact or reclaim for would make this write stall, not the faults.
@@ -244,13 +265,17 @@ static int fragment(long *hugetlb, long *frag_pages)
 	len -= len % HUGE;
 	if (len == 0)
 		return 0;
-	char *r = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (r == MAP_FAILED) {
+	char *raw = mmap(NULL, len + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (raw == MAP_FAILED) {
 		perror("thpcompact: mmap");
 		return -1;
 	}
-	r = (char *)(((uintptr_t)r + HUGE - 1) & ~(HUGE - 1));
+	char *r = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
 	madvise(r, len, MADV_NOHUGEPAGE);
+	// Not in the rounds' children: copying its page tables at each fork
+	// and tearing them down at each exit took them 10-30 ms, as long as
+	// their faults, and a round's life must be its faults.
+	madvise(r, len + HUGE - (r - raw), MADV_DONTFORK);
 	size_t n = 0;
 	for (size_t off = 0; off < len && !stop; off += PAGE, n++) {
 		r[off] = 1;
@@ -292,7 +317,7 @@ static size_t giveback(size_t pages)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "f:k:s:t:d:D:b")) != -1) {
+	while ((c = getopt(argc, argv, "f:k:s:t:d:D:i:b")) != -1) {
 		switch (c) {
 		case 'f': free_mib = atol(optarg); break;
 		case 'k': keep_mib = atol(optarg); break;
@@ -300,9 +325,10 @@ int main(int argc, char **argv)
 		case 't': threads = atoi(optarg); break;
 		case 'd': delay_s = atol(optarg); break;
 		case 'D': dur_s = atol(optarg); break;
+		case 'i': every_ms = atol(optarg); break;
 		case 'b': benign = 1; break;
 		default:
-			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-D SECONDS] [-b]\n");
+			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-D SECONDS] [-i MS] [-b]\n");
 			return 2;
 		}
 	}
@@ -343,7 +369,7 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "thpcompact: fragmented pid=%d hugetlb=%ld frag_pages=%ld memfree_kb=%ld enabled=\"%s\" defrag=\"%s\"\n",
 		getpid(), hugetlb, frag_pages, field("/proc/meminfo", "MemFree"), enabled, defrag);
-	for (long i = 0; i < delay_s * 10 && !stop; i++)
+	while (!stop && now() < start + delay_s)
 		usleep(100000);
 
 	size_t len = (size_t)thp_mib << 20;
@@ -364,7 +390,16 @@ int main(int argc, char **argv)
 	long faults = 0, huge_kb = 0, rounds = 0;
 	double total = 0, max = 0, wall = 0, deadline = now() + dur_s;
 	pid_t victim = 0;
+	if (dur_s > 0 && frag_n > 0) {
+		// Rounds the pages allow: giveback's levels 1, 3, ... 509 of each
+		// 2 MiB kept, a round's region at a time.
+		long can = (long)(frag_n / 512 * 255 / (len / PAGE));
+		long spread = dur_s * 1000 / (can > 0 ? can : 1);
+		if (spread > every_ms)
+			every_ms = spread;
+	}
 	for (;;) {
+		double began = now();
 		// Each round is a process of its own that faults the region and
 		// ends, as workers a job runner starts do: its life is its faults.
 		memset(res, 0, sizeof *res);
@@ -425,11 +460,17 @@ int main(int argc, char **argv)
 				now() - start, res->faults, res->total * 1e3);
 		if (stop || benign || now() >= deadline)
 			break;
-		// The next round: the 2 MiB blocks the ended one gave back taken
-		// again, and as many scattered pages given back as it took.
-		hugetlb += reserve(bigblocks());
+		// The next round: as many scattered pages given back as the ended
+		// one took, and the 2 MiB blocks free then taken again: those it
+		// gave back, and those the kernel's background compaction
+		// (kcompactd) made in the pause, right before the round.
 		if (giveback(len / PAGE) < len / PAGE)
 			break;
+		while (!stop && now() < began + every_ms / 1e3)
+			usleep(10000);
+		if (stop)
+			break;
+		hugetlb += reserve(bigblocks());
 	}
 	long cs = field("/proc/vmstat", "compact_stall") - cs0, ok = field("/proc/vmstat", "compact_success") - ok0,
 	     fail = field("/proc/vmstat", "compact_fail") - fail0, ta = field("/proc/vmstat", "thp_fault_alloc") - ta0,
