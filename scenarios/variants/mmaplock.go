@@ -26,11 +26,15 @@ var mmapLockVariants = []Variant{
 		Mode: Host, Argv: []string{"mmaplock", "-w", "mmap", "-d", "30"}, Lead: 500 * time.Millisecond, For: 2 * time.Second,
 		Expect: lockWarns("mmap")},
 	// Waits in page faults, in no syscall: 4 threads read fresh pages of
-	// a mapping whose protection a sibling changes again and again.
-	{Name: "mmap-lock-contention/fault", Differs: "the waiters wait in page faults, not calls: 4 threads fault on a 256 MiB mapping a sibling mprotects again and again",
-		Mode: Cmd, Argv: []string{"mmaplock", "-h", "mprotect", "-w", "fault", "-t", "4", "-s", "256", "-d", "3"}, Expect: lockWarns("page fault")},
+	// a mapping whose protection a sibling changes again and again. A
+	// fault's wait counts from the slow bar (10 ms), by its stack's mean:
+	// -s 512 makes each hold 25-50 ms; with -s 256 the holds were 13-25
+	// ms, the faults' mean wait sat at the bar, and on a faster host the
+	// variant missed both runs (3-13% of the process's time counted).
+	{Name: "mmap-lock-contention/fault", Differs: "the waiters wait in page faults, not calls: 4 threads fault on a 1 GiB mapping a sibling mprotects again and again",
+		Mode: Cmd, Argv: []string{"mmaplock", "-h", "mprotect", "-w", "fault", "-t", "4", "-s", "512", "-d", "3"}, Expect: lockWarns("page fault")},
 	{Name: "mmap-lock-contention/fault-pid", Differs: "the faulting threads already running; -p for 2 s",
-		Mode: PID, Argv: []string{"mmaplock", "-h", "mprotect", "-w", "fault", "-t", "4", "-s", "256", "-d", "30"},
+		Mode: PID, Argv: []string{"mmaplock", "-h", "mprotect", "-w", "fault", "-t", "4", "-s", "512", "-d", "30"},
 		Lead: 500 * time.Millisecond, For: 2 * time.Second, Expect: lockWarns("page fault")},
 }
 
