@@ -34,8 +34,11 @@
 //      when they begin does not depend on how fast this host fragments.
 //   -D go on for SECONDS (default 0: one round): after each round the
 //      region is unmapped, as much of the 4 KiB pages is given back as the
-//      round took (keeping one page in each 2 MiB of them), and the 2 MiB
-//      blocks free are reserved again, so the next round compacts again;
+//      round took (keeping one page in each 2 MiB of them), and as many
+//      hugetlb pages reserved as the round had huge pages, then the 2 MiB
+//      blocks free, so the next round compacts again (the rounds and this
+//      process share one CPU, whose per-CPU free lists hold what a round
+//      gave back);
 //      until the pages run out, or SIGTERM. The pages to give back last a
 //      fixed number of rounds (about 16 of 32 MiB per GiB fragmented):
 //      back to back, on a host that compacts fast, they ran out in under a
@@ -58,6 +61,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -390,6 +394,20 @@ int main(int argc, char **argv)
 	long faults = 0, huge_kb = 0, rounds = 0;
 	double total = 0, max = 0, wall = 0, deadline = now() + dur_s;
 	pid_t victim = 0;
+	if (dur_s > 0) {
+		// The rounds and this process on one CPU: a round's huge pages,
+		// freed as it ends, wait on the per-CPU free lists of the CPU it
+		// ran on (which hold pages of THP's order since Linux 5.13), where
+		// /proc/buddyinfo does not count them and the next round takes
+		// them without compacting. On the same CPU, reserving them as
+		// hugetlb pages takes them from that list.
+		int cpu = sched_getcpu();
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (cpu >= 0)
+			sched_setaffinity(0, sizeof one, &one);
+	}
 	if (dur_s > 0 && frag_n > 0) {
 		// Rounds the pages allow: giveback's levels 1, 3, ... 509 of each
 		// 2 MiB kept, a round's region at a time.
@@ -470,6 +488,7 @@ int main(int argc, char **argv)
 			usleep(10000);
 		if (stop)
 			break;
+		hugetlb += reserve(res->huge_kb / 2048);
 		hugetlb += reserve(bigblocks());
 	}
 	long cs = field("/proc/vmstat", "compact_stall") - cs0, ok = field("/proc/vmstat", "compact_success") - ok0,
