@@ -318,7 +318,9 @@ func TestAgentPrometheus(t *testing.T) {
 	requireBPF(t)
 	requirePrometheus(t)
 	ids, dirs := fakeContainers(t, 0xd0, 1)
-	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60")
+	// 2 s windows: the crash's finding is counted once its window ends,
+	// and how long the window is does not change a crash.
+	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60", "--window", "2s")
 	target := strings.TrimPrefix(a.base, "http://")
 	promAddr, dir := startPrometheus(t, fmt.Sprintf(`
   - job_name: sysray
