@@ -61,6 +61,8 @@ type thrashReads interface {
 	can() bool
 	memFacts(pid uint32) (event.MemFacts, bool)
 	fdPath(pid uint32, fd int32) string
+	// openFiles lists the files the process holds open (/proc/PID/fd).
+	openFiles(pid uint32) []string
 	size(path string) uint64
 	// diskRead is the bytes the process has had read from storage for it
 	// (/proc/PID/io read_bytes: read-ahead and reads it caused, counted
@@ -86,6 +88,24 @@ func (liveThrashReads) fdPath(pid uint32, fd int32) string {
 	}
 	return t
 }
+func (liveThrashReads) openFiles(pid uint32) []string {
+	dir := fmt.Sprintf("%s/%d/fd", proc.Root, pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for i, e := range ents {
+		if i == 256 {
+			break // a reader of one file holds a few
+		}
+		if t, err := os.Readlink(dir + "/" + e.Name()); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 func (liveThrashReads) size(path string) uint64 {
 	st, err := os.Stat(path)
 	if err != nil || !st.Mode().IsRegular() {
@@ -166,6 +186,10 @@ type thrashProc struct {
 	readReclaimNS      uint64
 	readCalls          map[string]uint64
 	fds                map[int32]string
+	// The regular files it held open when its reads first reclaimed its
+	// cgroup, by size: which file a fast device's reads were on, when no
+	// read of it was kept as an event.
+	open map[string]uint64
 	// The read calls' time in the kernel (less waiting for a CPU), as the
 	// events carry it: on files, and on anything else (pipes, sockets).
 	evFileNS, evOtherNS uint64
@@ -214,6 +238,13 @@ func newThrash(h *Host) *thrash {
 	return &thrash{arch: h.Arch, host: thrashHostReads(h), procs: map[uint32]*thrashProc{}}
 }
 
+// pageCached says a path names a file whose reads go through the page
+// cache: not a pipe, a socket, a device or a kernel file.
+func pageCached(path string) bool {
+	return strings.HasPrefix(path, "/") && !strings.HasPrefix(path, "/dev/") && !strings.HasPrefix(path, "/proc/") &&
+		!strings.HasPrefix(path, "/sys/")
+}
+
 func (t *thrash) proc(pid uint32, comm string) *thrashProc {
 	p := t.procs[pid]
 	if p == nil {
@@ -238,6 +269,19 @@ func (t *thrash) Observe(e *event.Event) {
 			p := t.proc(e.PID, e.Comm)
 			p.readReclaimNS += e.Reclaim.Duration
 			p.reclaimPages += e.Reclaim.Pages
+			if p.open == nil && t.host.can() {
+				p.open = map[string]uint64{}
+				for _, path := range t.host.openFiles(e.PID) {
+					if pageCached(path) {
+						if n := t.host.size(path); n > 0 {
+							p.open[path] = n
+						}
+					}
+				}
+			}
+			// Its read calls may never come as events (none slow, none
+			// sampled): its reclaim reads the cgroup too.
+			t.readFacts(p, e)
 		}
 		// Outside a syscall, reclaim is a fault's charge for the page it
 		// brings in: at the limit, every new page evicts an old one first.
@@ -346,8 +390,7 @@ func (t *thrash) observeCall(e *event.Event) {
 		p.fds[fd] = path
 	}
 	inKernel := sc.Latency - min(sc.Queued, sc.Latency)
-	if !strings.HasPrefix(path, "/") || strings.HasPrefix(path, "/dev/") || strings.HasPrefix(path, "/proc/") ||
-		strings.HasPrefix(path, "/sys/") {
+	if !pageCached(path) {
 		if waitNS == 0 {
 			p.evOtherNS += inKernel
 			return // a pipe, a socket, a device: no page cache
@@ -388,17 +431,26 @@ func (t *thrash) observeCall(e *event.Event) {
 	// A process whose reads reclaim its own cgroup (its page cache at the
 	// limit) is read too, waits or not: on a device fast enough that no
 	// read waits past the slow bar, the refaults are the only witness.
-	if (waitNS > 0 || p.first.Read || p.readReclaimNS > 0) && t.host.can() && (p.factsAt == 0 || e.Time >= p.factsAt+thrashFactsEvery) {
-		p.factsAt = e.Time
-		if m, ok := t.host.memFacts(e.PID); ok {
-			t.note(p, m)
+	if waitNS > 0 || p.first.Read || p.readReclaimNS > 0 {
+		t.readFacts(p, e)
+	}
+}
+
+// readFacts reads the process's memory cgroup and I/O counts, at most
+// every thrashFactsEvery.
+func (t *thrash) readFacts(p *thrashProc, e *event.Event) {
+	if !t.host.can() || p.factsAt != 0 && e.Time < p.factsAt+thrashFactsEvery {
+		return
+	}
+	p.factsAt = e.Time
+	if m, ok := t.host.memFacts(e.PID); ok {
+		t.note(p, m)
+	}
+	if n, ok := t.host.diskRead(e.PID); ok {
+		if !p.ioRead {
+			p.ioFirst, p.ioRead = n, true
 		}
-		if n, ok := t.host.diskRead(e.PID); ok {
-			if !p.ioRead {
-				p.ioFirst, p.ioRead = n, true
-			}
-			p.ioLast = n
-		}
+		p.ioLast = n
 	}
 }
 
@@ -526,6 +578,24 @@ func (t *thrash) Findings(env *Env) []Finding {
 			if f == nil || x.ns+x.readNS > f.ns+f.readNS ||
 				x.ns+x.readNS == f.ns+f.readNS && (x.readBytes > f.readBytes || x.readBytes == f.readBytes && x.path < f.path) {
 				f = x
+			}
+		}
+		if (f == nil || f.reads == 0) && p.readReclaimNS > 0 {
+			// Reads reclaimed, and none was kept on a file (a fast device:
+			// no read slow enough, no sampled one): the largest regular
+			// file it held open is the one read.
+			var best string
+			for path, n := range p.open {
+				if best == "" || n > p.open[best] || n == p.open[best] && path < best {
+					best = path
+				}
+			}
+			if best != "" {
+				of := &thrashFile{path: best, fileSize: p.open[best]}
+				if f != nil {
+					of.ns, of.count, of.size = f.ns, f.count, f.size
+				}
+				f = of
 			}
 		}
 		if f == nil {
@@ -689,7 +759,7 @@ func thrashFinding(env *Env, g *thrashGroup, sev Severity, lost uint64, share fl
 		"major_faults_are": "counted by the kernel per thread, from each thread's first sleep in a fault sysray saw",
 		"refaulted_pages":  g.refaults, "refaulted_pages_are": refaultsAre(g, where),
 		"cgroup": g.cgroup, "stack": g.stack}
-	if g.file.reads > 0 {
+	if g.file.reads > 0 || g.viaRead() {
 		ev["file_bytes"], ev["traced_read_calls"], ev["traced_bytes_read"] = g.file.fileSize, g.readCalls, g.file.readBytes
 		ev["traced_are"] = "the read calls on the file sysray kept as events: live, the slow ones and a sample of the others"
 		ev["read_wait_ns"], ev["read_waits"], ev["reclaim_in_reads_ns"] = g.readNS, g.readSleeps, g.readReclaimNS

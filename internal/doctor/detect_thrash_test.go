@@ -224,6 +224,9 @@ func (*fakeReads) fdPath(_ uint32, fd int32) string {
 	return "socket:[4242]"
 }
 func (*fakeReads) size(string) uint64 { return 96 << 20 }
+func (*fakeReads) openFiles(uint32) []string {
+	return []string{"/dev/null", "socket:[4242]", dataPath, "/proc/self/status"}
+}
 
 // readRun is 8 slow read calls of one reader (pid 7), 250 ms apart, each
 // asleep sleep ns at stack (nr on fd), with reclaim ns of memory-cgroup
@@ -243,6 +246,18 @@ func readRun(nr uint32, fd uint64, sleep, reclaim uint64, stack []event.Frame) [
 		evs = append(evs, e)
 	}
 	return evs
+}
+
+// reclaimOnly keeps evs' reclaim events: a run whose read calls were
+// neither slow nor sampled.
+func reclaimOnly(evs []event.Event) []event.Event {
+	var out []event.Event
+	for _, e := range evs {
+		if e.Kind == event.KindReclaim {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // readFindings runs the doctor over evs with the host read from fake, and
@@ -308,6 +323,10 @@ func TestPageCacheThrashRead(t *testing.T) {
 		// device's reads, all refaults, and the kernel's exact read time.
 		{"a fast device: no wait seen", readRun(nrPread, fileFd, 0, 60*ms, readWaitStack), limited, 4000, exact, Warning,
 			[]string{"none slow enough to carry its stack", "100% of it pages the cgroup had read before", "took 1.50s in the kernel"}},
+		// The same, with no read kept as an event (none slow, none
+		// sampled): the file is the one the reader held open.
+		{"a fast device: no read kept", reclaimOnly(readRun(nrPread, fileFd, 0, 60*ms, readWaitStack)), limited, 4000, exact, Warning,
+			[]string{"none slow enough to carry its stack", dataPath, "96.0 MiB"}},
 		{"a socket's waits", readRun(nrReadT, sockFd, 200*ms, 0, sockReadStack), limited, 4000, exact, Info, nil},
 	}
 	for _, tt := range tests {
