@@ -88,9 +88,8 @@ func (liveThrashReads) fdPath(pid uint32, fd int32) string {
 	}
 	return t
 }
-func (liveThrashReads) openFiles(pid uint32) []string {
-	dir := fmt.Sprintf("%s/%d/fd", proc.Root, pid)
-	ents, err := os.ReadDir(dir)
+func (l liveThrashReads) openFiles(pid uint32) []string {
+	ents, err := os.ReadDir(fmt.Sprintf("%s/%d/fd", proc.Root, pid))
 	if err != nil {
 		return nil
 	}
@@ -99,8 +98,10 @@ func (liveThrashReads) openFiles(pid uint32) []string {
 		if i == 256 {
 			break // a reader of one file holds a few
 		}
-		if t, err := os.Readlink(dir + "/" + e.Name()); err == nil {
-			out = append(out, t)
+		if fd, err := strconv.Atoi(e.Name()); err == nil {
+			if t := l.fdPath(pid, int32(fd)); t != "" {
+				out = append(out, t)
+			}
 		}
 	}
 	return out

@@ -10,7 +10,7 @@
 // unfragmented (-b).
 //
 // usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS]
-//                   [-d SECONDS] [-D SECONDS] [-i MS] [-b]
+//                   [-d SECONDS] [-D SECONDS] [-b]
 //   -f free memory to leave the host (default 1536 MiB): the rest of
 //      MemFree is reserved as hugetlb pages (vm.nr_hugepages, put back on
 //      every way out, by a janitor child if need be), which takes the
@@ -44,7 +44,6 @@
 //      back to back, on a host that compacts fast, they ran out in under a
 //      second, before a tracer started seconds later could attach. So the
 //      rounds are spread over SECONDS, as many as the pages allow.
-//   -i a round begins at least MS after the one before began (default 0).
 //   -b benign: no reservation and no fragmenting, the same THP faults.
 //
 // The process that fragments memory names itself thpfrag; each round of
@@ -78,7 +77,8 @@
 #define HUGE (2UL << 20)
 
 static const char *nr_path = "/proc/sys/vm/nr_hugepages";
-static long free_mib = 1536, keep_mib = 384, thp_mib = 512, delay_s, dur_s, every_ms;
+static long free_mib = 1536, keep_mib = 384, thp_mib = 512, delay_s, dur_s;
+static long every_ms; // -D: a round begins this long after the one before began
 static int threads = 1, benign;
 static char orig_nr[32];
 static pid_t main_pid;
@@ -321,7 +321,7 @@ static size_t giveback(size_t pages)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "f:k:s:t:d:D:i:b")) != -1) {
+	while ((c = getopt(argc, argv, "f:k:s:t:d:D:b")) != -1) {
 		switch (c) {
 		case 'f': free_mib = atol(optarg); break;
 		case 'k': keep_mib = atol(optarg); break;
@@ -329,10 +329,9 @@ int main(int argc, char **argv)
 		case 't': threads = atoi(optarg); break;
 		case 'd': delay_s = atol(optarg); break;
 		case 'D': dur_s = atol(optarg); break;
-		case 'i': every_ms = atol(optarg); break;
 		case 'b': benign = 1; break;
 		default:
-			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-D SECONDS] [-i MS] [-b]\n");
+			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-D SECONDS] [-b]\n");
 			return 2;
 		}
 	}
@@ -412,9 +411,7 @@ int main(int argc, char **argv)
 		// Rounds the pages allow: giveback's levels 1, 3, ... 509 of each
 		// 2 MiB kept, a round's region at a time.
 		long can = (long)(frag_n / 512 * 255 / (len / PAGE));
-		long spread = dur_s * 1000 / (can > 0 ? can : 1);
-		if (spread > every_ms)
-			every_ms = spread;
+		every_ms = dur_s * 1000 / (can > 0 ? can : 1);
 	}
 	for (;;) {
 		double began = now();
