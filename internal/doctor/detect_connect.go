@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -142,6 +143,86 @@ type crNS struct {
 	pid         uint32 // a process in it, to read it through
 	first, last map[string]uint64
 	read        uint64 // event time of the last read
+	// held: its snmp and netstat files, open from a held-up connect on.
+	// An open /proc/PID/net file holds its namespace, and reads it again
+	// from the start, after every process in it has ended: a client that
+	// exits at once after its last connect (a cron job, curl) is read at
+	// the report as well as one that lives on, however late the doctor
+	// is in reading its events.
+	held []*os.File
+}
+
+// crHeld bounds the namespaces held open (two descriptors each, and the
+// namespace's memory until the report): the ones of held-up connects,
+// which a trace has a few of; past it they are read through a process.
+const crHeld = 64
+
+// hold opens the namespace's counter files through its process, if it is
+// still in the namespace.
+func (c *connRetx) hold(n *crNS) {
+	if n.held != nil || c.held >= crHeld {
+		return
+	}
+	dir := "/proc/" + strconv.FormatUint(uint64(n.pid), 10) + "/net/"
+	var files []*os.File
+	for _, name := range []string{"snmp", "netstat"} {
+		if f, err := os.Open(dir + name); err == nil {
+			files = append(files, f)
+		}
+	}
+	// The pid may have gone to a process elsewhere since it was seen.
+	if len(files) == 0 || netNSOf(n.pid) != n.ino {
+		for _, f := range files {
+			f.Close()
+		}
+		return
+	}
+	n.held = files
+	c.held++
+}
+
+// counters reads the namespace's counters: through its held files, or
+// through its process.
+func (n *crNS) counters() map[string]uint64 {
+	if n.held == nil {
+		return tcpCounters(n.pid)
+	}
+	var texts []string
+	for _, f := range n.held {
+		if b, err := readFrom0(f); err == nil {
+			texts = append(texts, string(b))
+		}
+	}
+	return pickCounters(texts)
+}
+
+// release closes the held files.
+func (c *connRetx) release(n *crNS) {
+	for _, f := range n.held {
+		f.Close()
+	}
+	if n.held != nil {
+		n.held = nil
+		c.held--
+	}
+}
+
+// readFrom0 reads a proc file whole from its start: a seq file shows its
+// lines afresh on each read from offset 0.
+func readFrom0(f *os.File) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 8192)
+	for off := int64(0); ; {
+		n, err := f.ReadAt(buf, off)
+		out = append(out, buf[:n]...)
+		off += int64(n)
+		if err == io.EOF || n == 0 {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // crReadGap: a namespace's counters are read again after a connect held
@@ -156,7 +237,8 @@ func (c *connRetx) refresh(n *crNS, now uint64) {
 	if n == nil || !c.host.canRead() || n.last != nil && now < n.read+crReadGap {
 		return
 	}
-	if m := tcpCounters(n.pid); m != nil {
+	c.hold(n)
+	if m := n.counters(); m != nil {
 		n.last, n.read = m, now
 	}
 }
@@ -169,6 +251,7 @@ type connRetx struct {
 	nsOf    map[uint32]string // pid → its netns
 	ns      map[string]*crNS
 	exact   map[uint32]uint64 // the kernel's count of each process's connects
+	held    int               // namespaces held open
 	scans   int
 	kept    int
 }
@@ -430,16 +513,25 @@ var crCounters = []string{"RetransSegs", "TCPSynRetrans", "ListenOverflows", "Li
 // tcpCounters reads the counters of a live process's network namespace.
 func tcpCounters(pid uint32) map[string]uint64 {
 	dir := "/proc/" + strconv.FormatUint(uint64(pid), 10) + "/net/"
-	out := map[string]uint64{}
-	for _, f := range []struct{ file, prefix string }{{"snmp", "Tcp:"}, {"netstat", "TcpExt:"}} {
-		b, err := os.ReadFile(dir + f.file)
-		if err != nil {
-			continue
+	var texts []string
+	for _, name := range []string{"snmp", "netstat"} {
+		if b, err := os.ReadFile(dir + name); err == nil {
+			texts = append(texts, string(b))
 		}
-		for k, v := range parseSNMP(string(b), f.prefix) {
-			for _, want := range crCounters {
-				if k == want {
-					out[k] = v
+	}
+	return pickCounters(texts)
+}
+
+// pickCounters takes crCounters from the texts of snmp and netstat.
+func pickCounters(texts []string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, text := range texts {
+		for _, prefix := range []string{"Tcp:", "TcpExt:"} {
+			for k, v := range parseSNMP(text, prefix) {
+				for _, want := range crCounters {
+					if k == want {
+						out[k] = v
+					}
 				}
 			}
 		}
@@ -557,9 +649,10 @@ func (c *connRetx) Findings(env *Env) []Finding {
 	threadNS, _ := env.threadTime()
 	if env.Host.Live && c.host.canRead() {
 		for _, n := range c.ns {
-			if m := tcpCounters(n.pid); m != nil {
+			if m := n.counters(); m != nil {
 				n.last = m
 			}
+			c.release(n)
 		}
 	}
 	var out []Finding

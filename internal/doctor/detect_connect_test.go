@@ -1,8 +1,15 @@
 package doctor
 
 import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sysray/sysray/internal/event"
 )
@@ -269,4 +276,89 @@ func TestConnectRetransmitCause(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A client whose network namespace ends with it, before the report: the
+// namespace held at its held-up connect is read at the report all the
+// same, and the counters that grew after the hold are there. Through the
+// process, as before, the read finds nothing.
+func TestHeldNamespaceOutlivesItsProcess(t *testing.T) {
+	if os.Getenv("SYSRAY_NETNS_CHILD") == "1" {
+		netnsChild()
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for unshare -n")
+	}
+	cmd := exec.Command("unshare", "-n", os.Args[0], "-test.run=^TestHeldNamespaceOutlivesItsProcess$")
+	cmd.Env = append(os.Environ(), "SYSRAY_NETNS_CHILD=1")
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		t.Fatalf("child: %q %v", line, err)
+	}
+	pid := uint32(cmd.Process.Pid)
+	c := &connRetx{}
+	n := &crNS{ino: netNSOf(pid), pid: pid}
+	if n.ino == "" || n.ino == netNSOf(uint32(os.Getpid())) {
+		t.Fatalf("child's namespace %q is not a new one", n.ino)
+	}
+	n.first = n.counters()
+	c.hold(n)
+	if n.held == nil || c.held != 1 {
+		t.Fatalf("not held: %v, %d", n.held, c.held)
+	}
+	in.Write([]byte("go\n"))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	if m := tcpCounters(pid); m != nil {
+		t.Fatalf("the ended child's counters read through its pid: %v", m)
+	}
+	n.last = n.counters()
+	if d, ok := n.delta("ListenOverflows"); !ok || d < 1 {
+		t.Errorf("ListenOverflows grew by %d (%v) after the hold; want at least 1 (first %v, last %v)", d, ok, n.first, n.last)
+	}
+	c.release(n)
+	if n.held != nil || c.held != 0 {
+		t.Errorf("release left %v, %d", n.held, c.held)
+	}
+}
+
+// netnsChild, in a new network namespace: loopback up, then on "go" a
+// listener with the smallest accept queue and three connects to it that
+// no one accepts, so the kernel drops SYNs it cannot queue
+// (ListenOverflows), then it exits.
+func netnsChild() {
+	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "ip link: %v %s\n", err, out)
+		os.Exit(2)
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		err = syscall.Bind(fd, &syscall.SockaddrInet4{Port: 7070, Addr: [4]byte{127, 0, 0, 1}})
+	}
+	if err == nil {
+		err = syscall.Listen(fd, 0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listener:", err)
+		os.Exit(2)
+	}
+	var conns []net.Conn // kept open: the queue stays full
+	for i := 0; i < 3; i++ {
+		if c, err := net.DialTimeout("tcp", "127.0.0.1:7070", 300*time.Millisecond); err == nil {
+			conns = append(conns, c)
+		}
+	}
+	_ = conns
+	os.Exit(0)
 }
