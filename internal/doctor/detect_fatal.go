@@ -189,7 +189,10 @@ func (f *fatal) Observe(e *event.Event) {
 		}
 	case event.KindExit:
 		_, sig, core := e.Proc.Status()
-		if sig == 0 {
+		// A low byte that names no signal is not a wait status: a kernel
+		// thread's exit code is its function's return, and a negative
+		// errno there (-EINTR: 0x7c with the core bit) is no death.
+		if sig == 0 || event.SignalName(sig) == "" {
 			break
 		}
 		// The thread that took the signal, with what it was doing. When it

@@ -123,6 +123,18 @@ func TestKillByAnotherProcessIsInfo(t *testing.T) {
 	}
 }
 
+// A kernel thread's exit code is its function's return: audit's reply
+// thread returning -EINTR ends with 0xfffffffc, whose low byte reads as
+// "signal 124, core dumped". No signal is named so; no death is told.
+func TestKernelThreadReturnIsNoDeath(t *testing.T) {
+	evs := []event.Event{
+		{Kind: event.KindExit, Time: 300, PID: 9, TID: 9, Comm: "audit_send_repl", Proc: event.Proc{ExitCode: -4, GroupDead: true}},
+	}
+	if f := byID(findings(evs), "fatal-signal"); f != nil {
+		t.Fatalf("a kernel thread's -EINTR is a death: %s", f.Title)
+	}
+}
+
 // poolClones is a process that starts n threads, one clone each: clone i
 // (evs[2i+1]) comes after its thread i and takes lat(i).
 func poolClones(n int, lat func(i int) uint64) []event.Event {
