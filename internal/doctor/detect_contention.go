@@ -40,7 +40,36 @@ type contention struct {
 // the same request made again and again (a journal created and deleted).
 type pathsSeen struct {
 	n        uint64
-	distinct map[string]bool
+	distinct map[string]uint64 // path → ns its calls took
+}
+
+// spreadPaths: a kernel path's time carried by at least this many paths,
+// the largest first, to make up half of it, is work on many files: a
+// request repeated (a journal created and deleted, one file opened by
+// every worker) carries half its time on one or two. It is the time, not
+// the count, that tells them apart: git opens its config files again and
+// again, cheaply, and each object it creates is a new file, where ext4
+// on a journal-less disk looks past the recently deleted inodes one by
+// one (recently_deleted), a millisecond a file after a mass delete.
+const spreadPaths = 4
+
+// spread is how many paths carry half the sampled calls' time.
+func (ps *pathsSeen) spread() int {
+	var total uint64
+	ns := make([]uint64, 0, len(ps.distinct))
+	for _, v := range ps.distinct {
+		ns = append(ns, v)
+		total += v
+	}
+	sort.Slice(ns, func(i, j int) bool { return ns[i] > ns[j] })
+	var sum uint64
+	for i, v := range ns {
+		sum += v
+		if 2*sum >= total {
+			return i + 1
+		}
+	}
+	return len(ns)
 }
 
 const maxPaths = 4096
@@ -115,12 +144,12 @@ func (c *contention) Observe(e *event.Event) {
 		if spec != nil && i < len(spec.Args) && spec.Args[i].Kind == event.ArgPath && len(d) > 0 {
 			ps := c.paths[e.Syscall.Nr]
 			if ps == nil {
-				ps = &pathsSeen{distinct: map[string]bool{}}
+				ps = &pathsSeen{distinct: map[string]uint64{}}
 				c.paths[e.Syscall.Nr] = ps
 			}
 			ps.n++
-			if len(ps.distinct) < maxPaths {
-				ps.distinct[string(d)] = true
+			if _, ok := ps.distinct[string(d)]; ok || len(ps.distinct) < maxPaths {
+				ps.distinct[string(d)] += e.Syscall.Latency
 			}
 			break
 		}
@@ -329,13 +358,19 @@ func (c *contention) Findings(env *Env) []Finding {
 			// processes' work on many files (tar, git, a compiler's
 			// outputs), however long the kernel takes over each: true,
 			// and worth knowing, but no call to drop. Eight sampled calls
-			// are enough to tell half of them apart from one path again.
+			// are enough to tell half of them apart from one path again;
+			// or the time is spread over many paths (spreadPaths), though
+			// cheap calls name a few again and again.
 			manyFiles := ""
-			if ps := c.paths[nr]; ps != nil && ps.n >= 8 && 2*uint64(len(ps.distinct)) >= min(ps.n, maxPaths) {
-				sev = Info
-				ev["distinct_paths_sampled"] = fmt.Sprintf("%d of %d", len(ps.distinct), ps.n)
-				manyFiles = fmt.Sprintf(" The calls named %d different paths in %d sampled: work on many files, not one request repeated.",
-					len(ps.distinct), ps.n)
+			if ps := c.paths[nr]; ps != nil && ps.n >= 8 {
+				spread := ps.spread()
+				if 2*uint64(len(ps.distinct)) >= min(ps.n, maxPaths) || spread >= spreadPaths {
+					sev = Info
+					ev["distinct_paths_sampled"] = fmt.Sprintf("%d of %d", len(ps.distinct), ps.n)
+					ev["paths_with_half_the_time"] = spread
+					manyFiles = fmt.Sprintf(" The calls named %d different paths in %d sampled, and %d of them took half their time: "+
+						"work on many files, not one request repeated.", len(ps.distinct), ps.n, spread)
+				}
 			}
 			isolated := ""
 			if len(cgroups) >= 2 {
