@@ -6,7 +6,7 @@ BPF_CLANG ?= $(shell command -v clang-19 || command -v clang)
 BPF_CFLAGS ?= -O2 -g -Wall -Werror -mcpu=v3
 export BPF_CLANG BPF_CFLAGS
 
-.PHONY: all build dist deps generate test unit test-long soak sick variants-long lint demo bench clean check-generated
+.PHONY: all build dist deps generate test unit test-long soak sick deep variants-long lint demo bench clean check-generated
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # The release a build says it is (sysray --version): the nearest tag, or
 # the commit when there is none.
@@ -57,10 +57,19 @@ TESTSUM = bin/testsum $(if $(filter 1,$(SYSRAY_REQUIRE_BPF)),-skips-fail) $(if $
 # make test do).
 SOAK_TESTS = TestAgentSoak
 SICK_TESTS = TestSick[A-Za-z]*
-LONG_TESTS = ^($(SOAK_TESTS)|$(SICK_TESTS))$$
+# (make deep) The measurements that go deeper than make test's checks of
+# the same code: the doctor's memory bound under an exec storm, stat's
+# percentiles against a record of the same run, and the thrash reader's
+# counts against the kernel's; each takes 13-18 s.
+DEEP_TESTS = TestDoctorExecStormMemory|TestStatBudgetAgainstRecord|TestThrashReadGroundTruth
+LONG_TESTS = ^($(SOAK_TESTS)|$(SICK_TESTS)|$(DEEP_TESTS))$$
 
+# The packages' own tests run two packages at a time, as make unit's do;
+# the live suite (tests/...) one package at a time, and within it one test
+# at a time but those that call alongside(t) (docs/testing.md), four at once.
 test: deps build lint bin/testsum
-	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 60m -json -skip '$(LONG_TESTS)' ./... | $(TESTSUM)
+	set -o pipefail; $(GO) test -count=1 -timeout 20m -json $(UNIT_PKGS) | $(TESTSUM)
+	set -o pipefail; $(GO) test -count=1 -p 1 -parallel 4 -timeout 60m -json -skip '$(LONG_TESTS)' ./tests/... | $(TESTSUM)
 	set -o pipefail; cd deploy/check && $(GO) test -count=1 -json ./... | ../../$(TESTSUM)
 	set -o pipefail; cd tests/otlp && $(GO) test -count=1 -json ./... | ../../$(TESTSUM)
 
@@ -69,8 +78,9 @@ bin/testsum: scripts/testsum/main.go
 
 # The packages' own tests, without root and without the live suite in tests/:
 # what a change to a library needs before it is pushed.
+UNIT_PKGS = $$($(GO) list ./... | grep -v '^github.com/sysray/sysray/tests')
 unit: bin/testsum
-	set -o pipefail; $(GO) test -count=1 -json $$($(GO) list ./... | grep -v '^github.com/sysray/sysray/tests') | $(TESTSUM)
+	set -o pipefail; $(GO) test -count=1 -json $(UNIT_PKGS) | $(TESTSUM)
 
 # Every parser of outside input (captures, filters, strace logs, scap files, kallsyms,
 # ELF files, perf maps, /proc and cgroup files, container metadata) fed
@@ -84,8 +94,14 @@ FUZZ_TARGETS = \
 	internal/proc:FuzzParseStat internal/proc:FuzzSplitNul \
 	internal/container:FuzzParseCgroupFile internal/container:FuzzDockerInspect internal/container:FuzzLibcFiles
 
-test-long: soak sick variants-long
+# The long tier: the soak, the sick host, every variant shape, each parser
+# fuzzed, and sysray's cost against its peers (strace, perf, bpftrace) in
+# one interleaved run of PEER_ROUNDS rounds (bench/peers.sh prints the
+# table BENCHMARKS.md keeps).
+PEER_ROUNDS ?= 3
+test-long: soak sick deep variants-long
 	FUZZTIME=$(FUZZTIME) bash scripts/test-long.sh $(FUZZ_TARGETS)
+	bash bench/peers.sh $(PEER_ROUNDS)
 
 # The long tier's live tests (LONG_TESTS), which CI runs after make test.
 soak: build bin/testsum
@@ -93,6 +109,9 @@ soak: build bin/testsum
 
 sick: build bin/testsum
 	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '^($(SICK_TESTS))$$' ./tests | $(TESTSUM)
+
+deep: build bin/testsum
+	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '^($(DEEP_TESTS))$$' ./tests | $(TESTSUM)
 
 # Every variant but each detector's main one (make test runs those): the
 # long tier's shapes of each mechanism, which CI runs after make test.

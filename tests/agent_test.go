@@ -191,9 +191,12 @@ func metric(name string, labels ...string) string {
 // names their processes by id; cleanup removes them.
 func fakeContainers(t *testing.T, prefix int, n int) (ids, dirs []string) {
 	t.Helper()
+	// A parent of its own: tests that run alongside each other (alongside)
+	// would otherwise remove it from under another's new scope.
+	parent := filepath.Join(proc.CgroupV2Mount(), fmt.Sprintf("sysray-agent-test-%x", time.Now().UnixNano()))
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("%02x%014x", prefix+i, time.Now().UnixNano()&(1<<56-1)) + strings.Repeat("6b", 24)
-		dir := filepath.Join(proc.CgroupV2Mount(), "sysray-agent-test", "docker-"+id+".scope")
+		dir := filepath.Join(parent, "docker-"+id+".scope")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatalf("creating cgroup: %v", err)
 		}
@@ -203,7 +206,7 @@ func fakeContainers(t *testing.T, prefix int, n int) (ids, dirs []string) {
 		for _, d := range dirs {
 			os.Remove(d)
 		}
-		os.Remove(filepath.Join(proc.CgroupV2Mount(), "sysray-agent-test"))
+		os.Remove(parent)
 	})
 	return ids, dirs
 }
@@ -222,6 +225,7 @@ func inCgroup(t *testing.T, dir string, argv ...string) {
 // counted exactly: getppid calls, errors by errno, a fatal SIGSEGV. Then
 // SIGTERM detaches it and it exits 0.
 func TestAgentCountsExactly(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	ids, dirs := fakeContainers(t, 0xc0, 2)
 	// The kernel times BPF programs while someone holds this open; the
@@ -315,6 +319,7 @@ func TestAgentCountsExactly(t *testing.T) {
 // A real Prometheus scrapes the agent every second; its query API answers
 // with the exact counts of a program run in a container.
 func TestAgentPrometheus(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	requirePrometheus(t)
 	ids, dirs := fakeContainers(t, 0xd0, 1)
@@ -488,6 +493,7 @@ func promQuery(t *testing.T, addr, q string) (float64, string) {
 // table; no counter the agent serves may go backwards across reloads while
 // processes come and go.
 func TestAgentMonotonicAcrossReloads(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60", "--reload-cells", "150")
 	stop := make(chan struct{})
@@ -580,6 +586,7 @@ func TestAgentBadInput(t *testing.T) {
 // is named by its container, pod and namespace; test programs copied into
 // its root and run there are counted exactly under those labels.
 func TestAgentNamesContainerdContainer(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	must := os.Getenv("SYSRAY_REQUIRE_BPF") == "1"
 	if _, err := exec.LookPath("containerd"); err != nil && !must {

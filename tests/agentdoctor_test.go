@@ -76,6 +76,7 @@ func crashes(t *testing.T) int {
 // and the cooldown keeps it to one capture; a snapshot is taken on POST
 // /api/snapshot and on SIGUSR1.
 func TestAgentDoctorFindsAndRecords(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	dir := filepath.Join(t.TempDir(), "captures")
 	a := startAgent(t, "--window", "1s", "--capture-dir", dir, "--cooldown", "1h")
@@ -210,6 +211,7 @@ func grep(m map[string]float64, prefix string) map[string]float64 {
 // counted about a quarter of the time and scaled by four: a multiple of
 // four, near the truth. Signals are always attached and stay exact.
 func TestAgentDutyCycle(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	ids, dirs := fakeContainers(t, 0xd0, 1)
 	// Series for every syscall: the shell, sleep and exec make more than
@@ -249,6 +251,7 @@ func TestAgentDutyCycle(t *testing.T) {
 // doctor, which keeps every window's calls, finds fork slowing with the
 // mappings, from more calls than any one window had.
 func TestAgentGrowthAcrossWindows(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	a := startAgent(t, "--window", "1s")
 	cmd := exec.Command(scenario(t, "forkgrow"), "-n", "40", "-m", "1600", "-i", "300")

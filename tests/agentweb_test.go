@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,11 +36,15 @@ type netns struct {
 	host, peer string // the veth addresses: the test's side and the namespace's
 }
 
+var netnsSeq atomic.Int32
+
 func newNetns(t *testing.T) netns {
 	t.Helper()
-	n := os.Getpid()%200 + 20
-	ns := netns{name: fmt.Sprintf("sysray-t%d", os.Getpid()), host: fmt.Sprintf("10.213.%d.1", n), peer: fmt.Sprintf("10.213.%d.2", n)}
-	hv, pv := fmt.Sprintf("srh%d", os.Getpid()), fmt.Sprintf("srp%d", os.Getpid())
+	// One of its own per call: tests that use one run alongside each other.
+	seq := netnsSeq.Add(1)
+	n := (os.Getpid()+int(seq))%200 + 20
+	ns := netns{name: fmt.Sprintf("sysray-t%d-%d", os.Getpid(), seq), host: fmt.Sprintf("10.213.%d.1", n), peer: fmt.Sprintf("10.213.%d.2", n)}
+	hv, pv := fmt.Sprintf("srh%d-%d", os.Getpid(), seq), fmt.Sprintf("srp%d-%d", os.Getpid(), seq)
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -98,6 +103,7 @@ func requireCurl(t *testing.T) {
 // its unix socket, mode 0600. A planted password reaches neither the
 // findings nor the capture, and the capture says it was redacted.
 func TestAgentAPINotOnNetwork(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	requireCurl(t)
 	ns := newNetns(t)
@@ -195,6 +201,7 @@ func TestAgentRefusesOpenAPI(t *testing.T) {
 // the network, but only over TLS and to who gives the password: curl and a
 // real Prometheus (its tls_config and basic_auth) get in, nobody else.
 func TestAgentWebConfig(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	requireCurl(t)
 	requirePrometheus(t)

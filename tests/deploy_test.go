@@ -194,6 +194,7 @@ func TestDeployDaemonSet(t *testing.T) {
 // The systemd unit passes systemd's own check, with ExecStart pointing at
 // the binary under test.
 func TestDeploySystemdUnit(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {

@@ -38,6 +38,7 @@ func gone(t *testing.T, what, stderr string) {
 // done: a 30 s sleep traced for 1 s is ended, and sysray exits 0, in trace,
 // record, stat and doctor alike.
 func TestDurationStopsCommand(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	dir := t.TempDir()
 	capFile := filepath.Join(dir, "run.sysray")
@@ -77,6 +78,7 @@ func TestDurationStopsCommand(t *testing.T) {
 // it (10 s); one that ends before the duration ends the run with its own
 // status, as without --duration.
 func TestDurationKillsOrKeepsStatus(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	out := filepath.Join(t.TempDir(), "out")
 	// exec keeps SIGTERM ignored in sleep itself: nothing is left behind.

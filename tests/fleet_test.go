@@ -68,6 +68,7 @@ type promAlert struct {
 // expression evaluates, and those that must stay quiet on a healthy agent
 // (down, absent, restarting, memory, stale reads) return nothing.
 func TestFleetDashboardAndAlerts(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	requirePrometheus(t)
 	if _, err := exec.LookPath("containerd"); err != nil && os.Getenv("SYSRAY_REQUIRE_BPF") != "1" {

@@ -24,6 +24,7 @@ import (
 // the rules and the dashboard misses. honor_labels keeps them too, the
 // host's empty pod included, because the text format writes pod="" out.
 func TestServiceMonitorKeepsAgentLabels(t *testing.T) {
+	alongside(t)
 	requirePrometheus(t)
 	series := `# TYPE sysray_page_faults_total counter
 sysray_page_faults_total{container="web",namespace="shop",pod="web-0"} 7

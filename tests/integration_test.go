@@ -92,6 +92,18 @@ func setup(dir string) int {
 	return 0
 }
 
+// alongside lets a test run at the same time as the others that call it,
+// after every test that does not (go test -parallel sets how many at once).
+// Only a test that mostly waits (an agent's windows and scrapes, a
+// container's start, a browser) and asserts on its own processes, cgroups
+// and ports may call it: one that changes the host (audit rules, sysctls,
+// memory pressure) or whose finding depends on a quiet host (a timing
+// threshold, the benign corpus, a variant) must not.
+func alongside(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // requireBPF skips a privileged test, or fails it when CI demands BPF.
 func requireBPF(t *testing.T) {
 	t.Helper()

@@ -76,6 +76,7 @@ func promHistogram(t *testing.T, addr, q string) (count float64, buckets []nativ
 // median lies in it. The classic series the dashboard reads are stored
 // next to it from the same scrape.
 func TestAgentNativeHistogram(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	requirePrometheus(t)
 	ids, dirs := fakeContainers(t, 0xe7, 1)

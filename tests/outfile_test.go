@@ -499,6 +499,7 @@ func TestRecordConcurrent(t *testing.T) {
 // A record killed while it traces leaves what it wrote at the name asked
 // for, readable up to its last flushed block, and nothing beside it.
 func TestRecordKilledLeavesCapture(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.sysray")

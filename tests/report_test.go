@@ -161,6 +161,7 @@ func checkReportFile(t *testing.T, page string) {
 // report must show the doctor's findings, the exact count, the errors the
 // events hold, and draw every view.
 func TestReportCapture(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	dir := t.TempDir()
 	map32 := filepath.Join(dir, "map32")
@@ -412,6 +413,7 @@ func TestReportBadInput(t *testing.T) {
 // every name, path and argument is markup. The page draws, and none of
 // that text becomes an element.
 func TestReportEmptyAndHostile(t *testing.T) {
+	alongside(t)
 	dir := t.TempDir()
 	evil := `<img src=x onerror=alert(1)>`
 	write := func(name string, events []event.Event) string {

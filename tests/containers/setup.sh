@@ -63,7 +63,7 @@ start_containerd() {
 	log "starting containerd (log: $STATE/containerd.log)"
 	# Detached from our stdio and session: a caller that waits for our output
 	# (go test's exec) must not wait for containerd too.
-	setsid containerd --address "$SOCK" </dev/null >>"$STATE/containerd.log" 2>&1 &
+	setsid containerd --address "$SOCK" </dev/null >>"$STATE/containerd.log" 2>&1 9>&- &
 	echo $! >"$STATE/containerd.pid"
 	for _ in $(seq 1 100); do
 		containerd_up && return
@@ -211,12 +211,17 @@ run_container() {
 	echo "$pid"
 }
 
+# One setup at a time: tests that start containers run alongside each other,
+# and two of them must not both start containerd or import the image.
 setup() {
+	mkdir -p "$STATE"
+	exec 9>>"$STATE/setup.lock"
+	flock 9
 	install_packages
 	start_containerd
-	mkdir -p "$STATE"
 	build_image
 	import_image
+	exec 9>&-
 }
 
 case "${1:-setup}" in
