@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/units"
@@ -66,6 +67,10 @@ type cgroupLimit struct {
 	// users caches a user's task count: a non-root fork bomb has many
 	// processes failing at once, and each count reads every /proc/PID/status.
 	users map[int64]userCount
+	// watch reads the limited CPU cgroups on a clock (live; nil until one
+	// is found), every watchEvery; 0 in tests, which tick it themselves.
+	watch      *cpuWatch
+	watchEvery time.Duration
 }
 
 type userCount struct {
@@ -227,7 +232,8 @@ type cgDir struct {
 }
 
 func newCgroupLimit(arch event.Arch, live bool, canRead func() bool) *cgroupLimit {
-	return &cgroupLimit{arch: arch, bar: slowMin, live: live, canRead: canRead, fs: hostFS{}, procs: map[uint32]*cgProc{}, dirs: map[cgKey]*cgDir{}}
+	return &cgroupLimit{arch: arch, bar: slowMin, live: live, canRead: canRead, fs: hostFS{}, procs: map[uint32]*cgProc{}, dirs: map[cgKey]*cgDir{},
+		watchEvery: cgRefresh * time.Nanosecond}
 }
 
 var forkCalls = map[string]bool{"fork": true, "vfork": true, "clone": true, "clone3": true}
@@ -455,14 +461,36 @@ func (c *cgroupLimit) refresh(p *cgProc, now uint64, relevant bool) {
 
 // read takes one snapshot of a cgroup's limits and counters.
 func (c *cgroupLimit) read(dir string, d *cgDir) {
-	if _, err := c.fs.ReadFile(dir + "/" + ctlProbe[d.ctl][b2i(!d.v1)]); err != nil {
+	s, ok := cgSnapshot(c.fs, dir, d.ctl, d.v1)
+	if !ok {
 		// Removed: the last read that saw it stays.
 		d.gone = d.reads > 0
 		return
 	}
+	d.reads++
+	if d.first == nil {
+		d.first = s
+	}
+	d.last = s
+	d.peak = max(d.peak, s["current"])
+	d.limited = s["max"] > 0 || s["high"] > 0 || s["quota"] > 0
+	if d.ctl == ctlCPU && d.limited && c.reads() {
+		if c.watch == nil {
+			c.watch = newCPUWatch(c.fs, c.watchEvery)
+		}
+		c.watch.add(dir, d.v1)
+	}
+}
+
+// cgSnapshot reads a cgroup's limits and counters for one controller;
+// false if the cgroup is not there.
+func cgSnapshot(fs cgFS, dir string, ctl int, v1 bool) (map[string]int64, bool) {
+	if _, err := fs.ReadFile(dir + "/" + ctlProbe[ctl][b2i(!v1)]); err != nil {
+		return nil, false
+	}
 	s := map[string]int64{}
 	get := func(file string) string {
-		b, err := c.fs.ReadFile(dir + "/" + file)
+		b, err := fs.ReadFile(dir + "/" + file)
 		if err != nil {
 			return ""
 		}
@@ -477,13 +505,13 @@ func (c *cgroupLimit) read(dir string, d *cgDir) {
 			}
 		}
 	}
-	switch d.ctl {
+	switch ctl {
 	case ctlPids:
 		s["max"] = limitValue(get("pids.max"))
 		s["current"] = limitValue(get("pids.current"))
 		keyed("events.", get("pids.events"))
 	case ctlMemory:
-		if d.v1 {
+		if v1 {
 			s["max"] = limitValue(get("memory.limit_in_bytes"))
 			s["high"] = -1
 			s["current"] = limitValue(get("memory.usage_in_bytes"))
@@ -496,7 +524,7 @@ func (c *cgroupLimit) read(dir string, d *cgDir) {
 			keyed("events.", get("memory.events"))
 		}
 	case ctlCPU:
-		if d.v1 {
+		if v1 {
 			s["quota"] = limitValue(get("cpu.cfs_quota_us"))
 			s["period"] = limitValue(get("cpu.cfs_period_us"))
 		} else if q, per, ok := strings.Cut(get("cpu.max"), " "); ok {
@@ -508,13 +536,7 @@ func (c *cgroupLimit) read(dir string, d *cgDir) {
 			s["stat.throttled_usec"] = ns / 1000
 		}
 	}
-	d.reads++
-	if d.first == nil {
-		d.first = s
-	}
-	d.last = s
-	d.peak = max(d.peak, s["current"])
-	d.limited = s["max"] > 0 || s["high"] > 0 || s["quota"] > 0
+	return s, true
 }
 
 // limitValue reads a limit or counter: "max" and v1's "-1" or huge
@@ -654,6 +676,20 @@ func (c *cgroupLimit) Findings(env *Env) []Finding {
 		for k, d := range c.dirs {
 			if d != nil && d.limited && !d.gone {
 				c.read(k.dir, d)
+			}
+		}
+	}
+	if c.watch != nil {
+		// A cgroup removed before the report: the watch's last read of
+		// it, when it came after the events' last.
+		c.watch.close()
+		for k, d := range c.dirs {
+			if d == nil || k.ctl != ctlCPU || d.last == nil {
+				continue
+			}
+			if s := c.watch.latest(k.dir); s != nil && s["stat.nr_periods"] > d.last["stat.nr_periods"] {
+				d.last = s
+				d.reads++
 			}
 		}
 	}

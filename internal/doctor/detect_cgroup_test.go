@@ -2,9 +2,12 @@ package doctor
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sysray/sysray/internal/event"
 )
@@ -54,15 +57,20 @@ const (
 // step may change fs before its event.
 type cgStep struct {
 	before func()
+	tick   bool // the watch's clock ticks after before
 	e      event.Event
 }
 
 func cgRun(fs fakeFS, live bool, steps []cgStep) []Finding {
 	c := newCgroupLimit(event.ArchAMD64, live, nil)
 	c.fs = fs
+	c.watchEvery = 0 // the steps change fs: the watch reads it only when a step ticks it
 	for i := range steps {
 		if steps[i].before != nil {
 			steps[i].before()
+		}
+		if steps[i].tick && c.watch != nil {
+			c.watch.tick()
 		}
 		c.Observe(&steps[i].e)
 	}
@@ -388,6 +396,61 @@ func TestCgroupCPUThrottled(t *testing.T) {
 		if !strings.Contains(f.Summary, w) {
 			t.Errorf("summary lacks %q:\n%s", w, f.Summary)
 		}
+	}
+}
+
+// The CI case: a spinner under a quota makes no event after its first
+// (its calls are too fast to be events, and a throttled task is stopped
+// outside any call), and its cgroup is removed as the command ends. The
+// watch's read on its clock, between, holds the throttling.
+func TestCgroupCPUThrottledWithoutEvents(t *testing.T) {
+	fs := cpuFS("nr_periods 10\nnr_throttled 2\nthrottled_time 90000000\n")
+	steps := []cgStep{
+		at(sys(7, 1*ms, 0, 10, 20_000)),
+		// No event of the process: only the watch's clock.
+		{tick: true, before: func() {
+			fs["/sys/fs/cgroup/cpu/kubepods/pod1/cpu.stat"] = "nr_periods 30\nnr_throttled 20\nthrottled_time 1590000000\n"
+		}, e: event.Event{Kind: event.KindSyscall, Time: 2 * ms, PID: 99, TID: 99, Comm: "other"}},
+		{before: func() { fs.remove("/sys/fs/cgroup/cpu/kubepods/pod1/") }, e: event.Event{Kind: event.KindSyscall, Time: 3 * ms, PID: 99, TID: 99, Comm: "other"}},
+	}
+	got := cgRun(fs, true, steps)
+	if len(got) != 1 || !strings.Contains(got[0].Title, "was CPU-throttled for 1.50s") || !strings.Contains(got[0].Summary, "in 18 of 20 periods") {
+		t.Fatalf("want the throttling the watch read: %+v", got)
+	}
+}
+
+// The watch on its own clock, over real files: it reads until the cgroup
+// is gone, then stops by itself; close after that returns at once.
+func TestCPUWatchClock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cg")
+	os.Mkdir(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "cpu.max"), []byte("10000 100000\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "cpu.stat"), []byte("usage_usec 5\nnr_periods 7\nnr_throttled 6\nthrottled_usec 500000\n"), 0o644)
+	w := newCPUWatch(hostFS{}, 10*time.Millisecond)
+	w.add(dir, false)
+	deadline := time.Now().Add(5 * time.Second)
+	for w.latest(dir) == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := w.latest(dir); s["stat.nr_throttled"] != 6 || s["quota"] != 10000 || s["period"] != 100000 {
+		t.Fatalf("read %v", s)
+	}
+	os.RemoveAll(dir)
+	for {
+		w.mu.Lock()
+		running := w.running
+		w.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch did not stop once its cgroup was gone")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	w.close()
+	if s := w.latest(dir); s["stat.nr_throttled"] != 6 {
+		t.Errorf("the last read went with the cgroup: %v", s)
 	}
 }
 

@@ -17,6 +17,8 @@
 //   spin: each worker (with -t, each of 2 threads) reads /dev/urandom,
 //   1 MiB a call (about 3 ms on the CPU): CPU time spent inside syscalls, so a CPU quota's
 //   throttling lands inside them.
+//   loop: each worker computes in user space, no syscall at all (the clock
+//   is the vDSO's): a process throttled without making one event.
 // Workers run for -d SECONDS (default 2); the file is unlinked once open.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -205,6 +207,19 @@ static void *spinner(void *arg)
 	return (void *)calls;
 }
 
+static void loop(void)
+{
+	double end = now() + secs;
+	volatile unsigned long x = 1;
+	long rounds = 0;
+	while (now() < end) {
+		for (int i = 0; i < 100000; i++)
+			x = x * 6364136223846793005UL + 1442695040888963407UL;
+		rounds++;
+	}
+	fprintf(stderr, "cgwork[%d]: %ld rounds\n", getpid(), rounds);
+}
+
 static void spin(void)
 {
 	pthread_t t;
@@ -223,7 +238,7 @@ int main(int argc, char **argv)
 {
 	int procs = 1, opt;
 	if (argc < 2) {
-		fprintf(stderr, "usage: cgwork fork|file|mapread|spin [-n PROCS] [-t] [-d SECONDS] [-s MIB] [-b KIB]\n");
+		fprintf(stderr, "usage: cgwork fork|file|mapread|spin|loop [-n PROCS] [-t] [-d SECONDS] [-s MIB] [-b KIB]\n");
 		return 2;
 	}
 	kind = argv[1];
@@ -239,7 +254,7 @@ int main(int argc, char **argv)
 		}
 	}
 	void (*work)(void) = !strcmp(kind, "fork") ? forker : !strcmp(kind, "file") ? filer
-		: !strcmp(kind, "mapread") ? mapreader : !strcmp(kind, "spin") ? spin : NULL;
+		: !strcmp(kind, "mapread") ? mapreader : !strcmp(kind, "spin") ? spin : !strcmp(kind, "loop") ? loop : NULL;
 	if (!work || procs < 1 || procs > 64 || secs <= 0 || mib < 1 || kib < 1 || kib > 1024) {
 		fprintf(stderr, "cgwork: bad arguments\n");
 		return 2;
