@@ -134,6 +134,8 @@ func runVariant(v variants.Variant, bin, dir string) (*doctor.Report, error) {
 	}
 	w := exec.Command(argv[0], argv[1:]...)
 	w.Stdout, w.Stderr = os.Stderr, os.Stderr
+	// A process group of its own: what it started is waited for too.
+	w.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
@@ -149,6 +151,7 @@ func runVariant(v variants.Variant, bin, dir string) (*doctor.Report, error) {
 			w.Process.Kill()
 			<-exited
 		}
+		drainGroup(w.Process.Pid)
 	}()
 	time.Sleep(v.Lead)
 	sel.Duration = v.For
@@ -255,3 +258,30 @@ func startNeighbour(path string, args []string) (stop func(), err error) {
 		<-exited
 	}, nil
 }
+
+// drainGroup waits until every process of the group pgid is gone, reaped
+// too, and kills what is left after groupGrace. A workload's children die
+// after it, on their own (PR_SET_PDEATHSIG, a janitor restoring what it
+// changed), and until they are reaped they still count: nprocfill -p 2's
+// hundreds of threads of uid 65534 against the next variant's
+// RLIMIT_NPROC, whose fill then never reached its limit as they went
+// (CI once saw cgroup-limit/nproc-cgroup find nothing after nproc-host).
+func drainGroup(pgid int) {
+	killed := false
+	deadline := time.Now().Add(groupGrace)
+	for syscall.Kill(-pgid, 0) == nil {
+		if time.Now().After(deadline) {
+			if killed {
+				fmt.Fprintf(os.Stderr, "sysray: processes of the workload's group %d are still there %s after SIGKILL\n", pgid, groupGrace)
+				return
+			}
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			killed, deadline = true, time.Now().Add(groupGrace)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// groupGrace: a janitor restores settings in well under a second; a
+// workload's children stopping take less.
+const groupGrace = 10 * time.Second
