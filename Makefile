@@ -59,9 +59,10 @@ SOAK_TESTS = TestAgentSoak
 SICK_TESTS = TestSick[A-Za-z]*
 # (make deep) The measurements that go deeper than make test's checks of
 # the same code: the doctor's memory bound under an exec storm, stat's
-# percentiles against a record of the same run, and the thrash reader's
-# counts against the kernel's; each takes 13-18 s.
-DEEP_TESTS = TestDoctorExecStormMemory|TestStatBudgetAgainstRecord|TestThrashReadGroundTruth
+# percentiles against a record of the same run, the thrash reader's counts
+# against the kernel's, and a whole host's record against strace (make
+# test checks a command's); each takes 13-18 s.
+DEEP_TESTS = TestDoctorExecStormMemory|TestStatBudgetAgainstRecord|TestThrashReadGroundTruth|TestHostRecordMatchesStrace
 LONG_TESTS = ^($(SOAK_TESTS)|$(SICK_TESTS)|$(DEEP_TESTS))$$
 
 # The packages' own tests run two packages at a time, as make unit's do;

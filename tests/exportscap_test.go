@@ -235,6 +235,7 @@ func checkScapExport(t *testing.T, file string) (out string) {
 // Real captures of the doctor's golden set (forks, threads, thousands of
 // calls) need no root to export and check.
 func TestExportScapGolden(t *testing.T) {
+	alongside(t)
 	needTool(t, "sysdig")
 	needTool(t, "tshark")
 	for _, f := range []string{"forkgrow.sysray", "fdleak-pipe.sysray", "crasher.sysray", "lockconvoy.sysray", "nagle.sysray", "refused-eperm.sysray", "strace-fifo.sysray", "execfail.sysray", "synloss-poll.sysray"} {

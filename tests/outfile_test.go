@@ -428,6 +428,7 @@ func TestOutputCheckedFirst(t *testing.T) {
 // Two records to one file at once: the file ends up one whole capture, of
 // the record that reports success; the other exits non-zero and says so.
 func TestRecordConcurrent(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.sysray")

@@ -347,6 +347,7 @@ func TestReportLive(t *testing.T) {
 // A capture of more than a million events makes a report under 5 MiB that
 // still draws every view.
 func TestReportSize(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	dir := t.TempDir()
 	capFile := filepath.Join(dir, "big.sysray")

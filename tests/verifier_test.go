@@ -29,6 +29,7 @@ import (
 const verifierBudget = 1_000_000 / 4
 
 func TestVerifierBudget(t *testing.T) {
+	alongside(t)
 	requireBPF(t)
 	sleeper := exec.Command("sleep", "60")
 	if err := sleeper.Start(); err != nil {
