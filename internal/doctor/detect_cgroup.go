@@ -476,7 +476,7 @@ func (c *cgroupLimit) read(dir string, d *cgDir) {
 	d.limited = s["max"] > 0 || s["high"] > 0 || s["quota"] > 0
 	if d.ctl == ctlCPU && d.limited && c.reads() {
 		if c.watch == nil {
-			c.watch = newCPUWatch(c.fs, c.watchEvery)
+			c.watch = newCPUWatch(c.fs, c.watchEvery, c.canRead)
 		}
 		c.watch.add(dir, d.v1)
 	}

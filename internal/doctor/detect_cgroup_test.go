@@ -426,7 +426,7 @@ func TestCPUWatchClock(t *testing.T) {
 	os.Mkdir(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "cpu.max"), []byte("10000 100000\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "cpu.stat"), []byte("usage_usec 5\nnr_periods 7\nnr_throttled 6\nthrottled_usec 500000\n"), 0o644)
-	w := newCPUWatch(hostFS{}, 10*time.Millisecond)
+	w := newCPUWatch(hostFS{}, 10*time.Millisecond, nil)
 	w.add(dir, false)
 	deadline := time.Now().Add(5 * time.Second)
 	for w.latest(dir) == nil && time.Now().Before(deadline) {
@@ -489,5 +489,23 @@ func TestCgroupCPUQuiet(t *testing.T) {
 		at(sys(7, 900*ms, cgWrite, 10, 20_000))}
 	if got := cgRun(fs, true, steps); len(got) != 0 {
 		t.Errorf("ordinary work: %+v", got)
+	}
+}
+
+// On a host where opening a file may stall (a full audit backlog), the
+// watch's clock reads nothing.
+func TestCPUWatchSick(t *testing.T) {
+	fs := cpuFS("nr_periods 10\nnr_throttled 2\nthrottled_time 90000000\n")
+	sick := true
+	w := newCPUWatch(fs, 0, func() bool { return !sick })
+	w.add("/sys/fs/cgroup/cpu/kubepods/pod1", true)
+	w.tick()
+	if s := w.latest("/sys/fs/cgroup/cpu/kubepods/pod1"); s != nil {
+		t.Fatalf("read on a sick host: %v", s)
+	}
+	sick = false
+	w.tick()
+	if s := w.latest("/sys/fs/cgroup/cpu/kubepods/pod1"); s["stat.nr_throttled"] != 2 {
+		t.Fatalf("read once well: %v", s)
 	}
 }

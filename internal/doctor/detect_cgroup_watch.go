@@ -17,6 +17,9 @@ import (
 type cpuWatch struct {
 	fs    cgFS
 	every time.Duration
+	// canRead, if set, says whether opening a file may stall now (a full
+	// audit backlog): then a tick reads nothing.
+	canRead func() bool
 
 	mu      sync.Mutex
 	dirs    map[string]*watched
@@ -35,8 +38,8 @@ type watched struct {
 // file reads a tick.
 const cgWatchMax = 64
 
-func newCPUWatch(fs cgFS, every time.Duration) *cpuWatch {
-	return &cpuWatch{fs: fs, every: every, dirs: map[string]*watched{}}
+func newCPUWatch(fs cgFS, every time.Duration, canRead func() bool) *cpuWatch {
+	return &cpuWatch{fs: fs, every: every, canRead: canRead, dirs: map[string]*watched{}}
 }
 
 // add watches dir, and starts the clock if it is not running.
@@ -78,6 +81,9 @@ func (w *cpuWatch) run(stop, done chan struct{}) {
 
 // tick reads every watched cgroup still there once; false when none is.
 func (w *cpuWatch) tick() bool {
+	if w.canRead != nil && !w.canRead() {
+		return true
+	}
 	w.mu.Lock()
 	var dirs []string
 	for dir, x := range w.dirs {
@@ -119,7 +125,10 @@ func (w *cpuWatch) latest(dir string) map[string]int64 {
 	return nil
 }
 
-// close stops the clock and waits for it.
+// close stops the clock, and waits for a tick under way at most
+// closeWait: a read that stalls (the host turned sick between the check
+// and the open) must not hold the report; its result, if it comes, is
+// still taken under the lock.
 func (w *cpuWatch) close() {
 	w.mu.Lock()
 	running, stop, done := w.running, w.stop, w.done
@@ -127,6 +136,11 @@ func (w *cpuWatch) close() {
 	w.mu.Unlock()
 	if running {
 		close(stop)
-		<-done
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+		}
 	}
 }
+
+const closeWait = time.Second
