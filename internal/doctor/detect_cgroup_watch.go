@@ -70,38 +70,34 @@ func (w *cpuWatch) run(stop, done chan struct{}) {
 			return
 		case <-t.C:
 			if !w.tick() {
-				w.mu.Lock()
-				w.running = false
-				w.mu.Unlock()
 				return
 			}
 		}
 	}
 }
 
-// tick reads every watched cgroup still there once; false when none is.
+// tick reads every watched cgroup still there once. When none is left it
+// stops the clock (running false, in the same hold of the lock that saw
+// none, so that a cgroup added meanwhile starts it again) and says false.
 func (w *cpuWatch) tick() bool {
 	if w.canRead != nil && !w.canRead() {
 		return true
 	}
 	w.mu.Lock()
-	var dirs []string
+	todo := map[string]*watched{}
 	for dir, x := range w.dirs {
 		if !x.gone {
-			dirs = append(dirs, dir)
+			todo[dir] = x
 		}
 	}
 	w.mu.Unlock()
-	for _, dir := range dirs {
-		w.mu.Lock()
-		v1 := w.dirs[dir].v1
-		w.mu.Unlock()
-		s, ok := cgSnapshot(w.fs, dir, ctlCPU, v1)
+	for dir, x := range todo {
+		s, ok := cgSnapshot(w.fs, dir, ctlCPU, x.v1)
 		w.mu.Lock()
 		if ok {
-			w.dirs[dir].last = s
+			x.last = s
 		} else {
-			w.dirs[dir].gone = true
+			x.gone = true
 		}
 		w.mu.Unlock()
 	}
@@ -112,6 +108,7 @@ func (w *cpuWatch) tick() bool {
 			return true
 		}
 	}
+	w.running = false
 	return false
 }
 
