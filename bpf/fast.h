@@ -170,7 +170,7 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 		 */
 		if (r->owner == me + FAST_IDLE && r->call.held) {
 			r->call.held = 0;
-			emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, NULL);
+			emit_current(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0);
 		}
 		return false;
 	}
@@ -193,7 +193,7 @@ static __always_inline bool fast_enter(struct pt_regs *regs, long id)
 	if (r->call.held) {
 		/* The interrupted call did return to user space (a handler ran, or it is being restarted). */
 		r->call.held = 0;
-		emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, NULL);
+		emit_current(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0);
 	}
 	r->call.nr = id;
 	r->call.gen = attach_gen;
@@ -221,7 +221,7 @@ static __always_inline void fast_emit(struct fast_row *r, long ret)
 		r->call.held_end = now;
 		return;
 	}
-	emit_call(&r->call, &r->ids, ret, now, 0, NULL);
+	emit_current(&r->call, &r->ids, ret, now, 0);
 }
 
 /* The doctor: the row's call joins its thread's recent calls (fast_recent). */
@@ -262,7 +262,7 @@ static __noinline void row_cross(struct fast_row *r, __u64 *ctx, __u64 lat, __u6
 		r->call.held_end = now;
 		return;
 	}
-	emit_call(&r->call, &r->ids, ret, now, flags, NULL);
+	emit_current(&r->call, &r->ids, ret, now, flags);
 }
 
 /*
@@ -397,7 +397,7 @@ static __always_inline void fast_release(struct task_struct *task)
 				late_args(&r->call, (struct pt_regs *)me, 0);
 				untimed_entry(&r->call, &r->timing, now);
 			}
-			emit_call(&r->call, &r->ids, 0, now, F_UNFINISHED, NULL);
+			emit_current(&r->call, &r->ids, 0, now, F_UNFINISHED);
 		}
 	}
 	if (budget_timing() && r->ids.cg_gen)
