@@ -67,9 +67,16 @@ type cgroupLimit struct {
 	// users caches a user's task count: a non-root fork bomb has many
 	// processes failing at once, and each count reads every /proc/PID/status.
 	users map[int64]userCount
-	// watch reads the limited CPU cgroups on a clock (live; nil until one
-	// is found), every watchEvery; 0 in tests, which tick it themselves.
-	watch      *cpuWatch
+	// watch reads the CPU cgroups with a quota on a clock (live; nil
+	// until one is found), every watchEvery; 0 in tests, which tick it
+	// themselves. The other limits come with events of their own (a
+	// failed fork, a pass of reclaim); a throttled process may make none:
+	// its calls are too fast to be events, and since Linux 6.18 a
+	// throttled task is stopped on its way back to user space, so no call
+	// of its is stretched. Read only on its events, a cgroup removed as
+	// its command ends was last read at its first event, and its
+	// throttling never seen (CI once saw only cgrun's one slow write).
+	watch      *watch
 	watchEvery time.Duration
 }
 
@@ -476,9 +483,10 @@ func (c *cgroupLimit) read(dir string, d *cgDir) {
 	d.limited = s["max"] > 0 || s["high"] > 0 || s["quota"] > 0
 	if d.ctl == ctlCPU && d.limited && c.reads() {
 		if c.watch == nil {
-			c.watch = newCPUWatch(c.fs, c.watchEvery, c.canRead)
+			c.watch = newWatch(c.watchEvery, c.canRead)
 		}
-		c.watch.add(dir, d.v1)
+		fs, v1 := c.fs, d.v1
+		c.watch.add(dir, func() (map[string]int64, bool) { return cgSnapshot(fs, dir, ctlCPU, v1) })
 	}
 }
 

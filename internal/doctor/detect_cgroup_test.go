@@ -426,8 +426,8 @@ func TestCPUWatchClock(t *testing.T) {
 	os.Mkdir(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "cpu.max"), []byte("10000 100000\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "cpu.stat"), []byte("usage_usec 5\nnr_periods 7\nnr_throttled 6\nthrottled_usec 500000\n"), 0o644)
-	w := newCPUWatch(hostFS{}, 10*time.Millisecond, nil)
-	w.add(dir, false)
+	w := newWatch(10*time.Millisecond, nil)
+	w.add(dir, func() (map[string]int64, bool) { return cgSnapshot(hostFS{}, dir, ctlCPU, false) })
 	deadline := time.Now().Add(5 * time.Second)
 	for w.latest(dir) == nil && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -497,8 +497,9 @@ func TestCgroupCPUQuiet(t *testing.T) {
 func TestCPUWatchSick(t *testing.T) {
 	fs := cpuFS("nr_periods 10\nnr_throttled 2\nthrottled_time 90000000\n")
 	sick := true
-	w := newCPUWatch(fs, 0, func() bool { return !sick })
-	w.add("/sys/fs/cgroup/cpu/kubepods/pod1", true)
+	w := newWatch(0, func() bool { return !sick })
+	const dir = "/sys/fs/cgroup/cpu/kubepods/pod1"
+	w.add(dir, func() (map[string]int64, bool) { return cgSnapshot(fs, dir, ctlCPU, true) })
 	w.tick()
 	if s := w.latest("/sys/fs/cgroup/cpu/kubepods/pod1"); s != nil {
 		t.Fatalf("read on a sick host: %v", s)

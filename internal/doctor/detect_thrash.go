@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/proc"
@@ -56,6 +57,16 @@ const thrashRereadShare = 0.5
 // windows are decorated at.
 const thrashFactsEvery = 200_000_000
 
+// thrashWatchEvery: how often a watch reads the memory cgroups of the
+// processes that waited for file pages, live, on its own clock. Read only
+// on events, the last read may trail a reader's end by more than a pass:
+// on a fast device its waits thin out, and few events cross over to read
+// again (the demo's refaults read 48% to 100% of the kernel's count, in
+// runs of the same 8 passes). The cgroup is often removed as its command
+// ends, before the report can read it. A pass of the demo's reader takes
+// about 150 ms; at 100 ms the last read trails the end by less than one.
+const thrashWatchEvery = 100 * time.Millisecond
+
 // thrashReads is what the detector reads of the host, live: tests replace it.
 type thrashReads interface {
 	can() bool
@@ -70,6 +81,9 @@ type thrashReads interface {
 	diskRead(pid uint32) (uint64, bool)
 	// born says the memory cgroup was made after the trace began (Host.CgroupBorn).
 	born(cgroup string) bool
+	// refaults is the memory cgroup's workingset_refault_file now; false
+	// when the cgroup is gone.
+	refaults(cgroup string) (uint64, bool)
 }
 
 type liveThrashReads struct{ h *Host }
@@ -78,6 +92,7 @@ func (l liveThrashReads) can() bool { return l.h.canRead() }
 func (l liveThrashReads) born(cg string) bool {
 	return l.h.CgroupBorn != nil && l.h.CgroupBorn(cg)
 }
+func (liveThrashReads) refaults(cg string) (uint64, bool) { return thrashRefaultsNow(cg) }
 func (liveThrashReads) memFacts(pid uint32) (event.MemFacts, bool) {
 	return proc.ReadMemFacts(pid)
 }
@@ -214,6 +229,10 @@ type thrash struct {
 	// their time (less waiting for a CPU): the events are a sample.
 	exact bool
 	reads map[uint32]*readTime
+	// watch reads the waiting processes' memory cgroups on a clock
+	// (thrashWatchEvery; 0 in tests, which tick it); nil until one waits.
+	watch      *watch
+	watchEvery time.Duration
 }
 
 type readTime struct{ n, ns uint64 }
@@ -236,7 +255,7 @@ func (t *thrash) counts(cells []stat.Cell) {
 }
 
 func newThrash(h *Host) *thrash {
-	return &thrash{arch: h.Arch, host: thrashHostReads(h), procs: map[uint32]*thrashProc{}}
+	return &thrash{arch: h.Arch, host: thrashHostReads(h), procs: map[uint32]*thrashProc{}, watchEvery: thrashWatchEvery}
 }
 
 // pageCached says a path names a file whose reads go through the page
@@ -471,7 +490,19 @@ func (t *thrash) note(p *thrashProc, m event.MemFacts) {
 		p.born = !m.Host && t.host != nil && t.host.can() && t.host.born(m.Cgroup)
 	}
 	p.last = m
+	if !m.Host && m.Cgroup != "" && t.host.can() {
+		if t.watch == nil {
+			t.watch = newWatch(t.watchEvery, t.host.can)
+		}
+		host, cg := t.host, m.Cgroup
+		t.watch.add(cg, func() (map[string]int64, bool) {
+			n, ok := host.refaults(cg)
+			return map[string]int64{refaultKey: int64(n)}, ok
+		})
+	}
 }
+
+const refaultKey = "workingset_refault_file"
 
 // fileFault says a place is a fault waiting for a file's page: the fault
 // handler's file path on the stack, or, with no names (a capture without
@@ -563,6 +594,9 @@ func (g *thrashGroup) viaRead() bool { return g.readNS+g.readReclaimNS > g.ns+g.
 func (g *thrashGroup) workingSet() uint64 { return max(g.file.size, g.file.fileSize) }
 
 func (t *thrash) Findings(env *Env) []Finding {
+	if t.watch != nil {
+		t.watch.close()
+	}
 	threadNS, _ := env.threadTime()
 	groups := map[string]*thrashGroup{}
 	for _, p := range t.procs {
@@ -672,11 +706,17 @@ func (t *thrash) Findings(env *Env) []Finding {
 		if threads > 0 {
 			share = float64(lost) / float64(threads)
 		}
-		// The kernel folds its per-CPU counts into memory.stat every 2 s or
+		// The watch's last read, when the cgroup is gone by now. Else the
+		// kernel folds its per-CPU counts into memory.stat every 2 s or
 		// so: in a short trace the last read may not have moved yet. Live,
 		// a read now, once the trace is over, is the freshest.
-		if !g.host && env.Host.canRead() {
-			if n, ok := thrashRefaultsNow(g.cgroup); ok && n > g.last.RefaultFile {
+		if !g.host && t.watch != nil {
+			if s := t.watch.latest(g.cgroup); s != nil && uint64(s[refaultKey]) > g.last.RefaultFile {
+				g.last.RefaultFile = uint64(s[refaultKey])
+			}
+		}
+		if !g.host && t.host.can() {
+			if n, ok := t.host.refaults(g.cgroup); ok && n > g.last.RefaultFile {
 				g.last.RefaultFile = n
 			}
 		}

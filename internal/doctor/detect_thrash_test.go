@@ -122,7 +122,7 @@ func TestPageCacheThrashCgroupMadeDuringTrace(t *testing.T) {
 	for _, made := range []bool{true, false} {
 		// Disk reads: 4 refaults a page read from disk over the span. Born,
 		// the count is 1,000 more than the span's.
-		fake := &fakeReads{mem: limited, refaults: 4000, made: made, disk: 1000 * 4096}
+		fake := &fakeReads{mem: limited, grow: 4000, made: made, disk: 1000 * 4096}
 		f := readFindings(t, fake, readRun(nrPread, fileFd, 60*ms, 10*ms, readWaitStack), nil)
 		if f == nil {
 			t.Fatal("no finding")
@@ -187,22 +187,33 @@ const (
 
 // fakeReads is the host as the detector reads it: fd 3 is the data file
 // (96 MiB), fd 5 a socket, and the memory cgroup's refault counter grows
-// by refaults at each read of it.
+// by grow at each read of it.
 type fakeReads struct {
-	mem      event.MemFacts
-	refaults uint64
-	n        uint64
+	mem  event.MemFacts
+	grow uint64
+	n    uint64
 	// disk: bytes read from storage between reads of /proc/PID/io; 0: as
 	// many as the refaults (every page read from disk a refault).
 	disk, nio uint64
 	// made: the memory cgroup was made during the trace.
 	made bool
+	// now: the counter as read apart from a process (the watch, the
+	// report); gone: the cgroup is no longer there to read.
+	now  uint64
+	gone bool
+}
+
+func (f *fakeReads) refaults(string) (uint64, bool) {
+	if f.gone || f.now == 0 {
+		return 0, false
+	}
+	return f.now, true
 }
 
 func (f *fakeReads) diskRead(uint32) (uint64, bool) {
 	step := f.disk
 	if step == 0 {
-		step = f.refaults * 4096
+		step = f.grow * 4096
 	}
 	n := 5000 + f.nio*step
 	f.nio++
@@ -213,7 +224,7 @@ func (*fakeReads) can() bool          { return true }
 func (f *fakeReads) born(string) bool { return f.made }
 func (f *fakeReads) memFacts(uint32) (event.MemFacts, bool) {
 	m := f.mem
-	m.RefaultFile = 1000 + f.n*f.refaults
+	m.RefaultFile = 1000 + f.n*f.grow
 	f.n++
 	return m, true
 }
@@ -331,7 +342,7 @@ func TestPageCacheThrashRead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := &fakeReads{mem: tt.mem, refaults: tt.refaults}
+			fake := &fakeReads{mem: tt.mem, grow: tt.refaults}
 			if strings.HasPrefix(tt.name, "refaults a few percent") {
 				fake.disk = 32 * tt.refaults * 4096
 			}
@@ -365,7 +376,7 @@ func TestPageCacheThrashRead(t *testing.T) {
 // passes, the kernel's count of the calls and their time.
 func TestPageCacheThrashReadEvidence(t *testing.T) {
 	exact := []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 6144, Total: 1600 * ms, Runq: 100 * ms}}
-	f := readFindings(t, &fakeReads{mem: limited, refaults: 4000}, readRun(nrPread, fileFd, 60*ms, 10*ms, readWaitStack), exact)
+	f := readFindings(t, &fakeReads{mem: limited, grow: 4000}, readRun(nrPread, fileFd, 60*ms, 10*ms, readWaitStack), exact)
 	if f == nil {
 		t.Fatal("no finding")
 	}
@@ -395,7 +406,7 @@ func TestPageCacheThrashMappingWithCachedReads(t *testing.T) {
 		evs = append(evs, e)
 	}
 	exact := []stat.Cell{{Key: stat.Key{PID: 7, Nr: nrPread}, Count: 6144, Total: 1600 * ms}}
-	f := readFindings(t, &fakeReads{mem: limited, refaults: 4000}, evs, exact)
+	f := readFindings(t, &fakeReads{mem: limited, grow: 4000}, evs, exact)
 	if f == nil {
 		t.Fatal("no finding")
 	}
@@ -404,5 +415,61 @@ func TestPageCacheThrashMappingWithCachedReads(t *testing.T) {
 	}
 	if !strings.Contains(f.Title, "lost in page faults") {
 		t.Errorf("title %s", f.Title)
+	}
+}
+
+// The reader's memory cgroup was last read with its last event, which may
+// trail its end by passes (on a fast device few events cross over), and
+// the cgroup is removed before the report. The watch read it on its own
+// clock after that last event: its read counts.
+func TestThrashWatchOutlivesTheCgroup(t *testing.T) {
+	fake := &fakeReads{mem: limited, now: 61000}
+	saved := thrashHostReads
+	thrashHostReads = func(*Host) thrashReads { return fake }
+	defer func() { thrashHostReads = saved }()
+	d := New(host, nil)
+	var th *thrash
+	for _, det := range d.detectors {
+		if x, ok := det.(*thrash); ok {
+			th = x
+		}
+	}
+	th.watchEvery = 0 // ticked here
+	evs := thrashRun(7, 8, 100*ms, fileFaultStack, 4000, limited)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	if th.watch == nil {
+		t.Fatal("no watch on the reader's limited cgroup")
+	}
+	th.watch.tick()
+	fake.gone = true
+	th.watch.tick() // gone: the last read stays
+	f := byID(checked(d.Report()).Findings, PageCacheThrash)
+	if f == nil {
+		t.Fatal("no finding")
+	}
+	// From the first read (1,000) to the watch's last (61,000), not to
+	// the last event's (29,000).
+	if got := f.Evidence["refaulted_pages"]; got != uint64(60000) {
+		t.Errorf("refaulted_pages = %v, want 60000", got)
+	}
+}
+
+// A process in no limited cgroup (the host's counters) is not watched.
+func TestThrashWatchOnlyLimited(t *testing.T) {
+	fake := &fakeReads{mem: event.MemFacts{Read: true, Cgroup: "/", Host: true, Max: event.NoLimit, High: event.NoLimit}, now: 61000}
+	saved := thrashHostReads
+	thrashHostReads = func(*Host) thrashReads { return fake }
+	defer func() { thrashHostReads = saved }()
+	d := New(host, nil)
+	evs := thrashRun(7, 8, 100*ms, fileFaultStack, 4000, fake.mem)
+	for i := range evs {
+		d.Observe(&evs[i])
+	}
+	for _, det := range d.detectors {
+		if x, ok := det.(*thrash); ok && x.watch != nil {
+			t.Error("the host's counters are watched")
+		}
 	}
 }

@@ -5,52 +5,54 @@ import (
 	"time"
 )
 
-// cpuWatch reads the CPU cgroups with a quota on a clock of its own, live.
-// The other limits come with events of their own (a failed fork, a pass of
-// reclaim); a throttled process may make none: a spinner's calls are too
-// fast to be events, and since Linux 6.18 a throttled task is stopped on
-// its way back to user space, so no call of its is stretched. Read only on
-// its events, a cgroup removed as its command ends (systemd-run --scope,
-// a container's, cgrun's) was last read at its first event, and its
-// throttling never seen (CI once saw only cgrun's one slow write). The
-// report takes the watch's last read when the cgroup is gone.
-type cpuWatch struct {
-	fs    cgFS
+// A watch reads a few counters on a clock of its own, live, until what it
+// reads is gone or the report closes it. A detector that reads the host
+// only on its events misses what happens between them: a process may make
+// none while it suffers (a throttled spinner's calls are too fast to be
+// events), or make them more and more rarely (a reader on a fast device
+// waits less and less), and the cgroup that counted it is removed as its
+// command ends (systemd-run --scope, a container's, cgrun's), before the
+// report can read it. The counters are cumulative, so the last read is
+// what counts; a clock bounds how far it trails the end.
+type watch struct {
 	every time.Duration
 	// canRead, if set, says whether opening a file may stall now (a full
 	// audit backlog): then a tick reads nothing.
 	canRead func() bool
 
 	mu      sync.Mutex
-	dirs    map[string]*watched
+	keys    map[string]*watched
 	running bool
 	stop    chan struct{}
 	done    chan struct{}
 }
 
 type watched struct {
-	v1   bool
+	read func() (map[string]int64, bool) // false: gone for good
 	last map[string]int64
 	gone bool
 }
 
-// cgWatchMax bounds the cgroups read on the clock: each costs three small
-// file reads a tick.
-const cgWatchMax = 64
+// watchMax bounds what a watch reads on its clock: each key costs a few
+// small file reads a tick.
+const watchMax = 64
 
-func newCPUWatch(fs cgFS, every time.Duration, canRead func() bool) *cpuWatch {
-	return &cpuWatch{fs: fs, every: every, canRead: canRead, dirs: map[string]*watched{}}
+// newWatch makes a watch that ticks every every; 0 leaves the ticks to
+// the caller (tests).
+func newWatch(every time.Duration, canRead func() bool) *watch {
+	return &watch{every: every, canRead: canRead, keys: map[string]*watched{}}
 }
 
-// add watches dir, and starts the clock if it is not running.
-func (w *cpuWatch) add(dir string, v1 bool) {
+// add watches key, read by read, and starts the clock if it is not
+// running. A key already watched keeps its first read function.
+func (w *watch) add(key string, read func() (map[string]int64, bool)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.dirs[dir]; !ok {
-		if len(w.dirs) >= cgWatchMax {
+	if _, ok := w.keys[key]; !ok {
+		if len(w.keys) >= watchMax {
 			return
 		}
-		w.dirs[dir] = &watched{v1: v1}
+		w.keys[key] = &watched{read: read}
 	}
 	if w.running || w.every <= 0 {
 		return
@@ -60,7 +62,7 @@ func (w *cpuWatch) add(dir string, v1 bool) {
 	go w.run(w.stop, w.done)
 }
 
-func (w *cpuWatch) run(stop, done chan struct{}) {
+func (w *watch) run(stop, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(w.every)
 	defer t.Stop()
@@ -76,23 +78,23 @@ func (w *cpuWatch) run(stop, done chan struct{}) {
 	}
 }
 
-// tick reads every watched cgroup still there once. When none is left it
+// tick reads every watched key still there once. When none is left it
 // stops the clock (running false, in the same hold of the lock that saw
-// none, so that a cgroup added meanwhile starts it again) and says false.
-func (w *cpuWatch) tick() bool {
+// none, so that a key added meanwhile starts it again) and says false.
+func (w *watch) tick() bool {
 	if w.canRead != nil && !w.canRead() {
 		return true
 	}
 	w.mu.Lock()
 	todo := map[string]*watched{}
-	for dir, x := range w.dirs {
+	for key, x := range w.keys {
 		if !x.gone {
-			todo[dir] = x
+			todo[key] = x
 		}
 	}
 	w.mu.Unlock()
-	for dir, x := range todo {
-		s, ok := cgSnapshot(w.fs, dir, ctlCPU, x.v1)
+	for _, x := range todo {
+		s, ok := x.read()
 		w.mu.Lock()
 		if ok {
 			x.last = s
@@ -103,7 +105,7 @@ func (w *cpuWatch) tick() bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, x := range w.dirs {
+	for _, x := range w.keys {
 		if !x.gone {
 			return true
 		}
@@ -112,11 +114,11 @@ func (w *cpuWatch) tick() bool {
 	return false
 }
 
-// latest is the last read of dir, nil if none.
-func (w *cpuWatch) latest(dir string) map[string]int64 {
+// latest is the last read of key, nil if none.
+func (w *watch) latest(key string) map[string]int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if x := w.dirs[dir]; x != nil {
+	if x := w.keys[key]; x != nil {
 		return x.last
 	}
 	return nil
@@ -126,7 +128,7 @@ func (w *cpuWatch) latest(dir string) map[string]int64 {
 // closeWait: a read that stalls (the host turned sick between the check
 // and the open) must not hold the report; its result, if it comes, is
 // still taken under the lock.
-func (w *cpuWatch) close() {
+func (w *watch) close() {
 	w.mu.Lock()
 	running, stop, done := w.running, w.stop, w.done
 	w.running = false
