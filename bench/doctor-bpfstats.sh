@@ -5,12 +5,14 @@
 # scatter with the host's phase as wall-clock time does. Each run counts
 # only the programs of the sysray process under test (its fds), but they
 # run for every syscall on the host: a busy host's other calls are in the
-# average too. PREV=DIR adds the doctor of another build (DIR/sysray).
+# average too. MODES picks sysray's commands (default "stat doctor";
+# "record" writes a capture of every call). PREV=DIR adds, for each mode
+# but stat, the same command of another build (DIR/sysray).
 # LOOP=read times 1-byte reads of /dev/zero instead, LOOP=read-dns the
 # same with a UDP socket connected to port 53 held open (bench/read_loop.c:
 # the DNS follower's worst case, a table lookup on each read).
 #
-#   [LOOP=getppid|read|read-dns] bash bench/doctor-bpfstats.sh [ROUNDS] [CALLS]
+#   [MODES="stat doctor record"] [LOOP=getppid|read|read-dns] bash bench/doctor-bpfstats.sh [ROUNDS] [CALLS]
 #
 # Needs root and bpftool. The accounting adds its own clock reads to every
 # run (~40 ns here); it is left as it was found.
@@ -24,6 +26,7 @@ work=$(mktemp -d)
 was=$(sysctl -n kernel.bpf_stats_enabled)
 trap '[ "$was" = 1 ] || sysctl -q kernel.bpf_stats_enabled=0; rm -rf "$work"' EXIT
 LOOP=${LOOP:-getppid}
+MODES=${MODES:-stat doctor}
 case $LOOP in
 getppid) gcc -O2 -static -o "$work/loop" bench/getppid_loop.c; args= ;;
 read) gcc -O2 -static -o "$work/loop" bench/read_loop.c; args= ;;
@@ -35,8 +38,9 @@ sysctl -q kernel.bpf_stats_enabled=1
 
 # one NAME SYSRAY MODE: appends "NAME enter_ns exit_ns" to $work/rows.
 one() {
-	local name=$1 s=$2 mode=$3
-	"$s" "$mode" -o "$work/out" -- sh -c "sleep 0.3; $work/loop $CALLS $args >/dev/null; sleep 0.5" 2>/dev/null &
+	local name=$1 s=$2 mode=$3 out=(-o "$work/out")
+	[ "$mode" = record ] && out=(-w "$work/out.sysray")
+	"$s" "$mode" "${out[@]}" -- sh -c "sleep 0.3; $work/loop $CALLS $args >/dev/null; sleep 0.5" 2>/dev/null &
 	local pid=$!
 	: >"$work/last"
 	while kill -0 "$pid" 2>/dev/null; do
@@ -61,15 +65,26 @@ PY
 
 : >"$work/rows"
 for ((r = 1; r <= ROUNDS; r++)); do
-	one stat bin/sysray stat
-	one doctor bin/sysray doctor
-	[ -n "${PREV:-}" ] && one prev-doctor "$PREV/sysray" doctor
+	# The two builds take turns at going first: whichever runs first in
+	# a round read about 5% higher here (the same pair, swapped: +6.3%
+	# and -0.1%).
+	for m in $MODES; do
+		if [ -z "${PREV:-}" ] || [ "$m" = stat ]; then
+			one "$m" bin/sysray "$m"
+		elif ((r % 2)); then
+			one "$m" bin/sysray "$m"
+			one "prev-$m" "$PREV/sysray" "$m"
+		else
+			one "prev-$m" "$PREV/sysray" "$m"
+			one "$m" bin/sysray "$m"
+		fi
+	done
 done
 echo "## BPF run time on a $LOOP loop: $CALLS calls, $ROUNDS rounds, medians"
 echo
 echo "| mode | sys_enter ns/run | sys_exit ns/run | both |"
 echo "|---|---:|---:|---:|"
-for m in stat doctor ${PREV:+prev-doctor}; do
+for m in $(awk '{print $1}' "$work/rows" | awk '!seen[$0]++'); do
 	e=$(awk -v m="$m" '$1==m{print $2}' "$work/rows" | median)
 	x=$(awk -v m="$m" '$1==m{print $3}' "$work/rows" | median)
 	b=$(awk -v m="$m" '$1==m{print $2+$3}' "$work/rows" | median)
