@@ -110,9 +110,15 @@ const minCPUSamples = 10
 // for a CPU had 23 samples, 16 of them in fadvise64 (a share of at least
 // 0.49), yet its diluted lifetime share of 0.30 or 0.22 was used, and the
 // warning came and went from run to run.
+//
+// No share is above 1. With budgeted timing (the doctor's, the agent's)
+// the time in the call is a weighted sample of its calls' latencies, so in
+// a thread that did little else it can come out above the thread's
+// lifetime: "unlinkat takes 107% of the time" of an rm -rf, once in four
+// runs of the same script.
 func timeShare(inNS, threadNS uint64, cpu *procCPU, nr uint32) (share float64, onCPU bool) {
 	if threadNS > 0 {
-		share = float64(inNS) / float64(threadNS)
+		share = min(1, float64(inNS)/float64(threadNS))
 	}
 	if cpu == nil || cpu.all < minCPUSamples {
 		return share, false

@@ -50,6 +50,8 @@ func TestTimeShare(t *testing.T) {
 		// 12 samples are 60 ms: under a tenth of 1 s of thread time.
 		{"idle process", 100_000_000, 2 * life, cpu(12, 12), 0.1, false, false},
 		{"busy elsewhere", 50_000_000, life, cpu(3, 60), 0.1, false, false},
+		// A weighted sample of the latencies above the thread's lifetime.
+		{"estimate above the lifetime", 535_000_000, life, nil, 1, false, true},
 	} {
 		got, fromCPU := timeShare(c.in, c.tns, c.cpu, nr)
 		if math.Abs(got-c.want) > 1e-9 || fromCPU != c.fromCPU || (got >= warnShare) != c.threshold {
