@@ -61,24 +61,31 @@ PY
 	done
 	wait "$pid" || true
 	echo "$name $(cat "$work/last")" >>"$work/rows"
+	# The kernel frees the maps of the run that ended after it exits; a
+	# run started at once shares the CPUs with that (a doctor after a
+	# doctor read 20% higher than after stat).
+	sleep 3
 }
 
 : >"$work/rows"
 for ((r = 1; r <= ROUNDS; r++)); do
-	# The two builds take turns at going first: whichever runs first in
-	# a round read about 5% higher here (the same pair, swapped: +6.3%
-	# and -0.1%).
+	# The runs take turns at going first: reversed every other round.
+	# Whichever runs first in a round read about 5% higher here (the same
+	# pair of builds, swapped: +6.3% and -0.1%).
+	runs=()
 	for m in $MODES; do
-		if [ -z "${PREV:-}" ] || [ "$m" = stat ]; then
-			one "$m" bin/sysray "$m"
-		elif ((r % 2)); then
-			one "$m" bin/sysray "$m"
-			one "prev-$m" "$PREV/sysray" "$m"
-		else
-			one "prev-$m" "$PREV/sysray" "$m"
-			one "$m" bin/sysray "$m"
-		fi
+		runs+=("$m bin/sysray $m")
+		[ -n "${PREV:-}" ] && [ "$m" != stat ] && runs+=("prev-$m $PREV/sysray $m")
 	done
+	if ((r % 2 == 0)); then
+		for ((i = ${#runs[@]} - 1; i >= 0; i--)); do
+			one ${runs[i]}
+		done
+	else
+		for run in "${runs[@]}"; do
+			one $run
+		done
+	fi
 done
 echo "## BPF run time on a $LOOP loop: $CALLS calls, $ROUNDS rounds, medians"
 echo
