@@ -63,7 +63,7 @@ PY
 	echo "$name $(cat "$work/last")" >>"$work/rows"
 	# The kernel frees the maps of the run that ended after it exits; a
 	# run started at once shares the CPUs with that (a doctor after a
-	# doctor read 20% higher than after stat).
+	# doctor read 20% higher than one after stat, in one run of 10 rounds).
 	sleep 3
 }
 
