@@ -51,22 +51,50 @@ func requireBPF(t *testing.T) {
 	t.Skipf("skipping BPF test: %s", why)
 }
 
-// build compiles sysray from this checkout and tests/progs/segv.c into a
-// temporary directory: the binaries the test runs are this tree's.
+// build compiles sysray from this checkout and tests/progs/segv.c, once for
+// the package's tests: the binaries the tests run are this tree's. They go
+// in a directory of the package's own, which TestMain removes.
 func build(t *testing.T) (sysray, segv string) {
 	t.Helper()
-	dir := t.TempDir()
-	sysray, segv = filepath.Join(dir, "sysray"), filepath.Join(dir, "segv")
-	b := exec.Command("go", "build", "-o", sysray, "./cmd/sysray")
-	b.Dir = "../.."
-	b.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := b.CombinedOutput(); err != nil {
-		t.Fatalf("building sysray: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sysray-otlp-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.dir = dir
+		sysray, segv := filepath.Join(dir, "sysray"), filepath.Join(dir, "segv")
+		b := exec.Command("go", "build", "-o", sysray, "./cmd/sysray")
+		b.Dir = "../.."
+		b.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := b.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("building sysray: %v\n%s", err, out)
+			return
+		}
+		if out, err := exec.Command("gcc", "-O2", "-static", "-Wall", "-o", segv, "../progs/segv.c").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("compiling segv.c: %v\n%s", err, out)
+			return
+		}
+		built.sysray, built.segv = sysray, segv
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	if out, err := exec.Command("gcc", "-O2", "-static", "-Wall", "-o", segv, "../progs/segv.c").CombinedOutput(); err != nil {
-		t.Fatalf("compiling segv.c: %v\n%s", err, out)
+	return built.sysray, built.segv
+}
+
+var built struct {
+	once              sync.Once
+	dir, sysray, segv string
+	err               error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
-	return sysray, segv
+	os.Exit(code)
 }
 
 // receive starts the collector's OTLP receiver, HTTP only, on a free
