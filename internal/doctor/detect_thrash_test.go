@@ -271,14 +271,30 @@ func reclaimOnly(evs []event.Event) []event.Event {
 	return out
 }
 
-// readFindings runs the doctor over evs with the host read from fake, and
-// the kernel's exact counts cells when given.
-func readFindings(t *testing.T, fake *fakeReads, evs []event.Event, cells []stat.Cell) *Finding {
+// thrashDoctor is a doctor whose page-cache-thrash detector reads the
+// host from fake, and that detector, its watch's clock stopped: a test
+// ticks it.
+func thrashDoctor(t *testing.T, fake *fakeReads) (*Doctor, *thrash) {
 	t.Helper()
 	saved := thrashHostReads
 	thrashHostReads = func(*Host) thrashReads { return fake }
 	defer func() { thrashHostReads = saved }()
 	d := New(host, nil)
+	for _, det := range d.detectors {
+		if x, ok := det.(*thrash); ok {
+			x.watchEvery = 0
+			return d, x
+		}
+	}
+	t.Fatal("no page-cache-thrash detector")
+	return nil, nil
+}
+
+// readFindings runs the doctor over evs with the host read from fake, and
+// the kernel's exact counts cells when given.
+func readFindings(t *testing.T, fake *fakeReads, evs []event.Event, cells []stat.Cell) *Finding {
+	t.Helper()
+	d, _ := thrashDoctor(t, fake)
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
@@ -424,17 +440,7 @@ func TestPageCacheThrashMappingWithCachedReads(t *testing.T) {
 // clock after that last event: its read counts.
 func TestThrashWatchOutlivesTheCgroup(t *testing.T) {
 	fake := &fakeReads{mem: limited, now: 61000}
-	saved := thrashHostReads
-	thrashHostReads = func(*Host) thrashReads { return fake }
-	defer func() { thrashHostReads = saved }()
-	d := New(host, nil)
-	var th *thrash
-	for _, det := range d.detectors {
-		if x, ok := det.(*thrash); ok {
-			th = x
-		}
-	}
-	th.watchEvery = 0 // ticked here
+	d, th := thrashDoctor(t, fake)
 	evs := thrashRun(7, 8, 100*ms, fileFaultStack, 4000, limited)
 	for i := range evs {
 		d.Observe(&evs[i])
@@ -459,17 +465,12 @@ func TestThrashWatchOutlivesTheCgroup(t *testing.T) {
 // A process in no limited cgroup (the host's counters) is not watched.
 func TestThrashWatchOnlyLimited(t *testing.T) {
 	fake := &fakeReads{mem: event.MemFacts{Read: true, Cgroup: "/", Host: true, Max: event.NoLimit, High: event.NoLimit}, now: 61000}
-	saved := thrashHostReads
-	thrashHostReads = func(*Host) thrashReads { return fake }
-	defer func() { thrashHostReads = saved }()
-	d := New(host, nil)
+	d, th := thrashDoctor(t, fake)
 	evs := thrashRun(7, 8, 100*ms, fileFaultStack, 4000, fake.mem)
 	for i := range evs {
 		d.Observe(&evs[i])
 	}
-	for _, det := range d.detectors {
-		if x, ok := det.(*thrash); ok && x.watch != nil {
-			t.Error("the host's counters are watched")
-		}
+	if th.watch != nil {
+		t.Error("the host's counters are watched")
 	}
 }
