@@ -53,8 +53,11 @@ func requireBPF(t *testing.T) {
 
 // build compiles sysray from this checkout and tests/progs/segv.c, once for
 // the package's tests: the binaries the tests run are this tree's. They go
-// in a directory of the package's own, which TestMain removes.
-func build(t *testing.T) (sysray, segv string) {
+// in a directory of the package's own, which TestMain removes. crasher is
+// segv under the test's own name: the tests run side by side, each agent
+// sees every crash on the host, and the crashes of one program are one
+// finding, sent once; so each test crashes a program of its own.
+func build(t *testing.T, crasher string) (sysray, segv string) {
 	t.Helper()
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "sysray-otlp-")
@@ -80,7 +83,18 @@ func build(t *testing.T) (sysray, segv string) {
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
-	return built.sysray, built.segv
+	if crasher == "segv" {
+		return built.sysray, built.segv
+	}
+	// A link, not a copy: a file written while another test forks can
+	// be held open for writing in the child until its exec, and then
+	// running it fails with "text file busy".
+	segv = filepath.Join(built.dir, crasher)
+	os.Remove(segv) // -count=2
+	if err := os.Link(built.segv, segv); err != nil {
+		t.Fatal(err)
+	}
+	return built.sysray, segv
 }
 
 var built struct {
@@ -337,7 +351,8 @@ func str(m pcommon.Map, k string) string {
 // counters agree with what the receiver holds.
 func TestFindingsOverOTLP(t *testing.T) {
 	requireBPF(t)
-	sysray, segv := build(t)
+	t.Parallel()
+	sysray, segv := build(t, "segv")
 	url, sink := receive(t)
 	a := startAgent(t, sysray, "--otlp-endpoint", url)
 
@@ -511,7 +526,8 @@ func TestFindingsOverOTLP(t *testing.T) {
 // dropped record are counted.
 func TestOTLPReceiverAway(t *testing.T) {
 	requireBPF(t)
-	sysray, segv := build(t)
+	t.Parallel()
+	sysray, segv := build(t, "segv-away")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -527,7 +543,7 @@ func TestOTLPReceiverAway(t *testing.T) {
 	for i := 0; i < 100 && !(found && m[dropped] >= 1); i++ {
 		time.Sleep(200 * time.Millisecond)
 		for _, x := range a.findings(t) {
-			found = found || x.ID == "fatal-signal" && strings.Contains(x.Title, fmt.Sprintf("segv[%d]", pid))
+			found = found || x.ID == "fatal-signal" && strings.Contains(x.Title, fmt.Sprintf("segv-away[%d]", pid))
 		}
 		m = a.metrics(t, "sysray_otlp_")
 	}

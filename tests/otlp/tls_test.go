@@ -149,7 +149,8 @@ func receiveTLS(t *testing.T, p pki, header string) (string, *metaSink) {
 // Mistakes in the files stop the agent at start with what is wrong.
 func TestOTLPMutualTLS(t *testing.T) {
 	requireBPF(t)
-	sysray, segv := build(t)
+	t.Parallel()
+	sysray, segv := build(t, "segv-tls")
 	p, other := newPKI(t), newPKI(t)
 	url, sink := receiveTLS(t, p, "Authorization")
 	const secret = "s3cret-t0ken/+=="
@@ -221,36 +222,45 @@ func TestOTLPMutualTLS(t *testing.T) {
 	}
 	delivered := sink.LogRecordCount()
 
-	// Refused: no client certificate; trusting another CA. Each crash
-	// is a finding in the API and a record the agent counts lost, after
-	// its three attempts.
+	// Refused: no client certificate; trusting another CA. Both agents
+	// run at once and see the same crash (each waits out three attempts,
+	// 2 s and 4 s apart): a finding in the API and a record the agent
+	// counts lost.
+	type refused struct {
+		name string
+		a    *agent
+	}
+	var rs []refused
 	for name, args := range map[string][]string{
 		"no client certificate": {"--otlp-ca-file", p.ca},
 		"another CA":            {"--otlp-ca-file", other.ca, "--otlp-client-cert", p.clientCert, "--otlp-client-key", p.clientKey},
 	} {
-		a := startAgent(t, sysray, append([]string{"--otlp-endpoint", url, "--otlp-header", "Authorization=Bearer " + secret}, args...)...)
-		pid := crash(t, segv)
+		rs = append(rs, refused{name, startAgent(t, sysray, append([]string{"--otlp-endpoint", url, "--otlp-header", "Authorization=Bearer " + secret}, args...)...)})
+	}
+	pid = crash(t, segv)
+	title := filepath.Base(segv) + "[" + strconv.Itoa(pid) + "]"
+	for _, r := range rs {
 		dropped := `sysray_otlp_records_dropped_total{reason="export_failed"}`
 		var m map[string]float64
 		found := false
 		for i := 0; i < 100 && !(found && m[dropped] >= 1); i++ {
 			time.Sleep(200 * time.Millisecond)
-			for _, x := range a.findings(t) {
-				found = found || x.ID == "fatal-signal" && strings.Contains(x.Title, "segv["+strconv.Itoa(pid)+"]")
+			for _, x := range r.a.findings(t) {
+				found = found || x.ID == "fatal-signal" && strings.Contains(x.Title, title)
 			}
-			m = a.metrics(t, "sysray_otlp_")
+			m = r.a.metrics(t, "sysray_otlp_")
 		}
 		if !found || m[dropped] < 1 || m["sysray_otlp_export_errors_total"] < 3 || m["sysray_otlp_records_sent_total"] != 0 {
-			t.Errorf("%s: crash found %v; the agent's counts %v; want the record dropped after 3 failed requests", name, found, m)
+			t.Errorf("%s: crash found %v; the agent's counts %v; want the record dropped after 3 failed requests", r.name, found, m)
 		}
-		a.stop(t)
-		a.mu.Lock()
-		logged := strings.Join(a.out, "\n")
-		a.mu.Unlock()
+		r.a.stop(t)
+		r.a.mu.Lock()
+		logged := strings.Join(r.a.out, "\n")
+		r.a.mu.Unlock()
 		if strings.Contains(logged, secret) || !strings.Contains(logged, "sending findings over OTLP failed") {
-			t.Errorf("%s: the log shows the token, or no failure:\n%s", name, logged)
+			t.Errorf("%s: the log shows the token, or no failure:\n%s", r.name, logged)
 		}
-		t.Logf("%s: %v", name, m)
+		t.Logf("%s: %v", r.name, m)
 	}
 	if n := sink.LogRecordCount(); n != delivered {
 		t.Errorf("the receiver got %d records from the refused agents", n-delivered)
