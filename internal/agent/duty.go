@@ -72,6 +72,16 @@ func (s *probeSource) setOff(off bool) {
 
 // currentSampling is the probe loaded now and its on-CPU sampler (either
 // may be nil).
+// quiet is the current probe's Quiet: whether its syscall programs are
+// paused, and the channel their resume closes. Without a probe (between
+// loads) it says not.
+func (s *probeSource) quiet() (bool, <-chan struct{}) {
+	if p, _ := s.currentSampling(); p != nil {
+		return p.Quiet()
+	}
+	return false, nil
+}
+
 func (s *probeSource) currentSampling() (*probe.Probe, *probe.Sampling) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -192,8 +192,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger) error {
 	ag := NewAgent(agg, src, c.Interval, log)
 	if src.doc != nil {
 		// The CPUs' steal, which slow-syscall takes out of a call's own
-		// time; not read while the audit backlog makes opens wait.
-		steal := checkup.WatchSteal(src.doc.audit.Stalling)
+		// time; not read while the audit backlog makes opens wait, and
+		// seldom while the syscall programs are paused.
+		steal := checkup.WatchSteal(src.doc.audit.Stalling, src.quiet)
 		defer steal.Stop()
 		src.doc.steal = steal.Log()
 		src.doc.win.SetSteal(src.doc.steal)

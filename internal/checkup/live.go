@@ -261,7 +261,7 @@ func Live(sel *session.Selection, args []string, cmdOut io.Writer) (*doctor.Repo
 			return nil
 		}
 	}
-	steal := WatchSteal(sick)
+	steal := WatchSteal(sick, nil)
 	defer steal.Stop()
 	res, err := live.Run(opts, func(e *event.Event) error {
 		if drain != nil && e.Kind == event.KindExit && e.Proc.GroupDead {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -134,7 +135,13 @@ type Probe struct {
 	linkMu sync.Mutex
 	// duty are the places in links of the programs PauseSyscalls
 	// detaches, which hold nil there while they are off.
-	duty     map[string]int
+	duty map[string]int
+	// quiet says the per-syscall programs are paused, and resumed is
+	// closed (and replaced) when they attach again: the readers sleep
+	// their whole poll on a quiet ring, and the resume ends that sleep
+	// (readRing).
+	quiet    atomic.Bool
+	resumed  atomic.Pointer[chan struct{}]
 	gen      uint64   // attach_gen in the kernel
 	Warnings []string // features that could not be enabled; the rest works
 
@@ -266,6 +273,8 @@ func Open(cfg Config) (*Probe, error) {
 
 	p := &Probe{arch: arch, stacksOn: cfg.Stacks, runqOn: cfg.RunQueue, compactOn: cfg.Compaction, budget: cfg.Stat && cfg.Budget > 0, fast: cfg.fastPath(), poll: cfg.Poll,
 		futex: cfg.futexOn()}
+	resumed := make(chan struct{})
+	p.resumed.Store(&resumed)
 	var opts ebpf.CollectionOptions
 	if cfg.SlowOpens {
 		// CO-RE then needs no listing of /sys/kernel/btf for modules
@@ -401,6 +410,7 @@ func (p *Probe) PauseSyscalls() {
 			p.links[i] = nil
 		}
 	}
+	p.quiet.Store(true)
 }
 
 // dutyProgs are the programs PauseSyscalls detaches, in that order;
@@ -440,6 +450,13 @@ func (p *Probe) ResumeSyscalls() error {
 	}
 	for name, l := range got {
 		p.links[p.duty[name]] = l
+	}
+	// Quiet no more, then wake the readers: one that loads the new channel
+	// sees quiet false (readRing loads them in the other order).
+	p.quiet.Store(false)
+	next := make(chan struct{})
+	if old := p.resumed.Swap(&next); old != nil {
+		close(*old)
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func (p *Probe) Run(ctx context.Context, fn func(*event.Event) error, onDrop fun
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			readRing(i, rd, stop, batches, p.poll)
+			readRing(i, rd, stop, batches, p.poll, p.Quiet)
 		}()
 	}
 	go func() {
@@ -288,7 +288,14 @@ func sorted(recs []rec) bool {
 // unused. The sleep is poll at most, less when a quarter of the ring would
 // fill in it: at the rate just seen, or at burstRate for a ring that was
 // idle, since no wakeup can end the sleep of a reader the events surprise.
-func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, poll time.Duration) {
+//
+// While the per-syscall programs are paused (the agent's duty cycling), a
+// ring fills only from the rest, which emit per process, fault or signal,
+// far below burstRate: quiet says so, and gives the channel their resume
+// closes. The reader then sleeps its whole poll, or until the resume.
+// Capped at the burst's 10 ms, an idle agent's two readers woke it 200
+// times a second, and the merger as often.
+func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, poll time.Duration, quiet func() (bool, <-chan struct{})) {
 	if poll <= 0 {
 		poll = idlePoll
 	}
@@ -351,7 +358,11 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 		now := time.Now()
 		el := now.Sub(last)
 		last = now
-		wait := min(poll, time.Duration(float64(quarter)/burstRate*float64(time.Second)))
+		calm, resumed := quiet()
+		wait := poll
+		if !calm {
+			wait = min(poll, time.Duration(float64(quarter)/burstRate*float64(time.Second)))
+		}
 		if read > 0 && el > 0 {
 			wait = min(wait, time.Duration(float64(el)*float64(quarter)/float64(read)))
 		}
@@ -368,9 +379,20 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 		case <-stop:
 			stopping = true
 			timer.Stop()
+		case <-resumed:
+			timer.Stop()
 		case <-timer.C:
 		}
 	}
+}
+
+// Quiet says whether the per-syscall programs are paused (PauseSyscalls),
+// and gives the channel their next resume closes. The channel is loaded
+// first: ResumeSyscalls clears quiet before it swaps the channel, so a
+// caller that sees quiet has the channel the resume will close.
+func (p *Probe) Quiet() (bool, <-chan struct{}) {
+	c := *p.resumed.Load()
+	return p.quiet.Load(), c
 }
 
 func sub(a, b uint64) uint64 {
