@@ -298,19 +298,16 @@ func (s *probeSource) snapshot(ld *load, p *probe.Probe) (Snapshot, error) {
 	// The sysctl says whether an operator turned the kernel's timing on;
 	// a program holding BPF_ENABLE_STATS turns it on without the sysctl
 	// showing it, but then the run times grow.
-	// Not while the audit backlog is full: it reads a file per descriptor,
-	// and the counts must not wait for them.
-	if s.audit.Stalling() {
-		return snap, nil
+	// Only this probe's programs: another sysray on the host has programs
+	// of the same names. The sysctl is a file, not read while the audit
+	// backlog is full (an open may wait then, and the counts must not).
+	m := p.RunTimes()
+	var any time.Duration
+	for _, d := range m {
+		any += d
 	}
-	if m, err := OwnBPFRunTime(); err == nil {
-		var any time.Duration
-		for _, d := range m {
-			any += d
-		}
-		if any > 0 || BPFStatsOn() {
-			snap.BPF = m
-		}
+	if any > 0 || !s.audit.Stalling() && BPFStatsOn() {
+		snap.BPF = m
 	}
 	return snap, nil
 }

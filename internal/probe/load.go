@@ -3,6 +3,7 @@ package probe
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -20,7 +21,9 @@ import (
 // the doctor attaches in about the time of its longest program. The kernel
 // takes privileged loads in parallel (bpf_verifier_lock is held only for
 // unprivileged ones).
-func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayObjects) error {
+//
+// It returns the programs objs took, by name, for RunTimes.
+func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayObjects) (map[string]*ebpf.Program, error) {
 	if opts.Cache == nil {
 		opts.Cache = btf.NewCache() // decode the kernel's BTF once for every worker
 	}
@@ -30,7 +33,7 @@ func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayOb
 	mapsOnly.Programs = nil
 	base, err := ebpf.NewCollectionWithOptions(&mapsOnly, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer base.Close() // what Assign takes is no longer the collection's
 
@@ -90,17 +93,19 @@ func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayOb
 		for _, p := range progs {
 			p.Close()
 		}
-		return errs[0]
+		return nil, errs[0]
 	}
+	taken := maps.Clone(progs)
 	if err := whole.Assign(objs); err != nil {
 		for _, p := range progs {
 			p.Close()
 		}
-		return fmt.Errorf("assigning BPF objects: %w", err)
+		return nil, fmt.Errorf("assigning BPF objects: %w", err)
 	}
 	// Assign took what objs names; anything else is closed with base or here.
-	for _, p := range whole.Programs {
+	for name, p := range whole.Programs {
+		delete(taken, name)
 		p.Close()
 	}
-	return nil
+	return taken, nil
 }

@@ -132,6 +132,12 @@ type Probe struct {
 	futex     bool // Config.Futex: Run reads the futex sums
 	fwOn      bool // fault waits followed (faultwait.go)
 
+	progs map[string]*ebpf.Program // every program, by its name in bpf/ (load)
+	// knames are the kernel's names of progs (at most 15 characters),
+	// read once by RunTimes.
+	knames     map[string]string
+	knamesOnce sync.Once
+
 	linkMu sync.Mutex
 	// duty are the places in links of the programs PauseSyscalls
 	// detaches, which hold nil there while they are off.
@@ -283,7 +289,7 @@ func Open(cfg Config) (*Probe, error) {
 			opts.Programs.KernelTypes = types
 		}
 	}
-	if err := load(spec, opts, &p.objs); err != nil {
+	if p.progs, err = load(spec, opts, &p.objs); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel rejected sysray's BPF program: %+v", ve)
