@@ -133,10 +133,6 @@ type Probe struct {
 	fwOn      bool // fault waits followed (faultwait.go)
 
 	progs map[string]*ebpf.Program // every program, by its name in bpf/ (load)
-	// knames are the kernel's names of progs (at most 15 characters),
-	// read once by RunTimes.
-	knames     map[string]string
-	knamesOnce sync.Once
 
 	linkMu sync.Mutex
 	// duty are the places in links of the programs PauseSyscalls
