@@ -70,8 +70,6 @@ func (s *probeSource) setOff(off bool) {
 	s.mu.Unlock()
 }
 
-// currentSampling is the probe loaded now and its on-CPU sampler (either
-// may be nil).
 // quiet is the current probe's Quiet: whether its syscall programs are
 // paused, and the channel their resume closes. Without a probe (between
 // loads) it says not.
@@ -82,6 +80,8 @@ func (s *probeSource) quiet() (bool, <-chan struct{}) {
 	return false, nil
 }
 
+// currentSampling is the probe loaded now and its on-CPU sampler (either
+// may be nil).
 func (s *probeSource) currentSampling() (*probe.Probe, *probe.Sampling) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
