@@ -55,7 +55,7 @@ func WatchSteal(sick func() bool, quiet func() (bool, <-chan struct{})) *StealWa
 				if calm, resumed = quiet(); calm {
 					next = stealQuietEvery
 				} else {
-					resumed = nil
+					resumed = nil // not waited on while calls are seen: it may be the one the last resume closed
 				}
 			}
 			if next != every {

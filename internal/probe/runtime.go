@@ -19,7 +19,7 @@ func (p *Probe) RunTimes() map[string]time.Duration {
 	out := make(map[string]time.Duration, len(p.progs))
 	for name, prog := range p.progs {
 		if st, err := prog.Stats(); err == nil {
-			out[name] += st.Runtime
+			out[name] = st.Runtime
 		}
 	}
 	return out

@@ -543,7 +543,7 @@ func TestOTLPReceiverAway(t *testing.T) {
 	for i := 0; i < 100 && !(found && m[dropped] >= 1); i++ {
 		time.Sleep(200 * time.Millisecond)
 		for _, x := range a.findings(t) {
-			found = found || x.ID == "fatal-signal" && strings.Contains(x.Title, fmt.Sprintf("segv-away[%d]", pid))
+			found = found || x.ID == "fatal-signal" && strings.Contains(x.Title, fmt.Sprintf("%s[%d]", filepath.Base(segv), pid))
 		}
 		m = a.metrics(t, "sysray_otlp_")
 	}
