@@ -36,7 +36,18 @@ type Live struct {
 	// container that dies within milliseconds is gone before any refresh.
 	mu   sync.RWMutex
 	seen map[uint64]container.Ref
+	// asked holds the host's cgroups (no container in their path) whose
+	// first exec asked the table for a refresh. The table never maps a
+	// host cgroup, so without it every exec there asked again: on a host
+	// building software, record spent a third of its CPU walking /proc.
+	asked map[uint64]struct{}
+	kick  func()
 }
+
+// askedMax bounds asked: a host that makes more cgroups than this in one
+// capture (a unit per job) has it emptied and learnt again, at one
+// refresh per cgroup.
+const askedMax = 1 << 14
 
 // NewLive makes the table and waits up to 2 s for its first scan.
 func NewLive() *Live {
@@ -51,7 +62,8 @@ func NewLive() *Live {
 func newLive() *Live { return newLiveWith(container.Options{}) }
 
 func newLiveWith(o container.Options) *Live {
-	return &Live{t: container.NewTable(o), seen: map[uint64]container.Ref{}}
+	t := container.NewTable(o)
+	return &Live{t: t, seen: map[uint64]container.Ref{}, asked: map[uint64]struct{}{}, kick: t.Kick}
 }
 
 func (l *Live) Close() { l.t.Close() }
@@ -65,6 +77,7 @@ func (l *Live) Observe(e *event.Event) {
 	}
 	l.mu.RLock()
 	_, ok := l.seen[e.Cgroup]
+	_, asked := l.asked[e.Cgroup]
 	l.mu.RUnlock()
 	if ok {
 		return
@@ -81,9 +94,18 @@ func (l *Live) Observe(e *event.Event) {
 		// place it in the v1 controllers only: /proc says, read while the
 		// process lives (a crash right after exec leaves nothing to read).
 		l.t.ByPID(e.PID)
+		if asked {
+			return
+		}
+		l.mu.Lock()
+		if len(l.asked) >= askedMax {
+			clear(l.asked)
+		}
+		l.asked[e.Cgroup] = struct{}{}
+		l.mu.Unlock()
 	}
 	if _, ok := l.t.ByCgroup(e.Cgroup); !ok {
-		l.t.Kick()
+		l.kick()
 	}
 }
 

@@ -107,6 +107,29 @@ func TestLiveRemembersExecs(t *testing.T) {
 	}
 }
 
+// Execs in a host cgroup ask the table for a refresh once, not once each:
+// a host building software execs thousands of times a second in a few
+// cgroups. A container's cgroup and a host cgroup not seen before ask too.
+func TestLiveAsksOncePerHostCgroup(t *testing.T) {
+	l := newLiveWith(container.Options{Sources: []container.Source{}})
+	defer l.Close()
+	kicks := 0
+	l.kick = func() { kicks++ }
+	const host, other, web = 1<<40 + 1, 1<<40 + 2, 1<<40 + 3 // no such cgroups here
+	for pid := uint32(100); pid < 1100; pid++ {
+		l.Observe(execIn(pid, host, "/user.slice/user-0.slice/session-1.scope", "cc"))
+	}
+	if kicks != 1 {
+		t.Fatalf("1,000 execs in one host cgroup asked for %d refreshes, want 1", kicks)
+	}
+	l.Observe(execIn(2000, other, "/system.slice/cron.service", "sh"))
+	l.Observe(execIn(2001, web, dockerPath, "web"))
+	l.Observe(execIn(2002, web, dockerPath, "web"))
+	if kicks != 3 {
+		t.Errorf("a new host cgroup and a container's (twice) asked for %d refreshes in all, want 3", kicks)
+	}
+}
+
 // Exec events seen before the late table is made are handed to it.
 func TestLate(t *testing.T) {
 	c := NewLate()
