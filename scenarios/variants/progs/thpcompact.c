@@ -11,11 +11,16 @@
 //
 // usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS]
 //                   [-d SECONDS] [-D SECONDS] [-b]
+//        thpcompact -P
+//   -P prepare: write back and drop the page cache (below), and exit; for
+//      a tracer to run before it starts: dropped by the traced command, 13
+//      GiB of page cache took one write 2.5 s, a slow call before the story.
 //   -f free memory to leave the host (default 1536 MiB): the rest of
 //      MemFree is reserved as hugetlb pages (vm.nr_hugepages, put back on
 //      every way out, by a janitor child if need be), which takes the
-//      host's free 2 MiB blocks away cheaply. The page cache is written
-//      back and dropped first (sync, vm.drop_caches=1): what is
+//      host's free 2 MiB blocks away cheaply. The page cache, when there
+//      is more of it than the region (-s), is written back and dropped
+//      first (sync, vm.drop_caches=1): what is
 //      fragmented, and so how long the rounds can go on, must not depend
 //      on what the host read before; and page cache left in place is
 //      memory that reclaim (kswapd woken by fragmenting, DAMON's pageout,
@@ -258,6 +263,19 @@ static void *fault_part(void *arg)
 static char *frag;
 static size_t frag_n, give_at;
 
+// drop_cache writes back and drops the page cache (-f says why).
+static int drop_cache(void)
+{
+	long cached = field("/proc/meminfo", "Cached"), before = field("/proc/meminfo", "MemFree");
+	double t0 = now();
+	sync(); // dirty pages are not dropped
+	int ok = put("/proc/sys/vm/drop_caches", "1") == 0;
+	fprintf(stderr, "thpcompact: page cache %ld MiB: %s in %.0f ms, MemFree %ld MiB now, %ld before\n",
+		cached / 1024, ok ? "dropped" : "could not be dropped", (now() - t0) * 1e3,
+		field("/proc/meminfo", "MemFree") / 1024, before / 1024);
+	return ok ? 0 : -1;
+}
+
 // fragment leaves the host's free memory in scattered 4 KiB pages: it
 // reserves all but free_mib of MemFree as hugetlb pages, faults 4 KiB pages
 // until MemFree is down to keep_mib, gives every other one back, and
@@ -265,14 +283,16 @@ static size_t frag_n, give_at;
 static int fragment(long *hugetlb, long *frag_pages)
 {
 	long memfree = field("/proc/meminfo", "MemFree"); // kB
+	// Less page cache than the region could feed only some of its faults,
+	// and dropping it is no quicker: drop_caches walks every inode the
+	// host holds, and took 100-150 ms with 60-130 MiB of cache left, a
+	// slow call of its own in a traced run. (The demo drops it before it
+	// traces, -P.)
 	long cached = field("/proc/meminfo", "Cached");
-	double t0 = now();
-	sync(); // dirty pages are not dropped
-	int ok = put("/proc/sys/vm/drop_caches", "1") == 0;
-	long after = field("/proc/meminfo", "MemFree");
-	fprintf(stderr, "thpcompact: page cache %ld MiB: %s in %.0f ms, MemFree %ld MiB now, %ld before\n",
-		cached / 1024, ok ? "dropped" : "could not be dropped", (now() - t0) * 1e3, after / 1024, memfree / 1024);
-	memfree = after;
+	if (cached > thp_mib * 1024) {
+		drop_cache();
+		memfree = field("/proc/meminfo", "MemFree");
+	}
 	long want = (memfree - free_mib * 1024) / 2048;
 	// No more than the free 2 MiB blocks there are: a block the pool has
 	// to compact or reclaim for would make this write stall, not the faults.
@@ -335,8 +355,9 @@ static size_t giveback(size_t pages)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "f:k:s:t:d:D:b")) != -1) {
+	while ((c = getopt(argc, argv, "f:k:s:t:d:D:bP")) != -1) {
 		switch (c) {
+		case 'P': return drop_cache() < 0 ? 1 : 0;
 		case 'f': free_mib = atol(optarg); break;
 		case 'k': keep_mib = atol(optarg); break;
 		case 's': thp_mib = atol(optarg); break;
@@ -345,7 +366,7 @@ int main(int argc, char **argv)
 		case 'D': dur_s = atol(optarg); break;
 		case 'b': benign = 1; break;
 		default:
-			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-D SECONDS] [-b]\n");
+			fprintf(stderr, "usage: thpcompact [-f FREE_MIB] [-k KEEP_MIB] [-s THP_MIB] [-t THREADS] [-d SECONDS] [-D SECONDS] [-b] | -P\n");
 			return 2;
 		}
 	}
