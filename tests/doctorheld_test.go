@@ -40,7 +40,7 @@ func TestDoctorRestartedCalls(t *testing.T) {
 					return nil
 				}
 				if pid == 0 && e.Syscall.Nr != read {
-					pid = e.PID // the command's first call, before restart forks its writer
+					pid = e.PID // the command's first call
 				}
 				if e.PID != pid || e.Syscall.Nr != read {
 					return nil
