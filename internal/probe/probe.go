@@ -153,6 +153,8 @@ type Probe struct {
 	statMu    sync.Mutex
 	statKeys  []sysrayStatKey
 	statVals  []sysrayStatVal
+	pcKeys    []uint32 // ProcCounts' batches, kept as statKeys
+	pcVals    []sysrayPcount
 	lastCells int
 }
 

@@ -189,21 +189,40 @@ type Counts struct {
 	Faults, Vsyscalls uint64
 }
 
-// ProcCounts reads the per-process counts, summed over CPUs.
+// ProcCounts reads the per-process counts, summed over CPUs, in batches
+// as statBatches does: iterated, each process cost two bpf() calls, and
+// on a host starting hundreds of processes a second (a build) the
+// agent's reads spent 5% of its CPU there.
 func (p *Probe) ProcCounts() (map[uint32]Counts, error) {
-	out := map[uint32]Counts{}
-	var pid uint32
-	var vals []sysrayPcount
-	it := p.objs.Pcounts.Iterate()
-	for it.Next(&pid, &vals) {
-		var c Counts
-		for _, v := range vals {
-			c.Faults += v.Faults
-			c.Vsyscalls += v.Vsyscalls
-		}
-		out[pid] = c
+	ncpu, err := possibleCPUs()
+	if err != nil {
+		return nil, err
 	}
-	return out, it.Err()
+	p.statMu.Lock()
+	defer p.statMu.Unlock()
+	if len(p.pcVals) != statBatch*ncpu {
+		p.pcKeys = make([]uint32, statBatch)
+		p.pcVals = make([]sysrayPcount, statBatch*ncpu)
+	}
+	out := map[uint32]Counts{}
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := p.objs.Pcounts.BatchLookup(&cursor, p.pcKeys, p.pcVals, nil)
+		for i := 0; i < n; i++ {
+			var c Counts
+			for _, v := range p.pcVals[i*ncpu : (i+1)*ncpu] {
+				c.Faults += v.Faults
+				c.Vsyscalls += v.Vsyscalls
+			}
+			out[p.pcKeys[i]] = c
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
 }
 
 // Forget deletes the counts of the given processes from the kernel's
