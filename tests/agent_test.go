@@ -692,10 +692,12 @@ func TestAgentNamesContainerdContainer(t *testing.T) {
 	}
 	if t.Failed() {
 		for k, v := range got {
-			if strings.Contains(k, `pod="`+pod+`"`) && strings.Contains(k, "_count") {
+			if strings.Contains(k, `pod="`+pod+`"`) && strings.Contains(k, "_count") || strings.Contains(k, "getppid") || strings.Contains(k, "EBADF") {
 				t.Logf("%s %v", k, v)
 			}
 		}
+		_, logs := a.stop(t)
+		t.Logf("agent log:\n%s", strings.Join(logs, "\n"))
 	}
 }
 
