@@ -523,7 +523,8 @@ func TestAgentMonotonicAcrossReloads(t *testing.T) {
 		cur := a.scrape(t)
 		for k, v := range cur {
 			name := k[:strings.IndexByte(k, '{')]
-			if !strings.HasPrefix(name, "sysray_") || strings.HasPrefix(name, "sysray_agent_") {
+			// The agent's gauges may go down; its counters may not.
+			if !strings.HasPrefix(name, "sysray_") || strings.HasPrefix(name, "sysray_agent_") && !strings.HasSuffix(name, "_total") {
 				continue
 			}
 			old, ok := prev[k]
@@ -549,6 +550,13 @@ func TestAgentMonotonicAcrossReloads(t *testing.T) {
 	}
 	if checked == 0 || grew < 3 {
 		t.Errorf("checked %d samples; getppid's count grew in %d scrapes, want at least 3", checked, grew)
+	}
+	// The reloads are counted, and the time they left the host untraced:
+	// the last scrape came before the last reloads the log may show.
+	counted, untraced := prev["sysray_agent_probe_reloads_total{}"], prev["sysray_agent_untraced_seconds_total{}"]
+	if counted < 1 || counted > float64(reloads) || !(untraced > 0 && untraced < time.Since(start).Seconds()) {
+		t.Errorf("sysray_agent_probe_reloads_total %v (the log: %d), sysray_agent_untraced_seconds_total %v; want 1 to %d reloads and some of the %s untraced",
+			counted, reloads, untraced, reloads, time.Since(start).Round(time.Second))
 	}
 	if code != 0 {
 		t.Errorf("exit status %d", code)

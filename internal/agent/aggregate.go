@@ -61,6 +61,10 @@ type Aggregator struct {
 	bpf     map[string]*mono
 	bpfOn   bool
 	cells   int
+	// The source's reloads and the time they left untraced (Snapshot):
+	// its own totals, which never go back.
+	reloads  uint64
+	untraced time.Duration
 
 	view atomic.Pointer[View]
 }
@@ -357,6 +361,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 		m.set(uint64(d))
 	}
 	a.cells = len(s.Cells)
+	a.reloads, a.untraced = max(a.reloads, s.Reloads), max(a.untraced, s.Untraced)
 	a.publish(now)
 }
 

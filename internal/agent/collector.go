@@ -28,6 +28,10 @@ var (
 		"The (process, cgroup, syscall) cells in the kernel's count table at the last read.", nil, nil)
 	descLastRead = prometheus.NewDesc("sysray_agent_last_read_timestamp_seconds",
 		"When the agent last read the kernel's counts.", nil, nil)
+	descReloads = prometheus.NewDesc("sysray_agent_probe_reloads_total",
+		"Times the agent reloaded its probe with empty tables (the kernel's tables were filling with processes long gone).", nil, nil)
+	descUntraced = prometheus.NewDesc("sysray_agent_untraced_seconds_total",
+		"Time the probe's reloads left the host untraced, at most: from the read that found the tables filling to the new probe's attach. Calls made then are not counted.", nil, nil)
 	descRatio = prometheus.NewDesc("sysray_syscall_sample_ratio",
 		"The share of time the per-syscall programs are attached (--syscalls duty): syscall counts, errors and histograms are estimates, scaled by its inverse; 1 when every call is counted.", nil, nil)
 )
@@ -35,7 +39,7 @@ var (
 // Describe implements prometheus.Collector.
 func (a *Aggregator) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLatency, descErrors, descVsyscalls, descFaults, descSignals,
-		descDropped, descBPF, descCells, descLastRead, descRatio} {
+		descDropped, descBPF, descCells, descLastRead, descRatio, descReloads, descUntraced} {
 		ch <- d
 	}
 }
@@ -82,4 +86,6 @@ func (a *Aggregator) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCells, prometheus.GaugeValue, float64(v.Cells))
 	ch <- prometheus.MustNewConstMetric(descLastRead, prometheus.GaugeValue, float64(v.At.UnixNano())/1e9)
 	ch <- prometheus.MustNewConstMetric(descRatio, prometheus.GaugeValue, 1/float64(max(v.Scale, 1)))
+	ch <- prometheus.MustNewConstMetric(descReloads, prometheus.CounterValue, float64(v.Reloads))
+	ch <- prometheus.MustNewConstMetric(descUntraced, prometheus.CounterValue, v.Untraced.Seconds())
 }

@@ -148,6 +148,10 @@ type probeSource struct {
 	gen  uint64
 	load *load
 	off  bool // duty cycling has the syscall programs off now
+	// reloads and untraced, for Snapshot: the reloads so far and the
+	// time between each one's last read and the next load's attach.
+	reloads  uint64
+	untraced time.Duration
 }
 
 // current is the probe loaded now; nil between loads.
@@ -316,6 +320,13 @@ func (s *probeSource) snapshot(ld *load, p *probe.Probe) (Snapshot, error) {
 func (s *probeSource) Read() (Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	snap, err := s.read()
+	snap.Reloads, snap.Untraced = s.reloads, s.untraced
+	return snap, err
+}
+
+// read is Read, with s.mu held.
+func (s *probeSource) read() (Snapshot, error) {
 	if s.load == nil {
 		if err := s.open(); err != nil {
 			return Snapshot{}, fmt.Errorf("reloading the probe: %w", err)
@@ -351,7 +362,13 @@ func (s *probeSource) Read() (Snapshot, error) {
 	<-ld.done
 	s.load = nil
 	s.gen++
-	if err := s.open(); err != nil {
+	err = s.open()
+	// Counted whether or not the load took: the host went untraced from
+	// the last read until now, and a failed load stays untraced until the
+	// next read loads anew (not counted: the log says it failed).
+	s.reloads++
+	s.untraced += time.Since(start)
+	if err != nil {
 		s.log.Error("reloading the probe failed; will retry", "error", err.Error())
 	} else {
 		s.log.Info("reloaded the probe with empty tables", "cells", len(snap.Cells), "processes", len(snap.Procs),

@@ -27,6 +27,11 @@ type Snapshot struct {
 	// BPF is the run time of each of the probe's programs by name; nil
 	// when the kernel does not keep it (kernel.bpf_stats_enabled is 0).
 	BPF map[string]time.Duration
+	// Reloads counts the probe's reloads since the agent started, and
+	// Untraced the time they left the host untraced: from the old load's
+	// last read to the new one's attach. Calls in it are not counted.
+	Reloads  uint64
+	Untraced time.Duration
 	// Scale multiplies the growth of Cells: with the per-syscall programs
 	// attached one period in Scale (duty cycling), the calls counted are
 	// about one in Scale of those made. 0 or 1: exact.

@@ -17,6 +17,8 @@ type View struct {
 	RingDrops  uint64
 	BPF        map[string]time.Duration // nil when the kernel's BPF stats are off
 	Cells      int                      // the kernel's cells at the last read
+	Reloads    uint64                   // the probe's reloads so far
+	Untraced   time.Duration            // the time those reloads left the host untraced, at most
 	Scale      uint64                   // counts of calls are scaled by this (duty cycling); 1 when exact
 }
 
@@ -44,7 +46,8 @@ type ContainerSeries struct {
 func (a *Aggregator) View() *View { return a.view.Load() }
 
 func (a *Aggregator) publish(now time.Time) {
-	v := &View{At: now, Lost: stat.Lost{Full: a.lost.total, NoMem: a.lostMem.total}, RingDrops: a.ring.total, Cells: a.cells, Scale: a.scale}
+	v := &View{At: now, Lost: stat.Lost{Full: a.lost.total, NoMem: a.lostMem.total}, RingDrops: a.ring.total, Cells: a.cells, Scale: a.scale,
+		Reloads: a.reloads, Untraced: a.untraced}
 	if a.bpfOn {
 		v.BPF = map[string]time.Duration{}
 		for n, m := range a.bpf {
