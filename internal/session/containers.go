@@ -38,8 +38,8 @@ type Live struct {
 	seen map[uint64]container.Ref
 	// asked holds the host's cgroups (no container in their path) whose
 	// first exec asked the table for a refresh. The table never maps a
-	// host cgroup, so without it every exec there asked again: on a host
-	// building software, record spent a third of its CPU walking /proc.
+	// host cgroup, so without it every exec there asked again: beside a
+	// package install, record spent a third of its CPU walking /proc.
 	asked map[uint64]struct{}
 	kick  func()
 }
