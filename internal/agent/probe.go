@@ -366,13 +366,14 @@ func (s *probeSource) read() (Snapshot, error) {
 	// Counted whether or not the load took: the host went untraced from
 	// the last read until now, and a failed load stays untraced until the
 	// next read loads anew (not counted: the log says it failed).
+	gap := time.Since(start)
 	s.reloads++
-	s.untraced += time.Since(start)
+	s.untraced += gap
 	if err != nil {
 		s.log.Error("reloading the probe failed; will retry", "error", err.Error())
 	} else {
 		s.log.Info("reloaded the probe with empty tables", "cells", len(snap.Cells), "processes", len(snap.Procs),
-			"gap_ms", time.Since(start).Milliseconds())
+			"gap_ms", gap.Milliseconds())
 	}
 	if ld.finalErr != nil {
 		return snap, nil

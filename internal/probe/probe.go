@@ -153,7 +153,7 @@ type Probe struct {
 	statMu    sync.Mutex
 	statKeys  []sysrayStatKey
 	statVals  []sysrayStatVal
-	pcKeys    []uint32 // ProcCounts' batches, kept as statKeys
+	pcKeys    []uint32 // ProcCounts' batches, kept as statKeys are
 	pcVals    []sysrayPcount
 	lastCells int
 }

@@ -157,23 +157,30 @@ func (p *Probe) addSpill(out []stat.Cell, errs map[[2]uint32]map[int]uint64) ([]
 const statBatch = 512
 
 // statBatches hands every cell of the count table to add, read in batches
-// into buffers kept for the next read (per-CPU values land in them
-// without a copy: sysrayStatVal is a multiple of 8 bytes, as the kernel
-// lays out each CPU's value).
+// into buffers kept for the next read.
 func (p *Probe) statBatches(add func(*sysrayStatKey, []sysrayStatVal)) error {
+	return perCPUBatches(p.objs.Stats, &p.statKeys, &p.statVals, add)
+}
+
+// perCPUBatches hands every entry of the per-CPU hash m to add, read
+// statBatch at a time into *keys and *vals, which are kept for the next
+// read (per-CPU values land in them without a copy when V is a multiple
+// of 8 bytes, as the kernel lays out each CPU's value).
+func perCPUBatches[K, V any](m *ebpf.Map, keys *[]K, vals *[]V, add func(*K, []V)) error {
 	ncpu, err := possibleCPUs()
 	if err != nil {
 		return err
 	}
-	if len(p.statVals) != statBatch*ncpu {
-		p.statKeys = make([]sysrayStatKey, statBatch)
-		p.statVals = make([]sysrayStatVal, statBatch*ncpu)
+	if len(*vals) != statBatch*ncpu {
+		*keys = make([]K, statBatch)
+		*vals = make([]V, statBatch*ncpu)
 	}
+	ks, vs := *keys, *vals
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := p.objs.Stats.BatchLookup(&cursor, p.statKeys, p.statVals, nil)
+		n, err := m.BatchLookup(&cursor, ks, vs, nil)
 		for i := 0; i < n; i++ {
-			add(&p.statKeys[i], p.statVals[i*ncpu:(i+1)*ncpu])
+			add(&ks[i], vs[i*ncpu:(i+1)*ncpu])
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return nil
@@ -190,39 +197,33 @@ type Counts struct {
 }
 
 // ProcCounts reads the per-process counts, summed over CPUs, in batches
-// as statBatches does: iterated, each process cost two bpf() calls, and
-// on a host starting hundreds of processes a second (a build) the
-// agent's reads spent 5% of its CPU there.
+// as Stats reads its cells: iterated, each process cost two bpf() calls,
+// and on a host starting hundreds of processes a second the agent's reads
+// spent 5% of its CPU there.
 func (p *Probe) ProcCounts() (map[uint32]Counts, error) {
-	ncpu, err := possibleCPUs()
-	if err != nil {
-		return nil, err
-	}
 	p.statMu.Lock()
 	defer p.statMu.Unlock()
-	if len(p.pcVals) != statBatch*ncpu {
-		p.pcKeys = make([]uint32, statBatch)
-		p.pcVals = make([]sysrayPcount, statBatch*ncpu)
-	}
 	out := map[uint32]Counts{}
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := p.objs.Pcounts.BatchLookup(&cursor, p.pcKeys, p.pcVals, nil)
-		for i := 0; i < n; i++ {
-			var c Counts
-			for _, v := range p.pcVals[i*ncpu : (i+1)*ncpu] {
-				c.Faults += v.Faults
-				c.Vsyscalls += v.Vsyscalls
-			}
-			out[p.pcKeys[i]] = c
+	add := func(pid *uint32, vals []sysrayPcount) {
+		var c Counts
+		for _, v := range vals {
+			c.Faults += v.Faults
+			c.Vsyscalls += v.Vsyscalls
 		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
+		out[*pid] = c
 	}
+	if err := perCPUBatches(p.objs.Pcounts, &p.pcKeys, &p.pcVals, add); err != nil {
+		// As Stats: one process at a time where batches are refused.
+		clear(out)
+		var pid uint32
+		var vals []sysrayPcount
+		it := p.objs.Pcounts.Iterate()
+		for it.Next(&pid, &vals) {
+			add(&pid, vals)
+		}
+		return out, it.Err()
+	}
+	return out, nil
 }
 
 // Forget deletes the counts of the given processes from the kernel's
