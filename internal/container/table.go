@@ -92,6 +92,7 @@ type Table struct {
 
 type snapshot struct {
 	byCgroup map[uint64]Ref    // only cgroups that are not the host
+	hostCg   map[uint64]Ref    // the cgroups that are the host's, the root among them
 	byPID    map[uint32]Ref    // every process seen, host ones too
 	fromV1   map[uint32]bool   // pids whose Ref came from a v1 hierarchy only
 	cgPath   map[uint64]string // v2 path of each cgroup in byCgroup
@@ -178,6 +179,7 @@ func (t *Table) Refresh(ctx context.Context) {
 	p := t.parser.Load()
 	s := &snapshot{
 		byCgroup: map[uint64]Ref{},
+		hostCg:   map[uint64]Ref{},
 		byPID:    map[uint32]Ref{},
 		fromV1:   map[uint32]bool{},
 		cgPath:   map[uint64]string{},
@@ -192,19 +194,23 @@ func (t *Table) Refresh(ctx context.Context) {
 				return nil
 			}
 			rel, err := filepath.Rel(root, path)
-			if err != nil || rel == "." {
+			if err != nil {
 				return nil
 			}
-			rel = "/" + filepath.ToSlash(rel)
-			r := p.Parse(rel)
-			if r.IsHost() {
-				return nil
+			var r Ref // the root is the host's
+			if rel != "." {
+				rel = "/" + filepath.ToSlash(rel)
+				r = p.Parse(rel)
 			}
 			info, err := d.Info()
 			if err != nil {
 				return nil
 			}
 			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				if r.IsHost() {
+					s.hostCg[st.Ino] = r
+					return nil
+				}
 				s.byCgroup[st.Ino] = r
 				s.cgPath[st.Ino] = rel
 			}
@@ -294,7 +300,7 @@ func (t *Table) probeLoop() {
 			return
 		case pid := <-t.probeQ:
 			pl, _ := t.readPlacement(pid) // a vanished process is the host: stop asking
-			t.extra.Store(pid, pl.Ref)
+			t.extra.Store(pid, pl)
 			t.pending.Delete(pid)
 		}
 	}
@@ -314,7 +320,7 @@ func (t *Table) ByPID(pid uint32) (Ref, bool) {
 		return r, true
 	}
 	if v, ok := t.extra.Load(pid); ok {
-		return v.(Ref), true
+		return v.(Placement).Ref, true
 	}
 	t.probe(pid)
 	return Ref{}, false
@@ -332,7 +338,7 @@ func (t *Table) Place(pid uint32) (Ref, bool) {
 	if !ok {
 		return Ref{}, false
 	}
-	t.extra.Store(pid, pl.Ref)
+	t.extra.Store(pid, pl)
 	return pl.Ref, true
 }
 
@@ -353,8 +359,10 @@ func (t *Table) probe(pid uint32) {
 // Lookup is the event path: what does the thread of process pid, in cgroup
 // v2 id cgid, belong to? A container named by the cgroup id wins, then one
 // named by the pid (hybrid hosts, where a container may live in v1 only and
-// its v2 cgroup be "/" or its runtime's service), then whatever the cgroup
-// or pid name (service, pod). Unknown pids are probed in the background;
+// its v2 cgroup be "/" or its runtime's service; or a cgroup newer than
+// the last refresh), but not a host cgroup's call by a process that has
+// moved into a container since; then whatever the cgroup or pid name
+// (service, pod). Unknown pids are probed in the background;
 // until then the answer is the host.
 func (t *Table) Lookup(pid uint32, cgid uint64) Ref {
 	s := t.snap.Load()
@@ -363,15 +371,27 @@ func (t *Table) Lookup(pid uint32, cgid uint64) Ref {
 		return cr
 	}
 	pr, pok := s.byPID[pid]
+	v1 := s.fromV1[pid]
 	if !pok {
 		if v, ok := t.extra.Load(pid); ok {
-			pr, pok = v.(Ref), true
+			pl := v.(Placement)
+			pr, v1, pok = pl.Ref, pl.FromV1, true
 		} else {
 			t.probe(pid)
 		}
 	}
 	switch {
 	case pok && pr.IsContainer():
+		// The process is in a container now. A cgroup the walk found
+		// to be the host's says where the call was made: a process
+		// that moved into a container since (a runtime's or a shell's
+		// echo to cgroup.procs before it execs) made it outside. Only
+		// a container placed by its v1 paths leaves its processes'
+		// v2 cgroup the host's, and a cgroup the walk has not seen
+		// yet may be the container's.
+		if h, known := s.hostCg[cgid]; known && !v1 {
+			return h
+		}
 		return pr
 	case cok:
 		return cr

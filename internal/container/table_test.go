@@ -133,13 +133,14 @@ func TestTableLookup(t *testing.T) {
 	ctrd := h.mkcg("system.slice/containerd.service")
 	pod := h.mkcg("kubepods/burstable/pod" + podU)
 	kc := h.mkcg("kubepods/burstable/pod" + podU + "/" + id64b)
-	h.mkcg("user.slice/user-0.slice/session-1.scope")
+	session := h.mkcg("user.slice/user-0.slice/session-1.scope")
 
 	h.proc_(100, hybrid("/default/web", "/default/web"))                        // v1 and v2 agree
 	h.proc_(101, hybrid("/default/hybrid", "/"))                                // v1 only, v2 root
 	h.proc_(102, hybrid("/default/hybrid", "/system.slice/containerd.service")) // v1 only, v2 in service
 	h.proc_(103, hybrid("/", "/user.slice/user-0.slice/session-1.scope"))
 	h.proc_(104, hybrid("/system.slice/cron.service", "/system.slice/cron.service"))
+	h.proc_(105, "0::/default/web\n") // moved there from the session by its own write
 
 	tb := newTable(t, h, Options{})
 
@@ -163,6 +164,10 @@ func TestTableLookup(t *testing.T) {
 		{"service by cgroup", 104, ctrd, Ref{Service: "containerd", Path: "/system.slice/containerd.service"}},
 		{"service by pid", 104, root, Ref{Service: "cron", Path: "/system.slice/cron.service"}},
 		{"host session", 103, root, Ref{Path: "/user.slice/user-0.slice/session-1.scope"}},
+		{"moved into a container: a call made before, in a host cgroup", 105, session, Ref{Path: "/user.slice/user-0.slice/session-1.scope"}},
+		{"moved into a container: a call made before, in the root", 105, root, Ref{}},
+		{"moved into a container: a call made there", 105, web, wantWeb},
+		{"moved into a container: a cgroup newer than the walk", 105, 424242, wantWeb},
 	}
 	for _, tt := range tests {
 		if got := tb.Lookup(tt.pid, tt.cg); got != tt.want {
@@ -201,7 +206,7 @@ func TestTableLookup(t *testing.T) {
 		if c.Ref.ID == "hybrid" && (!c.OnlyV1 || len(c.PIDs) != 2 || len(c.CgroupIDs) != 0) {
 			t.Errorf("hybrid container: %+v", c)
 		}
-		if c.Ref.ID == "web" && (c.OnlyV1 || len(c.PIDs) != 1 || len(c.CgroupIDs) != 2) {
+		if c.Ref.ID == "web" && (c.OnlyV1 || len(c.PIDs) != 2 || len(c.CgroupIDs) != 2) {
 			t.Errorf("web container: %+v", c)
 		}
 	}

@@ -190,8 +190,16 @@ func TestContainerdDefault(t *testing.T) {
 		check("ByCgroup", r)
 	}
 	check("Lookup(pid, cgid)", tb.Lookup(pid, cgid))
-	// As on a hybrid host where the v2 cgroup is the root: the pid decides.
-	check("Lookup(pid, root)", tb.Lookup(pid, rootCgroupID(t)))
+	rootCall := tb.Lookup(pid, rootCgroupID(t))
+	if pl.FromV1 {
+		// A hybrid host's container in v1 only: its calls are made in
+		// the v2 root, and the pid decides.
+		check("Lookup(pid, root)", rootCall)
+	} else if rootCall.IsContainer() {
+		// The container has a v2 cgroup of its own, so a call made in
+		// the root was made before the process moved there: the host's.
+		t.Errorf("Lookup(pid, root) = %+v for a process placed by its v2 cgroup; want the host", rootCall)
+	}
 	r, ok := tb.ByPID(pid)
 	if !ok {
 		t.Fatalf("pid %d not in the table", pid)
@@ -307,13 +315,13 @@ func TestKubeletCgroupfsPath(t *testing.T) {
 
 	tb := newTable(t)
 	cgid := proc.CgroupID(path)
-	for what, got := range map[string]container.Ref{
-		"Lookup(pid, cgid)": tb.Lookup(pid, cgid),
-		"Lookup(pid, root)": tb.Lookup(pid, rootCgroupID(t)),
-	} {
-		if got.Runtime != want.Runtime || got.ID != want.ID || got.PodUID != want.PodUID {
-			t.Errorf("%s: %+v, want %+v", what, got, want)
-		}
+	if got := tb.Lookup(pid, cgid); got.Runtime != want.Runtime || got.ID != want.ID || got.PodUID != want.PodUID {
+		t.Errorf("Lookup(pid, cgid): %+v, want %+v", got, want)
+	}
+	// Placed by its v2 cgroup (the kubelet's cgroupfs path): a call made
+	// in the root was made before the process moved into its pod.
+	if got := tb.Lookup(pid, rootCgroupID(t)); !pl.FromV1 && got.IsContainer() {
+		t.Errorf("Lookup(pid, root) = %+v for a process placed by its v2 cgroup; want the host", got)
 	}
 	r := tb.Lookup(pid, cgid)
 	t.Logf("ref: %s", r)
