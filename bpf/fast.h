@@ -332,7 +332,7 @@ static __always_inline bool fast_exit(__u64 *ctx, struct pt_regs *regs, long ret
 		return true;
 	if (r->owner != me) {
 		if (r->owner == me + FAST_IDLE && r->call.gen == attach_gen && r->ids.cg_gen == cgroup_gen &&
-		    r->ids.sel)
+		    r->ids.sel && owns())
 			row_entered(ctx);
 		return false;
 	}

@@ -181,7 +181,12 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	/* Before the selection: sysray's own threads have rows too. */
 	if (fast_path())
 		fast_release(task);
-	if (!selected())
+	/*
+	 * Not selected(): a probe that handed over (owns) still flushes its
+	 * counts and ends its own calls; only the exit's records are the
+	 * owner's.
+	 */
+	if (!task_selected(task))
 		return 0;
 	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
 	/* Its pending counts would go with its storage. */
@@ -198,7 +203,7 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 		emit_syscall(st, 0, now, F_UNFINISHED, NULL);
 	}
 
-	void *rb = cpu_ring();
+	void *rb = owns() ? cpu_ring() : NULL;
 	/* Killed by a signal in the doctor's mode: what it last did, since few calls were emitted. */
 	if (rb && killed && !recent_done && st && st->recent.n)
 		emit_recent(rb, &st->recent, now);
@@ -242,7 +247,7 @@ int inflight(struct bpf_iter__task *ctx)
 		if (r && task_selected(task)) {
 			if (r->call.held) {
 				emit_call(&r->call, &r->ids, r->call.held_ret, r->call.held_end, 0, task);
-			} else {
+			} else if (owns()) {
 				__u64 now = bpf_ktime_get_ns();
 				if (fast_doctor()) {
 					late_args(&r->call, (struct pt_regs *)bpf_task_pt_regs(task), 0);
@@ -263,7 +268,8 @@ int inflight(struct bpf_iter__task *ctx)
 	if (st->call.held) {
 		st->call.held = 0;
 		emit_syscall(st, st->call.held_ret, st->call.held_end, 0, task);
-	} else {
+	} else if (owns()) {
+		/* A probe that handed over (owns) stops; the call does not end. */
 		__u64 now = bpf_ktime_get_ns();
 		if (cfg_stat) {
 			late_args(&st->call, (struct pt_regs *)bpf_task_pt_regs(task), 0);

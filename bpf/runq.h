@@ -322,6 +322,8 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(runq_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
+	if (!owns())
+		return 0; /* another probe's now (owns) */
 	runq_switch(preempt, prev, next, prev_state);
 	return 0;
 }
@@ -329,6 +331,8 @@ int BPF_PROG(runq_sched_switch, bool preempt, struct task_struct *prev, struct t
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(runq_wakeup, struct task_struct *p)
 {
+	if (!owns())
+		return 0;
 	/* Woken while still on its CPU (about to sleep): it never left. */
 	if (p->on_cpu)
 		return 0;
@@ -339,6 +343,8 @@ int BPF_PROG(runq_wakeup, struct task_struct *p)
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(runq_wakeup_new, struct task_struct *p)
 {
+	if (!owns())
+		return 0;
 	runq_ready(p, true, 0);
 	return 0;
 }
@@ -347,6 +353,8 @@ int BPF_PROG(runq_wakeup_new, struct task_struct *p)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(runq_exit, struct task_struct *task, bool group_dead)
 {
+	if (!owns())
+		return 0;
 	struct runq_task *rt = bpf_task_storage_get(&runq_tasks, task, 0, 0);
 	if (!rt)
 		return 0;

@@ -26,8 +26,16 @@ static __always_inline bool tgid_selected(__u32 tgid)
 	return true;
 }
 
+/*
+ * The current task, for a new event: not while another probe owns them
+ * (owns). The task iterators and the rows' cached selection (fast_ids)
+ * use tgid_selected and task_selected, which do not ask: a probe handing
+ * over still finishes what it began.
+ */
 static __always_inline bool selected(void)
 {
+	if (!owns())
+		return false;
 	if (!tgid_selected(bpf_get_current_pid_tgid() >> 32))
 		return false;
 	if (cfg_cgroups) {

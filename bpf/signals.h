@@ -34,7 +34,7 @@ SEC("tp_btf/signal_generate")
 int BPF_PROG(signal_generate, int sig, struct kernel_siginfo *info, struct task_struct *task, int group,
 	     int result)
 {
-	if (!selected() && !task_selected(task))
+	if (!owns() || (!selected() && !task_selected(task)))
 		return 0;
 	__u32 target_pid = BPF_CORE_READ(task, tgid);
 	__u32 target_tid = BPF_CORE_READ(task, pid);

@@ -158,4 +158,20 @@ volatile __u64 renamer;
  */
 volatile __u64 attach_gen = 1;
 
+/*
+ * The attach_gen of the probe that takes new calls and events. A map of its
+ * own, so that a probe loaded to take over from another shares it (the
+ * agent's reload: Config.After): user space sets it to the new probe's
+ * attach_gen in one write, and from then on every call is entered by
+ * exactly one of the two. The old one still finishes the calls it saw
+ * enter, so a reload neither loses nor counts twice a call that ends
+ * within its grace (internal/agent). A probe alone owns it from the start.
+ */
+volatile __u64 owner SEC(".data.owner") = 1;
+
+static __always_inline bool owns(void)
+{
+	return owner == attach_gen;
+}
+
 #endif

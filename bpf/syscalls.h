@@ -11,7 +11,8 @@
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	if (!syscall_wanted(id))
+	/* Another probe takes new calls now (owns); this one finishes its own. */
+	if (!owns() || !syscall_wanted(id))
 		return 0;
 	/* The doctor sums futex calls by address from the task storage path (futex.h). */
 	if (fast_path() && !(fast_doctor() && cfg_futex && futex_call(id)) && fast_enter(regs, id))
@@ -298,6 +299,12 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		st->call.active = 0;
 		return 0;
 	}
+	/*
+	 * Handing over (owns): the calls this probe saw enter end here; an
+	 * exit without one is the new owner's, and no seccomp refusal.
+	 */
+	if (!st->call.active && !owns())
+		return 0;
 	exit_stored(ctx, regs, ret, st);
 	struct fast_row *dr = doctor_row((__u64)regs);
 	if (dr) {

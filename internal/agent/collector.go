@@ -31,7 +31,7 @@ var (
 	descReloads = prometheus.NewDesc("sysray_agent_probe_reloads_total",
 		"Times the agent reloaded its probe with empty tables (the kernel's tables were filling with processes long gone).", nil, nil)
 	descUntraced = prometheus.NewDesc("sysray_agent_untraced_seconds_total",
-		"Time the probe's reloads left the host untraced, at most: from the read that found the tables filling to the new probe's attach. Calls made then are not counted.", nil, nil)
+		"Time the probe's reloads left the host untraced, at most: none when the new probe loads beside the old one and takes over; else from the read that found the tables filling to the new probe's attach. Calls made then are not counted.", nil, nil)
 	descRatio = prometheus.NewDesc("sysray_syscall_sample_ratio",
 		"The share of time the per-syscall programs are attached (--syscalls duty): syscall counts, errors and histograms are estimates, scaled by its inverse; 1 when every call is counted.", nil, nil)
 )

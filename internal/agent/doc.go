@@ -15,8 +15,9 @@
 // touch the kernel.
 //
 // The host side is the Source the agent runs on: the probe loaded over
-// the whole host (probe.go), reloaded before its tables fill, its
-// per-syscall programs duty-cycled (duty.go); the continuous doctor over
+// the whole host (probe.go), replaced before its tables fill by an empty
+// one that takes over without a gap, its per-syscall programs
+// duty-cycled (duty.go); the continuous doctor over
 // rolling windows with its findings store and flight recorder
 // (livedoctor.go); and the audit watch (audit.go), which finds a full
 // audit backlog whatever the duty cycle and keeps the agent from waiting

@@ -144,6 +144,10 @@ type probeSource struct {
 	audit *auditWatch
 	scale uint64 // Snapshot.Scale: duty period over on time, 1 when always attached
 
+	// evMu serialises event: for a reload's grace two loads' readers
+	// deliver events (handover).
+	evMu sync.Mutex
+
 	mu   sync.Mutex
 	gen  uint64
 	load *load
@@ -181,12 +185,23 @@ type load struct {
 
 // open loads and attaches a probe; callers hold mu, or own s alone.
 func (s *probeSource) open() error {
+	ld, err := s.start(nil)
+	if err == nil {
+		s.load = ld
+	}
+	return err
+}
+
+// start loads and attaches a probe of generation s.gen, to take over
+// from after if it is not nil (probe.Config.After); callers hold mu, or
+// own s alone.
+func (s *probeSource) start(after *probe.Probe) (*load, error) {
 	ld := &load{gen: s.gen, stop: make(chan struct{}), done: make(chan struct{}),
 		drain: stat.NewDrain(uint64(forgetAfter), false, host.Mono)}
 	ready := make(chan *probe.Probe, 1)
 	opts := live.Options{
 		// Nothing the agent does needs events within milliseconds.
-		Probe: probe.Config{Stat: true, Poll: readerPoll, RingSize: s.ringMiB << 20},
+		Probe: probe.Config{Stat: true, Poll: readerPoll, RingSize: s.ringMiB << 20, After: after},
 		Stop:  ld.stop,
 		Warn:  func(m string) { s.log.Warn(m) },
 		Started: func(p *probe.Probe) error {
@@ -232,23 +247,24 @@ func (s *probeSource) open() error {
 	}()
 	select {
 	case ld.p = <-ready:
-		s.load = ld
 		if s.off {
 			ld.p.PauseSyscalls() // loaded while duty cycling has them off
 			if ld.sampling != nil {
 				ld.sampling.Pause()
 			}
 		}
-		return nil
+		return ld, nil
 	case <-ld.done:
 		if ld.runErr == nil {
 			ld.runErr = errors.New("the probe stopped as it started")
 		}
-		return ld.runErr
+		return nil, ld.runErr
 	}
 }
 
 func (s *probeSource) event(e *event.Event) error {
+	s.evMu.Lock()
+	defer s.evMu.Unlock()
 	s.lc.Observe(e)
 	if s.doc != nil {
 		s.doc.observe(e)
@@ -355,13 +371,19 @@ func (s *probeSource) read() (Snapshot, error) {
 	if err != nil || !s.filling(snap) {
 		return snap, err
 	}
-	// The tables are filling up with processes long gone: take
-	// the last counts of this load and start an empty one.
+	// The tables are filling up with processes long gone: an empty
+	// load takes over, and this one's last counts go out.
+	s.gen++
+	if s.handover(ld) {
+		if ld.finalErr != nil {
+			return snap, nil
+		}
+		return ld.final, nil
+	}
 	start := time.Now()
 	close(ld.stop)
 	<-ld.done
 	s.load = nil
-	s.gen++
 	err = s.open()
 	// Counted whether or not the load took: the host went untraced from
 	// the last read until now, and a failed load stays untraced until the
@@ -379,6 +401,43 @@ func (s *probeSource) read() (Snapshot, error) {
 		return snap, nil
 	}
 	return ld.final, nil
+}
+
+// handoverGrace is how long a load that handed over stays attached to
+// finish the calls it saw enter: calls in flight across a reload that
+// outlast it are counted by neither load. A second covers the sleeps of
+// a polling loop and most waits for a peer; the cost of the two loads
+// attached side by side for that long is a second of a table lookup at
+// each exit.
+const handoverGrace = time.Second
+
+// handover loads the next probe beside ld's, hands tracing over to it
+// with nothing lost or counted twice (probe.Config.After), and detaches
+// ld's once the calls it saw enter have ended: ld.final then holds its
+// last counts (unless ld.finalErr says why not). False if the next probe
+// would not load: ld is as it was. Callers hold mu.
+func (s *probeSource) handover(ld *load) bool {
+	start := time.Now()
+	next, err := s.start(ld.p)
+	if err == nil {
+		if err = next.p.Take(); err != nil {
+			close(next.stop)
+			<-next.done
+		}
+	}
+	if err != nil {
+		s.log.Warn("loading the next probe beside this one failed; reloading with a gap", "error", err.Error())
+		return false
+	}
+	loaded := time.Since(start)
+	time.Sleep(handoverGrace)
+	close(ld.stop)
+	<-ld.done
+	s.load = next
+	s.reloads++
+	s.log.Info("reloaded the probe with empty tables", "cells", len(ld.final.Cells), "processes", len(ld.final.Procs),
+		"gap_ms", 0, "load_ms", loaded.Milliseconds())
+	return true
 }
 
 // forgetAfter is how long the counts of an exited process stay in the

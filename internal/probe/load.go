@@ -22,8 +22,9 @@ import (
 // takes privileged loads in parallel (bpf_verifier_lock is held only for
 // unprivileged ones).
 //
-// It returns the programs objs took, by name, for RunTimes.
-func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayObjects) (map[string]*ebpf.Program, error) {
+// It returns the programs objs took, by name, for RunTimes, and a handle
+// on the owner map (bpf/state.h) for a probe that takes over (Config.After).
+func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayObjects) (map[string]*ebpf.Program, *ebpf.Map, error) {
 	if opts.Cache == nil {
 		opts.Cache = btf.NewCache() // decode the kernel's BTF once for every worker
 	}
@@ -33,9 +34,13 @@ func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayOb
 	mapsOnly.Programs = nil
 	base, err := ebpf.NewCollectionWithOptions(&mapsOnly, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer base.Close() // what Assign takes is no longer the collection's
+	owner, err := base.Maps[".data.owner"].Clone()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the owner map: %w", err)
+	}
 
 	// Longest first, so that the longest walk starts at once and the
 	// short ones fill the other CPUs around it. Instruction count stands in
@@ -93,19 +98,21 @@ func load(spec *ebpf.CollectionSpec, opts ebpf.CollectionOptions, objs *sysrayOb
 		for _, p := range progs {
 			p.Close()
 		}
-		return nil, errs[0]
+		owner.Close()
+		return nil, nil, errs[0]
 	}
 	taken := maps.Clone(progs)
 	if err := whole.Assign(objs); err != nil {
 		for _, p := range progs {
 			p.Close()
 		}
-		return nil, fmt.Errorf("assigning BPF objects: %w", err)
+		owner.Close()
+		return nil, nil, fmt.Errorf("assigning BPF objects: %w", err)
 	}
 	// Assign took what objs names; anything else is closed with base or here.
 	for name, p := range whole.Programs {
 		delete(taken, name)
 		p.Close()
 	}
-	return taken, nil
+	return taken, owner, nil
 }

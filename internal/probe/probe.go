@@ -102,6 +102,12 @@ type Config struct {
 	// thread spends on the CPU inside a page fault or a syscall, which
 	// sleep stacks do not show.
 	Compaction bool
+	// After loads the probe to take over from a probe still attached: its
+	// programs attach at once but take no call or event until Take, and
+	// from Take on After takes none, while it still finishes the calls it
+	// saw enter (bpf/state.h, owner). A reload then loses only calls in
+	// flight across it that outlast After's detach, and counts none twice.
+	After *Probe
 }
 
 // futexOn: the futex sums need the sleep tracking for the time asleep.
@@ -144,8 +150,10 @@ type Probe struct {
 	// (readRing).
 	quiet    atomic.Bool
 	resumed  atomic.Pointer[chan struct{}]
-	gen      uint64   // attach_gen in the kernel
-	Warnings []string // features that could not be enabled; the rest works
+	gen      uint64    // attach_gen in the kernel: serial<<32, plus one for each attach
+	serial   uint64    // one more than After's: no two probes' gens are alike
+	owner    *ebpf.Map // bpf/state.h's .data.owner, shared with the probes that take over (Config.After)
+	Warnings []string  // features that could not be enabled; the rest works
 
 	// Stats reads the count table in batches into these, kept from read
 	// to read: a reader every few seconds (the agent) would otherwise
@@ -280,6 +288,16 @@ func Open(cfg Config) (*Probe, error) {
 	resumed := make(chan struct{})
 	p.resumed.Store(&resumed)
 	var opts ebpf.CollectionOptions
+	if cfg.After != nil {
+		// Taking over: the owner is After's until Take. Its attach_gen
+		// differs from every one of After's, so After owns the calls.
+		p.serial = cfg.After.serial + 1
+		opts.MapReplacements = map[string]*ebpf.Map{".data.owner": cfg.After.owner}
+	}
+	p.gen = p.serial<<32 | 1
+	if err := specs.AttachGen.Set(p.gen); err != nil {
+		return nil, err
+	}
 	if cfg.SlowOpens {
 		// CO-RE then needs no listing of /sys/kernel/btf for modules
 		// (attach targets still read /sys/kernel/btf/vmlinux once).
@@ -287,7 +305,7 @@ func Open(cfg Config) (*Probe, error) {
 			opts.Programs.KernelTypes = types
 		}
 	}
-	if p.progs, err = load(spec, opts, &p.objs); err != nil {
+	if p.progs, p.owner, err = load(spec, opts, &p.objs); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("the kernel rejected sysray's BPF program: %+v", ve)
@@ -391,7 +409,19 @@ func (p *Probe) attach() error {
 			p.duty[f.prog] = len(p.links) - 1
 		}
 	}
-	p.gen = 1
+	return nil
+}
+
+// Take makes p the probe that takes new calls and events, in one write to
+// the map p shares with the probe it takes over from (Config.After),
+// which from then on only finishes the calls it saw enter. It should be
+// closed once those have ended: calls it is still in then are lost.
+func (p *Probe) Take() error {
+	p.linkMu.Lock()
+	defer p.linkMu.Unlock()
+	if err := p.objs.Owner.Set(p.gen); err != nil {
+		return fmt.Errorf("taking over tracing: %w", err)
+	}
 	return nil
 }
 
@@ -431,9 +461,19 @@ func (p *Probe) ResumeSyscalls() error {
 	if i, ok := p.duty["sys_enter"]; p.links == nil || !ok || p.links[i] != nil {
 		return nil // not paused, or detached for good
 	}
+	// A probe another has taken over from (Take) stays without calls.
+	var owner uint64
+	if err := p.objs.Owner.Get(&owner); err != nil {
+		return fmt.Errorf("resuming syscall tracing: %w", err)
+	}
 	p.gen++
 	if err := p.objs.AttachGen.Set(p.gen); err != nil {
 		return fmt.Errorf("resuming syscall tracing: %w", err)
+	}
+	if owner == p.gen-1 {
+		if err := p.objs.Owner.Set(p.gen); err != nil {
+			return fmt.Errorf("resuming syscall tracing: %w", err)
+		}
 	}
 	progs := map[string]*ebpf.Program{"sys_enter": p.objs.SysEnter, "sys_exit": p.objs.SysExit,
 		"sched_switch": p.objs.SchedSwitch, "sched_waking": p.objs.SchedWaking}
@@ -575,6 +615,9 @@ func (p *Probe) Close() error {
 		m.Close()
 	}
 	p.rings = nil
+	if p.owner != nil {
+		p.owner.Close()
+	}
 	return p.objs.Close()
 }
 

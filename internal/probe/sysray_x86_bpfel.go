@@ -668,6 +668,7 @@ const (
 	sysrayVarDnsWatching          = "dns_watching"
 	sysrayVarFutexZero            = "futex_zero"
 	sysrayVarNameGen              = "name_gen"
+	sysrayVarOwner                = "owner"
 	sysrayVarRecBlocked           = "rec_blocked"
 	sysrayVarRecCap               = "rec_cap"
 	sysrayVarRecDns               = "rec_dns"
@@ -840,6 +841,7 @@ type sysrayVariableSpecs struct {
 	DnsWatching      *ebpf.VariableSpec `ebpf:"dns_watching"`
 	FutexZero        *ebpf.VariableSpec `ebpf:"futex_zero"`
 	NameGen          *ebpf.VariableSpec `ebpf:"name_gen"`
+	Owner            *ebpf.VariableSpec `ebpf:"owner"`
 	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
 	RecCap           *ebpf.VariableSpec `ebpf:"rec_cap"`
 	RecDns           *ebpf.VariableSpec `ebpf:"rec_dns"`
@@ -985,6 +987,7 @@ type sysrayVariables struct {
 	DnsWatching      *ebpf.Variable `ebpf:"dns_watching"`
 	FutexZero        *ebpf.Variable `ebpf:"futex_zero"`
 	NameGen          *ebpf.Variable `ebpf:"name_gen"`
+	Owner            *ebpf.Variable `ebpf:"owner"`
 	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`
 	RecCap           *ebpf.Variable `ebpf:"rec_cap"`
 	RecDns           *ebpf.Variable `ebpf:"rec_dns"`
