@@ -100,6 +100,15 @@ func (g *slowGroup) evidence(env *Env) map[string]any {
 	if g.stolenNS > 0 {
 		ev["stolen_ns"] = g.stolenNS
 	}
+	// What of total_ns the calls' sleeps account for, asleep and waiting
+	// for a CPU: the rest ran. A group of calls that slept where nothing
+	// waits by design says so here, with or without a stack.
+	if g.sleptNS > 0 {
+		ev["asleep_ns"] = g.sleptNS
+	}
+	if g.queuedNS > 0 {
+		ev["queued_ns"] = g.queuedNS
+	}
 	return ev
 }
 
