@@ -11,8 +11,11 @@
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	/* Another probe takes new calls now (owns); this one finishes its own. */
-	if (!owns() || !syscall_wanted(id))
+	/*
+	 * Another probe takes new calls now (owns); this one finishes its
+	 * own. After the filter: a filtered-out call reads no more.
+	 */
+	if (!syscall_wanted(id) || !owns())
 		return 0;
 	/* The doctor sums futex calls by address from the task storage path (futex.h). */
 	if (fast_path() && !(fast_doctor() && cfg_futex && futex_call(id)) && fast_enter(regs, id))
