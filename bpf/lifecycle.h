@@ -241,8 +241,8 @@ int inflight(struct bpf_iter__task *ctx)
 	struct task_struct *task = ctx->task;
 	if (!task)
 		return 0;
-	if (fast_record() || fast_doctor()) {
-		/* Its call, if the fast path took it. */
+	if (fast_record() || fast_doctor() || (fast_path() && !owns())) {
+		/* Its call, if the fast path took it (stat's: only to count it lost, handover_lost). */
 		struct fast_row *r = fast_pending_call((__u64)bpf_task_pt_regs(task));
 		if (r && task_selected(task)) {
 			if (r->call.held) {
@@ -254,6 +254,8 @@ int inflight(struct bpf_iter__task *ctx)
 					untimed_entry(&r->call, &r->timing, now);
 				}
 				emit_call(&r->call, &r->ids, 0, now, F_UNFINISHED, task);
+			} else {
+				__sync_fetch_and_add(&handover_lost, 1);
 			}
 			r->call.held = 0;
 		}
@@ -277,6 +279,8 @@ int inflight(struct bpf_iter__task *ctx)
 		}
 		st->call.active = 0;
 		emit_syscall(st, 0, now, F_UNFINISHED, task);
+	} else {
+		__sync_fetch_and_add(&handover_lost, 1);
 	}
 	return 0;
 }

@@ -174,4 +174,12 @@ static __always_inline bool owns(void)
 	return owner == attach_gen;
 }
 
+/*
+ * Calls this probe saw enter and had not seen end when it stopped, another
+ * probe owning new calls by then (owns): in flight across a handover for
+ * longer than its grace, counted by neither probe. The stop's walk
+ * (inflight) counts them, for user space to say so.
+ */
+volatile __u64 handover_lost;
+
 #endif

@@ -578,6 +578,13 @@ func TestAgentCountsAcrossReloads(t *testing.T) {
 	sleeps := metric("sysray_syscall_duration_seconds_count", "container", ids[0][:12], "namespace", "", "pod", "", "syscall", "clock_nanosleep")
 	ppids := metric("sysray_syscall_duration_seconds_count", "container", ids[1][:12], "namespace", "", "pod", "", "syscall", "getppid")
 	const nSleeps, nProcs, perProc = 400, 100, 500
+	// A call in flight across every handover, for longer than its grace:
+	// counted by neither load, and counted as lost.
+	long := exec.Command(prog("sleeper"), "600000", "1")
+	if err := long.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { long.Process.Kill(); long.Wait() }()
 	start := time.Now()
 	slept := make(chan struct{})
 	go func() {
@@ -621,7 +628,13 @@ func TestAgentCountsAcrossReloads(t *testing.T) {
 	if u := got["sysray_agent_untraced_seconds_total{}"]; u != 0 {
 		t.Errorf("sysray_agent_untraced_seconds_total = %v, want 0: every reload hands over", u)
 	}
-	t.Logf("%d reloads in %s", during, took.Round(time.Second))
+	// The long sleep, at least; and other threads of the host blocked
+	// across a handover, each at most once a reload.
+	inFlight := got[metric("sysray_events_dropped_total", "reason", "reload_in_flight")]
+	if inFlight < 1 {
+		t.Errorf("reload_in_flight = %v; want at least the sleep in flight across every reload", inFlight)
+	}
+	t.Logf("%d reloads in %s; %v calls in flight across a handover", during, took.Round(time.Second), inFlight)
 }
 
 // Bad flags and a taken port are clear errors, before any BPF is loaded.

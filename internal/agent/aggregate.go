@@ -65,6 +65,7 @@ type Aggregator struct {
 	// its own totals, which never go back.
 	reloads  uint64
 	untraced time.Duration
+	inFlight uint64
 
 	view atomic.Pointer[View]
 }
@@ -362,6 +363,7 @@ func (a *Aggregator) Fold(now time.Time, s Snapshot) {
 	}
 	a.cells = len(s.Cells)
 	a.reloads, a.untraced = max(a.reloads, s.Reloads), max(a.untraced, s.Untraced)
+	a.inFlight = max(a.inFlight, s.InFlight)
 	a.publish(now)
 }
 

@@ -338,7 +338,7 @@ func TestCollect(t *testing.T) {
 	a := newAgg(map[uint64]string{7: "web"}, 5, 5)
 	a.Fold(time.Unix(10, 0), Snapshot{Cells: []stat.Cell{cell(1, nrOpenat, 7, 4, 3000, 2), cell(2, nrRead, 0, 3, 1<<36, 0)},
 		Procs: map[uint32]ProcCounts{1: {Faults: 9, Vsyscalls: 2}}, Lost: stat.Lost{Full: 5, NoMem: 2}, RingDrops: 1,
-		BPF: map[string]time.Duration{"sys_enter": time.Second}, Reloads: 3, Untraced: 1500 * time.Millisecond})
+		BPF: map[string]time.Duration{"sys_enter": time.Second}, Reloads: 3, Untraced: 1500 * time.Millisecond, InFlight: 4})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(a)
 	fams, err := reg.Gather()
@@ -373,6 +373,7 @@ func TestCollect(t *testing.T) {
 		"sysray_vsyscall_emulations_total,container=web":                          2,
 		"sysray_events_dropped_total,reason=count_table":                          5,
 		"sysray_events_dropped_total,reason=count_memory":                         2,
+		"sysray_events_dropped_total,reason=reload_in_flight":                     4,
 		"sysray_events_dropped_total,reason=ring_buffer_full":                     1,
 		"sysray_bpf_run_seconds_total,program=sys_enter":                          1,
 		"sysray_agent_probe_reloads_total":                                        3,

@@ -19,7 +19,7 @@ var (
 		"Signals delivered (to a handler, or to their default action, fatal ones included), by signal and the receiving container.",
 		append([]string{"signal"}, ctrLabels...), nil)
 	descDropped = prometheus.NewDesc("sysray_events_dropped_total",
-		"What the kernel lost: events that found a ring buffer full (reason ring_buffer_full) and syscalls it could not add to its table of counts (count_table: the table was full; count_memory: a new cell found no memory, in a burst of new processes).",
+		"What the kernel lost: events that found a ring buffer full (reason ring_buffer_full) and syscalls it could not add to its table of counts (count_table: the table was full; count_memory: a new cell found no memory, in a burst of new processes) and syscalls in flight across a reload of the probe for longer than its 1 s handover (reload_in_flight).",
 		[]string{"reason"}, nil)
 	descBPF = prometheus.NewDesc("sysray_bpf_run_seconds_total",
 		"CPU time spent in sysray's BPF programs, by program (only while kernel.bpf_stats_enabled is 1).",
@@ -80,6 +80,7 @@ func (a *Aggregator) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v.RingDrops), "ring_buffer_full")
 	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v.Lost.Full), "count_table")
 	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v.Lost.NoMem), "count_memory")
+	ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(v.InFlight), "reload_in_flight")
 	for name, d := range v.BPF {
 		ch <- prometheus.MustNewConstMetric(descBPF, prometheus.CounterValue, d.Seconds(), name)
 	}

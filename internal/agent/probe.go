@@ -147,6 +147,8 @@ type probeSource struct {
 	// evMu serialises event: for a reload's grace two loads' readers
 	// deliver events (handover).
 	evMu sync.Mutex
+	// readMu serialises Read, which lets mu go for a reload's grace.
+	readMu sync.Mutex
 
 	mu   sync.Mutex
 	gen  uint64
@@ -156,6 +158,7 @@ type probeSource struct {
 	// time between each one's last read and the next load's attach.
 	reloads  uint64
 	untraced time.Duration
+	inFlight uint64 // calls lost in handovers (Snapshot.InFlight)
 }
 
 // current is the probe loaded now; nil between loads.
@@ -177,7 +180,10 @@ type load struct {
 	runErr   error
 	final    Snapshot // read after the last event, before the programs went
 	finalErr error
-	sampling *probe.Sampling // the doctor's on-CPU samples
+	// handoverLost: its calls still in flight when it stopped, after a
+	// handover (probe.Probe.HandoverLost).
+	handoverLost uint64
+	sampling     *probe.Sampling // the doctor's on-CPU samples
 	// drain reads the count table and lets the cells of processes that
 	// ended forgetAfter ago go (stat/drain.go).
 	drain *stat.Drain
@@ -220,6 +226,9 @@ func (s *probeSource) start(after *probe.Probe) (*load, error) {
 			}
 			ld.final, ld.finalErr = s.snapshot(ld, p)
 			ld.final.Final = true
+			if n, err := p.HandoverLost(); err == nil {
+				ld.handoverLost = n
+			}
 			return nil
 		},
 	}
@@ -334,10 +343,12 @@ func (s *probeSource) snapshot(ld *load, p *probe.Probe) (Snapshot, error) {
 
 // Read implements Source.
 func (s *probeSource) Read() (Snapshot, error) {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap, err := s.read()
-	snap.Reloads, snap.Untraced = s.reloads, s.untraced
+	snap.Reloads, snap.Untraced, snap.InFlight = s.reloads, s.untraced, s.inFlight
 	return snap, err
 }
 
@@ -415,7 +426,8 @@ const handoverGrace = time.Second
 // with nothing lost or counted twice (probe.Config.After), and detaches
 // ld's once the calls it saw enter have ended: ld.final then holds its
 // last counts (unless ld.finalErr says why not). False if the next probe
-// would not load: ld is as it was. Callers hold mu.
+// would not load: ld is as it was. Callers hold mu and readMu; mu is let
+// go for the grace.
 func (s *probeSource) handover(ld *load) bool {
 	start := time.Now()
 	next, err := s.start(ld.p)
@@ -430,13 +442,19 @@ func (s *probeSource) handover(ld *load) bool {
 		return false
 	}
 	loaded := time.Since(start)
+	s.load = next
+	s.reloads++
+	// The grace without mu: duty cycling and the doctor's windows go on
+	// with the new load meanwhile (the old one takes no new calls, so
+	// there is nothing of it to pause).
+	s.mu.Unlock()
 	time.Sleep(handoverGrace)
 	close(ld.stop)
 	<-ld.done
-	s.load = next
-	s.reloads++
+	s.mu.Lock()
+	s.inFlight += ld.handoverLost
 	s.log.Info("reloaded the probe with empty tables", "cells", len(ld.final.Cells), "processes", len(ld.final.Procs),
-		"gap_ms", 0, "load_ms", loaded.Milliseconds())
+		"gap_ms", 0, "load_ms", loaded.Milliseconds(), "in_flight_lost", ld.handoverLost)
 	return true
 }
 

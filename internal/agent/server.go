@@ -100,7 +100,7 @@ func (a *Agent) health() (Health, int) {
 	a.mu.Unlock()
 	v := a.Agg.View()
 	h.SyscallSeries, h.Containers, h.KernelCells = len(v.Syscalls), len(v.Containers), v.Cells
-	h.EventsDropped, h.SyscallsUncounted = v.RingDrops, v.Lost.Total()
+	h.EventsDropped, h.SyscallsUncounted = v.RingDrops, v.Lost.Total()+v.InFlight
 	code := http.StatusOK
 	switch {
 	case last.IsZero():

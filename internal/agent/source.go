@@ -32,6 +32,11 @@ type Snapshot struct {
 	// last read to the new one's attach. Calls in it are not counted.
 	Reloads  uint64
 	Untraced time.Duration
+	// InFlight counts the calls in flight across a reload's handover for
+	// longer than its grace since the agent started: the old load saw
+	// them enter and stopped before they ended, and the new one did not
+	// see them enter. Counted by neither.
+	InFlight uint64
 	// Scale multiplies the growth of Cells: with the per-syscall programs
 	// attached one period in Scale (duty cycling), the calls counted are
 	// about one in Scale of those made. 0 or 1: exact.

@@ -19,6 +19,7 @@ type View struct {
 	Cells      int                      // the kernel's cells at the last read
 	Reloads    uint64                   // the probe's reloads so far
 	Untraced   time.Duration            // the time those reloads left the host untraced, at most
+	InFlight   uint64                   // calls in flight across their handovers too long to be counted
 	Scale      uint64                   // counts of calls are scaled by this (duty cycling); 1 when exact
 }
 
@@ -47,7 +48,7 @@ func (a *Aggregator) View() *View { return a.view.Load() }
 
 func (a *Aggregator) publish(now time.Time) {
 	v := &View{At: now, Lost: stat.Lost{Full: a.lost.total, NoMem: a.lostMem.total}, RingDrops: a.ring.total, Cells: a.cells, Scale: a.scale,
-		Reloads: a.reloads, Untraced: a.untraced}
+		Reloads: a.reloads, Untraced: a.untraced, InFlight: a.inFlight}
 	if a.bpfOn {
 		v.BPF = map[string]time.Duration{}
 		for n, m := range a.bpf {

@@ -598,6 +598,18 @@ func (p *Probe) Unseen() (uint64, error) {
 	return n, nil
 }
 
+// HandoverLost returns how many calls p saw enter and had not seen end
+// when it stopped with another probe owning new calls (Take): in flight
+// across the handover for longer than p stayed attached, counted by
+// neither probe. The stop's walk of the tasks counts them (Detach).
+func (p *Probe) HandoverLost() (uint64, error) {
+	var n uint64
+	if err := p.objs.HandoverLost.Get(&n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // CloseMaps detaches and frees the rings, leaving the programs and maps
 // loaded until Close or the process's exit.
 func (p *Probe) CloseMaps() {

@@ -667,6 +667,7 @@ const (
 	sysrayVarCgroupGen            = "cgroup_gen"
 	sysrayVarDnsWatching          = "dns_watching"
 	sysrayVarFutexZero            = "futex_zero"
+	sysrayVarHandoverLost         = "handover_lost"
 	sysrayVarNameGen              = "name_gen"
 	sysrayVarOwner                = "owner"
 	sysrayVarRecBlocked           = "rec_blocked"
@@ -840,6 +841,7 @@ type sysrayVariableSpecs struct {
 	CgroupGen        *ebpf.VariableSpec `ebpf:"cgroup_gen"`
 	DnsWatching      *ebpf.VariableSpec `ebpf:"dns_watching"`
 	FutexZero        *ebpf.VariableSpec `ebpf:"futex_zero"`
+	HandoverLost     *ebpf.VariableSpec `ebpf:"handover_lost"`
 	NameGen          *ebpf.VariableSpec `ebpf:"name_gen"`
 	Owner            *ebpf.VariableSpec `ebpf:"owner"`
 	RecBlocked       *ebpf.VariableSpec `ebpf:"rec_blocked"`
@@ -986,6 +988,7 @@ type sysrayVariables struct {
 	CgroupGen        *ebpf.Variable `ebpf:"cgroup_gen"`
 	DnsWatching      *ebpf.Variable `ebpf:"dns_watching"`
 	FutexZero        *ebpf.Variable `ebpf:"futex_zero"`
+	HandoverLost     *ebpf.Variable `ebpf:"handover_lost"`
 	NameGen          *ebpf.Variable `ebpf:"name_gen"`
 	Owner            *ebpf.Variable `ebpf:"owner"`
 	RecBlocked       *ebpf.Variable `ebpf:"rec_blocked"`
