@@ -495,7 +495,19 @@ func promQuery(t *testing.T, addr, q string) (float64, string) {
 func TestAgentMonotonicAcrossReloads(t *testing.T) {
 	alongside(t)
 	requireBPF(t)
-	a := startAgent(t, "--grace", "1h", "--max-syscalls", "60", "--reload-cells", "150")
+	monotonicAcrossReloads(t)
+}
+
+// The same with the per-syscall programs duty-cycled: a load may be
+// handed over to while they are off, and resumed once it owns the calls.
+func TestAgentMonotonicAcrossReloadsDuty(t *testing.T) {
+	alongside(t)
+	requireBPF(t)
+	monotonicAcrossReloads(t, "--syscalls", "duty", "--duty-on", "250ms", "--duty-period", "1s")
+}
+
+func monotonicAcrossReloads(t *testing.T, args ...string) {
+	a := startAgent(t, append([]string{"--grace", "1h", "--max-syscalls", "60", "--reload-cells", "150"}, args...)...)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -523,8 +535,13 @@ func TestAgentMonotonicAcrossReloads(t *testing.T) {
 		cur := a.scrape(t)
 		for k, v := range cur {
 			name := k[:strings.IndexByte(k, '{')]
-			// The agent's gauges may go down; its counters may not.
-			if !strings.HasPrefix(name, "sysray_") || strings.HasPrefix(name, "sysray_agent_") && !strings.HasSuffix(name, "_total") {
+			// Gauges may go down (sysray_finding_active as findings
+			// end, the agent's own); counters and histograms may not.
+			counter := false
+			for _, suffix := range []string{"_total", "_bucket", "_count", "_sum"} {
+				counter = counter || strings.HasSuffix(name, suffix)
+			}
+			if !strings.HasPrefix(name, "sysray_") || !counter {
 				continue
 			}
 			old, ok := prev[k]
