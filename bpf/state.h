@@ -159,19 +159,21 @@ volatile __u64 renamer;
 volatile __u64 attach_gen = 1;
 
 /*
- * The attach_gen of the probe that takes new calls and events. A map of its
- * own, so that a probe loaded to take over from another shares it (the
- * agent's reload: Config.After): user space sets it to the new probe's
- * attach_gen in one write, and from then on every call is entered by
- * exactly one of the two. The old one still finishes the calls it saw
+ * The serial of the probe that takes new calls and events: the high 32 bits
+ * of its attach_gen, which its duty cycling's resumes (the low 32) leave
+ * alone. A map of its own, so that a probe loaded to take over from another
+ * shares it (the agent's reload: Config.After): user space sets it to the
+ * new probe's serial in one write, and from then on every call is entered
+ * by exactly one of the two. The old one still finishes the calls it saw
  * enter, so a reload neither loses nor counts twice a call that ends
- * within its grace (internal/agent). A probe alone owns it from the start.
+ * within its grace (internal/agent). A probe alone (serial 0) owns it from
+ * the start.
  */
-volatile __u64 owner SEC(".data.owner") = 1;
+volatile __u64 owner SEC(".data.owner");
 
 static __always_inline bool owns(void)
 {
-	return owner == attach_gen;
+	return owner == attach_gen >> 32;
 }
 
 /*

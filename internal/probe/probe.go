@@ -289,8 +289,8 @@ func Open(cfg Config) (*Probe, error) {
 	p.resumed.Store(&resumed)
 	var opts ebpf.CollectionOptions
 	if cfg.After != nil {
-		// Taking over: the owner is After's until Take. Its attach_gen
-		// differs from every one of After's, so After owns the calls.
+		// Taking over: the owner is After's serial until Take, so After
+		// owns the calls.
 		p.serial = cfg.After.serial + 1
 		opts.MapReplacements = map[string]*ebpf.Map{".data.owner": cfg.After.owner}
 	}
@@ -419,7 +419,7 @@ func (p *Probe) attach() error {
 func (p *Probe) Take() error {
 	p.linkMu.Lock()
 	defer p.linkMu.Unlock()
-	if err := p.objs.Owner.Set(p.gen); err != nil {
+	if err := p.objs.Owner.Set(p.serial); err != nil {
 		return fmt.Errorf("taking over tracing: %w", err)
 	}
 	return nil
@@ -461,19 +461,10 @@ func (p *Probe) ResumeSyscalls() error {
 	if i, ok := p.duty["sys_enter"]; p.links == nil || !ok || p.links[i] != nil {
 		return nil // not paused, or detached for good
 	}
-	// A probe another has taken over from (Take) stays without calls.
-	var owner uint64
-	if err := p.objs.Owner.Get(&owner); err != nil {
-		return fmt.Errorf("resuming syscall tracing: %w", err)
-	}
+	// Only the low 32 bits move: the serial, which owns() compares, stays.
 	p.gen++
 	if err := p.objs.AttachGen.Set(p.gen); err != nil {
 		return fmt.Errorf("resuming syscall tracing: %w", err)
-	}
-	if owner == p.gen-1 {
-		if err := p.objs.Owner.Set(p.gen); err != nil {
-			return fmt.Errorf("resuming syscall tracing: %w", err)
-		}
 	}
 	progs := map[string]*ebpf.Program{"sys_enter": p.objs.SysEnter, "sys_exit": p.objs.SysExit,
 		"sched_switch": p.objs.SchedSwitch, "sched_waking": p.objs.SchedWaking}
