@@ -21,10 +21,15 @@ import (
 	"github.com/sysray/sysray/internal/stat"
 )
 
-// readerPoll is how long the event reader sleeps on an idle ring: the
-// default 5 ms keeps `trace` prompt and user stacks nameable, and woke an
-// idle agent hundreds of times a second.
-const readerPoll = 50 * time.Millisecond
+// readerPoll is how long the event reader sleeps on a ring while the
+// per-syscall programs are paused (duty cycling): the rest emit per
+// process, fault or signal, and a reader that finds a ring filling sleeps
+// less (probe.readRing), so it only delays their events. The default 5 ms
+// keeps `trace` prompt and user stacks nameable, and woke an idle agent
+// hundreds of times a second; 50 ms still made the readers and the merger
+// they wake most of an idle agent's CPU (220 ms in 20 s against 145 ms at
+// 250 ms, each woken goroutine costing Go's scheduler more than its work).
+const readerPoll = 250 * time.Millisecond
 
 // DefaultRingMiB is the agent's ring per CPU. The agent's events are the
 // doctor's (failures, slow calls, one call in 64 at most every 10 ms per

@@ -234,7 +234,7 @@ func (w *Watcher) describe(st *Status) {
 // run follows the status from the first read (nil if it failed).
 func (w *Watcher) run(first *Status, statusEvery int) {
 	defer close(w.done)
-	t := time.NewTicker(watchTick)
+	t := time.NewTimer(watchTick)
 	defer t.Stop()
 	prev := first
 	on := first != nil && first.Enabled != 0
@@ -274,6 +274,15 @@ func (w *Watcher) run(first *Status, statusEvery int) {
 				w.stalling.Store(len(found) > 0)
 			}
 		}
+		// A lazy watcher that reads the status and finds no stall has
+		// nothing to look at before its next read: it sleeps till then,
+		// and does not wake an idle agent at every tick.
+		skip := 1
+		if w.Lazy && !blind && !w.stalling.Load() {
+			skip = statusEvery - tick%statusEvery
+		}
+		tick += skip - 1
+		t.Reset(time.Duration(skip) * watchTick)
 	}
 }
 
