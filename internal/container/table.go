@@ -257,7 +257,7 @@ type placeKey struct {
 }
 
 func (t *Table) readPlacement(pid uint32) (Placement, bool) {
-	b, err := os.ReadFile(filepath.Join(t.opts.ProcRoot, strconv.FormatUint(uint64(pid), 10), "cgroup"))
+	b, err := proc.ReadFile(filepath.Join(t.opts.ProcRoot, strconv.FormatUint(uint64(pid), 10), "cgroup"))
 	if err != nil {
 		return Placement{}, false
 	}

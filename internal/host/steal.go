@@ -2,9 +2,11 @@ package host
 
 import (
 	"bufio"
-	"os"
+	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/sysray/sysray/internal/proc"
 )
 
 // userHZ is the unit of /proc/stat's times (USER_HZ, which the kernel
@@ -17,12 +19,11 @@ const userHZ = 100
 // else. A thread on that CPU sees its clock move and its work stand still,
 // without a context switch the guest could trace. Zero on bare metal.
 func Steal() ([]uint64, error) {
-	f, err := os.Open("/proc/stat")
+	b, err := proc.ReadFile("/proc/stat")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return parseSteal(bufio.NewScanner(f)), nil
+	return parseSteal(bufio.NewScanner(bytes.NewReader(b))), nil
 }
 
 func parseSteal(sc *bufio.Scanner) []uint64 {

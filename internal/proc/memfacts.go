@@ -1,7 +1,6 @@
 package proc
 
 import (
-	"os"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -16,7 +15,7 @@ import (
 // is the one the kernel enforces; else v2's.
 func ReadMemFacts(pid uint32) (event.MemFacts, bool) {
 	var mf event.MemFacts
-	b, err := os.ReadFile(filepath.Join(Root, strconv.Itoa(int(pid)), "cgroup"))
+	b, err := ReadFile(filepath.Join(Root, strconv.Itoa(int(pid)), "cgroup"))
 	if err != nil {
 		return mf, false
 	}
@@ -62,14 +61,14 @@ func ReadMemFacts(pid uint32) (event.MemFacts, bool) {
 			mf.High = 0 // cgroup v1 has none
 		}
 		mf.Current = readLimit(filepath.Join(p, l.current))
-		if st, err := os.ReadFile(filepath.Join(p, "memory.stat")); err == nil {
+		if st, err := ReadFile(filepath.Join(p, "memory.stat")); err == nil {
 			mf.RefaultFile = StatValue(st, l.refFile)
 			mf.RefaultAnon = StatValue(st, l.refAnon)
 			return mf, true
 		}
 	}
 	mf.Cgroup, mf.Host, mf.Max, mf.High = l.cg, true, event.NoLimit, event.NoLimit
-	if st, err := os.ReadFile(filepath.Join(Root, "vmstat")); err == nil {
+	if st, err := ReadFile(filepath.Join(Root, "vmstat")); err == nil {
 		mf.RefaultFile = StatValue(st, "workingset_refault_file")
 		mf.RefaultAnon = StatValue(st, "workingset_refault_anon")
 	}
@@ -78,7 +77,7 @@ func ReadMemFacts(pid uint32) (event.MemFacts, bool) {
 
 // readLimit reads a memory.* file in bytes; "max" is NoLimit, 0 unknown.
 func readLimit(p string) uint64 {
-	b, err := os.ReadFile(p)
+	b, err := ReadFile(p)
 	if err != nil {
 		return 0
 	}

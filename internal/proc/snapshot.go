@@ -39,7 +39,7 @@ func Snapshot() ([]Info, error) {
 // Read reads one process; ok is false when it is gone.
 func Read(pid uint32) (Info, bool) {
 	dir := filepath.Join(Root, strconv.FormatUint(uint64(pid), 10))
-	stat, err := os.ReadFile(filepath.Join(dir, "stat"))
+	stat, err := ReadFile(filepath.Join(dir, "stat"))
 	if err != nil {
 		return Info{}, false
 	}
@@ -47,7 +47,7 @@ func Read(pid uint32) (Info, bool) {
 	if !parseStat(stat, &info) {
 		return Info{}, false
 	}
-	if cmd, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
+	if cmd, err := ReadFile(filepath.Join(dir, "cmdline")); err == nil {
 		info.Cmdline = redact.Argv(splitNul(cmd))
 	}
 	info.Exe, _ = os.Readlink(filepath.Join(dir, "exe"))
@@ -143,7 +143,7 @@ func CgroupID(path string) uint64 {
 }
 
 func cgroupID(file string) uint64 {
-	b, err := os.ReadFile(file)
+	b, err := ReadFile(file)
 	if err != nil {
 		return 0
 	}
