@@ -125,11 +125,13 @@ demo: build
 	./bin/sysray demo all
 
 # The current tables in BENCHMARKS.md: syscall overhead and sampling, redis,
-# record's own CPU, the accuracy of stat's percentiles, the doctor against stat.
+# record's own CPU, the agent's own CPU, the accuracy of stat's percentiles,
+# the doctor against stat.
 bench: build
 	bash bench/peers.sh
 	bash bench/redis.sh
 	bash bench/recordcpu.sh
+	bash bench/agentcpu.sh
 	bash bench/accuracy.sh
 	bash bench/doctor-vs-stat.sh
 
