@@ -9,8 +9,9 @@ import (
 )
 
 // dutyDrain is how long after pausing the syscall programs the doctor's
-// window waits for their last events: the reader's idle sleep (readerPoll)
-// and the merger's slack, with room to spare.
+// window waits for their last events: a reader's sleep while they were
+// attached (10 ms at most for the agent's rings), its first sleep after the
+// pause (probe.readRing, 10 ms) and the merger's slack, with room to spare.
 const dutyDrain = 150 * time.Millisecond
 
 // dutyCycle attaches the per-syscall programs for on in every period until

@@ -274,16 +274,26 @@ func (w *Watcher) run(first *Status, statusEvery int) {
 				w.stalling.Store(len(found) > 0)
 			}
 		}
-		// A lazy watcher that reads the status and finds no stall has
-		// nothing to look at before its next read: it sleeps till then,
-		// and does not wake an idle agent at every tick.
-		skip := 1
-		if w.Lazy && !blind && !w.stalling.Load() {
-			skip = statusEvery - tick%statusEvery
-		}
+		skip := sleepTicks(tick, statusEvery, w.Lazy, blind, w.stalling.Load())
 		tick += skip - 1
 		t.Reset(time.Duration(skip) * watchTick)
 	}
+}
+
+// sleepTicks is how many ticks the watcher sleeps after tick. A lazy
+// watcher has nothing to do between its status reads while it finds no
+// stall, and between its looks while it is blind: it sleeps till the next,
+// and does not wake an idle agent at every tick.
+func sleepTicks(tick, statusEvery int, lazy, blind, stalling bool) int {
+	switch {
+	case !lazy:
+		return 1
+	case blind:
+		return min(statusEvery-tick%statusEvery, blindEvery-tick%blindEvery)
+	case !stalling:
+		return statusEvery - tick%statusEvery
+	}
+	return 1
 }
 
 // blindEvery is how many ticks a lazy watcher that cannot read the status

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -105,5 +106,36 @@ func TestWatcherCut(t *testing.T) {
 	w.Record(&Status{Enabled: 1, BacklogLimit: 8, BacklogWaitTimeActual: 4, Lost: 3})
 	if reset := w.Cut(250); reset.Waited() != 4 {
 		t.Errorf("after a reset: waited %d, want 4", reset.Waited())
+	}
+}
+
+// The ticks at which a watcher wakes, from the first, over two seconds:
+// every tick but a lazy one's that finds nothing, which wakes only to read
+// the status (every second here) or, blind, to look (every second too).
+func TestSleepTicks(t *testing.T) {
+	wakes := func(statusEvery int, lazy, blind, stalling bool) []int {
+		var at []int
+		for tick := 1; tick <= 2*blindEvery; tick += sleepTicks(tick, statusEvery, lazy, blind, stalling) {
+			at = append(at, tick)
+		}
+		return at
+	}
+	every := []int{1, 2, 3, 4, 5, 6, 7, 8}
+	for _, c := range []struct {
+		name                  string
+		statusEvery           int
+		lazy, blind, stalling bool
+		want                  []int
+	}{
+		{"the doctor's", 4, false, false, false, every},
+		{"lazy, stalling", 4, true, false, true, every},
+		{"lazy, nothing stalls", 4, true, false, false, []int{1, 4, 8}},
+		{"lazy, status every tick", 1, true, false, false, every},
+		{"lazy, blind", 4, true, true, false, []int{1, 4, 8}},
+		{"lazy, blind, status every other tick", 2, true, true, true, []int{1, 2, 4, 6, 8}},
+	} {
+		if got := wakes(c.statusEvery, c.lazy, c.blind, c.stalling); !slices.Equal(got, c.want) {
+			t.Errorf("%s: wakes at ticks %v, want %v", c.name, got, c.want)
+		}
 	}
 }

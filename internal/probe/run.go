@@ -24,6 +24,11 @@ import (
 // put in order.
 const slack = uint64(5 * time.Millisecond)
 
+// pauseSleep is a reader's first sleep once it finds the per-syscall
+// programs paused: twice the slack, so that the mark of its next drain
+// passes the pause by at least the slack.
+const pauseSleep = 2 * time.Duration(slack)
+
 // How long a reader sleeps on an idle ring by default. The kernel wakes it sooner once
 // an eighth of the ring is full. Short enough that events reach consumers
 // while their processes are usually still alive (to read their maps).
@@ -294,7 +299,12 @@ func sorted(recs []rec) bool {
 // far below burstRate: quiet says so, and gives the channel their resume
 // closes. The reader then sleeps its whole poll, or until the resume.
 // Capped at the burst's 10 ms, an idle agent's two readers woke it 200
-// times a second, and the merger as often.
+// times a second, and the merger as often. But its first sleep after a
+// pause is short (pauseSleep): the merger emits a call only once every
+// ring's mark has passed it, and the mark of a drain made just after the
+// pause lags it by the slack. A reader that then slept its whole poll held
+// the paused stretch's last calls back by as long, past the agent's drain
+// (agent.dutyDrain), into the doctor's next window.
 func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch, poll time.Duration, quiet func() (bool, <-chan struct{})) {
 	if poll <= 0 {
 		poll = idlePoll
@@ -312,6 +322,7 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 	timer.Stop()
 	last := time.Now()
 	stopping := false
+	wasCalm := false
 	for {
 		rd.SetDeadline(time.Now()) // read what is there; do not wait
 		var err error
@@ -362,7 +373,10 @@ func readRing(i int, rd *ringbuf.Reader, stop <-chan struct{}, out chan<- *batch
 		wait := poll
 		if !calm {
 			wait = min(poll, time.Duration(float64(quarter)/burstRate*float64(time.Second)))
+		} else if !wasCalm {
+			wait = min(poll, pauseSleep)
 		}
+		wasCalm = calm
 		if read > 0 && el > 0 {
 			wait = min(wait, time.Duration(float64(el)*float64(quarter)/float64(read)))
 		}
