@@ -21,17 +21,10 @@ shift $(($# < 2 ? $# : 2))
 SETTLE=${SETTLE:-15}
 IDLE=${IDLE:-20}
 
-if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
+need_redis
 port=16381
 start_redis $port
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-	make -s build
-	bins=("$PWD/bin/sysray")
-	[ -n "${PREV:-}" ] && bins+=("$PREV/sysray")
-fi
+sysray_bins "$@"
 tick=$(getconf CLK_TCK)
 cpus=$(nproc)
 

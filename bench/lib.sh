@@ -21,3 +21,22 @@ stop_redis() {
 	fi
 	rm -rf "$work"
 }
+
+# need_redis installs redis-server and redis-benchmark when either is missing.
+need_redis() {
+	if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
+	fi
+}
+
+# sysray_bins sets bins to the sysray binaries named ($@), or else to this
+# checkout's (built now) and $PREV/sysray when PREV is set.
+sysray_bins() {
+	bins=("$@")
+	if [ ${#bins[@]} -eq 0 ]; then
+		make -s build
+		bins=("$PWD/bin/sysray")
+		[ -n "${PREV:-}" ] && bins+=("$PREV/sysray")
+	fi
+	return 0
+}

@@ -19,17 +19,10 @@ ROUNDS=${1:-5}
 REQS=${2:-300000}
 shift $(($# < 2 ? $# : 2))
 
-if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null
-fi
+need_redis
 port=16380
 start_redis $port
-bins=("$@")
-if [ ${#bins[@]} -eq 0 ]; then
-	make -s build
-	bins=("$PWD/bin/sysray")
-	[ -n "${PREV:-}" ] && bins+=("$PREV/sysray")
-fi
+sysray_bins "$@"
 tick=$(getconf CLK_TCK)
 
 declare -A per
