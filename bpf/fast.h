@@ -497,17 +497,39 @@ static __always_inline struct task_state *fast_migrate(struct task_struct *prev,
 	return st;
 }
 
-/* A read of the counts first takes every row's pending ones to the map (Probe.Stats). */
-SEC("iter/bpf_map_elem")
-int flush_fast(struct bpf_iter__bpf_map_elem *ctx)
+static long flush_row(__u64 i, void *ctx)
 {
-	__u32 *k = ctx->key;
-	if (!k || !(fast_stat() || fast_doctor()))
-		return 0;
-	__u32 i = *k;
-	struct fast_row *r = bpf_map_lookup_elem(&fast_rows, &i);
+	__u32 k = i;
+	struct fast_row *r = bpf_map_lookup_elem(&fast_rows, &k);
 	if (r && r->ids.cg_gen)
 		pend_flush(&r->ids, &r->pend, true);
+	return 0;
+}
+
+/*
+ * Budgeted timing: a read of the counts first takes every thread's pending
+ * ones to the map (Probe.Stats): those in task storage, one task at a time,
+ * and, in the walk's last call (no task), those of the fast path's rows.
+ * The rows are walked here rather than by an iterator over fast_rows's
+ * elements: some kernels refuse map-element iterators (EPERM before the
+ * verifier's first instruction, even for an empty program, from a root
+ * loader with CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN, under lockdown
+ * "integrity") while they load task iterators.
+ */
+SEC("iter/task")
+int flush_pending(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	if (!budget_timing())
+		return 0;
+	if (!task) {
+		if ((fast_stat() || fast_doctor()) && cfg_fast_shift > 0 && cfg_fast_shift < 32)
+			bpf_loop(1U << (32 - cfg_fast_shift), flush_row, NULL, 0);
+		return 0;
+	}
+	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
+	if (st && st->ids.cg_gen)
+		pend_flush(&st->ids, &st->pend, true);
 	return 0;
 }
 

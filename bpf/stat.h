@@ -367,22 +367,6 @@ __noinline int stat_account(struct task_state *st, long ret, __u64 lat, __u32 hw
 }
 
 /*
- * Budgeted timing: a read of the counts first takes every thread's pending
- * ones to the map (Probe.Stats).
- */
-SEC("iter/task")
-int flush_pending(struct bpf_iter__task *ctx)
-{
-	struct task_struct *task = ctx->task;
-	if (!task || !budget_timing())
-		return 0;
-	struct task_state *st = bpf_task_storage_get(&tstate, task, 0, 0);
-	if (st && st->ids.cg_gen)
-		pend_flush(&st->ids, &st->pend, true);
-	return 0;
-}
-
-/*
  * Budgeted timing: the call's latency and its weight in the histogram. A
  * short call weighs what budget_entry gave it; a call that crossed a tick
  * and may have taken LONG_NS counts as itself, timed or not: untimed, its

@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/sysray/sysray/internal/stat"
 )
@@ -375,12 +374,6 @@ func deleteKeys[K any](m *ebpf.Map, doomed func(*K) bool) int {
 func (p *Probe) flushPending() error {
 	if err := walkTasks(p.objs.FlushPending); err != nil {
 		return fmt.Errorf("reading pending syscall counts: %w", err)
-	}
-	if p.fast {
-		// The fast path's threads keep theirs in its table (bpf/fast.h).
-		if err := walk(link.IterOptions{Program: p.objs.FlushFast, Map: p.objs.FastRows}); err != nil {
-			return fmt.Errorf("reading pending syscall counts: %w", err)
-		}
 	}
 	return nil
 }

@@ -607,7 +607,6 @@ const (
 	sysrayProgDirectReclaimBegin  = "direct_reclaim_begin"
 	sysrayProgDirectReclaimEnd    = "direct_reclaim_end"
 	sysrayProgEmulateVsyscall     = "emulate_vsyscall"
-	sysrayProgFlushFast           = "flush_fast"
 	sysrayProgFlushPending        = "flush_pending"
 	sysrayProgFwExit              = "fw_exit"
 	sysrayProgFwFlush             = "fw_flush"
@@ -742,7 +741,6 @@ type sysrayProgramSpecs struct {
 	DirectReclaimBegin  *ebpf.ProgramSpec `ebpf:"direct_reclaim_begin"`
 	DirectReclaimEnd    *ebpf.ProgramSpec `ebpf:"direct_reclaim_end"`
 	EmulateVsyscall     *ebpf.ProgramSpec `ebpf:"emulate_vsyscall"`
-	FlushFast           *ebpf.ProgramSpec `ebpf:"flush_fast"`
 	FlushPending        *ebpf.ProgramSpec `ebpf:"flush_pending"`
 	FwExit              *ebpf.ProgramSpec `ebpf:"fw_exit"`
 	FwFlush             *ebpf.ProgramSpec `ebpf:"fw_flush"`
@@ -1025,7 +1023,6 @@ type sysrayPrograms struct {
 	DirectReclaimBegin  *ebpf.Program `ebpf:"direct_reclaim_begin"`
 	DirectReclaimEnd    *ebpf.Program `ebpf:"direct_reclaim_end"`
 	EmulateVsyscall     *ebpf.Program `ebpf:"emulate_vsyscall"`
-	FlushFast           *ebpf.Program `ebpf:"flush_fast"`
 	FlushPending        *ebpf.Program `ebpf:"flush_pending"`
 	FwExit              *ebpf.Program `ebpf:"fw_exit"`
 	FwFlush             *ebpf.Program `ebpf:"fw_flush"`
@@ -1060,7 +1057,6 @@ func (p *sysrayPrograms) Close() error {
 		p.DirectReclaimBegin,
 		p.DirectReclaimEnd,
 		p.EmulateVsyscall,
-		p.FlushFast,
 		p.FlushPending,
 		p.FwExit,
 		p.FwFlush,
