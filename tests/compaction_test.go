@@ -50,17 +50,27 @@ func TestStoryCompaction(t *testing.T) {
 	allocstall := resultInt(t, r, "allocstall")
 	inFaults, _ := evInt(f.Evidence, "in_faults_ns")
 	stalls, _ := evInt(f.Evidence, "fault_stalls")
-	t.Logf("scenario: %d faults, %.1f ms in them, compact_stall +%d, allocstall +%d, thp_fault_alloc +%s, fallback +%s; doctor: %d stalls in faults, %.1f ms",
-		faults, faultMS, stall, allocstall, r["thp_fault_alloc"], r["thp_fault_fallback"], stalls, float64(inFaults)/1e6)
+	t.Logf("scenario: %d faults, %.1f ms in them (the slowest, as many as the stalls: %s ms), compact_stall +%d, allocstall +%d, thp_fault_alloc +%s, fallback +%s; doctor: %d stalls in faults, %.1f ms",
+		faults, faultMS, r["stall_fault_ms"], stall, allocstall, r["thp_fault_alloc"], r["thp_fault_fallback"], stalls, float64(inFaults)/1e6)
 	// Every pass in a fault ran inside one of the scenario's timed writes.
 	if float64(inFaults) > faultMS*1e6 {
 		t.Errorf("%d ns in faults, more than the %.3f ms the faults took", inFaults, faultMS)
 	}
-	// And most of the faults' time: a stalled fault took about 2 ms here,
-	// of which zeroing its 2 MiB page is about 0.1 ms; a pass missed (one
-	// zone of two, the reclaim between compactions) would show.
-	if float64(inFaults) < faultMS*1e6/2 {
-		t.Errorf("%.1f ms in faults, less than half the %.1f ms the faults took", float64(inFaults)/1e6, faultMS)
+	// And most of the stalled faults' time: a stalled fault took about 2.5
+	// ms here, of which zeroing its 2 MiB page is 0.1 ms on memory the VM
+	// already backs; a pass missed (one zone of two, the reclaim between
+	// compactions) would show. Not most of all the faults' time: where the
+	// hypervisor takes back free memory (free page reporting), a fault
+	// that finds a free 2 MiB block still waits about 1.3 ms for the host
+	// to back it, with no compaction in it, and such faults were 178 of
+	// 256 on one machine. stall_fault_ms is the slowest faults', as many
+	// as the host's compaction and reclaim entries.
+	stallMS, err := strconv.ParseFloat(r["stall_fault_ms"], 64)
+	if err != nil {
+		t.Fatalf("stall_fault_ms %q in the RESULT line: %v", r["stall_fault_ms"], err)
+	}
+	if float64(inFaults) < stallMS*1e6/2 {
+		t.Errorf("%.1f ms in faults, less than half the %.1f ms the slowest %d faults took", float64(inFaults)/1e6, stallMS, min(faults, stall+allocstall))
 	}
 	// A stall is one fault's passes; each entered direct compaction or
 	// direct reclaim at least once, which the host's counters count.

@@ -55,7 +55,8 @@
 // THP faults is a child of its own, thpcompact, which ends with the round.
 // Printed on stderr: "thpcompact: fragmented pid=N ..." before the THP
 // faults, then a RESULT line (pid: the last round's process): the faults' own timing (clock_gettime around
-// each first write), the host's /proc/vmstat deltas over the THP faults
+// each first write; stall_fault_ms: the slowest of them, as many in each
+// round as the host entered direct compaction and reclaim in it), the host's /proc/vmstat deltas over the THP faults
 // (compact_stall, compact_success, compact_fail, thp_fault_alloc,
 // thp_fault_fallback, allocstall: host-wide counts, the ground truth the
 // doctor's figures are checked against) and the 2 MiB pages the region got
@@ -238,6 +239,7 @@ struct part {
 	size_t len;
 	long faults;
 	double total, max; // seconds
+	double *each;      // each fault's time, in order
 };
 
 // fault_part writes one byte in each 2 MiB of its part, timing each write:
@@ -249,12 +251,19 @@ static void *fault_part(void *arg)
 		double t0 = now();
 		p->base[off] = 1;
 		double d = now() - t0;
+		p->each[p->faults] = d;
 		p->total += d;
 		if (d > p->max)
 			p->max = d;
 		p->faults++;
 	}
 	return NULL;
+}
+
+static int slower(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x < y) - (x > y);
 }
 
 // The 4 KiB pages fragment keeps: every other one of frag_n pages, given
@@ -415,7 +424,7 @@ int main(int argc, char **argv)
 	// A round's figures, written by its child.
 	struct round {
 		long faults, huge_kb;
-		double total, max, wall;
+		double total, max, wall, stalled;
 	} *res = mmap(NULL, sizeof(struct round), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (res == MAP_FAILED) {
 		perror("thpcompact: mmap");
@@ -426,7 +435,7 @@ int main(int argc, char **argv)
 	     fail0 = field("/proc/vmstat", "compact_fail"), ta0 = field("/proc/vmstat", "thp_fault_alloc"),
 	     tf0 = field("/proc/vmstat", "thp_fault_fallback"), as0 = allocstall();
 	long faults = 0, huge_kb = 0, rounds = 0;
-	double total = 0, max = 0, wall = 0, deadline = now() + dur_s;
+	double total = 0, stalled = 0, max = 0, wall = 0, deadline = now() + dur_s;
 	pid_t victim = 0;
 	if (dur_s > 0) {
 		// The rounds and this process on one CPU: a round's huge pages,
@@ -472,10 +481,14 @@ int main(int argc, char **argv)
 			struct part parts[64];
 			pthread_t tids[64];
 			size_t chunks = len / HUGE, per = chunks / threads, extra = chunks % threads, at = 0;
+			double *each = calloc(chunks ? chunks : 1, sizeof *each);
+			if (!each)
+				_exit(1);
+			long st0 = field("/proc/vmstat", "compact_stall") + allocstall();
 			double t0 = now();
 			for (int i = 0; i < threads; i++) {
 				size_t n = per + ((size_t)i < extra);
-				parts[i] = (struct part){.base = thp + at * HUGE, .len = n * HUGE};
+				parts[i] = (struct part){.base = thp + at * HUGE, .len = n * HUGE, .each = each + at};
 				at += n;
 				if (threads == 1)
 					fault_part(&parts[0]);
@@ -486,12 +499,22 @@ int main(int argc, char **argv)
 				for (int i = 0; i < threads; i++)
 					pthread_join(tids[i], NULL);
 			res->wall = now() - t0;
+			long stalls = field("/proc/vmstat", "compact_stall") + allocstall() - st0;
+			size_t n = 0;
 			for (int i = 0; i < threads; i++) {
 				res->faults += parts[i].faults;
 				res->total += parts[i].total;
 				if (parts[i].max > res->max)
 					res->max = parts[i].max;
+				// The faults each part made, together (a stopped part made fewer).
+				memmove(each + n, parts[i].each, parts[i].faults * sizeof *each);
+				n += parts[i].faults;
 			}
+			// stall_fault_ms: the slowest faults, as many as the host
+			// entered direct compaction or reclaim in the round.
+			qsort(each, n, sizeof *each, slower);
+			for (size_t i = 0; i < n && (long)i < stalls; i++)
+				res->stalled += each[i];
 			res->huge_kb = field("/proc/self/smaps_rollup", "AnonHugePages");
 			_exit(0);
 		}
@@ -500,6 +523,7 @@ int main(int argc, char **argv)
 			;
 		faults += res->faults;
 		total += res->total;
+		stalled += res->stalled;
 		wall += res->wall;
 		huge_kb += res->huge_kb;
 		if (res->max > max)
@@ -528,10 +552,10 @@ int main(int argc, char **argv)
 	     tf = field("/proc/vmstat", "thp_fault_fallback") - tf0, as = allocstall() - as0;
 
 	restore();
-	printf("RESULT pid=%d threads=%d benign=%d rounds=%ld faults=%ld huge_pages=%ld fault_ms=%.3f avg_fault_us=%.1f max_fault_us=%.1f "
+	printf("RESULT pid=%d threads=%d benign=%d rounds=%ld faults=%ld huge_pages=%ld fault_ms=%.3f stall_fault_ms=%.3f avg_fault_us=%.1f max_fault_us=%.1f "
 	       "wall_ms=%.3f compact_stall=%ld compact_success=%ld compact_fail=%ld thp_fault_alloc=%ld "
 	       "thp_fault_fallback=%ld allocstall=%ld hugetlb=%ld frag_pages=%ld\n",
-	       (int)victim, threads, benign, rounds, faults, huge_kb / 2048, total * 1e3, faults ? total * 1e6 / faults : 0, max * 1e6,
+	       (int)victim, threads, benign, rounds, faults, huge_kb / 2048, total * 1e3, stalled * 1e3, faults ? total * 1e6 / faults : 0, max * 1e6,
 	       wall * 1e3, cs, ok, fail, ta, tf, as, hugetlb, frag_pages);
 	fflush(stdout);
 	return 0;
