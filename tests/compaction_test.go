@@ -57,13 +57,14 @@ func TestStoryCompaction(t *testing.T) {
 		t.Errorf("%d ns in faults, more than the %.3f ms the faults took", inFaults, faultMS)
 	}
 	// And most of the stalled faults' time: a stalled fault took about 2.5
-	// ms here, of which zeroing its 2 MiB page is 0.1 ms on memory the VM
-	// already backs; a pass missed (one zone of two, the reclaim between
-	// compactions) would show. Not most of all the faults' time: where the
-	// hypervisor takes back free memory (free page reporting), a fault
-	// that finds a free 2 MiB block still waits about 1.3 ms for the host
-	// to back it, with no compaction in it, and such faults were 178 of
-	// 256 on one machine. stall_fault_ms is the slowest faults', as many
+	// ms here, of which zeroing its 2 MiB page is 0.1 to 0.3 ms on memory
+	// the VM already backs; a pass missed (one zone of two, the reclaim
+	// between compactions) would show. Not most of all the faults' time:
+	// where the hypervisor takes back free memory (free page reporting), a
+	// fault that finds a free 2 MiB block the host no longer backs waits
+	// about 1.3 ms with no compaction in it (a fresh MADV_HUGEPAGE region's
+	// faults: 1.27 ms on average, then 0.34 ms on the same memory reused),
+	// and such faults were 178 of 256 in one run. stall_fault_ms is the slowest faults', as many
 	// as the host's compaction and reclaim entries.
 	stallMS, err := strconv.ParseFloat(r["stall_fault_ms"], 64)
 	if err != nil {
