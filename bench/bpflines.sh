@@ -30,7 +30,11 @@ CGO_ENABLED=0 go build -o "$work/jitlines" ./bench/jitlines
 
 for ((r = 1; r <= ROUNDS; r++)); do
 	for m in $MODES; do
-		bin/sysray "$m" -o "$work/$m.out" -- perf record -q -e cpu-clock -F 20000 -o "$work/$m.data" "$work/loop" "$CALLS" >"$work/$m.loop" 2>"$work/$m.err" &
+		bin=bin/sysray cmd=$m
+		if [[ $m == prev-* ]]; then
+			bin=${PREV:?prev- modes need PREV}/sysray cmd=${m#prev-}
+		fi
+		"$bin" "$cmd" -o "$work/$m.out" -- perf record -q -e cpu-clock -F 20000 -o "$work/$m.data" "$work/loop" "$CALLS" >"$work/$m.loop" 2>"$work/$m.err" &
 		spid=$!
 		# The programs' line tables while they are loaded: the JIT
 		# addresses are those of this load.
