@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -308,7 +309,10 @@ func Open(cfg Config) (*Probe, error) {
 	if p.progs, p.owner, err = load(spec, opts, &p.objs); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("the kernel rejected sysray's BPF program: %+v", ve)
+			// err names the program ("program flush_pending: ..."); the
+			// verifier's log, whole, is ve's: both, once each.
+			which := strings.TrimSuffix(strings.TrimSuffix(err.Error(), ve.Error()), ": ")
+			return nil, fmt.Errorf("the kernel rejected sysray's BPF program (%s): %+v", which, ve)
 		}
 		return nil, fmt.Errorf("loading BPF: %w", err)
 	}
