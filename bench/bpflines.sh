@@ -2,14 +2,16 @@
 # Where the hot path's time goes, by source line: perf samples a tight
 # getppid loop on the CPU clock (no PMU needed) under each of sysray's
 # modes, and each sample in a BPF program is put on the source line whose
-# JIT code it fell in (bench/jitlines, from the programs' line info). For
-# each mode: the loop's ns a call, the share of its samples in all BPF
-# programs and in each, then the lines that took the most. A sample lands
-# on the line whose code it is in or just after (skid), so read a line's
-# share together with its neighbours'; the per-program shares are exact
-# up to sampling.
+# JIT code it fell in (bench/jitlines, from the programs' line info). The
+# modes run interleaved, ROUNDS times; a mode prev-X runs X with
+# $PREV/sysray, another build, in the same rounds. For each mode: the
+# medians over the rounds of the loop's ns a call and of each BPF
+# program's ns a call (its share of the loop's samples times the loop's ns
+# a call), then, from the last round, the lines that took the most. A
+# sample lands on the line whose code it is in or just after (skid), so
+# read a line's figure together with its neighbours'.
 #
-#   [MODES="stat doctor"] [TOP=25] bash bench/bpflines.sh [CALLS]
+#   [MODES="stat doctor"] [PREV=DIR] [TOP=25] bash bench/bpflines.sh [ROUNDS] [CALLS]
 #
 # Needs root, and perf (installed when missing). The BPF_STATS accounting
 # of bench/doctor-bpfstats.sh adds two clock reads to every program run;
