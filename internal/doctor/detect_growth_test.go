@@ -505,3 +505,28 @@ func BenchmarkWithoutSpell(b *testing.B) {
 		withoutSpell(pts)
 	}
 }
+
+// A go test's openat in a CI run of the benign corpus: fast while the
+// process built with 11–47 mappings, 0.4–0.5 ms once it ran with 89–110,
+// flat within each; through the bins of both a line had R² 0.84. Two
+// phases, not a walk: no finding. The same gap with calls that rise along
+// the state on both sides is a walk seen in two stretches, and is found.
+func TestGrowthNotBetweenTwoClusters(t *testing.T) {
+	var phases, walk [][3]float64
+	for i := range 80 {
+		m := 11 + float64(i%37)
+		phases = append(phases, [3]float64{1, m, 5 + float64((i*7)%26)})
+		walk = append(walk, [3]float64{1, m, 5 * m})
+	}
+	for i := range 150 {
+		m := 89 + float64(i%22)
+		phases = append(phases, [3]float64{1, m, 520 - float64((i*13)%140)})
+		walk = append(walk, [3]float64{1, m, 5 * m})
+	}
+	if f := byID(findings(replayForks(phases, nil)), "latency-grows-with-count"); f != nil {
+		t.Errorf("two flat phases reported as growth: %s (R² %v)", f.Title, f.Evidence["r2"])
+	}
+	if f := byID(findings(replayForks(walk, nil)), "latency-grows-with-count"); f == nil {
+		t.Error("a walk seen in two stretches was not reported")
+	}
+}
