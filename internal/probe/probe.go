@@ -532,12 +532,7 @@ func (p *Probe) Detach() error {
 // in the kernel (emitting, counting) and writes nothing: reading its file
 // to the end is what walks the tasks.
 func walkTasks(prog *ebpf.Program) error {
-	return walk(link.IterOptions{Program: prog})
-}
-
-// walk runs an iterator program over everything it iterates.
-func walk(opts link.IterOptions) error {
-	it, err := link.AttachIter(opts)
+	it, err := link.AttachIter(link.IterOptions{Program: prog})
 	if err != nil {
 		return err
 	}
