@@ -95,13 +95,6 @@ static __always_inline struct fast_row *fast_row_of(__u64 regs)
 	return bpf_map_lookup_elem(&fast_rows, &i);
 }
 
-/* The doctor: the last calls of the thread that owns the row of regs. */
-static __always_inline struct recent_calls *fast_recent_of(__u64 regs)
-{
-	__u32 i = fast_row_index(regs);
-	return bpf_map_lookup_elem(&fast_recent, &i);
-}
-
 /*
  * The doctor: the row of the thread (regs) while it is between calls, or
  * in one that the task storage path holds. Its timing, its last call's
@@ -224,12 +217,10 @@ static __always_inline void fast_emit(struct fast_row *r, long ret)
 	emit_current(&r->call, &r->ids, ret, now, 0);
 }
 
-/* The doctor: the row's call joins its thread's recent calls (fast_recent). */
-static __always_inline void row_recent_add(struct fast_row *r, __u64 regs, __u64 lat, long ret)
+/* The doctor: the row's call joins its thread's recent calls. */
+static __always_inline void row_recent_add(struct fast_row *r, __u64 lat, long ret)
 {
-	struct recent_calls *rr = fast_recent_of(regs);
-	if (!rr)
-		return;
+	struct recent_calls *rr = &r->recent;
 	struct recent_call *rc = &rr->c[rr->n++ & (RECENT - 1)];
 	rc->ts = r->call.ts;
 	rc->latency = lat;
@@ -252,7 +243,7 @@ static __noinline void row_cross(struct fast_row *r, __u64 *ctx, __u64 lat, __u6
 	if (!now)
 		now = bpf_ktime_get_ns();
 	r->call.ts = now - lat; /* the entry, as near as it is known */
-	row_recent_add(r, (__u64)regs, lat, ret); /* its time names the event this call becomes */
+	row_recent_add(r, lat, ret); /* its time names the event this call becomes */
 	if (now - r->call.ts < cfg_min_latency)
 		return;
 	r->call.queued = 0; /* never switched out */
@@ -297,7 +288,7 @@ static __always_inline void fast_doctor_exit(struct fast_row *r, __u64 *ctx)
 	/* A resolver's socket's sends, reads and close (dnswatch.h). */
 	bool watched = dns_watch(r->call.nr, regs, ret);
 	if (!failed && !after_failure && lat < cfg_slow && !sampled && !watched) {
-		row_recent_add(r, (__u64)regs, lat, ret);
+		row_recent_add(r, lat, ret);
 		return;
 	}
 	row_cross(r, ctx, lat, now);

@@ -158,17 +158,17 @@ int BPF_PROG(sched_process_exit, struct task_struct *task, bool group_dead)
 	__u64 now = bpf_ktime_get_ns();
 	/*
 	 * Killed by a signal in the doctor's mode: what it last did, since few
-	 * calls were emitted. A thread that has a row keeps them there
-	 * (fast_recent), read before the row is freed and emptied for its next
-	 * owner; else in its task storage, below.
+	 * calls were emitted. A thread that has a row keeps them there, read
+	 * before the row is freed and emptied for its next owner; else in its
+	 * task storage, below.
 	 */
 	bool killed = cfg_sample && (BPF_CORE_READ(task, exit_code) & 0x7f);
 	bool recent_done = false;
 	if (fast_doctor()) {
 		__u64 me = (__u64)bpf_task_pt_regs(task);
 		struct fast_row *fr = fast_row_of(me);
-		struct recent_calls *rr = fast_recent_of(me);
-		if (fr && rr && (fr->owner & ~FAST_IDLE) == me) {
+		if (fr && (fr->owner & ~FAST_IDLE) == me) {
+			struct recent_calls *rr = &fr->recent;
 			if (killed && rr->n && selected()) {
 				void *rb = cpu_ring();
 				if (rb)

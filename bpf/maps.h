@@ -164,20 +164,8 @@ struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1); /* 1 << (32 - cfg_fast_shift), set at load */
 	__type(key, __u32);
-	__type(value, struct fast_row);
+	__type(value, struct fast_row); /* FAST_ROW_LEAN bytes of it but in the doctor, set at load */
 } fast_rows SEC(".maps");
-
-/*
- * The doctor's fast path: each row's thread's last calls (struct
- * recent_calls), by the row's index. Apart from the rows so that stat's
- * rows stay 640 bytes; one entry unless the doctor runs.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* as many as fast_rows in the doctor, set at load */
-	__type(key, __u32);
-	__type(value, struct recent_calls);
-} fast_recent SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);

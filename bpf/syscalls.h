@@ -117,11 +117,9 @@ static __noinline void refused(struct task_state *st, struct pt_regs *regs, long
 static __noinline void recent_add(struct task_state *st, __u64 regs, __u64 lat, long ret)
 {
 	struct recent_calls *ring = &st->recent;
-	if (doctor_row(regs)) {
-		struct recent_calls *rr = fast_recent_of(regs);
-		if (rr)
-			ring = rr;
-	}
+	struct fast_row *dr = doctor_row(regs);
+	if (dr)
+		ring = &dr->recent;
 	struct recent_call *rc = &ring->c[ring->n++ & (RECENT - 1)];
 	rc->ts = st->call.ts;
 	rc->latency = lat;

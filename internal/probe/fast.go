@@ -16,7 +16,7 @@ func (c *Config) fastPath() bool {
 
 // fastDoctor is fast_doctor() in the kernel: sampled stat with sleep
 // stacks and budgeted timing, whose rows keep their threads' recent calls
-// too (fast_recent).
+// too.
 func (c *Config) fastDoctor() bool {
 	return c.Stat && c.Budget > 0 && c.Sample > 0 && c.Stacks
 }
@@ -24,11 +24,12 @@ func (c *Config) fastDoctor() bool {
 // Rows of the fast path's table: four for each thread the host has at
 // start, so that two threads in a call at once rarely share a row (the
 // second one's call then takes the slower task storage path; nothing is
-// lost). A row is 640 bytes: from 2.5 MiB to 10 MiB; the doctor adds
-// 264 bytes a row for its threads' recent calls (fast_recent).
+// lost). A row is 640 bytes (fastRowLean): from 2.5 MiB to 10 MiB; the
+// doctor's rows are 960, with their threads' recent calls: 3.75 to 15 MiB.
 const (
 	minFastRows = 4096
 	maxFastRows = 16384
+	fastRowLean = 640 // FAST_ROW_LEAN in bpf/state.h
 )
 
 // fastRows sizes the fast path's table from the thread count in

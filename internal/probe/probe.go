@@ -256,9 +256,13 @@ func Open(cfg Config) (*Probe, error) {
 		}
 	}
 	specs.FastRows.MaxEntries = rows
-	specs.FastRecent.MaxEntries = 1
-	if cfg.fastDoctor() {
-		specs.FastRecent.MaxEntries = rows
+	if !cfg.fastDoctor() {
+		// The rows' recent calls are the doctor's alone (bpf/state.h):
+		// the other modes' programs never reach them, and their table
+		// is a third smaller without. The kernel holds a map's value to
+		// the size of its BTF type, so the trimmed table has none.
+		specs.FastRows.ValueSize = fastRowLean
+		specs.FastRows.Key, specs.FastRows.Value = nil, nil
 	}
 	if err := specs.CfgFastShift.Set(uint32(32 - bits.TrailingZeros32(rows))); err != nil {
 		return nil, err

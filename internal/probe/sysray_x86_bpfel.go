@@ -123,7 +123,21 @@ type sysrayFastRow struct {
 		_ structs.HostLayout
 		W [32]uint64
 	}
-	Pad [4]uint64
+	Pad    [4]uint64
+	Recent struct {
+		_   structs.HostLayout
+		N   uint32
+		Pad uint32
+		C   [8]struct {
+			_       structs.HostLayout
+			Ts      uint64
+			Latency uint64
+			Ret     int64
+			Nr      uint32
+			Pad     uint32
+		}
+	}
+	Pad2 [7]uint64
 }
 
 type sysrayFaultRec struct {
@@ -262,20 +276,6 @@ type sysrayProfKey struct {
 	Ustack  int32
 	Syscall uint32
 	Comm    [16]int8
-}
-
-type sysrayRecentCalls struct {
-	_   structs.HostLayout
-	N   uint32
-	Pad uint32
-	C   [8]struct {
-		_       structs.HostLayout
-		Ts      uint64
-		Latency uint64
-		Ret     int64
-		Nr      uint32
-		Pad     uint32
-	}
 }
 
 type sysrayRecentRec struct {
@@ -545,8 +545,20 @@ type sysrayTaskState struct {
 		_            [4]byte
 		Sl           sysraySleeps
 	}
-	Recent sysrayRecentCalls
-	Fault  struct {
+	Recent struct {
+		_   structs.HostLayout
+		N   uint32
+		Pad uint32
+		C   [8]struct {
+			_       structs.HostLayout
+			Ts      uint64
+			Latency uint64
+			Ret     int64
+			Nr      uint32
+			Pad     uint32
+		}
+	}
+	Fault struct {
 		_    structs.HostLayout
 		Ts   uint64
 		Addr uint64
@@ -578,7 +590,6 @@ const (
 	sysrayMapDnsWatched           = "dns_watched"
 	sysrayMapDrops                = "drops"
 	sysrayMapErrnos               = "errnos"
-	sysrayMapFastRecent           = "fast_recent"
 	sysrayMapFastRows             = "fast_rows"
 	sysrayMapFutexes              = "futexes"
 	sysrayMapFwTasks              = "fw_tasks"
@@ -775,7 +786,6 @@ type sysrayMapSpecs struct {
 	DnsWatched     *ebpf.MapSpec `ebpf:"dns_watched"`
 	Drops          *ebpf.MapSpec `ebpf:"drops"`
 	Errnos         *ebpf.MapSpec `ebpf:"errnos"`
-	FastRecent     *ebpf.MapSpec `ebpf:"fast_recent"`
 	FastRows       *ebpf.MapSpec `ebpf:"fast_rows"`
 	Futexes        *ebpf.MapSpec `ebpf:"futexes"`
 	FwTasks        *ebpf.MapSpec `ebpf:"fw_tasks"`
@@ -890,7 +900,6 @@ type sysrayMaps struct {
 	DnsWatched     *ebpf.Map `ebpf:"dns_watched"`
 	Drops          *ebpf.Map `ebpf:"drops"`
 	Errnos         *ebpf.Map `ebpf:"errnos"`
-	FastRecent     *ebpf.Map `ebpf:"fast_recent"`
 	FastRows       *ebpf.Map `ebpf:"fast_rows"`
 	Futexes        *ebpf.Map `ebpf:"futexes"`
 	FwTasks        *ebpf.Map `ebpf:"fw_tasks"`
@@ -921,7 +930,6 @@ func (m *sysrayMaps) Close() error {
 		m.DnsWatched,
 		m.Drops,
 		m.Errnos,
-		m.FastRecent,
 		m.FastRows,
 		m.Futexes,
 		m.FwTasks,
