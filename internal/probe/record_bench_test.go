@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/klauspost/compress/s2"
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/sysray/sysray/internal/capture"
 	"github.com/sysray/sysray/internal/event"
 )
@@ -52,6 +55,57 @@ func BenchmarkRecordPath(b *testing.B) {
 	// is what holds still.
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(i), "cpu-ns/record")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(i), "ns/record")
+}
+
+// BenchmarkRawRecords prices one way to make record cheaper: writing the
+// ring's records as they come, compressed, and decoding them only when
+// the capture is read. The records are BenchmarkRecordPath's, in blocks of
+// 1 MiB, compressed by zstd at its fastest and by S2, the fastest codec in
+// klauspost/compress; it reports CPU time and bytes per record, to set
+// beside BenchmarkRecordPath's, which includes the encoder that shrinks a
+// record to a few bytes before zstd sees it.
+func BenchmarkRawRecords(b *testing.B) {
+	recs := benchRecords(b)
+	var blocks [][]byte
+	var cur []byte
+	for _, r := range recs {
+		cur = append(cur, r...)
+		if len(cur) >= 1<<20 {
+			blocks = append(blocks, cur)
+			cur = nil
+		}
+	}
+	if len(cur) > 0 {
+		blocks = append(blocks, cur)
+	}
+	perBlock := float64(len(recs)) / float64(len(blocks))
+	zenc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	codecs := []struct {
+		name string
+		enc  func(dst, src []byte) []byte
+	}{
+		{"zstd", func(dst, src []byte) []byte { return zenc.EncodeAll(src, dst[:0]) }},
+		{"s2", func(dst, src []byte) []byte { return s2.Encode(dst[:cap(dst)], src) }},
+	}
+	for _, c := range codecs {
+		b.Run(c.name, func(b *testing.B) {
+			var dst []byte
+			n, out := 0, 0
+			cpu0 := cpuTime()
+			for b.Loop() {
+				dst = c.enc(dst, blocks[n%len(blocks)])
+				out += len(dst)
+				n++
+			}
+			records := float64(n) * perBlock
+			b.ReportMetric(float64(cpuTime()-cpu0)/records, "cpu-ns/record")
+			b.ReportMetric(float64(out)/records, "bytes/record")
+			b.ReportMetric(float64(len(blocks[0]))/perBlock, "raw-bytes/record")
+		})
+	}
 }
 
 func cpuTime() int64 {
