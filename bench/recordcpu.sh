@@ -35,7 +35,7 @@ for r in $(seq "$ROUNDS"); do
 		read -r ut st < <(awk '{print $14, $15}' /proc/$pid/stat)
 		kill -INT $pid
 		wait $pid
-		ev=$(grep -o 'wrote [0-9]*' "$work/err" | grep -o '[0-9]*')
+		ev=$(grep -o 'wrote [0-9]*' "$work/err" | grep -o '[0-9]*' | sort -n | tail -1)
 		if grep -q 'were lost' "$work/err"; then
 			echo "bench: $b dropped events: $(grep -m1 'were lost' "$work/err")" >&2
 		fi
