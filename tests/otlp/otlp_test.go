@@ -282,6 +282,26 @@ func (a *agent) metrics(t *testing.T, prefix string) map[string]float64 {
 	return out
 }
 
+// settled waits, up to 5 s, for the agent's count of records sent to
+// reach what the receiver holds (held), and returns its OTLP metrics and
+// that count: a receiver stores a request's records before it answers,
+// and the agent counts them once the answer is back, so the two can be
+// read between.
+func (a *agent) settled(t *testing.T, held func() int) (map[string]float64, int) {
+	t.Helper()
+	var m map[string]float64
+	n := 0
+	for i := 0; i < 50; i++ {
+		n = held()
+		m = a.metrics(t, "sysray_otlp_")
+		if m["sysray_otlp_records_sent_total"] == float64(n) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return m, n
+}
+
 // crash runs segv, whose child dies of SIGSEGV, and returns the child's pid.
 func crash(t *testing.T, segv string) int {
 	t.Helper()
@@ -497,6 +517,7 @@ func TestFindingsOverOTLP(t *testing.T) {
 	}
 
 	time.Sleep(2 * time.Second) // a window or two for a record that should not come
+	m, held := a.settled(t, func() int { return len(records(sink)) })
 	perKey := map[string]int{}
 	rs := records(sink)
 	for _, r := range rs {
@@ -508,10 +529,9 @@ func TestFindingsOverOTLP(t *testing.T) {
 		}
 	}
 	// What the agent counted is what the receiver holds.
-	m := a.metrics(t, "sysray_otlp_")
-	if m["sysray_otlp_records_sent_total"] != float64(len(rs)) || m["sysray_otlp_export_errors_total"] != 0 ||
+	if m["sysray_otlp_records_sent_total"] != float64(held) || m["sysray_otlp_export_errors_total"] != 0 ||
 		m[`sysray_otlp_records_dropped_total{reason="queue_full"}`] != 0 || m[`sysray_otlp_records_dropped_total{reason="export_failed"}`] != 0 {
-		t.Errorf("the receiver holds %d records; the agent says %v", len(rs), m)
+		t.Errorf("the receiver holds %d records; the agent says %v", held, m)
 	}
 	var ids []string
 	for _, r := range rs {

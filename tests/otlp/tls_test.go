@@ -209,9 +209,9 @@ func TestOTLPMutualTLS(t *testing.T) {
 			t.Errorf("a request's Authorization: %q, want the one from OTEL_EXPORTER_OTLP_HEADERS", v)
 		}
 	}
-	m := a.metrics(t, "sysray_otlp_")
-	if m["sysray_otlp_records_sent_total"] != float64(sink.LogRecordCount()) || m["sysray_otlp_export_errors_total"] != 0 {
-		t.Errorf("the receiver holds %d records in %d requests; the agent says %v", sink.LogRecordCount(), len(reqs), m)
+	m, held := a.settled(t, sink.LogRecordCount)
+	if m["sysray_otlp_records_sent_total"] != float64(held) || m["sysray_otlp_export_errors_total"] != 0 {
+		t.Errorf("the receiver holds %d records in %d requests; the agent says %v", held, len(reqs), m)
 	}
 	a.stop(t)
 	a.mu.Lock()
