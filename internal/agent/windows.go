@@ -15,8 +15,9 @@ import (
 // kernel counted and sampled during the window (not since the agent
 // started), and merges its findings into Store. A window's doctor starts
 // empty, so a finding needs what the detector needs within one window;
-// what carries across windows is the store's memory of each finding, and
-// Long's state.
+// what carries across windows is the store's memory of each finding,
+// Long's state, and what a window saw begin and not end (Doctor.Carry: a
+// crash's fault before its exit).
 type Windows struct {
 	// New makes the doctor of a window.
 	New   func() *doctor.Doctor
@@ -62,6 +63,11 @@ func (w *Windows) Close(now time.Time, cells []stat.Cell, samples []doctor.CPUSa
 	w.mu.Lock()
 	d := w.cur
 	w.cur = w.New()
+	if d != nil {
+		// Before the next window's first event: a crash's exit may come
+		// after its fault's window has closed.
+		d.Carry(w.cur)
+	}
 	w.mu.Unlock()
 	if d == nil {
 		d = w.New()

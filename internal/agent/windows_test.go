@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,60 @@ func TestWindowsCountDeltas(t *testing.T) {
 	d := w.samplesDelta([]doctor.CPUSample{s(30), s(5)})
 	if len(d) != 1 || d[0].Count != 20 {
 		t.Errorf("samples: %+v", d)
+	}
+}
+
+// A crash cut by a window's edge: its fault and signal before the edge,
+// its exit after (a core being written, an exit waiting on a full audit
+// backlog). The next window's doctor is handed them, so its finding has
+// the fault's address and the thread's last calls, as one window's would;
+// the window before reports no death. The same for a thread that died
+// before the rest of its process.
+func TestWindowsCarryCrashAcrossEdge(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, threads := range []bool{false, true} {
+		w := newWindows()
+		pid, tid := uint32(40), uint32(40)
+		if threads {
+			tid = 41
+		}
+		open := event.Event{Kind: event.KindSyscall, Time: 100, PID: pid, TID: tid, Comm: "crash",
+			Syscall: event.Syscall{Nr: 257, Args: [6]uint64{^uint64(99), 0x1000}, Ret: 3, Latency: 1000}}
+		first := []event.Event{open,
+			{Kind: event.KindPageFault, Time: 200, PID: pid, TID: tid, Comm: "crash", Fault: event.Fault{Addr: 0x10, IP: 0x401000, Error: 6}},
+			{Kind: event.KindSignalGenerate, Time: 210, PID: pid, TID: tid, Comm: "crash",
+				Signal: event.Signal{Sig: 11, Code: 1, Addr: 0x10, SenderPID: pid, TargetPID: pid, TargetTID: tid}},
+		}
+		if threads {
+			first = append(first, event.Event{Kind: event.KindExit, Time: 300, PID: pid, TID: tid, Comm: "crash", Proc: event.Proc{ExitCode: 11}})
+		}
+		for _, e := range first {
+			w.Observe(&e)
+		}
+		rep, _ := w.Close(t0, nil, nil, [2]uint64{})
+		for _, f := range rep.Findings {
+			if f.ID == "fatal-signal" {
+				t.Fatalf("threads %v: a death before the exit: %+v", threads, f)
+			}
+		}
+		exit := event.Event{Kind: event.KindExit, Time: 2e9, PID: pid, TID: pid, Comm: "crash", Proc: event.Proc{ExitCode: 11, GroupDead: true}}
+		w.Observe(&exit)
+		rep, news := w.Close(t0.Add(10*time.Second), nil, nil, [2]uint64{})
+		var got *doctor.Finding
+		for i := range rep.Findings {
+			if rep.Findings[i].ID == "fatal-signal" {
+				got = &rep.Findings[i]
+			}
+		}
+		if got == nil || got.Severity != doctor.Critical || got.Evidence["fault_addr"] != "0x10" || got.Evidence["si_code"] != "SEGV_MAPERR" ||
+			got.Evidence["tid"] != tid {
+			t.Fatalf("threads %v: the crash after the edge: %+v", threads, got)
+		}
+		if last, _ := got.Evidence["last_syscalls"].([]string); len(last) != 1 || !strings.HasPrefix(last[0], "openat(") {
+			t.Errorf("threads %v: last syscalls %v, want the openat before the edge", threads, got.Evidence["last_syscalls"])
+		}
+		if len(news) != 1 || news[0].ID != "fatal-signal" {
+			t.Errorf("threads %v: news %+v", threads, news)
+		}
 	}
 }

@@ -188,46 +188,90 @@ func (f *fatal) Observe(e *event.Event) {
 			f.signals[e.Signal.TargetTID] = e.Signal
 		}
 	case event.KindExit:
-		_, sig, core := e.Proc.Status()
-		// A low byte that names no signal is not a wait status: a kernel
-		// thread's exit code is its function's return, and a negative
-		// errno there (-EINTR: 0x7c with the core bit) is no death.
-		if sig == 0 || event.SignalName(sig) == "" {
-			break
-		}
-		// The thread that took the signal, with what it was doing. When it
-		// is not the last to go, the process's death is reported with it.
-		r := f.recent[e.TID]
-		if r == nil {
-			r = &ring{} // for its last events, if they come after this
-			f.recent[e.TID] = r
-		}
-		c := culprit{tid: e.TID, ring: r, recent: e.Proc.Recent}
-		if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
-			c.signal = &s
-		}
-		if flt, ok := f.faults[e.TID]; ok && memorySignal(int32(sig)) &&
-			(c.signal == nil || c.signal.Addr == 0 || c.signal.Addr>>12 == flt.Addr>>12) {
-			// The thread's last page fault explains a SIGSEGV or SIGBUS
-			// only where the signal's address is on the fault's page: an
-			// earlier fault (the vDSO's data page, a new stack) is not it.
-			c.fault = &flt
-		}
-		if prev, ok := f.culprits[e.PID]; ok && c.signal == nil && c.fault == nil {
-			c = prev
-		}
-		if !e.Proc.GroupDead {
-			if c.signal != nil || c.fault != nil {
-				f.culprits[e.PID] = c
-			}
-			break
-		}
-		delete(f.culprits, e.PID)
-		f.deaths = append(f.deaths, death{pid: e.PID, tid: c.tid, comm: e.Comm, cgroup: e.Cgroup, sig: sig, core: core,
-			at: e.Time, signal: c.signal, fault: c.fault, thread: c})
-		// The thread's ring stays: its last events may still come.
+		f.exit(e)
+		// What the thread's fault or signal could explain, its exit has
+		// used: whatever it was, it is spent (and not carried to the next
+		// window, carry).
 		delete(f.faults, e.TID)
 		delete(f.signals, e.TID)
+	}
+}
+
+// exit takes a thread's exit: a death by signal, the process's when it is
+// the last thread to go.
+func (f *fatal) exit(e *event.Event) {
+	_, sig, core := e.Proc.Status()
+	// A low byte that names no signal is not a wait status: a kernel
+	// thread's exit code is its function's return, and a negative
+	// errno there (-EINTR: 0x7c with the core bit) is no death.
+	if sig == 0 || event.SignalName(sig) == "" {
+		return
+	}
+	// The thread that took the signal, with what it was doing. When it
+	// is not the last to go, the process's death is reported with it.
+	r := f.recent[e.TID]
+	if r == nil {
+		r = &ring{} // for its last events, if they come after this
+		f.recent[e.TID] = r
+	}
+	c := culprit{tid: e.TID, ring: r, recent: e.Proc.Recent}
+	if s, ok := f.signals[e.TID]; ok && int(s.Sig) == sig {
+		c.signal = &s
+	}
+	if flt, ok := f.faults[e.TID]; ok && memorySignal(int32(sig)) &&
+		(c.signal == nil || c.signal.Addr == 0 || c.signal.Addr>>12 == flt.Addr>>12) {
+		// The thread's last page fault explains a SIGSEGV or SIGBUS
+		// only where the signal's address is on the fault's page: an
+		// earlier fault (the vDSO's data page, a new stack) is not it.
+		c.fault = &flt
+	}
+	if prev, ok := f.culprits[e.PID]; ok && c.signal == nil && c.fault == nil {
+		c = prev
+	}
+	if !e.Proc.GroupDead {
+		if c.signal != nil || c.fault != nil {
+			f.culprits[e.PID] = c
+		}
+		return
+	}
+	delete(f.culprits, e.PID)
+	f.deaths = append(f.deaths, death{pid: e.PID, tid: c.tid, comm: e.Comm, cgroup: e.Cgroup, sig: sig, core: core,
+		at: e.Time, signal: c.signal, fault: c.fault, thread: c})
+	// The thread's ring stays: its last events may still come.
+}
+
+// carry hands the next window's fatal detector (to) what this one holds of
+// deaths not yet seen whole: each thread's fault and signal not yet
+// followed by its exit, and the threads that died before the rest of their
+// process. A crash's exit can come seconds after its fault (a core being
+// written, the exit waiting on a full audit backlog), in the window after;
+// without them its finding would lose the fault's address and the
+// signal's code. The culprits' and the faulting threads' last calls go
+// too, copied: this window's report still reads its own.
+func (f *fatal) carry(to Detector) {
+	n, ok := to.(*fatal)
+	if !ok {
+		return
+	}
+	for tid, flt := range f.faults {
+		n.faults[tid] = flt
+		if r := f.recent[tid]; r != nil && n.recent[tid] == nil {
+			c := *r
+			n.recent[tid] = &c
+		}
+	}
+	for tid, s := range f.signals {
+		n.signals[tid] = s
+	}
+	for pid, c := range f.culprits {
+		if c.ring != nil {
+			r := *c.ring
+			c.ring = &r
+			if n.recent[c.tid] == nil {
+				n.recent[c.tid] = c.ring // its late events go on its ring
+			}
+		}
+		n.culprits[pid] = c
 	}
 }
 

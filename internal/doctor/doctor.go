@@ -301,6 +301,27 @@ func New(host Host, procs *proc.Table) *Doctor {
 // by that many calls, and the report says so.
 func (d *Doctor) Uncounted(l stat.Lost) { d.uncounted = l }
 
+// carrier is a detector that holds the start of something the next
+// window's doctor may see end (Carry).
+type carrier interface {
+	carry(to Detector)
+}
+
+// Carry hands next, the doctor New made for the window after this one's,
+// what this doctor saw begin and not end, so that a window's edge does not
+// cut it in two: a crash whose fault and signal came before the edge and
+// its exit after. Call it before next sees any event; this doctor's own
+// report is unchanged.
+func (d *Doctor) Carry(next *Doctor) {
+	for _, det := range d.detectors {
+		if c, ok := det.(carrier); ok {
+			for _, to := range next.detectors {
+				c.carry(to)
+			}
+		}
+	}
+}
+
 // counter is a detector that can use the kernel's exact syscall counts
 // when syscall events were sampled.
 type counter interface {
