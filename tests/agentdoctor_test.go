@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,6 +58,22 @@ func (a *agentProc) captures(t *testing.T) []agentCapture {
 	return body.Captures
 }
 
+// crashFinding waits up to 10 s for the agent's fatal-signal finding
+// whose title names proc ("segv[PID]").
+func (a *agentProc) crashFinding(t *testing.T, proc string) *agentFinding {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		time.Sleep(200 * time.Millisecond)
+		for _, x := range a.findings(t) {
+			if x.ID == "fatal-signal" && strings.Contains(x.Title, proc) {
+				return &x
+			}
+		}
+	}
+	t.Fatalf("no fatal-signal finding for %s after 10 s: %+v", proc, a.findings(t))
+	return nil
+}
+
 // crashes runs tests/progs/segv, whose child dies of SIGSEGV, and returns
 // the child's pid.
 func crashes(t *testing.T) int {
@@ -82,19 +99,7 @@ func TestAgentDoctorFindsAndRecords(t *testing.T) {
 	a := startAgent(t, "--window", "1s", "--capture-dir", dir, "--cooldown", "1h")
 
 	pid := crashes(t)
-	var f *agentFinding
-	for i := 0; i < 50 && f == nil; i++ {
-		time.Sleep(200 * time.Millisecond)
-		for _, x := range a.findings(t) {
-			if x.ID == "fatal-signal" && strings.Contains(x.Title, fmt.Sprintf("segv[%d]", pid)) {
-				f = &x
-				break
-			}
-		}
-	}
-	if f == nil {
-		t.Fatalf("no fatal-signal finding for segv[%d] after 10 s: %+v", pid, a.findings(t))
-	}
+	f := a.crashFinding(t, fmt.Sprintf("segv[%d]", pid))
 	if f.Severity != "critical" || f.Occurrences != 1 || !f.Active || !strings.Contains(f.Title, "SIGSEGV") {
 		t.Errorf("finding: %+v", f)
 	}
@@ -277,4 +282,48 @@ func TestAgentGrowthAcrossWindows(t *testing.T) {
 		t.Errorf("finding %q from %v calls; want the mappings, from more calls than a 1 s window holds", f.Title, calls)
 	}
 	t.Logf("%s (%v calls)", f.Title, calls)
+}
+
+// A crash whose core takes seconds to write: its fault and signal come in
+// one of the agent's 1 s windows, its exit in a later one. The finding
+// tells the whole crash (critical, the fault's address, the signal's
+// code), as it does when both fall in one window, not a bare death by
+// signal. The core goes to a directory on tmpfs (core_pattern "core", as
+// Debian has it), which the test removes.
+func TestAgentCrashAcrossWindows(t *testing.T) {
+	alongside(t)
+	requireBPF(t)
+	dir, err := os.MkdirTemp("/dev/shm", "sysray-bigcore-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	a := startAgent(t, "--window", "1s")
+
+	cmd := exec.Command("sh", "-c", `ulimit -c unlimited && exec "$0" 1024`, prog("bigcore"))
+	cmd.Dir = dir
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	touched := time.Now()
+	werr := cmd.Wait()
+	dumped := time.Since(touched)
+	if ee, ok := werr.(*exec.ExitError); !ok || !strings.HasPrefix(line, "touched ") || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGSEGV {
+		t.Fatalf("bigcore: %v, %q", werr, line)
+	}
+	// A window's edge falls between the fault and the exit only if the
+	// dump took longer than a window.
+	if dumped < 1100*time.Millisecond {
+		pattern, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
+		t.Fatalf("bigcore's fault and exit came %v apart: no window edge need fall between them (core_pattern %q)", dumped, strings.TrimSpace(string(pattern)))
+	}
+	f := a.crashFinding(t, fmt.Sprintf("bigcore[%d]", cmd.Process.Pid))
+	if f.Severity != "critical" || f.Evidence["fault_addr"] != "0x0" || f.Evidence["si_code"] != "SEGV_MAPERR" || f.Evidence["core_dumped"] != true {
+		t.Errorf("bigcore's fault and exit %v apart: %s %q, evidence %v; want critical, with the fault at 0x0 (SEGV_MAPERR)", dumped, f.Severity, f.Title, f.Evidence)
+	}
 }
