@@ -313,11 +313,11 @@ type carrier interface {
 // its exit after. Call it before next sees any event; this doctor's own
 // report is unchanged.
 func (d *Doctor) Carry(next *Doctor) {
-	for _, det := range d.detectors {
-		if c, ok := det.(carrier); ok {
-			for _, to := range next.detectors {
-				c.carry(to)
-			}
+	// Both doctors' detectors are the registry's, in its order: the one
+	// at i in next is of the same kind as the one at i here.
+	for i, det := range d.detectors {
+		if c, ok := det.(carrier); ok && i < len(next.detectors) {
+			c.carry(next.detectors[i])
 		}
 	}
 }
