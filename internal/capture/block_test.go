@@ -203,48 +203,8 @@ func TestBlockBuilderLimits(t *testing.T) {
 	}
 }
 
-// The times join the records' zstd frame as raw blocks, and the frame
-// stays one any zstd decoder reads: for records that make each header
-// form (no window descriptor or one, content sizes of 1, 2 and 4 bytes)
-// and times from none to several blocks long.
-func TestAppendRawBlocks(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	noise := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return b
-	}
-	for _, nrec := range []int{1, 100, 300, 2000, 70000, 1 << 20} {
-		for _, ntail := range []int{1, 255, 256, 5000, zstdMaxBlock, 3*zstdMaxBlock + 7} {
-			rec := bytes.Repeat([]byte("syscall record "), nrec/15+1)[:nrec]
-			copy(rec, noise(min(nrec, 40)))
-			tail := noise(ntail)
-			out := encoder().EncodeAll(rec, []byte("prefix"))
-			got, ok := appendRawBlocks(out, len("prefix"), tail)
-			if !ok {
-				if nrec >= 256 {
-					t.Fatalf("records %d, times %d: frame not taken apart", nrec, ntail)
-				}
-				continue
-			}
-			if !bytes.HasPrefix(got, []byte("prefix")) {
-				t.Fatalf("records %d, times %d: what came before the frame changed", nrec, ntail)
-			}
-			dec, err := decoder().DecodeAll(got[len("prefix"):], make([]byte, 0, nrec+ntail))
-			if err != nil {
-				t.Fatalf("records %d, times %d: %v", nrec, ntail, err)
-			}
-			if !bytes.Equal(dec, append(rec, tail...)) {
-				t.Fatalf("records %d, times %d: decoded %d bytes, not the records and the times", nrec, ntail, len(dec))
-			}
-		}
-	}
-}
-
-// A block of captured data zstd cannot shrink is stored as is (codec 0),
-// and one that zstd shrinks has the times in its frame; both read back.
+// A block of captured data S2 cannot shrink is stored as is (codec 0), one
+// that S2 shrinks is S2 (codec 2); both read back.
 func TestSealCodecs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, noise := range []bool{true, false} {
@@ -266,7 +226,7 @@ func TestSealCodecs(t *testing.T) {
 			}
 		}
 		blk := bb.Finish()
-		if want := map[bool]uint8{true: codecNone, false: codecZstd}[noise]; blk.data[1] != want {
+		if want := map[bool]uint8{true: codecNone, false: codecS2}[noise]; blk.data[1] != want {
 			t.Errorf("noise %v: codec %d, want %d", noise, blk.data[1], want)
 		}
 		var buf bytes.Buffer

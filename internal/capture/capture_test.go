@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/sysray/sysray/internal/event"
 	"github.com/sysray/sysray/internal/proc"
 )
@@ -138,7 +139,7 @@ func randomValue(rng *rand.Rand, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if newerThanV1[v.Type().Field(i).Name] && olderFixture {
+			if fixtureSkips[v.Type().Field(i).Name] {
 				continue
 			}
 			randomValue(rng, v.Field(i))
@@ -221,12 +222,15 @@ var subStruct = map[event.Kind]string{
 	event.KindCPUWait:        "CPUWait",
 }
 
-// newerThanV1 names the event fields added after testdata/v1.sysray was
-// written from randomEvents: left out, the generator makes that file's
-// events again (olderFixture, set by TestReadsVersion1 only).
+// newerThanV1 and newerThanV2 name the event fields added after
+// testdata/v1.sysray and testdata/v2.sysray were written from randomEvents:
+// left out (fixtureSkips, set only by the tests that read those files), the
+// generator makes that file's events again. A field added to event.Event
+// joins both.
 var (
 	newerThanV1  = map[string]bool{"Queued": true, "ArgvTruncated": true, "What": true, "Order": true, "Status": true, "FaultAddr": true}
-	olderFixture bool
+	newerThanV2  = map[string]bool{}
+	fixtureSkips map[string]bool
 )
 
 // randomEvents mixes fresh random events with near-repeats of a thread's
@@ -637,9 +641,9 @@ func TestReadsVersion1(t *testing.T) {
 	if r.Trailer() == nil {
 		t.Error("no trailer")
 	}
-	olderFixture = true
+	fixtureSkips = newerThanV1
 	want := randomEvents(rand.New(rand.NewPCG(7, 1)), 1200)
-	olderFixture = false
+	fixtureSkips = nil
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d", len(got), len(want))
 	}
@@ -647,6 +651,70 @@ func TestReadsVersion1(t *testing.T) {
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("event %d: got %+v\nwant %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestReadsVersion2 reads a capture written by version 2's writer
+// (testdata/v2.sysray, from the events below), which compressed events
+// blocks with zstd, the times joined to the records' frame as raw blocks.
+func TestReadsVersion2(t *testing.T) {
+	data, err := os.ReadFile("testdata/v2.sysray")
+	if err != nil {
+		t.Fatal(err)
+	}
+	codecs := map[uint8]int{}
+	for off := preludeSize; off < len(data); {
+		var fr frame
+		if err := fr.parse(data[off : off+frameSize]); err != nil {
+			t.Fatal(err)
+		}
+		if fr.typ == frameEvents {
+			codecs[fr.codec]++
+		}
+		off += frameSize + int(fr.length)
+	}
+	if codecs[codecZstd] == 0 {
+		t.Fatalf("events blocks by codec %v: the fixture holds no zstd block", codecs)
+	}
+	r, got, err := decodeFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := r.Header().Version; v != 2 {
+		t.Errorf("version %d, want 2", v)
+	}
+	if tr := r.Trailer(); tr == nil || tr.Events != 3200 {
+		t.Errorf("trailer %+v, want 3200 events", tr)
+	}
+	fixtureSkips = newerThanV2
+	want := randomEvents(rand.New(rand.NewPCG(7, 2)), 1200)
+	fixtureSkips = nil
+	g := newGetppid()
+	for range 2000 {
+		want = append(want, *g.next())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Fatalf("event %d: got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// A version 2 file may not use S2, which came with version 3.
+func TestS2NeedsVersion3(t *testing.T) {
+	g := newGetppid()
+	evs := make([]event.Event, 1000)
+	for i := range evs {
+		evs[i] = *g.next()
+	}
+	data := encodeFile(t, nil, evs, 0, nil)
+	binary.LittleEndian.PutUint32(data[len(magic):], 2)
+	_, _, err := decodeFile(data)
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "codec 2 (S2) in a version 2 file") {
+		t.Fatalf("got %v", err)
 	}
 }
 
@@ -848,46 +916,93 @@ func BenchmarkWriteCapture(b *testing.B) {
 	b.ReportMetric(float64(raw)/float64(len(evs)), "raw-bytes/event")
 }
 
-// BenchmarkCompressStreams splits zstd's time on a real capture
-// ($SYSRAY_BENCH_CAPTURE) between a block's two parts: the records, which
-// repeat, and the times, which do not. Each sub-benchmark compresses one
-// part of every block; ns/op is per event.
-func BenchmarkCompressStreams(b *testing.B) {
+// BenchmarkCodecs compresses and decompresses the blocks of a real capture
+// ($SYSRAY_BENCH_CAPTURE) both ways a writer has sealed them: "zstd" as
+// version 2 did, "s2" as version 3 does; both compress the records and
+// store the times raw after them. ns/event is per event of the capture.
+func BenchmarkCodecs(b *testing.B) {
 	evs := benchCapture(b)
-	var recs, times [][]byte
+	type block struct{ recs, all []byte }
+	var blocks []block
 	bb := NewBlockBuilder()
+	seal := func() {
+		binary.LittleEndian.PutUint32(bb.raw, uint32(len(bb.raw)-recordsLenSize))
+		blocks = append(blocks, block{slices.Clone(bb.raw), append(slices.Clone(bb.raw), bb.times...)})
+		bb.reset()
+	}
 	for i := range evs {
 		if bb.full() {
-			recs, times = append(recs, slices.Clone(bb.raw)), append(times, slices.Clone(bb.times))
-			bb.reset()
+			seal()
 		}
 		if err := bb.Add(&evs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}
 	if bb.Len() > 0 {
-		recs, times = append(recs, bb.raw), append(times, bb.times)
+		seal()
 	}
-	events := len(evs)
-	for _, part := range []struct {
+	events := float64(len(evs))
+	zstdPack := func(blk block, out []byte) []byte {
+		out = encoder().EncodeAll(blk.recs, out[:0])
+		return append(out, blk.all[len(blk.recs):]...) // what the times added
+	}
+	s2Pack := func(blk block, out []byte) []byte {
+		out = s2.Encode(out[:cap(out)], blk.recs)
+		return append(out, blk.all[len(blk.recs):]...)
+	}
+	for _, c := range []struct {
 		name string
-		data [][]byte
-	}{{"records", recs}, {"times", times}} {
-		b.Run(part.name, func(b *testing.B) {
+		pack func(block, []byte) []byte
+	}{{"zstd", zstdPack}, {"s2", s2Pack}} {
+		b.Run(c.name, func(b *testing.B) {
 			var out []byte
-			in, packed := 0, 0
+			packed := 0
 			for b.Loop() {
-				in, packed = 0, 0
-				for _, d := range part.data {
-					out = encoder().EncodeAll(d, out[:0])
-					in, packed = in+len(d), packed+len(out)
+				packed = 0
+				for _, blk := range blocks {
+					out = c.pack(blk, out)
+					packed += len(out)
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(events), "ns/event")
-			b.ReportMetric(float64(in)/float64(events), "raw-bytes/event")
-			b.ReportMetric(float64(packed)/float64(events), "bytes/event")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/events, "ns/event")
+			b.ReportMetric(float64(packed)/events, "bytes/event")
 		})
 	}
+	b.Run("s2-decode", func(b *testing.B) {
+		var packs [][]byte
+		for _, blk := range blocks {
+			packs = append(packs, s2.Encode(nil, blk.recs))
+		}
+		var out []byte
+		for b.Loop() {
+			for i, p := range packs {
+				var err error
+				if out, err = s2.Decode(slices.Grow(out[:0], len(blocks[i].all))[:len(blocks[i].all)], p); err != nil {
+					b.Fatal(err)
+				}
+				out = append(out, blocks[i].all[len(blocks[i].recs):]...) // the raw times
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/events, "ns/event")
+	})
+	b.Run("zstd-decode", func(b *testing.B) {
+		var packs [][]byte
+		for _, blk := range blocks {
+			packs = append(packs, encoder().EncodeAll(blk.recs, nil))
+		}
+		var out []byte
+		for b.Loop() {
+			for i, p := range packs {
+				var err error
+				// The reader's decoder takes the output's capacity as its limit.
+				if out, err = decoder().DecodeAll(p, slices.Grow(out[:0], len(blocks[i].all))); err != nil {
+					b.Fatal(err)
+				}
+				out = append(out, blocks[i].all[len(blocks[i].recs):]...) // the raw times
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/events, "ns/event")
+	})
 }
 
 // benchCapture reads every event of the capture $SYSRAY_BENCH_CAPTURE

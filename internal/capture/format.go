@@ -14,8 +14,9 @@ import (
 // Version is the format version this package writes; it reads this one and
 // every earlier one. It changes only when a reader of the previous version
 // would misinterpret a new file; additions that old readers can skip do not
-// bump it. Version 2 keeps a block's times apart from its records.
-const Version = 2
+// bump it. Version 2 keeps a block's times apart from its records;
+// version 3 compresses events blocks with S2.
+const Version = 3
 
 // magic starts every capture. It begins with the tool's name so that `head -c6`
 // identifies a file, and carries a byte with the high bit set and a newline so
@@ -32,11 +33,17 @@ const (
 	frameTrailer = 3
 )
 
-// Payload codecs.
+// Payload codecs. Writers compress events blocks with S2 and the header
+// with zstd; readers take either in any frame (S2 from version 3).
 const (
 	codecNone = 0
 	codecZstd = 1
+	codecS2   = 2
 )
+
+// s2LenSize is the length, at the start of an S2 payload, of the S2 block
+// that follows it; what follows the block is stored as is.
+const s2LenSize = 4
 
 const frameSize = 24
 
@@ -136,25 +143,21 @@ func (f *frame) parse(b []byte) error {
 	return nil
 }
 
-// The coders are shared because building them is costly next to a small
-// capture, and EncodeAll/DecodeAll are safe for concurrent use; concurrency
-// only bounds how many blocks are (de)compressed at once.
+// The zstd coders are shared because building them is costly next to a
+// small capture, and EncodeAll/DecodeAll are safe for concurrent use;
+// concurrency only bounds how many sections are (de)compressed at once.
+// The encoder now compresses only headers (written once, where size counts
+// more than time); the decoder reads the events blocks of version 1 and 2
+// files too.
 var (
 	encoder = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil,
-			// Measured on 64k getppid events (docs/capture-format.md):
-			// fastest alone leaves the literals raw (7.0 bytes/event);
-			// entropy-coding them gives 5.35 at ~45ns/event, while
-			// SpeedDefault reaches 4.9 at ~195ns/event, too slow to keep
-			// up with a busy tracer on one core.
 			zstd.WithEncoderLevel(zstd.SpeedFastest),
 			zstd.WithAllLitEntropyCompression(true),
 			zstd.WithEncoderCRC(false), // the frame's crc32c already covers it
-			zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), 4)),
-			// A block is compressed alone and is about blockRawTarget long:
-			// matches never reach further back. The default 8 MiB window
-			// kept 8 MiB of history per encoder for nothing (16 MiB of the
-			// agent's live heap).
+			zstd.WithEncoderConcurrency(1),
+			// The default 8 MiB window kept 8 MiB of history per encoder
+			// for nothing (16 MiB of the agent's live heap).
 			zstd.WithWindowSize(blockRawTarget),
 		)
 		if err != nil {
@@ -176,112 +179,4 @@ var (
 		}
 		return d
 	})
-)
-
-// appendRawBlocks adds tail to the content of the zstd frame that starts at
-// out[at] and ends out, as raw blocks: a block's times are clock noise,
-// which zstd shrank by 6% on a capture of redis for a third of its time on
-// the block. The frame stays an ordinary one (RFC 8878) that any zstd
-// decoder reads: its header is rewritten for the new content size, as a
-// single segment, and the block that was last is last no more. ok is false,
-// and out unchanged, for a frame it does not take apart (with a checksum,
-// a dictionary or no content size), which the encoder here makes only for
-// contents under 256 bytes.
-func appendRawBlocks(out []byte, at int, tail []byte) (_ []byte, ok bool) {
-	f := out[at:]
-	if len(f) < 6 || binary.LittleEndian.Uint32(f) != zstdMagic {
-		return out, false
-	}
-	fhd := f[4]
-	if fhd&(1<<2|3) != 0 { // a checksum, a dictionary
-		return out, false
-	}
-	hdr := 5
-	if fhd&(1<<5) == 0 { // a window descriptor
-		hdr++
-	}
-	var content uint64
-	switch fhd >> 6 {
-	case 0:
-		if fhd&(1<<5) == 0 {
-			return out, false // no content size
-		}
-		content = uint64(f[hdr])
-		hdr++
-	case 1:
-		content = uint64(binary.LittleEndian.Uint16(f[hdr:])) + 256
-		hdr += 2
-	case 2:
-		content = uint64(binary.LittleEndian.Uint32(f[hdr:]))
-		hdr += 4
-	default:
-		content = binary.LittleEndian.Uint64(f[hdr:])
-		hdr += 8
-	}
-	last := hdr
-	for {
-		if last+3 > len(f) {
-			return out, false
-		}
-		h := uint32(f[last]) | uint32(f[last+1])<<8 | uint32(f[last+2])<<16
-		size := int(h >> 3)
-		switch (h >> 1) & 3 {
-		case 1: // RLE: one byte, repeated
-			size = 1
-		case 3:
-			return out, false
-		}
-		if h&1 != 0 {
-			if last+3+size != len(f) {
-				return out, false
-			}
-			break
-		}
-		last += 3 + size
-	}
-	content += uint64(len(tail))
-
-	// A single segment: the window is the whole content, which an events
-	// section's limit (maxSection) bounds, and every block may be
-	// zstdMaxBlock long.
-	var nh [9]byte
-	binary.LittleEndian.PutUint32(nh[:], zstdMagic)
-	var m int
-	switch {
-	case content < 256:
-		nh[4], nh[5], m = 1<<5, byte(content), 6
-	case content < 65536+256:
-		nh[4], m = 1<<5|1<<6, 7
-		binary.LittleEndian.PutUint16(nh[5:], uint16(content-256))
-	default:
-		nh[4], m = 1<<5|2<<6, 9
-		binary.LittleEndian.PutUint32(nh[5:], uint32(content))
-	}
-	f[last] &^= 1
-	if m > hdr {
-		out = append(out, nh[:m-hdr]...)
-		f = out[at:]
-		copy(f[m:], f[hdr:])
-	} else if m < hdr {
-		copy(f[m:], f[hdr:])
-		out = out[:len(out)-(hdr-m)]
-		f = out[at:]
-	}
-	copy(f, nh[:m])
-	for len(tail) > 0 {
-		n := min(len(tail), zstdMaxBlock)
-		h := uint32(n) << 3 // type 0: raw
-		if n == len(tail) {
-			h |= 1
-		}
-		out = append(out, byte(h), byte(h>>8), byte(h>>16))
-		out = append(out, tail[:n]...)
-		tail = tail[n:]
-	}
-	return out, true
-}
-
-const (
-	zstdMagic    = 0xFD2FB528
-	zstdMaxBlock = 128 << 10 // a block's largest size, in any window of at least this
 )

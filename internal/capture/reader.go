@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/sysray/sysray/internal/event"
 )
 
@@ -303,6 +304,16 @@ func (r *Reader) readPayload(fr *frame) ([]byte, error) {
 		}
 		r.raw = dst // not out: its capacity was clipped to this block
 		return out, nil
+	case codecS2:
+		if r.version < 3 {
+			return nil, formatErr("%s at offset %d: codec %d (S2) in a version %d file", r.section(fr), start, fr.codec, r.version)
+		}
+		out, err := s2Payload(b, int(fr.rawLen), r.raw)
+		if err != nil {
+			return nil, formatErr("%s at offset %d: %v", r.section(fr), start, err)
+		}
+		r.raw = out[:0]
+		return out, nil
 	}
 	return nil, formatErr("%s at offset %d: unknown codec %d", r.section(fr), start, fr.codec)
 }
@@ -360,4 +371,34 @@ func (r *Reader) readN(n int) ([]byte, error) {
 	}
 	r.stored = buf
 	return buf, nil
+}
+
+// s2Payload decompresses an S2 payload (an S2 block's length, the block,
+// then bytes stored as is) of rawLen bytes, into buf when it is big enough.
+// Every length is checked against rawLen, itself bounded by maxSection,
+// before anything is allocated.
+func s2Payload(b []byte, rawLen int, buf []byte) ([]byte, error) {
+	if len(b) < s2LenSize {
+		return nil, errors.New("S2 payload shorter than its block's length")
+	}
+	m := binary.LittleEndian.Uint32(b)
+	if uint64(m) > uint64(len(b)-s2LenSize) {
+		return nil, fmt.Errorf("S2 block of %d bytes in a payload of %d", m, len(b))
+	}
+	blk, tail := b[s2LenSize:s2LenSize+int(m)], b[s2LenSize+int(m):]
+	n, err := s2.DecodedLen(blk)
+	if err != nil {
+		return nil, err
+	}
+	if n+len(tail) != rawLen {
+		return nil, fmt.Errorf("decompresses to %d bytes, frame says %d", n+len(tail), rawLen)
+	}
+	if cap(buf) < rawLen {
+		buf = make([]byte, 0, rawLen)
+	}
+	out, err := s2.Decode(buf[:cap(buf)], blk)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, tail...), nil
 }
