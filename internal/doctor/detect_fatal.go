@@ -24,12 +24,16 @@ func init() {
 type fatal struct {
 	arch     event.Arch
 	oomKills func() uint64
-	oomAt0   uint64           // the kernel's OOM kill count when the doctor started
-	recent   map[uint32]*ring // per thread: last syscalls
-	faults   map[uint32]event.Fault
-	signals  map[uint32]event.Signal // per thread: last fatal-looking signal generated for it
-	deaths   []death
-	culprits map[uint32]culprit // by process: a thread that died of a signal before the rest
+	oomAt0   uint64 // the kernel's OOM kill count when the doctor started
+	// oomBefore holds, for a thread whose kernel SIGKILL a window before
+	// this one saw and handed on (carry), the OOM kills that window's
+	// doctor counted: the kill was counted there, and its exit comes here.
+	oomBefore map[uint32]uint64
+	recent    map[uint32]*ring // per thread: last syscalls
+	faults    map[uint32]event.Fault
+	signals   map[uint32]event.Signal // per thread: last fatal-looking signal generated for it
+	deaths    []death
+	culprits  map[uint32]culprit // by process: a thread that died of a signal before the rest
 }
 
 type culprit struct {
@@ -141,7 +145,7 @@ func (r *ring) list(arch event.Arch) []string {
 
 func newFatal(arch event.Arch, oomKills func() uint64) *fatal {
 	f := &fatal{arch: arch, oomKills: oomKills, recent: map[uint32]*ring{}, faults: map[uint32]event.Fault{},
-		signals: map[uint32]event.Signal{}, culprits: map[uint32]culprit{}}
+		signals: map[uint32]event.Signal{}, culprits: map[uint32]culprit{}, oomBefore: map[uint32]uint64{}}
 	if oomKills != nil {
 		f.oomAt0 = oomKills()
 	}
@@ -260,10 +264,21 @@ func (f *fatal) carry(to Detector) {
 			n.recent[tid] = &c
 		}
 	}
+	// A kernel SIGKILL not yet followed by its death takes the OOM kills
+	// counted here with it: the next doctor's count starts after them.
+	oom := func(tid uint32, s *event.Signal) {
+		if s != nil && s.Sig == 9 && s.Code == siKernel {
+			if k := f.oomCount(tid); k > 0 {
+				n.oomBefore[tid] = k
+			}
+		}
+	}
 	for tid, s := range f.signals {
 		n.signals[tid] = s
+		oom(tid, &s)
 	}
 	for pid, c := range f.culprits {
+		oom(c.tid, c.signal)
 		if c.ring != nil {
 			r := *c.ring
 			c.ring = &r
@@ -404,10 +419,10 @@ func (f *fatal) Findings(env *Env) []Finding {
 			if u := fallbacks[seccompCall].use; u != "" {
 				what += "; " + seccompCall + " is for " + u
 			}
-		case d.sig == 9 && d.signal != nil && d.signal.Code == 0x80 && f.oomKilled():
+		case d.sig == 9 && d.signal != nil && d.signal.Code == siKernel && f.oomCount(d.tid) > 0:
 			// SIGKILL from the kernel itself while the kernel counted an OOM kill.
 			sev = Critical
-			ev["oom_kills"] = f.oomKills() - f.oomAt0
+			ev["oom_kills"] = f.oomCount(d.tid)
 			what = "SIGKILL from the kernel's out-of-memory killer (the kernel counted OOM kills while the doctor watched)"
 		case d.sig == 13 && pipeFD >= 0 && pipeFD <= 2:
 			// `producer | head`: the reader stopped early, as it may.
@@ -422,7 +437,7 @@ func (f *fatal) Findings(env *Env) []Finding {
 				event.SigCodeName(int(d.signal.Sig), int(d.signal.Code)))
 		case d.signal != nil:
 			what = fmt.Sprintf("%s (%s)", sigName, event.SigCodeName(int(d.signal.Sig), int(d.signal.Code)))
-			if d.sig == 9 && d.signal.Code == 0x80 {
+			if d.sig == 9 && d.signal.Code == siKernel {
 				what += ", sent by the kernel (the OOM killer sends SIGKILL this way)"
 			}
 		default:
@@ -487,9 +502,20 @@ func accessNoun(f *event.Fault) string {
 	return "read"
 }
 
-// oomKilled reports whether the kernel counted OOM kills since the doctor started.
-func (f *fatal) oomKilled() bool {
-	return f.oomKills != nil && f.oomKills() > f.oomAt0
+// siKernel is the si_code of a signal the kernel itself sends, as the OOM
+// killer sends its SIGKILL.
+const siKernel = 0x80
+
+// oomCount is how many OOM kills the kernel counted while this doctor
+// watched, and for a thread whose kernel SIGKILL came in the window before,
+// while that window's did: the kernel counts the kill before it sends the
+// signal, so a victim's count rose in the window that saw its signal.
+func (f *fatal) oomCount(tid uint32) uint64 {
+	var n uint64
+	if f.oomKills != nil {
+		n = f.oomKills() - f.oomAt0
+	}
+	return n + f.oomBefore[tid]
 }
 
 func ipOf(f *event.Fault) string {
