@@ -4,7 +4,7 @@
 # under redis-benchmark GET load, divided by the events it wrote. Unlike
 # the server's throughput (bench/redis.sh), which scatters by ±10% from
 # round to round on these VMs, this resolves a change of a few percent in
-# the reader, the merger, the encoder or zstd. Builds are interleaved round
+# the reader, the merger, the encoder or the codec. Builds are interleaved round
 # by round; the table gives medians.
 #
 #   bash bench/recordcpu.sh [ROUNDS] [REQUESTS] [SYSRAY...]

@@ -28,9 +28,9 @@ func FuzzReader(f *testing.F) {
 	f.Add(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))))
 	f.Add(append(binary.LittleEndian.AppendUint16(nil, uint16(len(evs))), payloadOf(evs)...))
 	f.Add(h.marshal())
-	// Real files: a version 1 capture, and small live captures of the
-	// doctor's incidents (zstd blocks, stacks, host facts).
-	for _, name := range []string{"testdata/v1.sysray", "../doctor/testdata/slow-getrandom.sysray",
+	// Real files: version 1 and 2 captures, and small live captures of the
+	// doctor's incidents (version 2: zstd blocks, stacks, host facts).
+	for _, name := range []string{"testdata/v1.sysray", "testdata/v2.sysray", "../doctor/testdata/slow-getrandom.sysray",
 		"../doctor/testdata/vsyscall-crash.sysray", "../doctor/testdata/vsyscall-emulated.sysray"} {
 		if b, err := os.ReadFile(name); err == nil {
 			f.Add(b)

@@ -10,7 +10,7 @@
 //
 // Events are delta-encoded against the previous event of the same thread, and
 // syscall arguments against that thread's previous call of the same syscall,
-// before zstd sees them: the tight loops a tracer records repeat almost
+// before S2 compresses them: the tight loops a tracer records repeat almost
 // everything but their timing, so an event costs a few bytes on disk.
 //
 // BlockBuilder and Writer.WriteBlock split the writer in two for callers

@@ -60,7 +60,8 @@ func appendString(b []byte, s string) []byte {
 // record at the end of b, its times (the delta to its start and a syscall's
 // latency) at the end of t. The times are the part of an event that never
 // repeats; kept apart, they leave the records runs of identical bytes that
-// zstd matches long, and zstd spends its time per match, not per byte
+// the codec matches long (zstd, which the format was first tuned for, spends
+// its time per match, not per byte), and spare the codec the noise
 // (docs/capture-format.md, "Events").
 func (s *state) appendEvent(b, t []byte, e *event.Event) ([]byte, []byte) {
 	var flags uint64

@@ -47,8 +47,8 @@ const s2LenSize = 4
 
 const frameSize = 24
 
-// Writers flush a block at whichever of these comes first: big enough for zstd
-// to find the repetition across events, small enough that a crash loses
+// Writers flush a block at whichever of these comes first: big enough for the
+// codec to find the repetition across events, small enough that a crash loses
 // little and a reader holds little.
 const (
 	blockRawTarget = 1 << 20

@@ -63,7 +63,7 @@ func BenchmarkRecordPath(b *testing.B) {
 // 1 MiB, compressed by zstd at its fastest and by S2, the fastest codec in
 // klauspost/compress; it reports CPU time and bytes per record, to set
 // beside BenchmarkRecordPath's, which includes the encoder that shrinks a
-// record to a few bytes before zstd sees it.
+// record to a few bytes before S2 sees it.
 func BenchmarkRawRecords(b *testing.B) {
 	recs := benchRecords(b)
 	var blocks [][]byte
@@ -81,7 +81,8 @@ func BenchmarkRawRecords(b *testing.B) {
 		blocks = append(blocks, cur)
 	}
 	perBlock := float64(len(recs)) / float64(len(blocks))
-	// The capture writer's options (internal/capture/format.go), on one goroutine.
+	// The options version 2's capture writer used for its events blocks, on
+	// one goroutine.
 	zenc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithAllLitEntropyCompression(true),
 		zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<20), zstd.WithEncoderConcurrency(1))
 	if err != nil {
