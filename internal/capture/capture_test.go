@@ -437,11 +437,7 @@ func TestTruncatedEveryOffset(t *testing.T) {
 
 // TestTruncatedLarge cuts a file of full-size compressed blocks.
 func TestTruncatedLarge(t *testing.T) {
-	g := newGetppid()
-	evs := make([]event.Event, 300_000)
-	for i := range evs {
-		evs[i] = *g.next()
-	}
+	evs := getppidEvents(300_000)
 	full := encodeFile(t, nil, evs, 0, nil)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 20 {
@@ -644,6 +640,12 @@ func TestReadsVersion1(t *testing.T) {
 	fixtureSkips = newerThanV1
 	want := randomEvents(rand.New(rand.NewPCG(7, 1)), 1200)
 	fixtureSkips = nil
+	sameEvents(t, got, want)
+}
+
+// sameEvents fails t at the first event of got that is not want's.
+func sameEvents(t *testing.T, got, want []event.Event) {
+	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d", len(got), len(want))
 	}
@@ -693,23 +695,12 @@ func TestReadsVersion2(t *testing.T) {
 	for range 2000 {
 		want = append(want, *g.next())
 	}
-	if len(got) != len(want) {
-		t.Fatalf("%d events, want %d", len(got), len(want))
-	}
-	for i := range want {
-		if !reflect.DeepEqual(got[i], want[i]) {
-			t.Fatalf("event %d: got %+v\nwant %+v", i, got[i], want[i])
-		}
-	}
+	sameEvents(t, got, want)
 }
 
 // A version 2 file may not use S2, which came with version 3.
 func TestS2NeedsVersion3(t *testing.T) {
-	g := newGetppid()
-	evs := make([]event.Event, 1000)
-	for i := range evs {
-		evs[i] = *g.next()
-	}
+	evs := getppidEvents(1000)
 	data := encodeFile(t, nil, evs, 0, nil)
 	binary.LittleEndian.PutUint32(data[len(magic):], 2)
 	_, _, err := decodeFile(data)
@@ -759,11 +750,7 @@ func TestHugeEvents(t *testing.T) {
 }
 
 func TestReaderAllocations(t *testing.T) {
-	g := newGetppid()
-	evs := make([]event.Event, 200_000)
-	for i := range evs {
-		evs[i] = *g.next()
-	}
+	evs := getppidEvents(200_000)
 	data := encodeFile(t, nil, evs, 0, nil)
 	r, err := NewReader(bytes.NewReader(data))
 	if err != nil {
@@ -785,11 +772,7 @@ func TestReaderAllocations(t *testing.T) {
 // was designed for.
 func TestBytesPerEvent(t *testing.T) {
 	const n = 1_000_000
-	g := newGetppid()
-	evs := make([]event.Event, n)
-	for i := range evs {
-		evs[i] = *g.next()
-	}
+	evs := getppidEvents(n)
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, &Header{})
 	if err != nil {
@@ -838,11 +821,7 @@ func BenchmarkWrite(b *testing.B) {
 }
 
 func BenchmarkRead(b *testing.B) {
-	g := newGetppid()
-	evs := make([]event.Event, 1_000_000)
-	for i := range evs {
-		evs[i] = *g.next()
-	}
+	evs := getppidEvents(1_000_000)
 	data := encodeFile(b, nil, evs, 0, nil)
 	b.SetBytes(int64(len(data) / len(evs)))
 	b.ReportAllocs()

@@ -131,6 +131,16 @@ func (g *getppid) next() *event.Event {
 	return e
 }
 
+// getppidEvents is the first n events of newGetppid.
+func getppidEvents(n int) []event.Event {
+	g := newGetppid()
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = *g.next()
+	}
+	return evs
+}
+
 var errUnexpected = errors.New("unexpected")
 
 // kindOf classifies a reader error for tests that only care about its kind.
