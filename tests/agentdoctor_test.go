@@ -297,8 +297,10 @@ func TestAgentCrashAcrossWindows(t *testing.T) {
 	// Only a core written to the crash's own directory is the test's to
 	// remove: a pipe (systemd-coredump, apport) or a path keeps cores of
 	// gigabytes elsewhere.
-	if b, _ := os.ReadFile("/proc/sys/kernel/core_pattern"); strings.ContainsAny(string(b), "|/") {
-		why := fmt.Sprintf("kernel.core_pattern is %q, not a file in the crash's directory", strings.TrimSpace(string(b)))
+	b, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
+	pattern := strings.TrimSpace(string(b))
+	if strings.ContainsAny(pattern, "|/") {
+		why := fmt.Sprintf("kernel.core_pattern is %q, not a file in the crash's directory", pattern)
 		if os.Getenv("SYSRAY_REQUIRE_BPF") == "1" {
 			t.Fatal(why)
 		}
@@ -318,9 +320,8 @@ func TestAgentCrashAcrossWindows(t *testing.T) {
 	var dumped time.Duration
 	for mib := 1024; dumped < 1100*time.Millisecond; mib *= 2 {
 		if mib > 4096 {
-			pattern, _ := os.ReadFile("/proc/sys/kernel/core_pattern")
 			t.Fatalf("bigcore's fault and exit came only %v apart with %d MiB: no window edge need fall between them (core_pattern %q)",
-				dumped, mib/2, strings.TrimSpace(string(pattern)))
+				dumped, mib/2, pattern)
 		}
 		pid, dumped = bigcore(t, dir, mib)
 	}

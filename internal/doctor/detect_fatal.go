@@ -266,9 +266,10 @@ func (f *fatal) carry(to Detector) {
 	}
 	// A kernel SIGKILL not yet followed by its death takes the OOM kills
 	// counted here with it: the next doctor's count starts after them.
+	counted := f.counted()
 	oom := func(tid uint32, s *event.Signal) {
 		if s != nil && s.Sig == 9 && s.Code == siKernel {
-			if k := f.oomCount(tid); k > 0 {
+			if k := counted + f.oomBefore[tid]; k > 0 {
 				n.oomBefore[tid] = k
 			}
 		}
@@ -370,6 +371,10 @@ func (f *fatal) Findings(env *Env) []Finding {
 			"exit_status": 128 + d.sig, "core_dumped": d.core, "last_syscalls": last}
 		sev := Warning
 		var what, seccompCall string
+		var oomKills uint64 // counted while this doctor, or the one before, saw the signal
+		if d.sig == 9 && d.signal != nil && d.signal.Code == siKernel {
+			oomKills = f.counted() + f.oomBefore[d.tid]
+		}
 		switch {
 		case d.fault != nil && faultSignal(int32(d.sig)):
 			sev = Critical
@@ -419,10 +424,10 @@ func (f *fatal) Findings(env *Env) []Finding {
 			if u := fallbacks[seccompCall].use; u != "" {
 				what += "; " + seccompCall + " is for " + u
 			}
-		case d.sig == 9 && d.signal != nil && d.signal.Code == siKernel && f.oomCount(d.tid) > 0:
+		case oomKills > 0:
 			// SIGKILL from the kernel itself while the kernel counted an OOM kill.
 			sev = Critical
-			ev["oom_kills"] = f.oomCount(d.tid)
+			ev["oom_kills"] = oomKills
 			what = "SIGKILL from the kernel's out-of-memory killer (the kernel counted OOM kills while the doctor watched)"
 		case d.sig == 13 && pipeFD >= 0 && pipeFD <= 2:
 			// `producer | head`: the reader stopped early, as it may.
@@ -506,16 +511,16 @@ func accessNoun(f *event.Fault) string {
 // killer sends its SIGKILL.
 const siKernel = 0x80
 
-// oomCount is how many OOM kills the kernel counted while this doctor
-// watched, and for a thread whose kernel SIGKILL came in the window before,
-// while that window's did: the kernel counts the kill before it sends the
-// signal, so a victim's count rose in the window that saw its signal.
-func (f *fatal) oomCount(tid uint32) uint64 {
-	var n uint64
-	if f.oomKills != nil {
-		n = f.oomKills() - f.oomAt0
+// counted is how many OOM kills the kernel counted while this doctor
+// watched (one read of /proc/vmstat). A thread whose kernel SIGKILL came in
+// the window before adds that window's count (oomBefore): the kernel
+// counts the kill before it sends the signal, so a victim's count rose in
+// the window that saw its signal.
+func (f *fatal) counted() uint64 {
+	if f.oomKills == nil {
+		return 0
 	}
-	return n + f.oomBefore[tid]
+	return f.oomKills() - f.oomAt0
 }
 
 func ipOf(f *event.Fault) string {
