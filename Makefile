@@ -119,17 +119,20 @@ test-long: soak sick deep stories variants-long
 	bash bench/peers.sh $(PEER_ROUNDS)
 
 # The long tier's live tests (LONG_TESTS), which CI runs after make test.
+# $(call live-tier,REGEX) runs the live tests whose names match REGEX.
+live-tier = set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '^($(1))$$' ./tests | $(TESTSUM)
+
 soak: build bin/testsum
-	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '^($(SOAK_TESTS))$$' ./tests | $(TESTSUM)
+	$(call live-tier,$(SOAK_TESTS))
 
 sick: build bin/testsum
-	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '^($(SICK_TESTS))$$' ./tests | $(TESTSUM)
+	$(call live-tier,$(SICK_TESTS))
 
 deep: build bin/testsum
-	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '^($(DEEP_TESTS))$$' ./tests | $(TESTSUM)
+	$(call live-tier,$(DEEP_TESTS))
 
 stories: build bin/testsum
-	set -o pipefail; $(GO) test -count=1 -p 1 -timeout 30m -json -run '^($(STORY_TESTS))$$' ./tests | $(TESTSUM)
+	$(call live-tier,$(STORY_TESTS))
 
 # Every variant but each detector's main one (make test runs those): the
 # long tier's shapes of each mechanism, which CI runs after make test.
