@@ -474,11 +474,16 @@ func TestReportEmptyAndHostile(t *testing.T) {
 }
 
 // A capture in which the doctor finds nothing shows, in the page as in
-// `doctor -r`, what came within a tenth of a rule: map32's eleven forks of a
-// process growing to 1,100 threads take a few ms each, under slow-syscall's
-// 10 ms and too few for latency-grows-with-count. (Its nearest miss is the
-// slowest call that does not wait: a fork, mostly; now and then an
-// mprotect of a new thread's stack guard that queued on the mm's lock.)
+// `doctor -r`, what came within a tenth of a rule: map32's seven forks of a
+// process growing to 700 threads take 2-4 ms each, a third of
+// slow-syscall's 10 ms and too few for latency-grows-with-count. (Its
+// nearest miss is the slowest call that does not wait: a fork, mostly; now
+// and then an mprotect of a new thread's stack guard that queued on the
+// mm's lock.) A busy host can stretch one fork past 10 ms (11 ms was seen
+// at 1,100 threads): that is a real slow call and the doctor is right to
+// report it (and a steeper growth with it), so the test accepts those
+// findings and then compares the near misses of the detectors that stayed
+// silent.
 func TestReportNear(t *testing.T) {
 	requireBPF(t)
 	dir := t.TempDir()
@@ -487,7 +492,7 @@ func TestReportNear(t *testing.T) {
 		t.Fatalf("compiling map32: %v\n%s", err, b)
 	}
 	capFile := filepath.Join(dir, "near.sysray")
-	if r := run(t, "record", "-w", capFile, "--stacks", "--", map32, "-m", "stack", "-n", "1100"); r.code != 0 {
+	if r := run(t, "record", "-w", capFile, "--stacks", "--", map32, "-m", "stack", "-n", "700"); r.code != 0 {
 		t.Fatalf("record exited %d: %s", r.code, r.stderr)
 	}
 	var rep struct {
@@ -501,8 +506,11 @@ func TestReportNear(t *testing.T) {
 	if r := run(t, "doctor", "-r", capFile, "--json"); json.Unmarshal([]byte(r.stdout), &rep) != nil {
 		t.Fatalf("doctor --json: %s", r.stdout)
 	}
-	if len(rep.Findings) != 0 {
-		t.Fatalf("findings in map32 -m stack -n 1100: %+v", rep.Findings)
+	for _, f := range rep.Findings {
+		if f.ID != "slow-syscall" && f.ID != "latency-grows-with-count" {
+			t.Fatalf("findings in map32 -m stack -n 700: %+v", rep.Findings)
+		}
+		t.Logf("a fork crossed a bar on this host: %s", f.Title)
 	}
 	var want []string
 	for _, n := range rep.Near {
@@ -513,7 +521,7 @@ func TestReportNear(t *testing.T) {
 			checkSlowestNear(t, capFile, n.Subject, n.Closeness)
 		}
 	}
-	if !slices.Contains(want, "slow-syscall") {
+	if len(rep.Findings) == 0 && !slices.Contains(want, "slow-syscall") {
 		t.Fatalf("no slow-syscall near miss within a tenth of the rule: %+v", rep.Near)
 	}
 	page := filepath.Join(dir, "near.html")
